@@ -8,16 +8,21 @@ SHELL := /bin/bash
 WSDL_DIR ?= $(firstword $(wildcard ../shared/wsdl/vim25-7.0.3))
 GENERATED := vsphere-client/src/generated
 MANAGED_OBJECTS := wsdl/managed-objects.json
-# pyvmomi release wsdl/managed-objects.json is extracted from.
-PYVMOMI_VERSION := 9.1.1.0
+ADDITIONS := wsdl/additions.json
+# The pyvmomi releases wsdl/managed-objects.json and wsdl/additions.json are
+# extracted from (the last one; the others date enumeration values), as pip
+# downloads them; wsdl/extract-pyvmomi pins each archive's sha256.
+PYVMOMI_RELEASES := 7.0.3 8.0.0.1.2 8.0.1.0.2 8.0.2.0.1 8.0.3.0.1 9.0.0.0 9.1.0.0 9.1.1.0
+PYVMOMI_ARCHIVES ?= $(HOME)/.cache/vsphere-rs/pyvmomi
 
-.PHONY: help test deps vcsim generate check-generated check-managed-objects demo fuzz bench bench-build
+.PHONY: help test deps vcsim generate check-generated check-managed-objects pyvmomi-archives demo fuzz bench bench-build
 
 help:
 	@echo "make demo               start the simulator and run the CLI against it"
 	@echo "make test               install what is missing, check generated code and formatting, run every test"
 	@echo "make generate           regenerate $(GENERATED) (WSDL_DIR=$(or $(WSDL_DIR),<unset>))"
 	@echo "make check-generated    fail if $(GENERATED) differs from what the generator makes"
+	@echo "make pyvmomi-archives   download the pyvmomi releases wsdl/*.json are extracted from (then check-generated re-extracts them)"
 	@echo "make fuzz               run each fuzz target FUZZ_SECONDS (default 60) s; fails on a crash"
 	@echo "make bench              decode/encode throughput, walk vs govmomi and pyvmomi; one table (BENCH_BUILD=1: build times too)"
 	@echo "make bench-build        clean debug and release builds of vsphere-client, timed (minutes)"
@@ -48,7 +53,7 @@ test: deps
 generate:
 	@$(call require_bundle)
 	@tmp="$$(mktemp -d "$(CURDIR)/.generated-XXXXXX")"; trap 'rm -rf "$$tmp"' EXIT; \
-	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --out "$$tmp/generated"; \
+	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --additions $(ADDITIONS) --out "$$tmp/generated"; \
 	[ -d "$$tmp/generated" ] || { echo "vsphere-codegen wrote nothing to its --out directory"; exit 1; }; \
 	rm -rf $(GENERATED); mkdir -p "$$(dirname $(GENERATED))"; cp -r "$$tmp/generated" $(GENERATED); \
 	$(call bundle_sums) > wsdl/SHA256SUMS; \
@@ -62,7 +67,7 @@ check-generated: check-managed-objects
 	    exit 1; \
 	fi
 	@tmp="$$(mktemp -d "$(CURDIR)/.generated-XXXXXX")"; trap 'rm -rf "$$tmp"' EXIT; \
-	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --out "$$tmp/generated"; \
+	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --additions $(ADDITIONS) --out "$$tmp/generated"; \
 	[ -d "$$tmp/generated" ] || { echo "vsphere-codegen wrote nothing to its --out directory"; exit 1; }; \
 	if [ ! -d $(GENERATED) ]; then \
 	    echo "check-generated: $(GENERATED) is missing; run: make generate"; exit 1; \
@@ -70,22 +75,33 @@ check-generated: check-managed-objects
 	if ! diff -r "$$tmp/generated" $(GENERATED) > "$$tmp/diff"; then \
 	    head -n 60 "$$tmp/diff"; \
 	    echo "check-generated: $(GENERATED) is stale or was edited by hand ($$(grep -c '^[<>]' "$$tmp/diff" || true) differing lines)."; \
-	    echo "  Never edit it by hand: change codegen/ (or wsdl/managed-objects.json) and run: make generate"; \
+	    echo "  Never edit it by hand: change codegen/ (or wsdl/*.json) and run: make generate"; \
 	    exit 1; \
 	fi; \
 	echo "check-generated: $(GENERATED) is up to date"
 
-# wsdl/managed-objects.json is extracted from pyvmomi; check it when that exact
-# pyvmomi is installed (it is not needed to build or test).
+# wsdl/managed-objects.json and wsdl/additions.json are extracted from
+# pyvmomi's release archives; check them when the archives are in
+# $(PYVMOMI_ARCHIVES) (make pyvmomi-archives; not needed to build or test).
 check-managed-objects:
 	@$(call require_bundle)
-	@if python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("pyvmomi") != "$(PYVMOMI_VERSION)")' 2>/dev/null; then \
-	    wsdl/extract-managed-objects --wsdl "$(WSDL_DIR)" --check 2>/dev/null \
-	        || { wsdl/extract-managed-objects --wsdl "$(WSDL_DIR)" --check; exit 1; }; \
-	    echo "check-managed-objects: $(MANAGED_OBJECTS) is up to date"; \
+	@if [ -f "$(PYVMOMI_ARCHIVES)/pyvmomi-9.1.1.0-py3-none-any.whl" ]; then \
+	    wsdl/extract-pyvmomi --wsdl "$(WSDL_DIR)" --archives "$(PYVMOMI_ARCHIVES)" --check 2>/dev/null \
+	        || { wsdl/extract-pyvmomi --wsdl "$(WSDL_DIR)" --archives "$(PYVMOMI_ARCHIVES)" --check; exit 1; }; \
+	    echo "check-managed-objects: $(MANAGED_OBJECTS) and $(ADDITIONS) are up to date"; \
 	else \
-	    echo "note: pyvmomi==$(PYVMOMI_VERSION) not installed: $(MANAGED_OBJECTS) not re-extracted"; \
+	    echo "note: no pyvmomi archives in $(PYVMOMI_ARCHIVES) (make pyvmomi-archives): $(MANAGED_OBJECTS) and $(ADDITIONS) not re-extracted"; \
 	fi
+
+# Downloads the pyvmomi release archives the tables are extracted from (pip;
+# wsdl/extract-pyvmomi checks their sha256).
+pyvmomi-archives:
+	@mkdir -p "$(PYVMOMI_ARCHIVES)"
+	@for v in $(PYVMOMI_RELEASES); do \
+	    ls "$(PYVMOMI_ARCHIVES)"/pyvmomi-$$v[.-]* >/dev/null 2>&1 \
+	        || python3 -m pip download -q --no-deps pyvmomi==$$v -d "$(PYVMOMI_ARCHIVES)"; \
+	done
+	@ls "$(PYVMOMI_ARCHIVES)"
 
 demo: deps
 	tests/demo.sh

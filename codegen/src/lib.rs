@@ -5,6 +5,7 @@
 //! [`naming`] and [`plan`] make every naming and layout decision; [`emit`]
 //! writes formatted Rust. [`run`] chains them and checks the counts.
 
+pub mod additions;
 pub mod emit;
 pub mod error;
 pub mod fixups;
@@ -29,6 +30,8 @@ pub struct Options {
     pub wsdl: PathBuf,
     /// `managed-objects.json`; without it no managed object structs are emitted.
     pub managed_objects: Option<PathBuf>,
+    /// `additions.json`: what API versions after the bundle's added.
+    pub additions: Option<PathBuf>,
     /// The output directory (replaced).
     pub out: PathBuf,
 }
@@ -46,13 +49,20 @@ pub struct Summary {
 pub fn generate(options: &Options) -> Result<(emit::Output, Summary)> {
     let mut bundle = parse::read_bundle(&options.wsdl)?;
     let bundle_sha256 = bundle_id(&options.wsdl, &bundle)?;
-    let schema_counts = normalize::count(&bundle);
+    let mut schema_counts = normalize::count(&bundle);
     fixups::apply_raw(&mut bundle)?;
     let managed = match &options.managed_objects {
         Some(path) => Some(managed_objects::read(path)?),
         None => None,
     };
-    let mut model = normalize::normalize(&bundle, managed.as_ref())?;
+    let additions = match &options.additions {
+        Some(path) => Some(additions::read(path)?),
+        None => None,
+    };
+    if let Some(additions) = &additions {
+        schema_counts = schema_counts.plus(normalize::count_additions(additions));
+    }
+    let mut model = normalize::normalize(&bundle, managed.as_ref(), additions.as_ref())?;
     model.schema_counts = schema_counts;
     fixups::apply_model(&mut model, &bundle)?;
     let plan = plan::plan(&model)?;
@@ -84,6 +94,11 @@ fn check_counts(
 ) -> Result<()> {
     let schema = model.schema_counts;
     let emitted_complex = counts.structs + counts.request_types + counts.array_types + 1;
+    let additions = model
+        .managed_objects
+        .values()
+        .filter(|m| m.since.is_some())
+        .count();
     let checks = [
         ("complex types", schema.complex_types, emitted_complex),
         ("ArrayOf types", schema.array_types, counts.array_types),
@@ -97,7 +112,7 @@ fn check_counts(
         ("operations (methods)", schema.operations, counts.methods),
         (
             "managed objects",
-            managed.map_or(0, |m| m.managed_objects.len()),
+            managed.map_or(0, |m| m.managed_objects.len()) + additions,
             counts.managed_objects,
         ),
     ];

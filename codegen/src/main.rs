@@ -1,9 +1,10 @@
-//! `vsphere-codegen --wsdl DIR [--managed-objects FILE] --out DIR`
+//! `vsphere-codegen --wsdl DIR [--managed-objects FILE] [--additions FILE] --out DIR`
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: vsphere-codegen --wsdl DIR [--managed-objects FILE] --out DIR";
+const USAGE: &str =
+    "usage: vsphere-codegen --wsdl DIR [--managed-objects FILE] [--additions FILE] --out DIR";
 
 fn main() -> ExitCode {
     let options = match parse_args(std::env::args().skip(1)) {
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<vsphere_codegen::Options, String> {
     let mut wsdl = None;
     let mut managed_objects = None;
+    let mut additions = None;
     let mut out = None;
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -53,6 +55,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<vsphere_codegen:
             "--managed-objects" => {
                 managed_objects = Some(PathBuf::from(value("--managed-objects")?))
             }
+            "--additions" => additions = Some(PathBuf::from(value("--additions")?)),
             "--out" => out = Some(PathBuf::from(value("--out")?)),
             "-h" | "--help" => return Err("help".into()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -61,6 +64,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<vsphere_codegen:
     Ok(vsphere_codegen::Options {
         wsdl: wsdl.ok_or("--wsdl is required")?,
         managed_objects,
+        additions,
         out: out.ok_or("--out is required")?,
     })
 }

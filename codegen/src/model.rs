@@ -71,6 +71,48 @@ impl Primitive {
     }
 }
 
+/// A vim25 API version (`8.0.2.0`), ordered numerically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ApiVersion(pub [u8; 4]);
+
+impl ApiVersion {
+    /// Parses a dotted version of one to four numbers (`8.0.2.0`, `7.0`);
+    /// missing parts are zero.
+    pub fn parse(text: &str) -> Option<ApiVersion> {
+        let mut parts = [0u8; 4];
+        let mut count = 0;
+        for part in text.split('.') {
+            if count == 4 || part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            parts[count] = part.parse().ok()?;
+            count += 1;
+        }
+        (count > 0).then_some(ApiVersion(parts))
+    }
+}
+
+impl std::fmt::Display for ApiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [a, b, c, d] = self.0;
+        write!(f, "{a}.{b}.{c}.{d}")
+    }
+}
+
+/// The API version that introduced an item, `None` for items of the base
+/// bundle (7.0.3.0 and older).
+pub type Since = Option<ApiVersion>;
+
+/// Whether `item` is newer than `container` (an item of a new type that is
+/// as new as the type is not).
+pub fn newer(item: Since, container: Since) -> bool {
+    match (item, container) {
+        (Some(item), Some(container)) => item > container,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
 /// What a field, parameter or property holds.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TypeRef {
@@ -112,6 +154,8 @@ pub struct Field {
     pub name: String,
     pub ty: TypeRef,
     pub occurs: Occurs,
+    /// The API version that added it (for a field of a new type: the type's).
+    pub since: Since,
 }
 
 /// A complex type that is not an array wrapper.
@@ -125,6 +169,8 @@ pub struct ComplexType {
     pub is_request: bool,
     /// The schema file it comes from (for messages).
     pub file: String,
+    /// The API version that added it.
+    pub since: Since,
 }
 
 /// An `ArrayOf*` wrapper type.
@@ -141,6 +187,18 @@ pub struct ArrayType {
 pub struct EnumType {
     pub name: String,
     pub values: Vec<String>,
+    /// The API version that added it.
+    pub since: Since,
+    /// The API version that added each value newer than the base bundle
+    /// (for a new enumeration: every value).
+    pub value_since: BTreeMap<String, ApiVersion>,
+}
+
+impl EnumType {
+    /// The API version that added `value`.
+    pub fn since_of(&self, value: &str) -> Since {
+        self.value_since.get(value).copied()
+    }
 }
 
 /// The result of an operation.
@@ -159,6 +217,8 @@ pub struct Operation {
     pub returnval: Option<Returnval>,
     /// Declared fault type names.
     pub faults: Vec<String>,
+    /// The API version that added it.
+    pub since: Since,
 }
 
 /// A property of a managed object.
@@ -169,6 +229,9 @@ pub struct Property {
     pub occurs: Occurs,
     /// For references: the managed object type referred to.
     pub mo_type: Option<String>,
+    /// The API version that added it (for a property of a new managed
+    /// object: the object's).
+    pub since: Since,
 }
 
 /// A managed object type.
@@ -178,6 +241,8 @@ pub struct ManagedObject {
     pub base: Option<String>,
     pub properties: Vec<Property>,
     pub methods: Vec<String>,
+    /// The API version that added it.
+    pub since: Since,
 }
 
 /// The whole normalised schema. Maps are sorted by name: iteration order is
@@ -191,6 +256,9 @@ pub struct Model {
     pub managed_objects: BTreeMap<String, ManagedObject>,
     /// Counts as read from the documents, for the final count check.
     pub schema_counts: SchemaCounts,
+    /// The newest API version the model describes: the base bundle's, or
+    /// the additions' when there are any.
+    pub api_version: Option<ApiVersion>,
 }
 
 /// What the schema documents contain, counted before any interpretation.
@@ -201,6 +269,19 @@ pub struct SchemaCounts {
     pub enums: usize,
     pub enum_values: usize,
     pub operations: usize,
+}
+
+impl SchemaCounts {
+    /// Both counts together.
+    pub fn plus(self, other: SchemaCounts) -> SchemaCounts {
+        SchemaCounts {
+            complex_types: self.complex_types + other.complex_types,
+            array_types: self.array_types + other.array_types,
+            enums: self.enums + other.enums,
+            enum_values: self.enum_values + other.enum_values,
+            operations: self.operations + other.operations,
+        }
+    }
 }
 
 impl Model {

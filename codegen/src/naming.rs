@@ -13,6 +13,14 @@
 //!   - digits stay with the word before them (`ipv6Address` -> `ipv6_address`),
 //!   - `_` and `-` separate words and are dropped (`CloneVM_Task` -> `clone_vm_task`),
 //!   - `VMware` is one word (`VMwareDVSConfigSpec` -> `vmware_dvs_config_spec`),
+//!   - so are vSphere's product words written with a lower-case `v` and a
+//!     capital (`vMotion`, `vCenter`, `vApp`, `vFlash`, `vStorage`, `vSphere`,
+//!     `vNic`, `vSan`, `vVol`, `vDisk`, `vClock`, `vRAM`, `vPMC`, `vAssert`),
+//!     with a capital `V` too when they start a word inside a name
+//!     (`vmotionWithStorageVMotionSupported` ->
+//!     `vmotion_with_storage_vmotion_supported`, `RetrieveVStorageObject` ->
+//!     `retrieve_vstorage_object`), and with a plural `s` (`vApps`); not when a
+//!     lower-case letter continues the word (`vApplication` stays `v_application`),
 //!   - a leading `_` is dropped (`_this` -> `this`),
 //!   - Rust keywords get a trailing `_` (`type` -> `type_`);
 //! - enumeration values: PascalCase of the words split at `_`, `-`, `.` and
@@ -36,6 +44,14 @@ const KEYWORDS: &[&str] = &[
 
 /// Words that are written with an unusual mix of capitals and are one word.
 const WHOLE_WORDS: &[&str] = &["VMware"];
+
+/// vSphere's words made of a lower-case `v` and a capitalised word: each is
+/// one word, also when written with a capital `V` at the start of a word
+/// (see the module docs).
+const V_WORDS: &[&str] = &[
+    "vAssert", "vApp", "vCenter", "vClock", "vDisk", "vFlash", "vMotion", "vNic", "vPMC", "vRAM",
+    "vSan", "vSphere", "vStorage", "vVol",
+];
 
 /// Exceptions to the snake_case rules, where the rules give a misleading split.
 const SNAKE_OVERRIDES: &[(&str, &str)] = &[("enable3DSupport", "enable_3d_support")];
@@ -98,6 +114,12 @@ pub fn words(name: &str) -> Vec<String> {
             i += whole.chars().count();
             continue;
         }
+        if let Some(len) = v_word_at(&chars, i) {
+            flush(&mut words, &mut current);
+            words.push(chars[i..i + len].iter().collect());
+            i += len;
+            continue;
+        }
         let c = chars[i];
         if c == '_' || c == '-' || c == '.' || c == ' ' {
             flush(&mut words, &mut current);
@@ -128,6 +150,42 @@ pub fn words(name: &str) -> Vec<String> {
     }
     flush(&mut words, &mut current);
     words
+}
+
+/// The length of the [`V_WORDS`] word starting at `chars[at]`, if one does:
+/// at a word start (the name's start, after a separator, a lower-case letter
+/// or a digit; `v` only at the name's start or after a separator), with
+/// `v` or `V`, optionally a plural `s`, and not continued by a lower-case letter.
+fn v_word_at(chars: &[char], at: usize) -> Option<usize> {
+    let first = *chars.get(at)?;
+    if first != 'v' && first != 'V' {
+        return None;
+    }
+    let prev = at.checked_sub(1).map(|p| chars[p]);
+    let after_separator = prev.is_none_or(|p| matches!(p, '_' | '-' | '.' | ' '));
+    let boundary = match first {
+        'v' => after_separator,
+        _ => after_separator || prev.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit()),
+    };
+    if !boundary {
+        return None;
+    }
+    V_WORDS.iter().find_map(|word| {
+        let rest: Vec<char> = word.chars().skip(1).collect();
+        if chars.get(at + 1..at + 1 + rest.len()) != Some(&rest[..]) {
+            return None;
+        }
+        let mut len = 1 + rest.len();
+        if chars.get(at + len) == Some(&'s')
+            && !chars.get(at + len + 1).is_some_and(|c| c.is_lowercase())
+        {
+            len += 1;
+        }
+        match chars.get(at + len) {
+            Some(c) if c.is_lowercase() => None,
+            _ => Some(len),
+        }
+    })
 }
 
 /// Whether `chars[at]` is an `s` that ends a word right after a run of capitals.
@@ -248,7 +306,35 @@ mod tests {
             ("move", "move_"),
             ("dynamicType", "dynamic_type"),
             ("MOID", "moid"),
-            ("vSphereDataProtection", "v_sphere_data_protection"),
+            ("vSphereDataProtection", "vsphere_data_protection"),
+            (
+                "vmotionWithStorageVMotionSupported",
+                "vmotion_with_storage_vmotion_supported",
+            ),
+            ("vMotionNotLicensed", "vmotion_not_licensed"),
+            ("vMotionBandwidth", "vmotion_bandwidth"),
+            ("encryptedVMotionSupported", "encrypted_vmotion_supported"),
+            ("vStorageCapable", "vstorage_capable"),
+            ("vAppConfig", "vapp_config"),
+            ("vApps", "vapps"),
+            ("vFlashCacheAllocation", "vflash_cache_allocation"),
+            ("encryptionVFlashSupported", "encryption_vflash_supported"),
+            ("vSanConfigSpec", "vsan_config_spec"),
+            ("vCenter", "vcenter"),
+            ("vClockTime", "vclock_time"),
+            ("vDiskId", "vdisk_id"),
+            ("supportedVDiskFormats", "supported_vdisk_formats"),
+            ("vRAMSizeInKB", "vram_size_in_kb"),
+            ("vPMCSupported", "vpmc_supported"),
+            ("vAssertsEnabled", "vasserts_enabled"),
+            ("vNicProfile", "vnic_profile"),
+            ("vsanSupported", "vsan_supported"),
+            // Not one of the words: a lower-case letter continues it, or it
+            // does not start a word.
+            ("vApplication", "v_application"),
+            ("privMotion", "priv_motion"),
+            ("vmName", "vm_name"),
+            ("VMotion", "vmotion"),
         ];
         for (xml, rust) in cases {
             assert_eq!(field_name(xml), rust, "field_name({xml:?})");
@@ -276,6 +362,13 @@ mod tests {
             ),
             ("Login", "login"),
             ("CurrentTime", "current_time"),
+            ("RetrieveVStorageObject", "retrieve_vstorage_object"),
+            ("QueryVMotionCompatibility", "query_vmotion_compatibility"),
+            (
+                "VCenterUpdateVStorageObjectMetadataEx_Task",
+                "vcenter_update_vstorage_object_metadata_ex_task",
+            ),
+            ("UpdateVAppConfig", "update_vapp_config"),
         ];
         for (xml, rust) in cases {
             assert_eq!(method_name(xml), rust, "method_name({xml:?})");

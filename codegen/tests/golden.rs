@@ -1,7 +1,9 @@
 //! Golden test: the generator's output for the hand-written fixture under
 //! `tests/fixtures/basic` (inheritance, arrays, polymorphism, enums,
 //! optional/required/repeated fields, keywords, recursion, anyType, managed
-//! objects) must equal `tests/golden/basic`, file for file. The expected code
+//! objects, and in `additions.json` a type, fields, enumeration values, an
+//! operation, a parameter, a managed object and a property added after
+//! 7.0.3.0) must equal `tests/golden/basic`, file for file. The expected code
 //! is also compiled and exercised against the XML runtime by
 //! `vsphere-client/tests/golden_compile.rs`.
 //!
@@ -33,10 +35,14 @@ fn basic_fixture_matches_golden_output() {
     let options = vsphere_codegen::Options {
         wsdl: fixture.clone(),
         managed_objects: Some(fixture.join("managed-objects.json")),
+        additions: Some(fixture.join("additions.json")),
         out: golden.clone(),
     };
     let (output, summary) = vsphere_codegen::generate(&options).expect("the fixture generates");
-    assert_eq!(summary.counts.methods, 8);
+    assert_eq!(
+        summary.counts.methods, 9,
+        "8 of the bundle, Clear_Task added"
+    );
     assert_eq!(
         summary.counts.polymorphic_enums, 2,
         "AnyShape and AnyMethodFault"
@@ -89,6 +95,7 @@ fn a_schema_construct_the_generator_does_not_know_fails_loudly() {
     let err = vsphere_codegen::generate(&vsphere_codegen::Options {
         wsdl: dir.clone(),
         managed_objects: None,
+        additions: None,
         out: dir.join("out"),
     })
     .expect_err("xsd:choice is not supported");

@@ -164,8 +164,9 @@ async fn connect_logs_in_and_announces_the_lower_version() {
     let client = connected(&vc).await;
     assert_eq!(
         client.api_version(),
-        "7.0.3.0",
-        "server 8.0.2.0, bindings 7.0.3.0"
+        "8.0.2.0",
+        "server 8.0.2.0, bindings {}",
+        vsphere_client::GENERATED_API_VERSION
     );
     assert_eq!(
         client.service_content().about.full_name,
@@ -173,7 +174,7 @@ async fn connect_logs_in_and_announces_the_lower_version() {
     );
 
     Mock::given(body_string_contains("<CurrentTime"))
-        .and(header("SOAPAction", "urn:vim25/7.0.3.0"))
+        .and(header("SOAPAction", "urn:vim25/8.0.2.0"))
         .and(header(
             "Cookie",
             format!("vmware_soap_session={COOKIE_1}").as_str(),
@@ -193,7 +194,7 @@ async fn connect_logs_in_and_announces_the_lower_version() {
             .headers
             .get("SOAPAction")
             .and_then(|v| v.to_str().ok()),
-        Some("urn:vim25/7.0.3.0")
+        Some("urn:vim25/8.0.2.0")
     );
 }
 
@@ -215,9 +216,9 @@ async fn an_older_server_gets_its_own_version() {
 #[tokio::test]
 async fn without_a_versions_file_the_about_version_is_used() {
     let vc = MockVc::start_with_version(None).await;
-    // ServiceContent says 8.0.2.0: the lower one, 7.0.3.0, is announced.
+    // ServiceContent says 8.0.2.0, older than the bindings: it is announced.
     let client = connected(&vc).await;
-    assert_eq!(client.api_version(), "7.0.3.0");
+    assert_eq!(client.api_version(), "8.0.2.0");
 }
 
 // --- faults ---------------------------------------------------------------

@@ -61,7 +61,7 @@ async fn login_service_content_and_about_over_plain_http() {
         "{}",
         about.full_name
     );
-    // vcsim reports 6.5, lower than the bindings' 7.0.3.0: we speak 6.5.
+    // vcsim reports 6.5, lower than the bindings' version: we speak 6.5.
     assert_eq!(about.api_version, "6.5");
     assert_eq!(client.api_version(), "6.5");
     assert!(client.service_content().session_manager.is_some());

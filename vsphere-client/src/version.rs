@@ -8,8 +8,9 @@
 
 use std::cmp::Ordering;
 
-/// The vim25 API version the generated bindings come from.
-pub const GENERATED_API_VERSION: &str = "7.0.3.0";
+/// The newest vim25 API version the generated bindings describe: the 7.0U3
+/// WSDL bundle plus what later versions added (`wsdl/additions.json`).
+pub const GENERATED_API_VERSION: &str = crate::generated::API_VERSION;
 
 /// The newest `urn:vim25` version in a `vimServiceVersions.xml` document,
 /// or `None` when the document does not name one.
@@ -121,7 +122,10 @@ mod tests {
 
     #[test]
     fn negotiates_the_lower_version() {
-        assert_eq!(negotiate("8.0.2.0"), "7.0.3.0");
+        assert_eq!(GENERATED_API_VERSION, "9.1.1.0");
+        assert_eq!(negotiate("10.0.0.0"), "9.1.1.0");
+        assert_eq!(negotiate("9.1.1.0"), "9.1.1.0");
+        assert_eq!(negotiate("8.0.2.0"), "8.0.2.0");
         assert_eq!(negotiate("7.0.3.0"), "7.0.3.0");
         assert_eq!(negotiate("6.7.3"), "6.7.3");
         assert_eq!(negotiate("7.0"), "7.0");

@@ -1,7 +1,9 @@
-//! The generated bindings cover the whole WSDL bundle: every operation, every
-//! complex type that is not an `ArrayOf*` wrapper (with every field), and every
-//! enumeration value. Reads the bundle itself, so it fails if generation
-//! dropped anything. Skipped (with a message) where the bundle is absent.
+//! The generated bindings cover the whole WSDL bundle and what later API
+//! versions added (`wsdl/additions.json`): every operation, every complex
+//! type that is not an `ArrayOf*` wrapper (with every field), and every
+//! enumeration value. Reads the bundle and the table themselves, so it fails
+//! if generation dropped anything. Skipped (with a message) where the bundle
+//! is absent.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -117,6 +119,63 @@ fn read_bundle(dir: &Path) -> Bundle {
     bundle
 }
 
+/// Adds what `wsdl/additions.json` lists: new types with their fields, new
+/// fields of bundle types, new enumerations and values, new operations.
+fn add_additions(bundle: &mut Bundle) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wsdl/additions.json");
+    let text = std::fs::read_to_string(path).expect("wsdl/additions.json");
+    let table: serde_json::Value = serde_json::from_str(&text).expect("additions.json is JSON");
+    let names = |items: &serde_json::Value| -> Vec<String> {
+        items
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|item| item["name"].as_str().expect("a name").to_string())
+            .collect()
+    };
+    for ty in table["types"].as_array().expect("types") {
+        let name = ty["name"].as_str().expect("type name").to_string();
+        let fields = names(&ty["fields"]);
+        bundle.complex_types.entry(name).or_default().extend(fields);
+    }
+    for e in table["enums"].as_array().expect("enums") {
+        let name = e["name"].as_str().expect("enum name").to_string();
+        let values = names(&e["values"]);
+        let known = bundle.enums.entry(name).or_default();
+        for (value, after) in values
+            .into_iter()
+            .zip(e["values"].as_array().expect("values"))
+        {
+            // In the schema's order: after the value it follows.
+            let at = match after["after"].as_str() {
+                Some(prev) => known.iter().position(|v| v == prev).map_or(0, |i| i + 1),
+                None if after.get("after").is_some() => 0,
+                None => known.len(),
+            };
+            known.insert(at, value);
+        }
+    }
+    for op in table["operations"].as_array().expect("operations") {
+        let name = op["name"].as_str().expect("operation name");
+        if op["since"].is_string() {
+            bundle.operations.push(name.to_string());
+            let stem = name.strip_suffix("_Task").unwrap_or(name);
+            let mut params = vec!["_this".to_string()];
+            params.extend(names(&op["params"]));
+            bundle
+                .complex_types
+                .insert(format!("{stem}RequestType"), params);
+        } else {
+            let stem = name.strip_suffix("_Task").unwrap_or(name);
+            bundle
+                .complex_types
+                .get_mut(&format!("{stem}RequestType"))
+                .expect("request type of a bundle operation")
+                .extend(names(&op["params"]));
+        }
+    }
+}
+
 fn generated_sources() -> String {
     let mut all = String::new();
     let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src/generated")];
@@ -141,7 +200,13 @@ fn every_type_field_enum_value_and_operation_is_generated() {
         );
         return;
     };
-    let bundle = read_bundle(&dir);
+    let mut bundle = read_bundle(&dir);
+    let bundle_operations = bundle.operations.len();
+    add_additions(&mut bundle);
+    assert!(
+        bundle.operations.len() > bundle_operations + 40,
+        "additions read"
+    );
     let sources = generated_sources();
     // Index the generated code once: decoder arm literals, struct names,
     // method docs and request names.

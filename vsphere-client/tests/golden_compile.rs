@@ -70,6 +70,7 @@ fn golden_types_round_trip_with_polymorphism_recursion_and_any_type() {
                 side_length: 10,
                 rounded_corners: Some(true),
                 color: Some(Color::Self_),
+                ..Default::default()
             }
             .into(),
             Shape {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{format, group_of, lit, Counts, Item};
+use super::{format, group_of, lit, since_doc, Counts, Item};
 use crate::error::Result;
 use crate::model::Model;
 use crate::naming::UNRECOGNIZED_VARIANT;
@@ -18,13 +18,19 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         let mut code = String::new();
         writeln!(
             code,
-            "/// `{}`: an open enumeration; values this version does not know are kept in `{UNRECOGNIZED_VARIANT}`.\n\
+            "/// `{}`: an open enumeration; values this version does not know are kept in `{UNRECOGNIZED_VARIANT}`.\n{}\
              #[derive(Debug, Clone, PartialEq, Eq, Hash)]\n#[non_exhaustive]\npub enum {rust} {{",
-            e.name
+            e.name,
+            since_doc(e.since)
         )
         .ok();
         for (value, variant) in e.values.iter().zip(variants) {
-            writeln!(code, "    /// `{value}`.\n    {variant},").ok();
+            writeln!(
+                code,
+                "    /// `{value}`.\n{}    {variant},",
+                since_doc(e.since_of(value))
+            )
+            .ok();
         }
         writeln!(
             code,

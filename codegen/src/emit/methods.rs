@@ -60,6 +60,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
             write!(doc, " on {}", owners.join(", ")).ok();
         }
         doc.push_str(".\n");
+        doc.push_str(&super::since_doc(op.since));
         if !op.faults.is_empty() {
             let faults: Vec<String> = op.faults.iter().map(|f| format!("`{f}`")).collect();
             writeln!(doc, "///\n/// Declared faults: {}.", faults.join(", ")).ok();

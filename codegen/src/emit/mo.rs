@@ -65,6 +65,7 @@ pub(crate) fn emit(
                 name: p.name.clone(),
                 ty: p.ty.clone(),
                 occurs: p.occurs,
+                since: p.since,
             })
             .collect();
         let methods: Vec<String> = mo.methods.iter().map(|m| lit(m)).collect();
@@ -114,6 +115,7 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
         None => writeln!(code, "/// Managed object `{}`.", mo.name),
     }
     .ok();
+    code.push_str(&super::since_doc(mo.since));
     writeln!(
         code,
         "///\n/// Every property is `None` until retrieved.\n#[derive(Debug, Clone, PartialEq, Default)]\npub struct {rust} {{\n    \
@@ -137,7 +139,12 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
         if let Some(target) = &p.mo_type {
             write!(doc, ": a `{target}`").ok();
         }
-        writeln!(code, "    /// {doc}.\n    pub {name}: Option<{inner}>,").ok();
+        writeln!(
+            code,
+            "    /// {doc}.\n{}    pub {name}: Option<{inner}>,",
+            super::since_doc(p.since)
+        )
+        .ok();
         writeln!(
             arms,
             "            {} => self.{name} = x::from_property(value)?,",

@@ -71,6 +71,17 @@ pub(crate) fn format(code: &str) -> Result<String> {
     Ok(prettyplease::unparse(&file))
 }
 
+/// The doc paragraph of an item the API added after the base bundle:
+/// `///\n/// Since vSphere API 8.0.2.0.\n`, or nothing for an item of the
+/// base bundle. Every emitter documents types, fields, enumeration values,
+/// operations and managed object properties with it.
+pub(crate) fn since_doc(since: crate::model::Since) -> String {
+    match since {
+        Some(version) => format!("///\n/// Since vSphere API {version}.\n"),
+        None => String::new(),
+    }
+}
+
 /// A Rust string literal for `s`.
 pub(crate) fn lit(s: &str) -> String {
     format!("{s:?}")
@@ -259,6 +270,16 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
         root.push_str(m);
         root.push('\n');
     }
+    let api_version = model.api_version.map_or_else(
+        || crate::normalize::BASE_API_VERSION.to_string(),
+        |v| v.to_string(),
+    );
+    write!(
+        root,
+        "\n/// The newest vim25 API version the bindings describe.\npub const API_VERSION: &str = {};\n",
+        lit(&api_version)
+    )
+    .ok();
     let chunks = chunk_paths.join(",\n    ");
     write!(
         root,

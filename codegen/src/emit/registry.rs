@@ -87,6 +87,7 @@ pub(crate) fn emit(
             name: array.item_tag.clone(),
             ty: array.item.clone(),
             occurs: Occurs::Repeated,
+            since: None,
         };
         entries.insert(
             &array.name,

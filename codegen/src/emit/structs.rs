@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{format, group_of, lit, Counts, Item};
+use super::{format, group_of, lit, since_doc, Counts, Item};
 use crate::error::Result;
 use crate::model::{ComplexType, Model, Occurs};
 use crate::plan::Plan;
@@ -45,6 +45,7 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
         None => writeln!(code, "/// `{}`.", ty.name),
     }
     .ok();
+    code.push_str(&since_doc(ty.since));
     if plan.polymorphic.contains(&ty.name) {
         writeln!(
             code,
@@ -66,6 +67,7 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
         } else {
             writeln!(code, "    /// `{}`.", f.name).ok();
         }
+        code.push_str(&since_doc(f.since));
         writeln!(code, "    pub {name}: {field_type},").ok();
     }
     code.push_str("}\n");

@@ -8,6 +8,9 @@ pub mod mo;
 #[cfg(test)]
 mod thread_safety;
 
+/// The newest vim25 API version the bindings describe.
+pub const API_VERSION: &str = "9.1.1.0";
+
 /// Every schema type by XML name: `xsi:type` decoding, inheritance, fields.
 pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(
     include_str!("registry/names.txt"),
@@ -16,8 +19,9 @@ pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(
     &registry::a_2::CHUNK,
     &registry::b_to_c::CHUNK,
     &registry::c::CHUNK,
-    &registry::d::CHUNK,
-    &registry::d_to_e::CHUNK,
+    &registry::d_1::CHUNK,
+    &registry::d_2::CHUNK,
+    &registry::e::CHUNK,
     &registry::f_to_g::CHUNK,
     &registry::h_1::CHUNK,
     &registry::h_2::CHUNK,
@@ -34,6 +38,7 @@ pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(
     &registry::v_1::CHUNK,
     &registry::v_2::CHUNK,
     &registry::v_3::CHUNK,
-    &registry::v_to_v::CHUNK,
+    &registry::v_4::CHUNK,
+    &registry::w_to_v::CHUNK,
 ],
 );

@@ -54,6 +54,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ApplyProfile>();
     assert_send_sync::<AuthMinimumAdminPermission>();
     assert_send_sync::<AuthenticationProfile>();
+    assert_send_sync::<AuthenticationRequired>();
     assert_send_sync::<AuthorizationEvent>();
     assert_send_sync::<BackupBlobReadFailure>();
     assert_send_sync::<BackupBlobWriteFailure>();
@@ -104,6 +105,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterAction>();
     assert_send_sync::<ClusterAffinityRuleSpec>();
     assert_send_sync::<ClusterAntiAffinityRuleSpec>();
+    assert_send_sync::<ClusterClusterInitialPlacementAction>();
     assert_send_sync::<ClusterComplianceCheckedEvent>();
     assert_send_sync::<ClusterComputeResourceDVSConfigurationValidation>();
     assert_send_sync::<ClusterComputeResourceHostConfigurationValidation>();
@@ -132,6 +134,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterFailoverResourcesAdmissionControlInfo>();
     assert_send_sync::<ClusterFailoverResourcesAdmissionControlPolicy>();
     assert_send_sync::<ClusterFixedSizeSlotPolicy>();
+    assert_send_sync::<ClusterFtVmHostRuleInfo>();
     assert_send_sync::<ClusterGroupInfo>();
     assert_send_sync::<ClusterHostGroup>();
     assert_send_sync::<ClusterHostInfraUpdateHaModeAction>();
@@ -166,6 +169,11 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<CpuIncompatible1ECX>();
     assert_send_sync::<CpuIncompatible81EDX>();
     assert_send_sync::<CreateTaskAction>();
+    assert_send_sync::<CryptoManagerKmipCryptoKeyStatusKeyInfo>();
+    assert_send_sync::<CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo>();
+    assert_send_sync::<
+        CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo,
+    >();
     assert_send_sync::<CryptoSpec>();
     assert_send_sync::<CryptoSpecDecrypt>();
     assert_send_sync::<CryptoSpecDeepRecrypt>();
@@ -188,6 +196,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<CustomizationCustomName>();
     assert_send_sync::<CustomizationDhcpIpGenerator>();
     assert_send_sync::<CustomizationDhcpIpV6Generator>();
+    assert_send_sync::<CustomizationDisableIpV4>();
     assert_send_sync::<CustomizationEvent>();
     assert_send_sync::<CustomizationFailed>();
     assert_send_sync::<CustomizationFault>();
@@ -197,6 +206,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<CustomizationIdentitySettings>();
     assert_send_sync::<CustomizationIpGenerator>();
     assert_send_sync::<CustomizationIpV6Generator>();
+    assert_send_sync::<CustomizationLinuxFlexPrep>();
     assert_send_sync::<CustomizationLinuxIdentityFailed>();
     assert_send_sync::<CustomizationLinuxOptions>();
     assert_send_sync::<CustomizationLinuxPrep>();
@@ -217,6 +227,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<CustomizationUnknownName>();
     assert_send_sync::<CustomizationVirtualMachineName>();
     assert_send_sync::<CustomizationWinOptions>();
+    assert_send_sync::<CustomizationWindowsFlexPrep>();
     assert_send_sync::<DVPortNotSupported>();
     assert_send_sync::<DVPortSetting>();
     assert_send_sync::<DVPortgroupCreatedEvent>();
@@ -282,6 +293,21 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DeviceUnsupportedForVmPlatform>();
     assert_send_sync::<DeviceUnsupportedForVmVersion>();
     assert_send_sync::<DigestNotSupported>();
+    assert_send_sync::<DirectPathProfileManagerCapacityInfo>();
+    assert_send_sync::<DirectPathProfileManagerCapacityQueryByDeviceConfig>();
+    assert_send_sync::<DirectPathProfileManagerCapacityQueryById>();
+    assert_send_sync::<DirectPathProfileManagerCapacityQueryByName>();
+    assert_send_sync::<DirectPathProfileManagerCapacityQuerySpec>();
+    assert_send_sync::<DirectPathProfileManagerCapacityResult>();
+    assert_send_sync::<DirectPathProfileManagerCapacityUnknown>();
+    assert_send_sync::<DirectPathProfileManagerDirectPathConfig>();
+    assert_send_sync::<DirectPathProfileManagerDvxDirectPathConfig>();
+    assert_send_sync::<DirectPathProfileManagerDynamicDirectPathConfig>();
+    assert_send_sync::<DirectPathProfileManagerTargetCluster>();
+    assert_send_sync::<DirectPathProfileManagerTargetEntity>();
+    assert_send_sync::<DirectPathProfileManagerTargetHost>();
+    assert_send_sync::<DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig>();
+    assert_send_sync::<DirectPathProfileManagerVmiopDirectPathConfig>();
     assert_send_sync::<DirectoryNotEmpty>();
     assert_send_sync::<DisableAdminNotSupported>();
     assert_send_sync::<DisallowedChangeByService>();
@@ -303,6 +329,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DistributedVirtualSwitchManagerHostDvsFilterSpec>();
     assert_send_sync::<DistributedVirtualSwitchManagerHostDvsMembershipFilter>();
     assert_send_sync::<DomainNotFound>();
+    assert_send_sync::<DpuStatusInfo>();
     assert_send_sync::<DrsDisabledEvent>();
     assert_send_sync::<DrsDisabledOnVm>();
     assert_send_sync::<DrsEnabledEvent>();
@@ -420,6 +447,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Event>();
     assert_send_sync::<EventAlarmExpression>();
     assert_send_sync::<EventEx>();
+    assert_send_sync::<EventManagerEventViewSpec>();
+    assert_send_sync::<EventManagerViewByStartId>();
     assert_send_sync::<ExitMaintenanceModeEvent>();
     assert_send_sync::<ExitStandbyModeFailedEvent>();
     assert_send_sync::<ExitedStandbyModeEvent>();
@@ -471,6 +500,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<FolderFileInfo>();
     assert_send_sync::<FolderFileQuery>();
     assert_send_sync::<FtIssuesOnHost>();
+    assert_send_sync::<FtVmHostRuleViolation>();
     assert_send_sync::<FullStorageVMotionNotSupported>();
     assert_send_sync::<GatewayConnectFault>();
     assert_send_sync::<GatewayHostNotReachable>();
@@ -686,12 +716,16 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostTcpHba>();
     assert_send_sync::<HostTcpHbaCreateSpec>();
     assert_send_sync::<HostTcpTargetTransport>();
+    assert_send_sync::<HostTpmBootCompleteEventDetails>();
     assert_send_sync::<HostTpmBootSecurityOptionEventDetails>();
     assert_send_sync::<HostTpmCommandEventDetails>();
     assert_send_sync::<HostTpmEventDetails>();
     assert_send_sync::<HostTpmNvTagEventDetails>();
     assert_send_sync::<HostTpmOptionEventDetails>();
+    assert_send_sync::<HostTpmSignerEventDetails>();
     assert_send_sync::<HostTpmSoftwareComponentEventDetails>();
+    assert_send_sync::<HostTpmSystemVersionEventDetails>();
+    assert_send_sync::<HostTpmVersionEventDetails>();
     assert_send_sync::<HostUpgradeFailedEvent>();
     assert_send_sync::<HostUserWorldSwapNotEnabledEvent>();
     assert_send_sync::<HostVfatVolume>();
@@ -796,12 +830,15 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<InvalidPropertyValue>();
     assert_send_sync::<InvalidRequest>();
     assert_send_sync::<InvalidResourcePoolStructureFault>();
+    assert_send_sync::<InvalidScheduledTask>();
     assert_send_sync::<InvalidSnapshotFormat>();
     assert_send_sync::<InvalidState>();
+    assert_send_sync::<InvalidToken>();
     assert_send_sync::<InvalidType>();
     assert_send_sync::<InvalidVmConfig>();
     assert_send_sync::<InvalidVmState>();
     assert_send_sync::<InventoryHasStandardAloneHosts>();
+    assert_send_sync::<IoFilterManagerSslTrust>();
     assert_send_sync::<IpAddress>();
     assert_send_sync::<IpAddressProfile>();
     assert_send_sync::<IpHostnameGeneratorError>();
@@ -822,6 +859,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<IsoImageFileInfo>();
     assert_send_sync::<IsoImageFileQuery>();
     assert_send_sync::<KeyNotFound>();
+    assert_send_sync::<KmipClusterInfoKeyInfo>();
+    assert_send_sync::<KmipClusterInfoWrappingKeyIdKeyInfo>();
+    assert_send_sync::<KmipClusterInfoWrappingRotationIntervalKeyInfo>();
+    assert_send_sync::<KmipServerSpecKeySpec>();
+    assert_send_sync::<KmipServerSpecWrappingKeyIdKeySpec>();
+    assert_send_sync::<KmipServerSpecWrappingRotationIntervalKeySpec>();
     assert_send_sync::<LargeRDMConversionNotSupported>();
     assert_send_sync::<LargeRDMNotSupportedOnDatastore>();
     assert_send_sync::<LegacyNetworkInterfaceInUse>();
@@ -1018,6 +1061,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<OvfConsumerValidationFault>();
     assert_send_sync::<OvfCpuCompatibility>();
     assert_send_sync::<OvfCpuCompatibilityCheckNotSupported>();
+    assert_send_sync::<OvfCreateImportSpecParams>();
     assert_send_sync::<OvfDiskMappingNotFound>();
     assert_send_sync::<OvfDiskOrderConstraint>();
     assert_send_sync::<OvfDuplicateElement>();
@@ -1035,6 +1079,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<OvfHostValueNotParsed>();
     assert_send_sync::<OvfImport>();
     assert_send_sync::<OvfImportFailed>();
+    assert_send_sync::<OvfImportParams>();
     assert_send_sync::<OvfInternalError>();
     assert_send_sync::<OvfInvalidPackage>();
     assert_send_sync::<OvfInvalidValue>();
@@ -1112,6 +1157,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<PermissionUpdatedEvent>();
     assert_send_sync::<PhysCompatRDMNotSupported>();
     assert_send_sync::<PhysicalNicProfile>();
+    assert_send_sync::<PinnedCertificate>();
     assert_send_sync::<PlacementAction>();
     assert_send_sync::<PlatformConfigFault>();
     assert_send_sync::<PnicUplinkProfile>();
@@ -1228,6 +1274,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<SessionManagerHttpServiceRequestSpec>();
     assert_send_sync::<SessionManagerServiceRequestSpec>();
     assert_send_sync::<SessionManagerVmomiServiceRequestSpec>();
+    assert_send_sync::<SessionNotFound>();
     assert_send_sync::<SessionTerminatedEvent>();
     assert_send_sync::<SharedBusControllerNotSupported>();
     assert_send_sync::<ShrinkDiskFault>();
@@ -1285,6 +1332,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<SystemError>();
     assert_send_sync::<TaskEvent>();
     assert_send_sync::<TaskInProgress>();
+    assert_send_sync::<TaskManagerTaskViewSpec>();
+    assert_send_sync::<TaskManagerViewByStartId>();
     assert_send_sync::<TaskReason>();
     assert_send_sync::<TaskReasonAlarm>();
     assert_send_sync::<TaskReasonSchedule>();
@@ -1300,6 +1349,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<TemplateUpgradeEvent>();
     assert_send_sync::<TemplateUpgradeFailedEvent>();
     assert_send_sync::<TemplateUpgradedEvent>();
+    assert_send_sync::<TgwEventArgument>();
     assert_send_sync::<ThirdPartyLicenseAssignmentFailed>();
     assert_send_sync::<TicketedSessionAuthentication>();
     assert_send_sync::<TimedOutHostOperationEvent>();
@@ -1337,6 +1387,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<UnsupportedGuest>();
     assert_send_sync::<UnsupportedVimApiVersion>();
     assert_send_sync::<UnsupportedVmxLocation>();
+    assert_send_sync::<UntrustedCertificate>();
     assert_send_sync::<UnusedVirtualDiskBlocksNotScrubbed>();
     assert_send_sync::<UpdatedAgentBeingRestartedEvent>();
     assert_send_sync::<UpgradeEvent>();
@@ -1524,6 +1575,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VirtualMachineVMCIDeviceOption>();
     assert_send_sync::<VirtualMachineVMIROM>();
     assert_send_sync::<VirtualMachineVideoCard>();
+    assert_send_sync::<VirtualMachineVirtualDeviceGroupsDeviceGroup>();
+    assert_send_sync::<VirtualMachineVirtualDeviceGroupsVendorDeviceGroup>();
     assert_send_sync::<VirtualMachineWindowsQuiesceSpec>();
     assert_send_sync::<VirtualNVDIMM>();
     assert_send_sync::<VirtualNVDIMMBackingInfo>();
@@ -1537,6 +1590,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VirtualPCIPassthrough>();
     assert_send_sync::<VirtualPCIPassthroughDeviceBackingInfo>();
     assert_send_sync::<VirtualPCIPassthroughDeviceBackingOption>();
+    assert_send_sync::<VirtualPCIPassthroughDvxBackingInfo>();
+    assert_send_sync::<VirtualPCIPassthroughDvxBackingOption>();
     assert_send_sync::<VirtualPCIPassthroughDynamicBackingInfo>();
     assert_send_sync::<VirtualPCIPassthroughDynamicBackingOption>();
     assert_send_sync::<VirtualPCIPassthroughOption>();
@@ -1717,6 +1772,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VmNvramFileInfo>();
     assert_send_sync::<VmNvramFileQuery>();
     assert_send_sync::<VmOrphanedEvent>();
+    assert_send_sync::<VmPlacementPolicy>();
     assert_send_sync::<VmPortGroupProfile>();
     assert_send_sync::<VmPowerOffOnIsolationEvent>();
     assert_send_sync::<VmPowerOnDisabled>();
@@ -1761,6 +1817,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VmSuspendedEvent>();
     assert_send_sync::<VmSuspendingEvent>();
     assert_send_sync::<VmTimedoutStartingSecondaryEvent>();
+    assert_send_sync::<VmToVmGroupsAntiAffinity>();
     assert_send_sync::<VmToolsUpgradeFault>();
     assert_send_sync::<VmUnsupportedStartingEvent>();
     assert_send_sync::<VmUpgradeCompleteEvent>();
@@ -1770,6 +1827,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VmUuidChangedEvent>();
     assert_send_sync::<VmUuidConflictEvent>();
     assert_send_sync::<VmValidateMaxDevice>();
+    assert_send_sync::<VmVmAffinity>();
+    assert_send_sync::<VmVmAntiAffinity>();
     assert_send_sync::<VmVnicPoolReservationViolationClearEvent>();
     assert_send_sync::<VmVnicPoolReservationViolationRaiseEvent>();
     assert_send_sync::<VmWwnAssignedEvent>();

@@ -8,6 +8,9 @@ pub mod mo;
 #[cfg(test)]
 mod thread_safety;
 
+/// The newest vim25 API version the bindings describe.
+pub const API_VERSION: &str = "9.0.0.0";
+
 /// Every schema type by XML name: `xsi:type` decoding, inheritance, fields.
 pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(
     include_str!("registry/names.txt"),

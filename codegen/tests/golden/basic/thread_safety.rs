@@ -10,4 +10,5 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<MethodFault>();
     assert_send_sync::<Shape>();
     assert_send_sync::<Square>();
+    assert_send_sync::<Triangle>();
 }

@@ -869,7 +869,7 @@ impl crate::Client {
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn attach_tag_to_v_storage_object(
+    pub async fn attach_tag_to_vstorage_object(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,

@@ -420,7 +420,7 @@ impl crate::Client {
     ///
     /// Declared faults: `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn clear_v_storage_object_control_flags(
+    pub async fn clear_vstorage_object_control_flags(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
@@ -458,7 +458,7 @@ impl crate::Client {
     ///
     /// Declared faults: `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidState`, `MigrationFault`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn clone_v_app_task(
+    pub async fn clone_vapp_task(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
@@ -500,7 +500,7 @@ impl crate::Client {
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn clone_v_storage_object_task(
+    pub async fn clone_vstorage_object_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
@@ -543,12 +543,14 @@ impl crate::Client {
         this: &x::ManagedObjectReference,
         host: &[x::ManagedObjectReference],
         option: &[AnyOptionValue],
+        info: Option<&ClusterComputeResourceMaintenanceInfo>,
     ) -> Result<ClusterEnterMaintenanceResult, crate::Error> {
         self.invoke(
                 &ClusterEnterMaintenanceModeRequestType {
                     this: this.clone(),
                     host: host.to_vec(),
                     option: option.to_vec(),
+                    info: info.cloned(),
                 },
             )
             .await
@@ -793,7 +795,7 @@ impl crate::Client {
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn configure_v_flash_resource_ex_task(
+    pub async fn configure_vflash_resource_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         device_path: &[String],
@@ -1053,6 +1055,27 @@ impl crate::Client {
             )
             .await
     }
+    /// Invokes `CreateCollectorWithInfoFilterForTasks` on `TaskManager`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    ///
+    /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[inline]
+    pub async fn create_collector_with_info_filter_for_tasks(
+        &self,
+        this: &x::ManagedObjectReference,
+        filter: &TaskFilterSpec,
+        info_filter: Option<&TaskInfoFilterSpec>,
+    ) -> Result<x::ManagedObjectReference, crate::Error> {
+        self.invoke(
+                &CreateCollectorWithInfoFilterForTasksRequestType {
+                    this: this.clone(),
+                    filter: filter.clone(),
+                    info_filter: info_filter.cloned(),
+                },
+            )
+            .await
+    }
     /// Invokes `CreateContainerView` on `ViewManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1236,6 +1259,9 @@ impl crate::Client {
         profile: &[AnyVirtualMachineProfileSpec],
         crypto: Option<&AnyCryptoSpec>,
         path: Option<&str>,
+        is_linked_clone: Option<bool>,
+        target_id: Option<&ID>,
+        target_datastore: Option<&x::ManagedObjectReference>,
     ) -> Result<x::ManagedObjectReference, crate::Error> {
         self.invoke(
                 &CreateDiskFromSnapshotRequestType {
@@ -1247,6 +1273,9 @@ impl crate::Client {
                     profile: profile.to_vec(),
                     crypto: crypto.cloned(),
                     path: path.map(str::to_owned),
+                    is_linked_clone,
+                    target_id: target_id.cloned(),
+                    target_datastore: target_datastore.cloned(),
                 },
             )
             .await
@@ -1331,7 +1360,7 @@ impl crate::Client {
         ovf_descriptor: &str,
         resource_pool: &x::ManagedObjectReference,
         datastore: &x::ManagedObjectReference,
-        cisp: &OvfCreateImportSpecParams,
+        cisp: &AnyOvfCreateImportSpecParams,
     ) -> Result<OvfCreateImportSpecResult, crate::Error> {
         self.invoke(
                 &CreateImportSpecRequestType {
@@ -1859,7 +1888,7 @@ impl crate::Client {
     ///
     /// Declared faults: `DuplicateName`, `InsufficientResourcesFault`, `InvalidName`, `InvalidState`, `RuntimeFault`, `VmConfigFault`.
     #[inline]
-    pub async fn create_v_app(
+    pub async fn create_vapp(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,

@@ -62,6 +62,29 @@ impl crate::Client {
             )
             .await
     }
+    /// Invokes `ReadNextTasksByViewSpec` on `TaskManager`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    ///
+    /// Declared faults: `RuntimeFault`.
+    #[inline]
+    pub async fn read_next_tasks_by_view_spec(
+        &self,
+        this: &x::ManagedObjectReference,
+        view_spec: &AnyTaskManagerTaskViewSpec,
+        filter_spec: &TaskFilterSpec,
+        info_filter_spec: Option<&TaskInfoFilterSpec>,
+    ) -> Result<Vec<TaskInfo>, crate::Error> {
+        self.invoke(
+                &ReadNextTasksByViewSpecRequestType {
+                    this: this.clone(),
+                    view_spec: view_spec.clone(),
+                    filter_spec: filter_spec.clone(),
+                    info_filter_spec: info_filter_spec.cloned(),
+                },
+            )
+            .await
+    }
     /// Invokes `ReadPreviousEvents` on `EventHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -179,6 +202,25 @@ impl crate::Client {
             )
             .await
     }
+    /// Invokes `ReconcileDatastoreInventoryEx_Task` on `VcenterVStorageObjectManager`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    ///
+    /// Declared faults: `FileFault`, `InvalidArgument`, `InvalidDatastore`, `InvalidState`, `RuntimeFault`.
+    #[inline]
+    pub async fn reconcile_datastore_inventory_ex_task(
+        &self,
+        this: &x::ManagedObjectReference,
+        spec: &VStorageObjectReconcileSpec,
+    ) -> Result<x::ManagedObjectReference, crate::Error> {
+        self.invoke(
+                &ReconcileDatastoreInventoryExRequestType {
+                    this: this.clone(),
+                    spec: spec.clone(),
+                },
+            )
+            .await
+    }
     /// Invokes `ReconcileDatastoreInventory_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `InvalidDatastore`, `NotFound`, `RuntimeFault`.
@@ -187,11 +229,13 @@ impl crate::Client {
         &self,
         this: &x::ManagedObjectReference,
         datastore: &x::ManagedObjectReference,
+        deep_cleansing: Option<bool>,
     ) -> Result<x::ManagedObjectReference, crate::Error> {
         self.invoke(
                 &ReconcileDatastoreInventoryRequestType {
                     this: this.clone(),
                     datastore: datastore.clone(),
+                    deep_cleansing,
                 },
             )
             .await
@@ -805,12 +849,14 @@ impl crate::Client {
         this: &x::ManagedObjectReference,
         path: &str,
         name: Option<&str>,
+        id: Option<&ID>,
     ) -> Result<VStorageObject, crate::Error> {
         self.invoke(
                 &RegisterDiskRequestType {
                     this: this.clone(),
                     path: path.to_owned(),
                     name: name.map(str::to_owned),
+                    id: id.cloned(),
                 },
             )
             .await
@@ -1009,7 +1055,7 @@ impl crate::Client {
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn relocate_v_storage_object_task(
+    pub async fn relocate_vstorage_object_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
@@ -1049,11 +1095,13 @@ impl crate::Client {
         &self,
         this: &x::ManagedObjectReference,
         consolidate: Option<bool>,
+        spec: Option<&SnapshotSelectionSpec>,
     ) -> Result<x::ManagedObjectReference, crate::Error> {
         self.invoke(
                 &RemoveAllSnapshotsRequestType {
                     this: this.clone(),
                     consolidate,
+                    spec: spec.cloned(),
                 },
             )
             .await
@@ -1595,6 +1643,25 @@ impl crate::Client {
                     this: this.clone(),
                     fingerprint: fingerprint.to_owned(),
                     digest: digest.to_owned(),
+                },
+            )
+            .await
+    }
+    /// Invokes `RemoveSmartCardTrustAnchorCertificate` on `HostActiveDirectoryAuthentication`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    ///
+    /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[inline]
+    pub async fn remove_smart_card_trust_anchor_certificate(
+        &self,
+        this: &x::ManagedObjectReference,
+        certificate: &str,
+    ) -> Result<(), crate::Error> {
+        self.invoke(
+                &RemoveSmartCardTrustAnchorCertificateRequestType {
+                    this: this.clone(),
+                    certificate: certificate.to_owned(),
                 },
             )
             .await

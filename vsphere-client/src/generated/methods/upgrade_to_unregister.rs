@@ -17,6 +17,7 @@ impl crate::Client {
         filter_id: &str,
         comp_res: &x::ManagedObjectReference,
         vib_url: &str,
+        vib_ssl_trust: Option<&AnyIoFilterManagerSslTrust>,
     ) -> Result<x::ManagedObjectReference, crate::Error> {
         self.invoke(
                 &UpgradeIoFilterRequestType {
@@ -24,6 +25,7 @@ impl crate::Client {
                     filter_id: filter_id.to_owned(),
                     comp_res: comp_res.clone(),
                     vib_url: vib_url.to_owned(),
+                    vib_ssl_trust: vib_ssl_trust.cloned(),
                 },
             )
             .await
@@ -157,7 +159,7 @@ impl crate::Client {
     ///
     /// Declared faults: `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn v_center_update_v_storage_object_metadata_ex_task(
+    pub async fn vcenter_update_vstorage_object_metadata_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
@@ -176,11 +178,36 @@ impl crate::Client {
             )
             .await
     }
+    /// Invokes `VStorageObjectCreateSnapshotEx_Task` on `VStorageObjectManagerBase`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    ///
+    /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[inline]
+    pub async fn vstorage_object_create_snapshot_ex_task(
+        &self,
+        this: &x::ManagedObjectReference,
+        id: &ID,
+        datastore: &x::ManagedObjectReference,
+        description: &str,
+        snapshot_id: Option<&ID>,
+    ) -> Result<x::ManagedObjectReference, crate::Error> {
+        self.invoke(
+                &VStorageObjectCreateSnapshotExRequestType {
+                    this: this.clone(),
+                    id: id.clone(),
+                    datastore: datastore.clone(),
+                    description: description.to_owned(),
+                    snapshot_id: snapshot_id.cloned(),
+                },
+            )
+            .await
+    }
     /// Invokes `VStorageObjectCreateSnapshot_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn v_storage_object_create_snapshot_task(
+    pub async fn vstorage_object_create_snapshot_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
@@ -193,6 +220,75 @@ impl crate::Client {
                     id: id.clone(),
                     datastore: datastore.clone(),
                     description: description.to_owned(),
+                },
+            )
+            .await
+    }
+    /// Invokes `VStorageObjectDeleteSnapshotEx2_Task` on `VStorageObjectManagerBase`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    ///
+    /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[inline]
+    pub async fn vstorage_object_delete_snapshot_ex2_task(
+        &self,
+        this: &x::ManagedObjectReference,
+        id: &ID,
+        datastore: &x::ManagedObjectReference,
+        snapshot_id: &ID,
+    ) -> Result<x::ManagedObjectReference, crate::Error> {
+        self.invoke(
+                &VStorageObjectDeleteSnapshotEx2RequestType {
+                    this: this.clone(),
+                    id: id.clone(),
+                    datastore: datastore.clone(),
+                    snapshot_id: snapshot_id.clone(),
+                },
+            )
+            .await
+    }
+    /// Invokes `VStorageObjectDeleteSnapshotEx_Task` on `VStorageObjectManagerBase`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    ///
+    /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[inline]
+    pub async fn vstorage_object_delete_snapshot_ex_task(
+        &self,
+        this: &x::ManagedObjectReference,
+        id: &ID,
+        datastore: &x::ManagedObjectReference,
+        snapshot_id: &ID,
+    ) -> Result<x::ManagedObjectReference, crate::Error> {
+        self.invoke(
+                &VStorageObjectDeleteSnapshotExRequestType {
+                    this: this.clone(),
+                    id: id.clone(),
+                    datastore: datastore.clone(),
+                    snapshot_id: snapshot_id.clone(),
+                },
+            )
+            .await
+    }
+    /// Invokes `VStorageObjectExtendDiskEx_Task` on `VStorageObjectManagerBase`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    ///
+    /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`, `TaskInProgress`.
+    #[inline]
+    pub async fn vstorage_object_extend_disk_ex_task(
+        &self,
+        this: &x::ManagedObjectReference,
+        id: &ID,
+        datastore: &x::ManagedObjectReference,
+        new_capacity_in_mb: i64,
+    ) -> Result<x::ManagedObjectReference, crate::Error> {
+        self.invoke(
+                &VStorageObjectExtendDiskExRequestType {
+                    this: this.clone(),
+                    id: id.clone(),
+                    datastore: datastore.clone(),
+                    new_capacity_in_mb,
                 },
             )
             .await
@@ -333,7 +429,7 @@ impl crate::Client {
     ///
     /// Declared faults: `FileFault`, `InvalidArgument`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn vstorage_object_v_center_query_changed_disk_areas(
+    pub async fn vstorage_object_vcenter_query_changed_disk_areas(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
@@ -675,11 +771,32 @@ impl crate::Client {
             )
             .await
     }
+    /// Invokes `startDpuFailover` on `HostNetworkSystem`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    ///
+    /// Declared faults: `InvalidArgument`, `RuntimeFault`.
+    #[inline]
+    pub async fn start_dpu_failover(
+        &self,
+        this: &x::ManagedObjectReference,
+        dvs_name: &str,
+        target_dpu_alias: Option<&str>,
+    ) -> Result<(), crate::Error> {
+        self.invoke(
+                &StartDpuFailoverRequestType {
+                    this: this.clone(),
+                    dvs_name: dvs_name.to_owned(),
+                    target_dpu_alias: target_dpu_alias.map(str::to_owned),
+                },
+            )
+            .await
+    }
     /// Invokes `unregisterVApp_Task` on `VirtualApp`.
     ///
     /// Declared faults: `ConcurrentAccess`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn unregister_v_app_task(
+    pub async fn unregister_vapp_task(
         &self,
         this: &x::ManagedObjectReference,
     ) -> Result<x::ManagedObjectReference, crate::Error> {

@@ -161,6 +161,10 @@ pub struct ClusterComputeResource {
     pub tag: Option<Vec<Tag>>,
     /// `triggeredAlarmState`, from `ManagedEntity`.
     pub triggered_alarm_state: Option<Vec<AlarmState>>,
+    /// `configManagerEnabled`, from `ComputeResource`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub config_manager_enabled: Option<bool>,
     /// `configurationEx`, from `ComputeResource`.
     pub configuration_ex: Option<AnyComputeResourceConfigInfo>,
     /// `datastore`, from `ComputeResource`: a `Datastore`.
@@ -173,6 +177,10 @@ pub struct ClusterComputeResource {
     pub lifecycle_managed: Option<bool>,
     /// `network`, from `ComputeResource`: a `Network`.
     pub network: Option<Vec<x::ManagedObjectReference>>,
+    /// `networkBootMode`, from `ComputeResource`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub network_boot_mode: Option<String>,
     /// `resourcePool`, from `ComputeResource`: a `ResourcePool`.
     pub resource_pool: Option<x::ManagedObjectReference>,
     /// `summary`, from `ComputeResource`.
@@ -225,12 +233,16 @@ impl x::ManagedObjectType for ClusterComputeResource {
             "triggeredAlarmState" => {
                 self.triggered_alarm_state = x::from_property(value)?;
             }
+            "configManagerEnabled" => {
+                self.config_manager_enabled = x::from_property(value)?;
+            }
             "configurationEx" => self.configuration_ex = x::from_property(value)?,
             "datastore" => self.datastore = x::from_property(value)?,
             "environmentBrowser" => self.environment_browser = x::from_property(value)?,
             "host" => self.host = x::from_property(value)?,
             "lifecycleManaged" => self.lifecycle_managed = x::from_property(value)?,
             "network" => self.network = x::from_property(value)?,
+            "networkBootMode" => self.network_boot_mode = x::from_property(value)?,
             "resourcePool" => self.resource_pool = x::from_property(value)?,
             "summary" => self.summary = x::from_property(value)?,
             "actionHistory" => self.action_history = x::from_property(value)?,
@@ -393,6 +405,10 @@ pub struct ComputeResource {
     pub tag: Option<Vec<Tag>>,
     /// `triggeredAlarmState`, from `ManagedEntity`.
     pub triggered_alarm_state: Option<Vec<AlarmState>>,
+    /// `configManagerEnabled`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub config_manager_enabled: Option<bool>,
     /// `configurationEx`.
     pub configuration_ex: Option<AnyComputeResourceConfigInfo>,
     /// `datastore`: a `Datastore`.
@@ -405,6 +421,10 @@ pub struct ComputeResource {
     pub lifecycle_managed: Option<bool>,
     /// `network`: a `Network`.
     pub network: Option<Vec<x::ManagedObjectReference>>,
+    /// `networkBootMode`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub network_boot_mode: Option<String>,
     /// `resourcePool`: a `ResourcePool`.
     pub resource_pool: Option<x::ManagedObjectReference>,
     /// `summary`.
@@ -441,12 +461,16 @@ impl x::ManagedObjectType for ComputeResource {
             "triggeredAlarmState" => {
                 self.triggered_alarm_state = x::from_property(value)?;
             }
+            "configManagerEnabled" => {
+                self.config_manager_enabled = x::from_property(value)?;
+            }
             "configurationEx" => self.configuration_ex = x::from_property(value)?,
             "datastore" => self.datastore = x::from_property(value)?,
             "environmentBrowser" => self.environment_browser = x::from_property(value)?,
             "host" => self.host = x::from_property(value)?,
             "lifecycleManaged" => self.lifecycle_managed = x::from_property(value)?,
             "network" => self.network = x::from_property(value)?,
+            "networkBootMode" => self.network_boot_mode = x::from_property(value)?,
             "resourcePool" => self.resource_pool = x::from_property(value)?,
             "summary" => self.summary = x::from_property(value)?,
             _ => return Ok(false),
@@ -884,6 +908,30 @@ pub struct DiagnosticManager {
 }
 impl x::ManagedObjectType for DiagnosticManager {
     const TYPE_NAME: &'static str = "DiagnosticManager";
+    fn mo_ref(&self) -> &x::ManagedObjectReference {
+        &self.mo_ref
+    }
+    fn set_property(
+        &mut self,
+        name: &str,
+        value: x::Value,
+    ) -> Result<bool, x::ValueTypeError> {
+        let _ = (name, value);
+        Ok(false)
+    }
+}
+/// Managed object `DirectPathProfileManager`.
+///
+/// Since vSphere API 9.0.0.0.
+///
+/// Every property is `None` until retrieved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DirectPathProfileManager {
+    /// The managed object the properties were retrieved from.
+    pub mo_ref: x::ManagedObjectReference,
+}
+impl x::ManagedObjectType for DirectPathProfileManager {
+    const TYPE_NAME: &'static str = "DirectPathProfileManager";
     fn mo_ref(&self) -> &x::ManagedObjectReference {
         &self.mo_ref
     }

@@ -40,6 +40,10 @@ pub struct EventHistoryCollector {
     pub mo_ref: x::ManagedObjectReference,
     /// `filter`, from `HistoryCollector`.
     pub filter: Option<x::Value>,
+    /// `initialized`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub initialized: Option<bool>,
     /// `latestPage`.
     pub latest_page: Option<Vec<AnyEvent>>,
 }
@@ -55,6 +59,7 @@ impl x::ManagedObjectType for EventHistoryCollector {
     ) -> Result<bool, x::ValueTypeError> {
         match name {
             "filter" => self.filter = x::from_property(value)?,
+            "initialized" => self.initialized = x::from_property(value)?,
             "latestPage" => self.latest_page = x::from_property(value)?,
             _ => return Ok(false),
         }
@@ -274,6 +279,10 @@ pub struct Folder {
     pub child_entity: Option<Vec<x::ManagedObjectReference>>,
     /// `childType`.
     pub child_type: Option<Vec<String>>,
+    /// `externallyManagedFolderInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub externally_managed_folder_info: Option<FolderExternallyManagedFolderInfo>,
     /// `namespace`.
     pub namespace: Option<String>,
 }
@@ -310,6 +319,9 @@ impl x::ManagedObjectType for Folder {
             }
             "childEntity" => self.child_entity = x::from_property(value)?,
             "childType" => self.child_type = x::from_property(value)?,
+            "externallyManagedFolderInfo" => {
+                self.externally_managed_folder_info = x::from_property(value)?;
+            }
             "namespace" => self.namespace = x::from_property(value)?,
             _ => return Ok(false),
         }
@@ -773,6 +785,10 @@ pub struct HostCpuSchedulerSystem {
     pub available_field: Option<Vec<CustomFieldDef>>,
     /// `value`, from `ExtensibleManagedObject`.
     pub value: Option<Vec<AnyCustomFieldValue>>,
+    /// `cpuSchedulerInfo`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub cpu_scheduler_info: Option<HostCpuSchedulerInfo>,
     /// `hyperthreadInfo`.
     pub hyperthread_info: Option<HostHyperThreadScheduleInfo>,
 }
@@ -789,6 +805,7 @@ impl x::ManagedObjectType for HostCpuSchedulerSystem {
         match name {
             "availableField" => self.available_field = x::from_property(value)?,
             "value" => self.value = x::from_property(value)?,
+            "cpuSchedulerInfo" => self.cpu_scheduler_info = x::from_property(value)?,
             "hyperthreadInfo" => self.hyperthread_info = x::from_property(value)?,
             _ => return Ok(false),
         }
@@ -1415,6 +1432,10 @@ pub struct HostProfile {
     pub modified_time: Option<x::DateTime>,
     /// `name`, from `Profile`.
     pub name: Option<String>,
+    /// `complianceCheckTime`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub compliance_check_time: Option<x::DateTime>,
     /// `referenceHost`: a `HostSystem`.
     pub reference_host: Option<x::ManagedObjectReference>,
     /// `validationFailureInfo`.
@@ -1442,6 +1463,9 @@ impl x::ManagedObjectType for HostProfile {
             "entity" => self.entity = x::from_property(value)?,
             "modifiedTime" => self.modified_time = x::from_property(value)?,
             "name" => self.name = x::from_property(value)?,
+            "complianceCheckTime" => {
+                self.compliance_check_time = x::from_property(value)?;
+            }
             "referenceHost" => self.reference_host = x::from_property(value)?,
             "validationFailureInfo" => {
                 self.validation_failure_info = x::from_property(value)?;
@@ -1762,7 +1786,7 @@ pub struct HostVFlashManager {
     /// The managed object the properties were retrieved from.
     pub mo_ref: x::ManagedObjectReference,
     /// `vFlashConfigInfo`.
-    pub v_flash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
+    pub vflash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
 }
 impl x::ManagedObjectType for HostVFlashManager {
     const TYPE_NAME: &'static str = "HostVFlashManager";
@@ -1775,7 +1799,7 @@ impl x::ManagedObjectType for HostVFlashManager {
         value: x::Value,
     ) -> Result<bool, x::ValueTypeError> {
         match name {
-            "vFlashConfigInfo" => self.v_flash_config_info = x::from_property(value)?,
+            "vFlashConfigInfo" => self.vflash_config_info = x::from_property(value)?,
             _ => return Ok(false),
         }
         Ok(true)

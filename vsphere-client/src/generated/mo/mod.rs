@@ -8,8 +8,10 @@ mod environment_to_host;
 pub use self::environment_to_host::*;
 mod http_to_service;
 pub use self::http_to_service::*;
-mod session_to_vsan;
-pub use self::session_to_vsan::*;
+mod session_to_vmware;
+pub use self::session_to_vmware::*;
+mod vsan;
+pub use self::vsan::*;
 
 use crate::xml as x;
 
@@ -146,16 +148,22 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
             name: "ComputeResource",
             base: Some("ManagedEntity"),
             properties: &[
+                x::FieldInfo::optional("configManagerEnabled", "boolean"),
                 x::FieldInfo::required("configurationEx", "ComputeResourceConfigInfo"),
                 x::FieldInfo::repeated("datastore", "ManagedObjectReference"),
                 x::FieldInfo::optional("environmentBrowser", "ManagedObjectReference"),
                 x::FieldInfo::repeated("host", "ManagedObjectReference"),
                 x::FieldInfo::optional("lifecycleManaged", "boolean"),
                 x::FieldInfo::repeated("network", "ManagedObjectReference"),
+                x::FieldInfo::optional("networkBootMode", "string"),
                 x::FieldInfo::optional("resourcePool", "ManagedObjectReference"),
                 x::FieldInfo::required("summary", "ComputeResourceSummary"),
             ],
-            methods: &["ReconfigureComputeResource_Task"],
+            methods: &[
+                "DisableNetworkBoot_Task",
+                "EnableNetworkBoot_Task",
+                "ReconfigureComputeResource_Task",
+            ],
         },
         x::ManagedObjectInfo {
             name: "ContainerView",
@@ -182,6 +190,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "CryptoManagerHostDisable",
                 "CryptoManagerHostEnable",
                 "CryptoManagerHostPrepare",
+                "GetCryptoKeyStatus",
             ],
         },
         x::ManagedObjectInfo {
@@ -213,6 +222,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "RetrieveKmipServersStatus_Task",
                 "RetrieveSelfSignedClientCert",
                 "SetDefaultKmsCluster",
+                "SetKeyCustomAttributes",
                 "UnregisterKmsCluster",
                 "UpdateKmipServer",
                 "UpdateKmsSignedCsrClientCert",
@@ -247,6 +257,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "DoesCustomizationSpecExist",
                 "DuplicateCustomizationSpec",
                 "GetCustomizationSpec",
+                "IsGuestOsCustomizable",
                 "OverwriteCustomizationSpec",
                 "RenameCustomizationSpec",
                 "XmlToCustomizationSpecItem",
@@ -304,6 +315,8 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "ConvertNamespacePathToUuidPath",
                 "CreateDirectory",
                 "DeleteDirectory",
+                "IncreaseDirectorySize",
+                "QueryDirectoryInfo",
             ],
         },
         x::ManagedObjectInfo {
@@ -312,9 +325,22 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
             properties: &[],
             methods: &[
                 "BrowseDiagnosticLog",
+                "EmitSyslogMark",
                 "FetchAuditRecords",
                 "GenerateLogBundles_Task",
                 "QueryDescriptions",
+            ],
+        },
+        x::ManagedObjectInfo {
+            name: "DirectPathProfileManager",
+            base: None,
+            properties: &[],
+            methods: &[
+                "DirectPathProfileManagerCreate",
+                "DirectPathProfileManagerDelete",
+                "DirectPathProfileManagerList",
+                "DirectPathProfileManagerQueryCapacity",
+                "DirectPathProfileManagerUpdate",
             ],
         },
         x::ManagedObjectInfo {
@@ -371,14 +397,17 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "DVSManagerExportEntity_Task",
                 "DVSManagerImportEntity_Task",
                 "DVSManagerLookupDvPortGroup",
+                "GetVpcNetworkSpan",
                 "QueryAvailableDvsSpec",
                 "QueryCompatibleHostForExistingDvs",
                 "QueryCompatibleHostForNewDvs",
+                "QueryCompatibleVmnicsFromHosts",
                 "QueryDvsByUuid",
                 "QueryDvsCheckCompatibility",
                 "QueryDvsCompatibleHostSpec",
                 "QueryDvsConfigTarget",
                 "QueryDvsFeatureCapability",
+                "QuerySupportedNetworkOffloadSpec",
                 "RectifyDvsOnHost_Task",
             ],
         },
@@ -399,7 +428,10 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
         x::ManagedObjectInfo {
             name: "EventHistoryCollector",
             base: Some("HistoryCollector"),
-            properties: &[x::FieldInfo::repeated("latestPage", "Event")],
+            properties: &[
+                x::FieldInfo::optional("initialized", "boolean"),
+                x::FieldInfo::repeated("latestPage", "Event"),
+            ],
             methods: &["ReadNextEvents", "ReadPreviousEvents"],
         },
         x::ManagedObjectInfo {
@@ -439,6 +471,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "RegisterExtension",
                 "SetExtensionCertificate",
                 "SetPublicKey",
+                "SetServiceAccount",
                 "UnregisterExtension",
                 "UpdateExtension",
             ],
@@ -478,6 +511,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "DeleteDatastoreFile_Task",
                 "MakeDirectory",
                 "MoveDatastoreFile_Task",
+                "QueryFileLockInfo",
             ],
         },
         x::ManagedObjectInfo {
@@ -486,6 +520,10 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
             properties: &[
                 x::FieldInfo::repeated("childEntity", "ManagedObjectReference"),
                 x::FieldInfo::repeated("childType", "string"),
+                x::FieldInfo::optional(
+                    "externallyManagedFolderInfo",
+                    "FolderExternallyManagedFolderInfo",
+                ),
                 x::FieldInfo::optional("namespace", "string"),
             ],
             methods: &[
@@ -651,6 +689,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "ListSmartCardTrustAnchors",
                 "RemoveSmartCardTrustAnchor",
                 "RemoveSmartCardTrustAnchorByFingerprint",
+                "RemoveSmartCardTrustAnchorCertificate",
                 "ReplaceSmartCardTrustAnchors",
             ],
         },
@@ -664,6 +703,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
             methods: &[
                 "DownloadDescriptionTree",
                 "RetrieveDynamicPassthroughInfo",
+                "RetrieveVendorDeviceGroupInfo",
                 "UpdateAssignableHardwareConfig",
             ],
         },
@@ -722,13 +762,16 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "InstallServerCertificate",
                 "ListCACertificateRevocationLists",
                 "ListCACertificates",
+                "ProvisionServerPrivateKey",
                 "ReplaceCACertificatesAndCRLs",
+                "RetrieveCertificateInfoList",
             ],
         },
         x::ManagedObjectInfo {
             name: "HostCpuSchedulerSystem",
             base: Some("ExtensibleManagedObject"),
             properties: &[
+                x::FieldInfo::optional("cpuSchedulerInfo", "HostCpuSchedulerInfo"),
                 x::FieldInfo::optional("hyperthreadInfo", "HostHyperThreadScheduleInfo"),
             ],
             methods: &["DisableHyperThreading", "EnableHyperThreading"],
@@ -767,6 +810,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "ExpandVmfsDatastore",
                 "ExtendVmfsDatastore",
                 "QueryAvailableDisksForVmfs",
+                "QueryMaxQueueDepth",
                 "QueryUnresolvedVmfsVolumes",
                 "QueryVmfsDatastoreCreateOptions",
                 "QueryVmfsDatastoreExpandOptions",
@@ -774,6 +818,8 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "RemoveDatastore",
                 "RemoveDatastoreEx_Task",
                 "ResignatureUnresolvedVmfsVolume_Task",
+                "ResolveNfsServerHostName",
+                "SetMaxQueueDepth",
                 "UpdateLocalSwapDatastore",
             ],
         },
@@ -970,6 +1016,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "UpdateServiceConsoleVirtualNic",
                 "UpdateVirtualNic",
                 "UpdateVirtualSwitch",
+                "startDpuFailover",
             ],
         },
         x::ManagedObjectInfo {
@@ -1022,6 +1069,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
             name: "HostProfile",
             base: Some("Profile"),
             properties: &[
+                x::FieldInfo::optional("complianceCheckTime", "dateTime"),
                 x::FieldInfo::optional("referenceHost", "ManagedObjectReference"),
                 x::FieldInfo::optional(
                     "validationFailureInfo",
@@ -1304,6 +1352,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "HostExtendDisk_Task",
                 "HostInflateDisk_Task",
                 "HostListVStorageObject",
+                "HostQueryVirtualDiskUuid",
                 "HostReconcileDatastoreInventory_Task",
                 "HostRegisterDisk",
                 "HostRelocateVStorageObject_Task",
@@ -1315,6 +1364,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "HostRetrieveVStorageObjectState",
                 "HostScheduleReconcileDatastoreInventory",
                 "HostSetVStorageObjectControlFlags",
+                "HostSetVirtualDiskUuid_Task",
                 "HostUpdateVStorageObjectMetadataEx_Task",
                 "HostUpdateVStorageObjectMetadata_Task",
                 "HostVStorageObjectCreateDiskFromSnapshot_Task",
@@ -1406,6 +1456,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
             base: None,
             properties: &[],
             methods: &[
+                "InitiateTransitionToVLCM_Task",
                 "InstallIoFilter_Task",
                 "QueryDisksUsingFilter",
                 "QueryIoFilterInfo",
@@ -1741,6 +1792,8 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "FindByIp",
                 "FindByUuid",
                 "FindChild",
+                "Query",
+                "QueryNext",
             ],
         },
         x::ManagedObjectInfo {
@@ -1869,7 +1922,12 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 x::FieldInfo::required("maxCollector", "int"),
                 x::FieldInfo::repeated("recentTask", "ManagedObjectReference"),
             ],
-            methods: &["CreateCollectorForTasks", "CreateTask"],
+            methods: &[
+                "CreateCollectorForTasks",
+                "CreateCollectorWithInfoFilterForTasks",
+                "CreateTask",
+                "ReadNextTasksByViewSpec",
+            ],
         },
         x::ManagedObjectInfo {
             name: "TenantTenantManager",
@@ -1882,6 +1940,12 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
             ],
         },
         x::ManagedObjectInfo {
+            name: "TransitGateway",
+            base: Some("ManagedEntity"),
+            properties: &[x::FieldInfo::required("config", "TransitGatewayConfigInfo")],
+            methods: &[],
+        },
+        x::ManagedObjectInfo {
             name: "UserDirectory",
             base: None,
             properties: &[x::FieldInfo::repeated("domainList", "string")],
@@ -1891,7 +1955,16 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
             name: "VStorageObjectManagerBase",
             base: None,
             properties: &[],
-            methods: &[],
+            methods: &[
+                "RenameVStorageObjectEx",
+                "RepairVStorageObjectChain_Task",
+                "RevertVStorageObjectEx_Task",
+                "UnregisterDisk_Task",
+                "VStorageObjectCreateSnapshotEx_Task",
+                "VStorageObjectDeleteSnapshotEx2_Task",
+                "VStorageObjectDeleteSnapshotEx_Task",
+                "VStorageObjectExtendDiskEx_Task",
+            ],
         },
         x::ManagedObjectInfo {
             name: "VcenterVStorageObjectManager",
@@ -1912,6 +1985,8 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "ListTagsAttachedToVStorageObject",
                 "ListVStorageObject",
                 "ListVStorageObjectsAttachedToTag",
+                "QueryVirtualDiskUuidEx",
+                "ReconcileDatastoreInventoryEx_Task",
                 "ReconcileDatastoreInventory_Task",
                 "RegisterDisk",
                 "RelocateVStorageObject_Task",
@@ -1925,6 +2000,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "RevertVStorageObject_Task",
                 "ScheduleReconcileDatastoreInventory",
                 "SetVStorageObjectControlFlags",
+                "SetVirtualDiskUuidEx_Task",
                 "UpdateVStorageInfrastructureObjectPolicy_Task",
                 "UpdateVStorageObjectCrypto_Task",
                 "UpdateVStorageObjectPolicy_Task",
@@ -2061,6 +2137,7 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 "RefreshStorageInfo",
                 "RelocateVM_Task",
                 "RemoveAllSnapshots_Task",
+                "RepairVmDiskChains_Task",
                 "ResetGuestInformation",
                 "ResetVM_Task",
                 "RevertToCurrentSnapshot_Task",

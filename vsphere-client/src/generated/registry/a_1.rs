@@ -6,367 +6,364 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xa41d), x::Name::NONE, 0, 1), // AbandonHciWorkflowRequestType
-        x::TypeEntry::structure(x::Name(0xc21f), x::Name::NONE, 1, 2), // AbdicateDomOwnershipRequestType
-        x::TypeEntry::structure(x::Name(0xe21d), x::Name::NONE, 3, 3), // AbortCustomizationRequestType
-        x::TypeEntry::structure(x::Name(0x10009), x::Name(0xaa460b), 6, 15), // AboutInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x10a13), x::Name(0xd59909), 21, 2), // AccountCreatedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x11e13), x::Name(0xd59909), 23, 2), // AccountRemovedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x13213), x::Name(0xd59909), 25, 3), // AccountUpdatedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1461b), x::Name::NONE, 28, 3), // AcknowledgeAlarmRequestType
-        x::TypeEntry::structure(x::Name(0x16223), x::Name::NONE, 31, 1), // AcquireCimServicesTicketRequestType
-        x::TypeEntry::structure(x::Name(0x1861d), x::Name::NONE, 32, 1), // AcquireCloneTicketRequestType
-        x::TypeEntry::structure(x::Name(0x1a424), x::Name::NONE, 33, 4), // AcquireCredentialsInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1c926), x::Name::NONE, 37, 2), // AcquireGenericServiceTicketRequestType
-        x::TypeEntry::structure(x::Name(0x1f01d), x::Name::NONE, 39, 2), // AcquireLocalTicketRequestType
-        x::TypeEntry::structure(x::Name(0x20e1b), x::Name::NONE, 41, 1), // AcquireMksTicketRequestType
-        x::TypeEntry::structure(x::Name(0x22a18), x::Name::NONE, 42, 2), // AcquireTicketRequestType
-        x::TypeEntry::structure(x::Name(0x24306), x::Name(0xaa460b), 44, 0), // Action: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x24a0f), 0, 9), // ActionParameter
-        x::TypeEntry::enumeration(x::Name(0x25a0a), 9, 8), // ActionType
-        x::TypeEntry::structure(x::Name(0x26514), x::Name(0x1b42008), 44, 1), // ActiveDirectoryFault: VimFault
-        x::TypeEntry::structure(x::Name(0x27a16), x::Name(0xab90c), 45, 0), // ActiveDirectoryProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x29114), x::Name(0xab990e), 45, 3), // ActiveVMsBlockingEVC: EVCConfigFault
-        x::TypeEntry::structure(x::Name(0x2a61f), x::Name::NONE, 48, 3), // AddAuthorizationRoleRequestType
-        x::TypeEntry::structure(x::Name(0x2c61c), x::Name::NONE, 51, 5), // AddCustomFieldDefRequestType
-        x::TypeEntry::structure(x::Name(0x2e319), x::Name::NONE, 56, 2), // AddDVPortgroupRequestType
-        x::TypeEntry::structure(x::Name(0x2fd13), x::Name::NONE, 58, 2), // AddDisksRequestType
-        x::TypeEntry::structure(x::Name(0x3111c), x::Name::NONE, 60, 3), // AddFilterEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x32e14), x::Name::NONE, 63, 4), // AddFilterRequestType
-        x::TypeEntry::structure(x::Name(0x34318), x::Name::NONE, 67, 7), // AddGuestAliasRequestType
-        x::TypeEntry::structure(x::Name(0x35c12), x::Name::NONE, 74, 5), // AddHostRequestType
-        x::TypeEntry::structure(x::Name(0x36f25), x::Name::NONE, 79, 3), // AddInternetScsiSendTargetsRequestType
-        x::TypeEntry::structure(x::Name(0x39527), x::Name::NONE, 82, 3), // AddInternetScsiStaticTargetsRequestType
-        x::TypeEntry::structure(x::Name(0x3bd11), x::Name::NONE, 85, 2), // AddKeyRequestType
-        x::TypeEntry::structure(x::Name(0x3cf12), x::Name::NONE, 87, 2), // AddKeysRequestType
-        x::TypeEntry::structure(x::Name(0x3e215), x::Name::NONE, 89, 3), // AddLicenseRequestType
-        x::TypeEntry::structure(x::Name(0x3f81f), x::Name::NONE, 92, 3), // AddMonitoredEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x41821), x::Name::NONE, 95, 2), // AddNetworkResourcePoolRequestType
-        x::TypeEntry::structure(x::Name(0x43a17), x::Name::NONE, 97, 2), // AddPortGroupRequestType
-        x::TypeEntry::structure(x::Name(0x45226), x::Name::NONE, 99, 3), // AddServiceConsoleVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x4791c), x::Name::NONE, 102, 5), // AddStandaloneHostRequestType
-        x::TypeEntry::structure(x::Name(0x49618), x::Name::NONE, 107, 3), // AddVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x4af1b), x::Name::NONE, 110, 3), // AddVirtualSwitchRequestType
-        x::TypeEntry::structure(x::Name(0x4cb0d), x::Name(0xcde20f), 113, 0), // AdminDisabled: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x4d910), x::Name(0xcde20f), 113, 0), // AdminNotDisabled: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x4ea1c), x::Name(0xd59909), 113, 0), // AdminPasswordNotChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x50712), x::Name(0x128b00e), 113, 1), // AffinityConfigured: MigrationFault
-        x::TypeEntry::enumeration(x::Name(0x51a0c), 17, 2), // AffinityType
-        x::TypeEntry::structure(x::Name(0x52719), x::Name(0x192820d), 114, 1), // AfterStartupTaskScheduler: TaskScheduler
-        x::TypeEntry::structure(x::Name(0x54112), x::Name(0xce7c10), 115, 3), // AgentInstallFailed: HostConnectFault
-        x::TypeEntry::enumeration(x::Name(0x55418), 19, 9), // AgentInstallFailedReason
-        x::TypeEntry::structure(x::Name(0x5b516), x::Name(0x6560a), 118, 2), // AlarmAcknowledgedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x5cc0b), x::Name(0xaa460b), 120, 0), // AlarmAction: DynamicData
-        x::TypeEntry::structure(x::Name(0x5d819), x::Name(0x6560a), 120, 2), // AlarmActionTriggeredEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x5f211), x::Name(0x6560a), 122, 3), // AlarmClearedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x60411), x::Name(0x6560a), 125, 1), // AlarmCreatedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x61610), x::Name(0xaa460b), 126, 10), // AlarmDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x62718), x::Name(0x6560a), 136, 2), // AlarmEmailCompletedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x64015), x::Name(0x6560a), 138, 3), // AlarmEmailFailedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x6560a), x::Name(0xb00605), 141, 1), // AlarmEvent: Event
-        x::TypeEntry::structure(x::Name(0x66112), x::Name(0xaeb513), 142, 1), // AlarmEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x6740f), x::Name(0xaa460b), 143, 0), // AlarmExpression: DynamicData
-        x::TypeEntry::structure(x::Name(0x6840f), x::Name(0xaa460b), 143, 3), // AlarmFilterSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x69420), 28, 3), // AlarmFilterSpecAlarmTypeByEntity
-        x::TypeEntry::enumeration(x::Name(0x6b521), 31, 3), // AlarmFilterSpecAlarmTypeByTrigger
-        x::TypeEntry::structure(x::Name(0x6d709), x::Name(0x77409), 146, 6), // AlarmInfo: AlarmSpec
-        x::TypeEntry::structure(x::Name(0x6e116), x::Name(0x6560a), 152, 2), // AlarmReconfiguredEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x6f811), x::Name(0x6560a), 154, 1), // AlarmRemovedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x70a18), x::Name(0x6560a), 155, 2), // AlarmScriptCompleteEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x72316), x::Name(0x6560a), 157, 3), // AlarmScriptFailedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x73a0c), x::Name(0xaa460b), 160, 2), // AlarmSetting: DynamicData
-        x::TypeEntry::structure(x::Name(0x74717), x::Name(0x6560a), 162, 1), // AlarmSnmpCompletedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x75f14), x::Name(0x6560a), 163, 2), // AlarmSnmpFailedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x77409), x::Name(0xaa460b), 165, 8), // AlarmSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x77e0a), x::Name(0xaa460b), 173, 10), // AlarmState: DynamicData
-        x::TypeEntry::structure(x::Name(0x78917), x::Name(0x6560a), 183, 4), // AlarmStatusChangedEvent: AlarmEvent
-        x::TypeEntry::structure(x::Name(0x7a115), x::Name(0x5cc0b), 187, 6), // AlarmTriggeringAction: AlarmAction
-        x::TypeEntry::structure(x::Name(0x7b723), x::Name(0xaa460b), 193, 3), // AlarmTriggeringActionTransitionSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x8031f), x::Name(0x11dda0c), 196, 0), // AllVirtualMachinesLicensedEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x8231e), x::Name::NONE, 196, 4), // AllocateIpv4AddressRequestType
-        x::TypeEntry::structure(x::Name(0x8421e), x::Name::NONE, 200, 4), // AllocateIpv6AddressRequestType
-        x::TypeEntry::structure(x::Name(0x86120), x::Name(0x182430c), 204, 0), // AlreadyAuthenticatedSessionEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0x88213), x::Name(0xce7c10), 204, 1), // AlreadyBeingManaged: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x89610), x::Name(0xce7c10), 205, 1), // AlreadyConnected: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x8a70d), x::Name(0x1b42008), 206, 1), // AlreadyExists: VimFault
-        x::TypeEntry::structure(x::Name(0x8b50f), x::Name(0x1b42008), 207, 0), // AlreadyUpgraded: VimFault
-        x::TypeEntry::structure(x::Name(0x8c512), x::Name(0x6740f), 207, 1), // AndAlarmExpression: AlarmExpression
-        x::TypeEntry::structure(x::Name(0x8d80a), x::Name(0xaa460b), 208, 3), // AnswerFile: DynamicData
-        x::TypeEntry::structure(x::Name(0x8e314), x::Name(0xaa460b), 211, 1), // AnswerFileCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x8f81b), x::Name(0x8e314), 212, 1), // AnswerFileOptionsCreateSpec: AnswerFileCreateSpec
-        x::TypeEntry::structure(x::Name(0x9141e), x::Name(0x8e314), 213, 1), // AnswerFileSerializedCreateSpec: AnswerFileCreateSpec
-        x::TypeEntry::structure(x::Name(0x93315), x::Name(0xaa460b), 214, 2), // AnswerFileStatusError: DynamicData
-        x::TypeEntry::structure(x::Name(0x94916), x::Name(0xaa460b), 216, 4), // AnswerFileStatusResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x96016), x::Name(0x1b42008), 220, 1), // AnswerFileUpdateFailed: VimFault
-        x::TypeEntry::structure(x::Name(0x97717), x::Name(0xaa460b), 221, 2), // AnswerFileUpdateFailure: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x98f1e), 34, 3), // AnswerFileValidationInfoStatus
-        x::TypeEntry::structure(x::Name(0x9ae13), x::Name::NONE, 223, 3), // AnswerVMRequestType
-        x::TypeEntry::structure(x::Name(0x9c217), x::Name(0x186f20d), 226, 0), // ApplicationQuiesceFault: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x9da1e), x::Name::NONE, 226, 2), // ApplyEntitiesConfigRequestType
-        x::TypeEntry::structure(x::Name(0x9f919), x::Name::NONE, 228, 3), // ApplyEvcModeVMRequestType
-        x::TypeEntry::structure(x::Name(0xa2e1a), x::Name::NONE, 231, 4), // ApplyHostConfigRequestType
-        x::TypeEntry::structure(x::Name(0xa4923), x::Name(0xaa460b), 235, 5), // ApplyHostProfileConfigurationResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xa6d29), 37, 8), // ApplyHostProfileConfigurationResultStatus
-        x::TypeEntry::structure(x::Name(0xa9721), x::Name(0x14e2814), 240, 6), // ApplyHostProfileConfigurationSpec: ProfileExecuteResult
-        x::TypeEntry::structure(x::Name(0xab90c), x::Name(0xaa460b), 246, 11), // ApplyProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0xac61e), x::Name::NONE, 257, 2), // ApplyRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0xae528), x::Name::NONE, 259, 2), // ApplyStorageDrsRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0xb0e2d), x::Name::NONE, 261, 3), // ApplyStorageDrsRecommendationToPodRequestType
-        x::TypeEntry::structure(x::Name(0xb3c20), x::Name(0xaa460b), 264, 1), // ApplyStorageRecommendationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xb5d21), x::Name::NONE, 265, 2), // AreAlarmActionsEnabledRequestType
-        x::TypeEntry::array(x::Name(0xb7f12), 267), // ArrayOfAlarmAction
-        x::TypeEntry::array(x::Name(0xb9216), 268), // ArrayOfAlarmExpression
-        x::TypeEntry::array(x::Name(0xba911), 269), // ArrayOfAlarmState
-        x::TypeEntry::array(x::Name(0xbbb2a), 270), // ArrayOfAlarmTriggeringActionTransitionSpec
-        x::TypeEntry::array(x::Name(0xbe61c), 271), // ArrayOfAnswerFileStatusError
-        x::TypeEntry::array(x::Name(0xc031d), 272), // ArrayOfAnswerFileStatusResult
-        x::TypeEntry::array(x::Name(0xc211e), 273), // ArrayOfAnswerFileUpdateFailure
-        x::TypeEntry::array(x::Name(0xc400e), 274), // ArrayOfAnyType
-        x::TypeEntry::array(x::Name(0xc4f0d), 275), // ArrayOfAnyURI
-        x::TypeEntry::array(x::Name(0xc5d2a), 276), // ArrayOfApplyHostProfileConfigurationResult
-        x::TypeEntry::array(x::Name(0xc8828), 277), // ArrayOfApplyHostProfileConfigurationSpec
-        x::TypeEntry::array(x::Name(0xcb113), 278), // ArrayOfApplyProfile
-        x::TypeEntry::array(x::Name(0xcc51d), 279), // ArrayOfAuthorizationPrivilege
-        x::TypeEntry::array(x::Name(0xce318), 280), // ArrayOfAuthorizationRole
-        x::TypeEntry::array(x::Name(0xcfc19), 281), // ArrayOfAutoStartPowerInfo
-        x::TypeEntry::array(x::Name(0xd1613), 282), // ArrayOfBase64Binary
-        x::TypeEntry::array(x::Name(0xd2a0e), 283), // ArrayOfBoolean
-        x::TypeEntry::array(x::Name(0xd390b), 284), // ArrayOfByte
-        x::TypeEntry::array(x::Name(0xd451f), 285), // ArrayOfChangesInfoEventArgument
-        x::TypeEntry::array(x::Name(0xd6512), 286), // ArrayOfCheckResult
-        x::TypeEntry::array(x::Name(0xd7814), 287), // ArrayOfClusterAction
-        x::TypeEntry::array(x::Name(0xd8d1b), 288), // ArrayOfClusterActionHistory
-        x::TypeEntry::array(x::Name(0xda91d), 289), // ArrayOfClusterAttemptedVmInfo
-        x::TypeEntry::array(x::Name(0xdc727), 290), // ArrayOfClusterComputeResourceDVSSetting
-        x::TypeEntry::array(x::Name(0xdef42), 291), // ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::TypeEntry::array(x::Name(0xe3227), 292), // ArrayOfClusterComputeResourceDvsProfile
-        x::TypeEntry::array(x::Name(0xe5a46), 293), // ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::TypeEntry::array(x::Name(0xea133), 294), // ArrayOfClusterComputeResourceHostConfigurationInput
-        x::TypeEntry::array(x::Name(0xed52b), 295), // ArrayOfClusterComputeResourceHostVmkNicInfo
-        x::TypeEntry::array(x::Name(0xf0131), 296), // ArrayOfClusterComputeResourceValidationResultBase
-        x::TypeEntry::array(x::Name(0xf3325), 297), // ArrayOfClusterComputeResourceVcsSlots
-        x::TypeEntry::array(x::Name(0xf591d), 298), // ArrayOfClusterDasAamNodeState
-        x::TypeEntry::array(x::Name(0xf773a), 299), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
-        x::TypeEntry::array(x::Name(0xfb238), 300), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
-        x::TypeEntry::array(x::Name(0xfeb1d), 301), // ArrayOfClusterDasVmConfigInfo
-        x::TypeEntry::array(x::Name(0x10091d), 302), // ArrayOfClusterDasVmConfigSpec
-        x::TypeEntry::array(x::Name(0x102721), 303), // ArrayOfClusterDatastoreUpdateSpec
-        x::TypeEntry::array(x::Name(0x10491f), 304), // ArrayOfClusterDpmHostConfigInfo
-        x::TypeEntry::array(x::Name(0x10691f), 305), // ArrayOfClusterDpmHostConfigSpec
-        x::TypeEntry::array(x::Name(0x108917), 306), // ArrayOfClusterDrsFaults
-        x::TypeEntry::array(x::Name(0x10a121), 307), // ArrayOfClusterDrsFaultsFaultsByVm
-        x::TypeEntry::array(x::Name(0x10c31a), 308), // ArrayOfClusterDrsMigration
-        x::TypeEntry::array(x::Name(0x10de1f), 309), // ArrayOfClusterDrsRecommendation
-        x::TypeEntry::array(x::Name(0x10fe1d), 310), // ArrayOfClusterDrsVmConfigInfo
-        x::TypeEntry::array(x::Name(0x111c1d), 311), // ArrayOfClusterDrsVmConfigSpec
-        x::TypeEntry::array(x::Name(0x113a23), 312), // ArrayOfClusterEVCManagerCheckResult
-        x::TypeEntry::array(x::Name(0x115e38), 313), // ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus
-        x::TypeEntry::array(x::Name(0x119717), 314), // ArrayOfClusterGroupInfo
-        x::TypeEntry::array(x::Name(0x11af17), 315), // ArrayOfClusterGroupSpec
-        x::TypeEntry::array(x::Name(0x11c720), 316), // ArrayOfClusterHostRecommendation
-        x::TypeEntry::array(x::Name(0x11e81a), 317), // ArrayOfClusterIoFilterInfo
-        x::TypeEntry::array(x::Name(0x120320), 318), // ArrayOfClusterNotAttemptedVmInfo
-        x::TypeEntry::array(x::Name(0x12241c), 319), // ArrayOfClusterRecommendation
-        x::TypeEntry::array(x::Name(0x124116), 320), // ArrayOfClusterRuleInfo
-        x::TypeEntry::array(x::Name(0x125816), 321), // ArrayOfClusterRuleSpec
-        x::TypeEntry::array(x::Name(0x126f23), 322), // ArrayOfClusterTagCategoryUpdateSpec
-        x::TypeEntry::array(x::Name(0x129321), 323), // ArrayOfClusterVmOrchestrationInfo
-        x::TypeEntry::array(x::Name(0x12b521), 324), // ArrayOfClusterVmOrchestrationSpec
-        x::TypeEntry::array(x::Name(0x12d718), 325), // ArrayOfComplianceFailure
-        x::TypeEntry::array(x::Name(0x12f02f), 326), // ArrayOfComplianceFailureComplianceFailureValues
-        x::TypeEntry::array(x::Name(0x132018), 327), // ArrayOfComplianceLocator
-        x::TypeEntry::array(x::Name(0x133917), 328), // ArrayOfComplianceResult
-        x::TypeEntry::array(x::Name(0x135129), 329), // ArrayOfComputeResourceHostSPBMLicenseInfo
-        x::TypeEntry::array(x::Name(0x137b25), 330), // ArrayOfConflictingConfigurationConfig
-        x::TypeEntry::array(x::Name(0x13a112), 331), // ArrayOfCryptoKeyId
-        x::TypeEntry::array(x::Name(0x13b415), 332), // ArrayOfCryptoKeyPlain
-        x::TypeEntry::array(x::Name(0x13ca16), 333), // ArrayOfCryptoKeyResult
-        x::TypeEntry::array(x::Name(0x13e125), 334), // ArrayOfCryptoManagerKmipClusterStatus
-        x::TypeEntry::array(x::Name(0x140727), 335), // ArrayOfCryptoManagerKmipCryptoKeyStatus
-        x::TypeEntry::array(x::Name(0x142f24), 336), // ArrayOfCryptoManagerKmipServerStatus
-        x::TypeEntry::array(x::Name(0x145415), 337), // ArrayOfCustomFieldDef
-        x::TypeEntry::array(x::Name(0x146a17), 338), // ArrayOfCustomFieldValue
-        x::TypeEntry::array(x::Name(0x148222), 339), // ArrayOfCustomizationAdapterMapping
-        x::TypeEntry::array(x::Name(0x14a521), 340), // ArrayOfCustomizationIpV6Generator
-        x::TypeEntry::array(x::Name(0x14c71c), 341), // ArrayOfCustomizationSpecInfo
-        x::TypeEntry::array(x::Name(0x14e417), 342), // ArrayOfDVPortConfigSpec
-        x::TypeEntry::array(x::Name(0x14fc1c), 343), // ArrayOfDVPortgroupConfigSpec
-        x::TypeEntry::array(x::Name(0x15191b), 344), // ArrayOfDVSHealthCheckConfig
-        x::TypeEntry::array(x::Name(0x15351d), 345), // ArrayOfDVSNetworkResourcePool
-        x::TypeEntry::array(x::Name(0x155327), 346), // ArrayOfDVSNetworkResourcePoolConfigSpec
-        x::TypeEntry::array(x::Name(0x157b23), 347), // ArrayOfDVSVmVnicNetworkResourcePool
-        x::TypeEntry::array(x::Name(0x159f20), 348), // ArrayOfDasHeartbeatDatastoreInfo
-        x::TypeEntry::array(x::Name(0x15c021), 349), // ArrayOfDatacenterBasicConnectInfo
-        x::TypeEntry::array(x::Name(0x15e221), 350), // ArrayOfDatacenterMismatchArgument
-        x::TypeEntry::array(x::Name(0x160419), 351), // ArrayOfDatastoreHostMount
-        x::TypeEntry::array(x::Name(0x161e26), 352), // ArrayOfDatastoreMountPathDatastorePair
-        x::TypeEntry::array(x::Name(0x164529), 353), // ArrayOfDatastoreVVolContainerFailoverPair
-        x::TypeEntry::array(x::Name(0x166f27), 354), // ArrayOfDesiredSoftwareSpecComponentSpec
-        x::TypeEntry::array(x::Name(0x169722), 355), // ArrayOfDiagnosticManagerBundleInfo
-        x::TypeEntry::array(x::Name(0x16ba25), 356), // ArrayOfDiagnosticManagerLogDescriptor
-        x::TypeEntry::array(x::Name(0x16e017), 357), // ArrayOfDiskChangeExtent
-        x::TypeEntry::array(x::Name(0x16f81d), 358), // ArrayOfDistributedVirtualPort
-        x::TypeEntry::array(x::Name(0x171626), 359), // ArrayOfDistributedVirtualPortgroupInfo
-        x::TypeEntry::array(x::Name(0x173d29), 360), // ArrayOfDistributedVirtualPortgroupProblem
-        x::TypeEntry::array(x::Name(0x176729), 361), // ArrayOfDistributedVirtualSwitchHostMember
-        x::TypeEntry::array(x::Name(0x179133), 362), // ArrayOfDistributedVirtualSwitchHostMemberConfigSpec
-        x::TypeEntry::array(x::Name(0x17c531), 363), // ArrayOfDistributedVirtualSwitchHostMemberPnicSpec
-        x::TypeEntry::array(x::Name(0x17f73a), 364), // ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::TypeEntry::array(x::Name(0x18322e), 365), // ArrayOfDistributedVirtualSwitchHostProductSpec
-        x::TypeEntry::array(x::Name(0x186123), 366), // ArrayOfDistributedVirtualSwitchInfo
-        x::TypeEntry::array(x::Name(0x18852e), 367), // ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob
-        x::TypeEntry::array(x::Name(0x18b439), 368), // ArrayOfDistributedVirtualSwitchManagerCompatibilityResult
-        x::TypeEntry::array(x::Name(0x18ee37), 369), // ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::TypeEntry::array(x::Name(0x19262a), 370), // ArrayOfDistributedVirtualSwitchProductSpec
-        x::TypeEntry::array(x::Name(0x19510d), 371), // ArrayOfDouble
-        x::TypeEntry::array(x::Name(0x195f2a), 372), // ArrayOfDvsApplyOperationFaultFaultOnObject
-        x::TypeEntry::array(x::Name(0x198a16), 373), // ArrayOfDvsFilterConfig
-        x::TypeEntry::array(x::Name(0x19a12b), 374), // ArrayOfDvsHostInfrastructureTrafficResource
-        x::TypeEntry::array(x::Name(0x19cd19), 375), // ArrayOfDvsHostVNicProfile
-        x::TypeEntry::array(x::Name(0x19e71e), 376), // ArrayOfDvsNetworkRuleQualifier
-        x::TypeEntry::array(x::Name(0x1a0627), 377), // ArrayOfDvsOperationBulkFaultFaultOnHost
-        x::TypeEntry::array(x::Name(0x1a2e1f), 378), // ArrayOfDvsOutOfSyncHostArgument
-        x::TypeEntry::array(x::Name(0x1a4e11), 379), // ArrayOfDvsProfile
-        x::TypeEntry::array(x::Name(0x1a6023), 380), // ArrayOfDvsServiceConsoleVNicProfile
-        x::TypeEntry::array(x::Name(0x1a8415), 381), // ArrayOfDvsTrafficRule
-        x::TypeEntry::array(x::Name(0x1a9a2e), 382), // ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo
-        x::TypeEntry::array(x::Name(0x1ac926), 383), // ArrayOfDvsVmVnicResourcePoolConfigSpec
-        x::TypeEntry::array(x::Name(0x1af01f), 384), // ArrayOfDvsVnicAllocatedResource
-        x::TypeEntry::array(x::Name(0x1b1016), 385), // ArrayOfDynamicProperty
-        x::TypeEntry::array(x::Name(0x1b270e), 386), // ArrayOfEVCMode
-        x::TypeEntry::array(x::Name(0x1b3619), 387), // ArrayOfElementDescription
-        x::TypeEntry::array(x::Name(0x1b5019), 388), // ArrayOfEntityBackupConfig
-        x::TypeEntry::array(x::Name(0x1b6a16), 389), // ArrayOfEntityPrivilege
-        x::TypeEntry::array(x::Name(0x1b8116), 390), // ArrayOfEnumDescription
-        x::TypeEntry::array(x::Name(0x1b980c), 391), // ArrayOfEvent
-        x::TypeEntry::array(x::Name(0x1ba525), 392), // ArrayOfEventAlarmExpressionComparison
-        x::TypeEntry::array(x::Name(0x1bcb13), 393), // ArrayOfEventArgDesc
-        x::TypeEntry::array(x::Name(0x1bdf22), 394), // ArrayOfEventDescriptionEventDetail
-        x::TypeEntry::array(x::Name(0x1c021b), 395), // ArrayOfExtManagedEntityInfo
-        x::TypeEntry::array(x::Name(0x1c1e24), 396), // ArrayOfExtSolutionManagerInfoTabInfo
-        x::TypeEntry::array(x::Name(0x1c4318), 397), // ArrayOfExtendedEventPair
-        x::TypeEntry::array(x::Name(0x1c5c10), 398), // ArrayOfExtension
-        x::TypeEntry::array(x::Name(0x1c6d1a), 399), // ArrayOfExtensionClientInfo
-        x::TypeEntry::array(x::Name(0x1c881d), 400), // ArrayOfExtensionEventTypeInfo
-        x::TypeEntry::array(x::Name(0x1ca61d), 401), // ArrayOfExtensionFaultTypeInfo
-        x::TypeEntry::array(x::Name(0x1cc428), 402), // ArrayOfExtensionManagerIpAllocationUsage
-        x::TypeEntry::array(x::Name(0x1ced1d), 403), // ArrayOfExtensionPrivilegeInfo
-        x::TypeEntry::array(x::Name(0x1d0b1c), 404), // ArrayOfExtensionResourceInfo
-        x::TypeEntry::array(x::Name(0x1d281a), 405), // ArrayOfExtensionServerInfo
-        x::TypeEntry::array(x::Name(0x1d431c), 406), // ArrayOfExtensionTaskTypeInfo
-        x::TypeEntry::array(x::Name(0x1d601d), 407), // ArrayOfFaultToleranceDiskSpec
-        x::TypeEntry::array(x::Name(0x1d7e13), 408), // ArrayOfFaultsByHost
-        x::TypeEntry::array(x::Name(0x1d9211), 409), // ArrayOfFaultsByVM
-        x::TypeEntry::array(x::Name(0x1da41a), 410), // ArrayOfFcoeConfigVlanRange
-        x::TypeEntry::array(x::Name(0x1dbf15), 411), // ArrayOfFeatureEVCMode
-        x::TypeEntry::array(x::Name(0x1dd50f), 412), // ArrayOfFileInfo
-        x::TypeEntry::array(x::Name(0x1de510), 413), // ArrayOfFileQuery
-        x::TypeEntry::array(x::Name(0x1df624), 414), // ArrayOfFirewallProfileRulesetProfile
-        x::TypeEntry::array(x::Name(0x1e1b1d), 415), // ArrayOfFolderFailedHostResult
-        x::TypeEntry::array(x::Name(0x1e3918), 416), // ArrayOfFolderNewHostSpec
-        x::TypeEntry::array(x::Name(0x1e5213), 417), // ArrayOfGuestAliases
-        x::TypeEntry::array(x::Name(0x1e6619), 418), // ArrayOfGuestAuthAliasInfo
-        x::TypeEntry::array(x::Name(0x1e8017), 419), // ArrayOfGuestAuthSubject
-        x::TypeEntry::array(x::Name(0x1e9814), 420), // ArrayOfGuestDiskInfo
-        x::TypeEntry::array(x::Name(0x1ead14), 421), // ArrayOfGuestFileInfo
-        x::TypeEntry::array(x::Name(0x1ec227), 422), // ArrayOfGuestInfoNamespaceGenerationInfo
-        x::TypeEntry::array(x::Name(0x1eea22), 423), // ArrayOfGuestInfoVirtualDiskMapping
-        x::TypeEntry::array(x::Name(0x1f0d19), 424), // ArrayOfGuestMappedAliases
-        x::TypeEntry::array(x::Name(0x1f2713), 425), // ArrayOfGuestNicInfo
-        x::TypeEntry::array(x::Name(0x1f3b18), 426), // ArrayOfGuestOsDescriptor
-        x::TypeEntry::array(x::Name(0x1f5417), 427), // ArrayOfGuestProcessInfo
-        x::TypeEntry::array(x::Name(0x1f6c1c), 428), // ArrayOfGuestRegKeyRecordSpec
-        x::TypeEntry::array(x::Name(0x1f8918), 429), // ArrayOfGuestRegValueSpec
-        x::TypeEntry::array(x::Name(0x1fa215), 430), // ArrayOfGuestStackInfo
-        x::TypeEntry::array(x::Name(0x1fb828), 431), // ArrayOfHbrManagerVmReplicationCapability
-        x::TypeEntry::array(x::Name(0x1fe113), 432), // ArrayOfHealthUpdate
-        x::TypeEntry::array(x::Name(0x1ff517), 433), // ArrayOfHealthUpdateInfo
-        x::TypeEntry::array(x::Name(0x200d1d), 434), // ArrayOfHostAccessControlEntry
-        x::TypeEntry::array(x::Name(0x202b16), 435), // ArrayOfHostAccountSpec
-        x::TypeEntry::array(x::Name(0x20421a), 436), // ArrayOfHostActiveDirectory
-        x::TypeEntry::array(x::Name(0x205d24), 437), // ArrayOfHostAssignableHardwareBinding
-        x::TypeEntry::array(x::Name(0x208234), 438), // ArrayOfHostAssignableHardwareConfigAttributeOverride
-        x::TypeEntry::array(x::Name(0x20b722), 439), // ArrayOfHostAuthenticationStoreInfo
-        x::TypeEntry::array(x::Name(0x20da15), 440), // ArrayOfHostBootDevice
-        x::TypeEntry::array(x::Name(0x20f021), 441), // ArrayOfHostCacheConfigurationInfo
-        x::TypeEntry::array(x::Name(0x211221), 442), // ArrayOfHostConnectInfoNetworkInfo
-        x::TypeEntry::array(x::Name(0x213416), 443), // ArrayOfHostConnectSpec
-        x::TypeEntry::array(x::Name(0x214b14), 444), // ArrayOfHostCpuIdInfo
-        x::TypeEntry::array(x::Name(0x216015), 445), // ArrayOfHostCpuPackage
-        x::TypeEntry::array(x::Name(0x217628), 446), // ArrayOfHostDatastoreBrowserSearchResults
-        x::TypeEntry::array(x::Name(0x219f1f), 447), // ArrayOfHostDatastoreConnectInfo
-        x::TypeEntry::array(x::Name(0x21bf29), 448), // ArrayOfHostDatastoreSystemDatastoreResult
-        x::TypeEntry::array(x::Name(0x21e921), 449), // ArrayOfHostDateTimeSystemTimeZone
-        x::TypeEntry::array(x::Name(0x220b16), 450), // ArrayOfHostDhcpService
-        x::TypeEntry::array(x::Name(0x22221c), 451), // ArrayOfHostDhcpServiceConfig
-        x::TypeEntry::array(x::Name(0x223f1e), 452), // ArrayOfHostDiagnosticPartition
-        x::TypeEntry::array(x::Name(0x225e2a), 453), // ArrayOfHostDiagnosticPartitionCreateOption
-        x::TypeEntry::array(x::Name(0x228922), 454), // ArrayOfHostDiskConfigurationResult
-        x::TypeEntry::array(x::Name(0x22ac25), 455), // ArrayOfHostDiskMappingPartitionOption
-        x::TypeEntry::array(x::Name(0x22d222), 456), // ArrayOfHostDiskPartitionAttributes
-        x::TypeEntry::array(x::Name(0x22f522), 457), // ArrayOfHostDiskPartitionBlockRange
-        x::TypeEntry::array(x::Name(0x23181c), 458), // ArrayOfHostDiskPartitionInfo
-        x::TypeEntry::array(x::Name(0x233518), 459), // ArrayOfHostEventArgument
-        x::TypeEntry::array(x::Name(0x234e1c), 460), // ArrayOfHostFeatureCapability
-        x::TypeEntry::array(x::Name(0x236b16), 461), // ArrayOfHostFeatureMask
-        x::TypeEntry::array(x::Name(0x23821d), 462), // ArrayOfHostFeatureVersionInfo
-        x::TypeEntry::array(x::Name(0x23a01e), 463), // ArrayOfHostFileSystemMountInfo
-        x::TypeEntry::array(x::Name(0x23bf26), 464), // ArrayOfHostFirewallConfigRuleSetConfig
-        x::TypeEntry::array(x::Name(0x23e617), 465), // ArrayOfHostFirewallRule
-        x::TypeEntry::array(x::Name(0x23fe1a), 466), // ArrayOfHostFirewallRuleset
-        x::TypeEntry::array(x::Name(0x241923), 467), // ArrayOfHostFirewallRulesetIpNetwork
-        x::TypeEntry::array(x::Name(0x243d23), 468), // ArrayOfHostGraphicsConfigDeviceType
-        x::TypeEntry::array(x::Name(0x246117), 469), // ArrayOfHostGraphicsInfo
-        x::TypeEntry::array(x::Name(0x24791e), 470), // ArrayOfHostHardwareElementInfo
-        x::TypeEntry::array(x::Name(0x249819), 471), // ArrayOfHostHostBusAdapter
-        x::TypeEntry::array(x::Name(0x24b22a), 472), // ArrayOfHostInternetScsiHbaIscsiIpv6Address
-        x::TypeEntry::array(x::Name(0x24dd24), 473), // ArrayOfHostInternetScsiHbaParamValue
-        x::TypeEntry::array(x::Name(0x250224), 474), // ArrayOfHostInternetScsiHbaSendTarget
-        x::TypeEntry::array(x::Name(0x252726), 475), // ArrayOfHostInternetScsiHbaStaticTarget
-        x::TypeEntry::array(x::Name(0x254e17), 476), // ArrayOfHostIoFilterInfo
-        x::TypeEntry::array(x::Name(0x25661e), 477), // ArrayOfHostIpConfigIpV6Address
-        x::TypeEntry::array(x::Name(0x258517), 478), // ArrayOfHostIpRouteEntry
-        x::TypeEntry::array(x::Name(0x259d14), 479), // ArrayOfHostIpRouteOp
-        x::TypeEntry::array(x::Name(0x25b234), 480), // ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec
-        x::TypeEntry::array(x::Name(0x25e736), 481), // ArrayOfHostLowLevelProvisioningManagerFileDeleteResult
-        x::TypeEntry::array(x::Name(0x261e34), 482), // ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec
-        x::TypeEntry::array(x::Name(0x265337), 483), // ArrayOfHostLowLevelProvisioningManagerFileReserveResult
-        x::TypeEntry::array(x::Name(0x268b35), 484), // ArrayOfHostLowLevelProvisioningManagerFileReserveSpec
-        x::TypeEntry::array(x::Name(0x26c138), 485), // ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec
-        x::TypeEntry::array(x::Name(0x26fa22), 486), // ArrayOfHostMemberHealthCheckResult
-        x::TypeEntry::array(x::Name(0x271d1c), 487), // ArrayOfHostMemberRuntimeInfo
-        x::TypeEntry::array(x::Name(0x273a19), 488), // ArrayOfHostMemoryTierInfo
-        x::TypeEntry::array(x::Name(0x275423), 489), // ArrayOfHostMultipathInfoLogicalUnit
-        x::TypeEntry::array(x::Name(0x27781c), 490), // ArrayOfHostMultipathInfoPath
-        x::TypeEntry::array(x::Name(0x279521), 491), // ArrayOfHostMultipathStateInfoPath
-        x::TypeEntry::array(x::Name(0x27b71a), 492), // ArrayOfHostNasVolumeConfig
-        x::TypeEntry::array(x::Name(0x27d215), 493), // ArrayOfHostNatService
-        x::TypeEntry::array(x::Name(0x27e81b), 494), // ArrayOfHostNatServiceConfig
-        x::TypeEntry::array(x::Name(0x280424), 495), // ArrayOfHostNatServicePortForwardSpec
-        x::TypeEntry::array(x::Name(0x28291b), 496), // ArrayOfHostNetStackInstance
-        x::TypeEntry::array(x::Name(0x284524), 497), // ArrayOfHostNetworkConfigNetStackSpec
-        x::TypeEntry::array(x::Name(0x286a13), 498), // ArrayOfHostNumaNode
-        x::TypeEntry::array(x::Name(0x287e1c), 499), // ArrayOfHostNumericSensorInfo
-        x::TypeEntry::array(x::Name(0x289b1a), 500), // ArrayOfHostNvmeConnectSpec
-        x::TypeEntry::array(x::Name(0x28b619), 501), // ArrayOfHostNvmeController
-        x::TypeEntry::array(x::Name(0x28d01d), 502), // ArrayOfHostNvmeDisconnectSpec
-        x::TypeEntry::array(x::Name(0x28ee20), 503), // ArrayOfHostNvmeDiscoveryLogEntry
-        x::TypeEntry::array(x::Name(0x290f18), 504), // ArrayOfHostNvmeNamespace
-        x::TypeEntry::array(x::Name(0x292820), 505), // ArrayOfHostNvmeTopologyInterface
-        x::TypeEntry::array(x::Name(0x29491c), 506), // ArrayOfHostOpaqueNetworkInfo
-        x::TypeEntry::array(x::Name(0x296617), 507), // ArrayOfHostOpaqueSwitch
-        x::TypeEntry::array(x::Name(0x297e26), 508), // ArrayOfHostOpaqueSwitchPhysicalNicZone
-        x::TypeEntry::array(x::Name(0x29a51d), 509), // ArrayOfHostPatchManagerStatus
-        x::TypeEntry::array(x::Name(0x29c32e), 510), // ArrayOfHostPatchManagerStatusPrerequisitePatch
-        x::TypeEntry::array(x::Name(0x29f224), 511), // ArrayOfHostPathSelectionPolicyOption
-        x::TypeEntry::array(x::Name(0x2a1714), 512), // ArrayOfHostPciDevice
-        x::TypeEntry::array(x::Name(0x2a2c1c), 513), // ArrayOfHostPciPassthruConfig
-        x::TypeEntry::array(x::Name(0x2a491a), 514), // ArrayOfHostPciPassthruInfo
-        x::TypeEntry::array(x::Name(0x2a6425), 515), // ArrayOfHostPlacedVirtualNicIdentifier
-        x::TypeEntry::array(x::Name(0x2a8a23), 516), // ArrayOfHostPlugStoreTopologyAdapter
-        x::TypeEntry::array(x::Name(0x2aae22), 517), // ArrayOfHostPlugStoreTopologyDevice
-        x::TypeEntry::array(x::Name(0x2ad120), 518), // ArrayOfHostPlugStoreTopologyPath
-        x::TypeEntry::array(x::Name(0x2af222), 519), // ArrayOfHostPlugStoreTopologyPlugin
+        x::TypeEntry::structure(x::Name(0xab1d), x::Name::NONE, 0, 1), // AbandonHciWorkflowRequestType
+        x::TypeEntry::structure(x::Name(0xc91f), x::Name::NONE, 1, 2), // AbdicateDomOwnershipRequestType
+        x::TypeEntry::structure(x::Name(0xe91d), x::Name::NONE, 3, 3), // AbortCustomizationRequestType
+        x::TypeEntry::structure(x::Name(0x10709), x::Name(0xbb9c0b), 6, 15), // AboutInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11113), x::Name(0xea3c09), 21, 2), // AccountCreatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x12513), x::Name(0xea3c09), 23, 2), // AccountRemovedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x13913), x::Name(0xea3c09), 25, 3), // AccountUpdatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x14d1b), x::Name::NONE, 28, 3), // AcknowledgeAlarmRequestType
+        x::TypeEntry::structure(x::Name(0x16923), x::Name::NONE, 31, 1), // AcquireCimServicesTicketRequestType
+        x::TypeEntry::structure(x::Name(0x18d1d), x::Name::NONE, 32, 1), // AcquireCloneTicketRequestType
+        x::TypeEntry::structure(x::Name(0x1ab24), x::Name::NONE, 33, 4), // AcquireCredentialsInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1d026), x::Name::NONE, 37, 2), // AcquireGenericServiceTicketRequestType
+        x::TypeEntry::structure(x::Name(0x1f71d), x::Name::NONE, 39, 2), // AcquireLocalTicketRequestType
+        x::TypeEntry::structure(x::Name(0x2151b), x::Name::NONE, 41, 1), // AcquireMksTicketRequestType
+        x::TypeEntry::structure(x::Name(0x23118), x::Name::NONE, 42, 2), // AcquireTicketRequestType
+        x::TypeEntry::structure(x::Name(0x24a06), x::Name(0xbb9c0b), 44, 0), // Action: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x2510f), 0, 9), // ActionParameter
+        x::TypeEntry::enumeration(x::Name(0x2610a), 9, 15), // ActionType
+        x::TypeEntry::structure(x::Name(0x26c14), x::Name(0x1d94808), 44, 1), // ActiveDirectoryFault: VimFault
+        x::TypeEntry::structure(x::Name(0x28116), x::Name(0xad70c), 45, 0), // ActiveDirectoryProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x29814), x::Name(0xbcef0e), 45, 3), // ActiveVMsBlockingEVC: EVCConfigFault
+        x::TypeEntry::structure(x::Name(0x2ad1f), x::Name::NONE, 48, 3), // AddAuthorizationRoleRequestType
+        x::TypeEntry::structure(x::Name(0x2cd1c), x::Name::NONE, 51, 5), // AddCustomFieldDefRequestType
+        x::TypeEntry::structure(x::Name(0x2ea19), x::Name::NONE, 56, 2), // AddDVPortgroupRequestType
+        x::TypeEntry::structure(x::Name(0x30413), x::Name::NONE, 58, 2), // AddDisksRequestType
+        x::TypeEntry::structure(x::Name(0x3181c), x::Name::NONE, 60, 3), // AddFilterEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x33514), x::Name::NONE, 63, 4), // AddFilterRequestType
+        x::TypeEntry::structure(x::Name(0x34a18), x::Name::NONE, 67, 7), // AddGuestAliasRequestType
+        x::TypeEntry::structure(x::Name(0x36312), x::Name::NONE, 74, 5), // AddHostRequestType
+        x::TypeEntry::structure(x::Name(0x37625), x::Name::NONE, 79, 3), // AddInternetScsiSendTargetsRequestType
+        x::TypeEntry::structure(x::Name(0x39c27), x::Name::NONE, 82, 3), // AddInternetScsiStaticTargetsRequestType
+        x::TypeEntry::structure(x::Name(0x3c411), x::Name::NONE, 85, 2), // AddKeyRequestType
+        x::TypeEntry::structure(x::Name(0x3d612), x::Name::NONE, 87, 2), // AddKeysRequestType
+        x::TypeEntry::structure(x::Name(0x3e915), x::Name::NONE, 89, 3), // AddLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x3ff1f), x::Name::NONE, 92, 3), // AddMonitoredEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x41f21), x::Name::NONE, 95, 2), // AddNetworkResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x44117), x::Name::NONE, 97, 2), // AddPortGroupRequestType
+        x::TypeEntry::structure(x::Name(0x45926), x::Name::NONE, 99, 3), // AddServiceConsoleVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x4801c), x::Name::NONE, 102, 5), // AddStandaloneHostRequestType
+        x::TypeEntry::structure(x::Name(0x49d18), x::Name::NONE, 107, 3), // AddVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x4b61b), x::Name::NONE, 110, 3), // AddVirtualSwitchRequestType
+        x::TypeEntry::structure(x::Name(0x4d20d), x::Name(0xe1b90f), 113, 0), // AdminDisabled: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x4e010), x::Name(0xe1b90f), 113, 0), // AdminNotDisabled: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x4f11c), x::Name(0xea3c09), 113, 0), // AdminPasswordNotChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x50e12), x::Name(0x1431e0e), 113, 1), // AffinityConfigured: MigrationFault
+        x::TypeEntry::enumeration(x::Name(0x5210c), 24, 2), // AffinityType
+        x::TypeEntry::structure(x::Name(0x52e19), x::Name(0x1b47d0d), 114, 1), // AfterStartupTaskScheduler: TaskScheduler
+        x::TypeEntry::structure(x::Name(0x54812), x::Name(0xe25310), 115, 3), // AgentInstallFailed: HostConnectFault
+        x::TypeEntry::enumeration(x::Name(0x55b18), 26, 9), // AgentInstallFailedReason
+        x::TypeEntry::structure(x::Name(0x5bc16), x::Name(0x65d0a), 118, 2), // AlarmAcknowledgedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x5d30b), x::Name(0xbb9c0b), 120, 0), // AlarmAction: DynamicData
+        x::TypeEntry::structure(x::Name(0x5df19), x::Name(0x65d0a), 120, 2), // AlarmActionTriggeredEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x5f911), x::Name(0x65d0a), 122, 3), // AlarmClearedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x60b11), x::Name(0x65d0a), 125, 1), // AlarmCreatedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x61d10), x::Name(0xbb9c0b), 126, 10), // AlarmDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x62e18), x::Name(0x65d0a), 136, 2), // AlarmEmailCompletedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x64715), x::Name(0x65d0a), 138, 3), // AlarmEmailFailedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x65d0a), x::Name(0xc19905), 141, 1), // AlarmEvent: Event
+        x::TypeEntry::structure(x::Name(0x66812), x::Name(0xc04213), 142, 1), // AlarmEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x67b0f), x::Name(0xbb9c0b), 143, 0), // AlarmExpression: DynamicData
+        x::TypeEntry::structure(x::Name(0x68b0f), x::Name(0xbb9c0b), 143, 3), // AlarmFilterSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x69b20), 35, 3), // AlarmFilterSpecAlarmTypeByEntity
+        x::TypeEntry::enumeration(x::Name(0x6bc21), 38, 3), // AlarmFilterSpecAlarmTypeByTrigger
+        x::TypeEntry::structure(x::Name(0x6de09), x::Name(0x77b09), 146, 6), // AlarmInfo: AlarmSpec
+        x::TypeEntry::structure(x::Name(0x6e816), x::Name(0x65d0a), 152, 2), // AlarmReconfiguredEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x6ff11), x::Name(0x65d0a), 154, 1), // AlarmRemovedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x71118), x::Name(0x65d0a), 155, 2), // AlarmScriptCompleteEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x72a16), x::Name(0x65d0a), 157, 3), // AlarmScriptFailedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x7410c), x::Name(0xbb9c0b), 160, 2), // AlarmSetting: DynamicData
+        x::TypeEntry::structure(x::Name(0x74e17), x::Name(0x65d0a), 162, 1), // AlarmSnmpCompletedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x76614), x::Name(0x65d0a), 163, 2), // AlarmSnmpFailedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x77b09), x::Name(0xbb9c0b), 165, 8), // AlarmSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x7850a), x::Name(0xbb9c0b), 173, 10), // AlarmState: DynamicData
+        x::TypeEntry::structure(x::Name(0x79017), x::Name(0x65d0a), 183, 4), // AlarmStatusChangedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x7a815), x::Name(0x5d30b), 187, 6), // AlarmTriggeringAction: AlarmAction
+        x::TypeEntry::structure(x::Name(0x7be23), x::Name(0xbb9c0b), 193, 3), // AlarmTriggeringActionTransitionSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x8161f), x::Name(0x137ff0c), 196, 0), // AllVirtualMachinesLicensedEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x8361e), x::Name::NONE, 196, 4), // AllocateIpv4AddressRequestType
+        x::TypeEntry::structure(x::Name(0x8551e), x::Name::NONE, 200, 4), // AllocateIpv6AddressRequestType
+        x::TypeEntry::structure(x::Name(0x87420), x::Name(0x1a2e40c), 204, 0), // AlreadyAuthenticatedSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x89513), x::Name(0xe25310), 204, 1), // AlreadyBeingManaged: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x8a910), x::Name(0xe25310), 205, 1), // AlreadyConnected: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x8ba0d), x::Name(0x1d94808), 206, 1), // AlreadyExists: VimFault
+        x::TypeEntry::structure(x::Name(0x8c80f), x::Name(0x1d94808), 207, 0), // AlreadyUpgraded: VimFault
+        x::TypeEntry::structure(x::Name(0x8d812), x::Name(0x67b0f), 207, 1), // AndAlarmExpression: AlarmExpression
+        x::TypeEntry::structure(x::Name(0x8eb0a), x::Name(0xbb9c0b), 208, 3), // AnswerFile: DynamicData
+        x::TypeEntry::structure(x::Name(0x8f614), x::Name(0xbb9c0b), 211, 1), // AnswerFileCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x90b1b), x::Name(0x8f614), 212, 1), // AnswerFileOptionsCreateSpec: AnswerFileCreateSpec
+        x::TypeEntry::structure(x::Name(0x9271e), x::Name(0x8f614), 213, 1), // AnswerFileSerializedCreateSpec: AnswerFileCreateSpec
+        x::TypeEntry::structure(x::Name(0x94615), x::Name(0xbb9c0b), 214, 2), // AnswerFileStatusError: DynamicData
+        x::TypeEntry::structure(x::Name(0x95c16), x::Name(0xbb9c0b), 216, 4), // AnswerFileStatusResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x97316), x::Name(0x1d94808), 220, 1), // AnswerFileUpdateFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x98a17), x::Name(0xbb9c0b), 221, 2), // AnswerFileUpdateFailure: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x9a21e), 41, 3), // AnswerFileValidationInfoStatus
+        x::TypeEntry::structure(x::Name(0x9c113), x::Name::NONE, 223, 3), // AnswerVMRequestType
+        x::TypeEntry::structure(x::Name(0x9e017), x::Name(0x1a81e0d), 226, 0), // ApplicationQuiesceFault: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x9f81e), x::Name::NONE, 226, 2), // ApplyEntitiesConfigRequestType
+        x::TypeEntry::structure(x::Name(0xa1719), x::Name::NONE, 228, 3), // ApplyEvcModeVMRequestType
+        x::TypeEntry::structure(x::Name(0xa4c1a), x::Name::NONE, 231, 4), // ApplyHostConfigRequestType
+        x::TypeEntry::structure(x::Name(0xa6723), x::Name(0xbb9c0b), 235, 5), // ApplyHostProfileConfigurationResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa8b29), 44, 8), // ApplyHostProfileConfigurationResultStatus
+        x::TypeEntry::structure(x::Name(0xab521), x::Name(0x16a5c14), 240, 6), // ApplyHostProfileConfigurationSpec: ProfileExecuteResult
+        x::TypeEntry::structure(x::Name(0xad70c), x::Name(0xbb9c0b), 246, 11), // ApplyProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0xae41e), x::Name::NONE, 257, 2), // ApplyRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0xb0328), x::Name::NONE, 259, 2), // ApplyStorageDrsRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0xb2c2d), x::Name::NONE, 261, 3), // ApplyStorageDrsRecommendationToPodRequestType
+        x::TypeEntry::structure(x::Name(0xb5a20), x::Name(0xbb9c0b), 264, 1), // ApplyStorageRecommendationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xb7b21), x::Name::NONE, 265, 2), // AreAlarmActionsEnabledRequestType
+        x::TypeEntry::array(x::Name(0xb9d12), 267), // ArrayOfAlarmAction
+        x::TypeEntry::array(x::Name(0xbb016), 268), // ArrayOfAlarmExpression
+        x::TypeEntry::array(x::Name(0xbc711), 269), // ArrayOfAlarmState
+        x::TypeEntry::array(x::Name(0xbd92a), 270), // ArrayOfAlarmTriggeringActionTransitionSpec
+        x::TypeEntry::array(x::Name(0xc041c), 271), // ArrayOfAnswerFileStatusError
+        x::TypeEntry::array(x::Name(0xc211d), 272), // ArrayOfAnswerFileStatusResult
+        x::TypeEntry::array(x::Name(0xc3f1e), 273), // ArrayOfAnswerFileUpdateFailure
+        x::TypeEntry::array(x::Name(0xc5e0e), 274), // ArrayOfAnyType
+        x::TypeEntry::array(x::Name(0xc6d0d), 275), // ArrayOfAnyURI
+        x::TypeEntry::array(x::Name(0xc7b2a), 276), // ArrayOfApplyHostProfileConfigurationResult
+        x::TypeEntry::array(x::Name(0xca628), 277), // ArrayOfApplyHostProfileConfigurationSpec
+        x::TypeEntry::array(x::Name(0xccf13), 278), // ArrayOfApplyProfile
+        x::TypeEntry::array(x::Name(0xce326), 279), // ArrayOfAuthenticationRequiredChallenge
+        x::TypeEntry::array(x::Name(0xd0a1d), 280), // ArrayOfAuthorizationPrivilege
+        x::TypeEntry::array(x::Name(0xd2818), 281), // ArrayOfAuthorizationRole
+        x::TypeEntry::array(x::Name(0xd4119), 282), // ArrayOfAutoStartPowerInfo
+        x::TypeEntry::array(x::Name(0xd5b13), 283), // ArrayOfBase64Binary
+        x::TypeEntry::array(x::Name(0xd6f0e), 284), // ArrayOfBoolean
+        x::TypeEntry::array(x::Name(0xd7e0b), 285), // ArrayOfByte
+        x::TypeEntry::array(x::Name(0xd8a1f), 286), // ArrayOfChangesInfoEventArgument
+        x::TypeEntry::array(x::Name(0xdaa12), 287), // ArrayOfCheckResult
+        x::TypeEntry::array(x::Name(0xdbd14), 288), // ArrayOfClusterAction
+        x::TypeEntry::array(x::Name(0xdd21b), 289), // ArrayOfClusterActionHistory
+        x::TypeEntry::array(x::Name(0xdee1d), 290), // ArrayOfClusterAttemptedVmInfo
+        x::TypeEntry::array(x::Name(0xe0c27), 291), // ArrayOfClusterComputeResourceDVSSetting
+        x::TypeEntry::array(x::Name(0xe3442), 292), // ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::TypeEntry::array(x::Name(0xe7727), 293), // ArrayOfClusterComputeResourceDvsProfile
+        x::TypeEntry::array(x::Name(0xe9f46), 294), // ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::TypeEntry::array(x::Name(0xee633), 295), // ArrayOfClusterComputeResourceHostConfigurationInput
+        x::TypeEntry::array(x::Name(0xf1a2f), 296), // ArrayOfClusterComputeResourceHostEvacuationInfo
+        x::TypeEntry::array(x::Name(0xf4a2b), 297), // ArrayOfClusterComputeResourceHostVmkNicInfo
+        x::TypeEntry::array(x::Name(0xf7631), 298), // ArrayOfClusterComputeResourceValidationResultBase
+        x::TypeEntry::array(x::Name(0xfa825), 299), // ArrayOfClusterComputeResourceVcsSlots
+        x::TypeEntry::array(x::Name(0xfce1d), 300), // ArrayOfClusterDasAamNodeState
+        x::TypeEntry::array(x::Name(0xfec3a), 301), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::TypeEntry::array(x::Name(0x102738), 302), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::TypeEntry::array(x::Name(0x10601d), 303), // ArrayOfClusterDasVmConfigInfo
+        x::TypeEntry::array(x::Name(0x107e1d), 304), // ArrayOfClusterDasVmConfigSpec
+        x::TypeEntry::array(x::Name(0x109c21), 305), // ArrayOfClusterDatastoreUpdateSpec
+        x::TypeEntry::array(x::Name(0x10be1f), 306), // ArrayOfClusterDpmHostConfigInfo
+        x::TypeEntry::array(x::Name(0x10de1f), 307), // ArrayOfClusterDpmHostConfigSpec
+        x::TypeEntry::array(x::Name(0x10fe17), 308), // ArrayOfClusterDrsFaults
+        x::TypeEntry::array(x::Name(0x111621), 309), // ArrayOfClusterDrsFaultsFaultsByVm
+        x::TypeEntry::array(x::Name(0x11381a), 310), // ArrayOfClusterDrsMigration
+        x::TypeEntry::array(x::Name(0x11531f), 311), // ArrayOfClusterDrsRecommendation
+        x::TypeEntry::array(x::Name(0x11731d), 312), // ArrayOfClusterDrsVmConfigInfo
+        x::TypeEntry::array(x::Name(0x11911d), 313), // ArrayOfClusterDrsVmConfigSpec
+        x::TypeEntry::array(x::Name(0x11af23), 314), // ArrayOfClusterEVCManagerCheckResult
+        x::TypeEntry::array(x::Name(0x11d338), 315), // ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus
+        x::TypeEntry::array(x::Name(0x120c17), 316), // ArrayOfClusterGroupInfo
+        x::TypeEntry::array(x::Name(0x122417), 317), // ArrayOfClusterGroupSpec
+        x::TypeEntry::array(x::Name(0x123c20), 318), // ArrayOfClusterHostRecommendation
+        x::TypeEntry::array(x::Name(0x125d1a), 319), // ArrayOfClusterIoFilterInfo
+        x::TypeEntry::array(x::Name(0x127820), 320), // ArrayOfClusterNotAttemptedVmInfo
+        x::TypeEntry::array(x::Name(0x12991c), 321), // ArrayOfClusterRecommendation
+        x::TypeEntry::array(x::Name(0x12b616), 322), // ArrayOfClusterRuleInfo
+        x::TypeEntry::array(x::Name(0x12cd16), 323), // ArrayOfClusterRuleSpec
+        x::TypeEntry::array(x::Name(0x12e423), 324), // ArrayOfClusterTagCategoryUpdateSpec
+        x::TypeEntry::array(x::Name(0x130821), 325), // ArrayOfClusterVmOrchestrationInfo
+        x::TypeEntry::array(x::Name(0x132a21), 326), // ArrayOfClusterVmOrchestrationSpec
+        x::TypeEntry::array(x::Name(0x134c18), 327), // ArrayOfComplianceFailure
+        x::TypeEntry::array(x::Name(0x13652f), 328), // ArrayOfComplianceFailureComplianceFailureValues
+        x::TypeEntry::array(x::Name(0x139518), 329), // ArrayOfComplianceLocator
+        x::TypeEntry::array(x::Name(0x13ae17), 330), // ArrayOfComplianceResult
+        x::TypeEntry::array(x::Name(0x13c629), 331), // ArrayOfComputeResourceHostSPBMLicenseInfo
+        x::TypeEntry::array(x::Name(0x13f025), 332), // ArrayOfConflictingConfigurationConfig
+        x::TypeEntry::array(x::Name(0x141612), 333), // ArrayOfCryptoKeyId
+        x::TypeEntry::array(x::Name(0x142915), 334), // ArrayOfCryptoKeyPlain
+        x::TypeEntry::array(x::Name(0x143f16), 335), // ArrayOfCryptoKeyResult
+        x::TypeEntry::array(x::Name(0x145621), 336), // ArrayOfCryptoManagerHostKeyStatus
+        x::TypeEntry::array(x::Name(0x147825), 337), // ArrayOfCryptoManagerKmipClusterStatus
+        x::TypeEntry::array(x::Name(0x149e27), 338), // ArrayOfCryptoManagerKmipCryptoKeyStatus
+        x::TypeEntry::array(x::Name(0x14c624), 339), // ArrayOfCryptoManagerKmipServerStatus
+        x::TypeEntry::array(x::Name(0x14eb15), 340), // ArrayOfCustomFieldDef
+        x::TypeEntry::array(x::Name(0x150117), 341), // ArrayOfCustomFieldValue
+        x::TypeEntry::array(x::Name(0x151922), 342), // ArrayOfCustomizationAdapterMapping
+        x::TypeEntry::array(x::Name(0x153c21), 343), // ArrayOfCustomizationIpV6Generator
+        x::TypeEntry::array(x::Name(0x155e1c), 344), // ArrayOfCustomizationSpecInfo
+        x::TypeEntry::array(x::Name(0x157b17), 345), // ArrayOfDVPortConfigSpec
+        x::TypeEntry::array(x::Name(0x15931c), 346), // ArrayOfDVPortgroupConfigSpec
+        x::TypeEntry::array(x::Name(0x15b01b), 347), // ArrayOfDVSHealthCheckConfig
+        x::TypeEntry::array(x::Name(0x15cc21), 348), // ArrayOfDVSManagerPhysicalNicsList
+        x::TypeEntry::array(x::Name(0x15ee1d), 349), // ArrayOfDVSNetworkResourcePool
+        x::TypeEntry::array(x::Name(0x160c27), 350), // ArrayOfDVSNetworkResourcePoolConfigSpec
+        x::TypeEntry::array(x::Name(0x163423), 351), // ArrayOfDVSVmVnicNetworkResourcePool
+        x::TypeEntry::array(x::Name(0x165820), 352), // ArrayOfDasHeartbeatDatastoreInfo
+        x::TypeEntry::array(x::Name(0x167921), 353), // ArrayOfDatacenterBasicConnectInfo
+        x::TypeEntry::array(x::Name(0x169b21), 354), // ArrayOfDatacenterMismatchArgument
+        x::TypeEntry::array(x::Name(0x16bd19), 355), // ArrayOfDatastoreHostMount
+        x::TypeEntry::array(x::Name(0x16d726), 356), // ArrayOfDatastoreMountPathDatastorePair
+        x::TypeEntry::array(x::Name(0x16fe29), 357), // ArrayOfDatastoreVVolContainerFailoverPair
+        x::TypeEntry::array(x::Name(0x172827), 358), // ArrayOfDesiredSoftwareSpecComponentSpec
+        x::TypeEntry::array(x::Name(0x175022), 359), // ArrayOfDiagnosticManagerBundleInfo
+        x::TypeEntry::array(x::Name(0x177325), 360), // ArrayOfDiagnosticManagerLogDescriptor
+        x::TypeEntry::array(x::Name(0x17991c), 361), // ArrayOfDirectPathProfileInfo
+        x::TypeEntry::array(x::Name(0x17b630), 362), // ArrayOfDirectPathProfileManagerCapacityQuerySpec
+        x::TypeEntry::array(x::Name(0x17e72d), 363), // ArrayOfDirectPathProfileManagerCapacityResult
+        x::TypeEntry::array(x::Name(0x181517), 364), // ArrayOfDiskChangeExtent
+        x::TypeEntry::array(x::Name(0x182d1d), 365), // ArrayOfDistributedVirtualPort
+        x::TypeEntry::array(x::Name(0x184b26), 366), // ArrayOfDistributedVirtualPortgroupInfo
+        x::TypeEntry::array(x::Name(0x187229), 367), // ArrayOfDistributedVirtualPortgroupProblem
+        x::TypeEntry::array(x::Name(0x189c29), 368), // ArrayOfDistributedVirtualSwitchHostMember
+        x::TypeEntry::array(x::Name(0x18c633), 369), // ArrayOfDistributedVirtualSwitchHostMemberConfigSpec
+        x::TypeEntry::array(x::Name(0x18fa38), 370), // ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState
+        x::TypeEntry::array(x::Name(0x193331), 371), // ArrayOfDistributedVirtualSwitchHostMemberPnicSpec
+        x::TypeEntry::array(x::Name(0x19653a), 372), // ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::TypeEntry::array(x::Name(0x19a02e), 373), // ArrayOfDistributedVirtualSwitchHostProductSpec
+        x::TypeEntry::array(x::Name(0x19cf23), 374), // ArrayOfDistributedVirtualSwitchInfo
+        x::TypeEntry::array(x::Name(0x19f32e), 375), // ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob
+        x::TypeEntry::array(x::Name(0x1a2239), 376), // ArrayOfDistributedVirtualSwitchManagerCompatibilityResult
+        x::TypeEntry::array(x::Name(0x1a5c37), 377), // ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::TypeEntry::array(x::Name(0x1a942e), 378), // ArrayOfDistributedVirtualSwitchManagerSpanInfo
+        x::TypeEntry::array(x::Name(0x1ac331), 379), // ArrayOfDistributedVirtualSwitchNetworkOffloadSpec
+        x::TypeEntry::array(x::Name(0x1af52a), 380), // ArrayOfDistributedVirtualSwitchProductSpec
+        x::TypeEntry::array(x::Name(0x1b200d), 381), // ArrayOfDouble
+        x::TypeEntry::array(x::Name(0x1b2e14), 382), // ArrayOfDpuStatusInfo
+        x::TypeEntry::array(x::Name(0x1b4323), 383), // ArrayOfDpuStatusInfoOperationalInfo
+        x::TypeEntry::array(x::Name(0x1b672a), 384), // ArrayOfDvsApplyOperationFaultFaultOnObject
+        x::TypeEntry::array(x::Name(0x1b9216), 385), // ArrayOfDvsFilterConfig
+        x::TypeEntry::array(x::Name(0x1ba92b), 386), // ArrayOfDvsHostInfrastructureTrafficResource
+        x::TypeEntry::array(x::Name(0x1bd519), 387), // ArrayOfDvsHostVNicProfile
+        x::TypeEntry::array(x::Name(0x1bef1e), 388), // ArrayOfDvsNetworkRuleQualifier
+        x::TypeEntry::array(x::Name(0x1c0e27), 389), // ArrayOfDvsOperationBulkFaultFaultOnHost
+        x::TypeEntry::array(x::Name(0x1c361f), 390), // ArrayOfDvsOutOfSyncHostArgument
+        x::TypeEntry::array(x::Name(0x1c5611), 391), // ArrayOfDvsProfile
+        x::TypeEntry::array(x::Name(0x1c6823), 392), // ArrayOfDvsServiceConsoleVNicProfile
+        x::TypeEntry::array(x::Name(0x1c8c15), 393), // ArrayOfDvsTrafficRule
+        x::TypeEntry::array(x::Name(0x1ca22e), 394), // ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo
+        x::TypeEntry::array(x::Name(0x1cd126), 395), // ArrayOfDvsVmVnicResourcePoolConfigSpec
+        x::TypeEntry::array(x::Name(0x1cf81f), 396), // ArrayOfDvsVnicAllocatedResource
+        x::TypeEntry::array(x::Name(0x1d1816), 397), // ArrayOfDynamicProperty
+        x::TypeEntry::array(x::Name(0x1d2f0e), 398), // ArrayOfEVCMode
+        x::TypeEntry::array(x::Name(0x1d3e19), 399), // ArrayOfElementDescription
+        x::TypeEntry::array(x::Name(0x1d5819), 400), // ArrayOfEntityBackupConfig
+        x::TypeEntry::array(x::Name(0x1d7216), 401), // ArrayOfEntityPrivilege
+        x::TypeEntry::array(x::Name(0x1d8916), 402), // ArrayOfEnumDescription
+        x::TypeEntry::array(x::Name(0x1da00c), 403), // ArrayOfEvent
+        x::TypeEntry::array(x::Name(0x1dad25), 404), // ArrayOfEventAlarmExpressionComparison
+        x::TypeEntry::array(x::Name(0x1dd313), 405), // ArrayOfEventArgDesc
+        x::TypeEntry::array(x::Name(0x1de722), 406), // ArrayOfEventDescriptionEventDetail
+        x::TypeEntry::array(x::Name(0x1e0a1b), 407), // ArrayOfExtManagedEntityInfo
+        x::TypeEntry::array(x::Name(0x1e2624), 408), // ArrayOfExtSolutionManagerInfoTabInfo
+        x::TypeEntry::array(x::Name(0x1e4b18), 409), // ArrayOfExtendedEventPair
+        x::TypeEntry::array(x::Name(0x1e6410), 410), // ArrayOfExtension
+        x::TypeEntry::array(x::Name(0x1e751a), 411), // ArrayOfExtensionClientInfo
+        x::TypeEntry::array(x::Name(0x1e901d), 412), // ArrayOfExtensionEventTypeInfo
+        x::TypeEntry::array(x::Name(0x1eae1d), 413), // ArrayOfExtensionFaultTypeInfo
+        x::TypeEntry::array(x::Name(0x1ecc28), 414), // ArrayOfExtensionManagerIpAllocationUsage
+        x::TypeEntry::array(x::Name(0x1ef51d), 415), // ArrayOfExtensionPrivilegeInfo
+        x::TypeEntry::array(x::Name(0x1f131c), 416), // ArrayOfExtensionResourceInfo
+        x::TypeEntry::array(x::Name(0x1f301a), 417), // ArrayOfExtensionServerInfo
+        x::TypeEntry::array(x::Name(0x1f4b1c), 418), // ArrayOfExtensionTaskTypeInfo
+        x::TypeEntry::array(x::Name(0x1f681d), 419), // ArrayOfFaultToleranceDiskSpec
+        x::TypeEntry::array(x::Name(0x1f8613), 420), // ArrayOfFaultsByHost
+        x::TypeEntry::array(x::Name(0x1f9a11), 421), // ArrayOfFaultsByVM
+        x::TypeEntry::array(x::Name(0x1fac1a), 422), // ArrayOfFcoeConfigVlanRange
+        x::TypeEntry::array(x::Name(0x1fc715), 423), // ArrayOfFeatureEVCMode
+        x::TypeEntry::array(x::Name(0x1fdd0f), 424), // ArrayOfFileInfo
+        x::TypeEntry::array(x::Name(0x1fed13), 425), // ArrayOfFileLockInfo
+        x::TypeEntry::array(x::Name(0x200110), 426), // ArrayOfFileQuery
+        x::TypeEntry::array(x::Name(0x201224), 427), // ArrayOfFirewallProfileRulesetProfile
+        x::TypeEntry::array(x::Name(0x20371d), 428), // ArrayOfFolderFailedHostResult
+        x::TypeEntry::array(x::Name(0x205518), 429), // ArrayOfFolderNewHostSpec
+        x::TypeEntry::array(x::Name(0x206e13), 430), // ArrayOfGuestAliases
+        x::TypeEntry::array(x::Name(0x208219), 431), // ArrayOfGuestAuthAliasInfo
+        x::TypeEntry::array(x::Name(0x209c17), 432), // ArrayOfGuestAuthSubject
+        x::TypeEntry::array(x::Name(0x20b414), 433), // ArrayOfGuestDiskInfo
+        x::TypeEntry::array(x::Name(0x20c914), 434), // ArrayOfGuestFileInfo
+        x::TypeEntry::array(x::Name(0x20de27), 435), // ArrayOfGuestInfoNamespaceGenerationInfo
+        x::TypeEntry::array(x::Name(0x210622), 436), // ArrayOfGuestInfoVirtualDiskMapping
+        x::TypeEntry::array(x::Name(0x212919), 437), // ArrayOfGuestMappedAliases
+        x::TypeEntry::array(x::Name(0x214313), 438), // ArrayOfGuestNicInfo
+        x::TypeEntry::array(x::Name(0x215718), 439), // ArrayOfGuestOsDescriptor
+        x::TypeEntry::array(x::Name(0x217017), 440), // ArrayOfGuestProcessInfo
+        x::TypeEntry::array(x::Name(0x21881c), 441), // ArrayOfGuestRegKeyRecordSpec
+        x::TypeEntry::array(x::Name(0x21a518), 442), // ArrayOfGuestRegValueSpec
+        x::TypeEntry::array(x::Name(0x21be15), 443), // ArrayOfGuestStackInfo
+        x::TypeEntry::array(x::Name(0x21d428), 444), // ArrayOfHbrManagerVmReplicationCapability
+        x::TypeEntry::array(x::Name(0x21fd14), 445), // ArrayOfHbrTargetSpec
+        x::TypeEntry::array(x::Name(0x221213), 446), // ArrayOfHealthUpdate
+        x::TypeEntry::array(x::Name(0x222617), 447), // ArrayOfHealthUpdateInfo
+        x::TypeEntry::array(x::Name(0x223e1d), 448), // ArrayOfHostAccessControlEntry
+        x::TypeEntry::array(x::Name(0x225c16), 449), // ArrayOfHostAccountSpec
+        x::TypeEntry::array(x::Name(0x22731a), 450), // ArrayOfHostActiveDirectory
+        x::TypeEntry::array(x::Name(0x228e24), 451), // ArrayOfHostAssignableHardwareBinding
+        x::TypeEntry::array(x::Name(0x22b334), 452), // ArrayOfHostAssignableHardwareConfigAttributeOverride
+        x::TypeEntry::array(x::Name(0x22e81d), 453), // ArrayOfHostAuthenticationInfo
+        x::TypeEntry::array(x::Name(0x230622), 454), // ArrayOfHostAuthenticationStoreInfo
+        x::TypeEntry::array(x::Name(0x232915), 455), // ArrayOfHostBootDevice
+        x::TypeEntry::array(x::Name(0x233f21), 456), // ArrayOfHostCacheConfigurationInfo
+        x::TypeEntry::array(x::Name(0x23612c), 457), // ArrayOfHostCertificateManagerCertificateInfo
+        x::TypeEntry::array(x::Name(0x238e21), 458), // ArrayOfHostConnectInfoNetworkInfo
+        x::TypeEntry::array(x::Name(0x23b016), 459), // ArrayOfHostConnectSpec
+        x::TypeEntry::array(x::Name(0x23c714), 460), // ArrayOfHostCpuIdInfo
+        x::TypeEntry::array(x::Name(0x23dc15), 461), // ArrayOfHostCpuPackage
+        x::TypeEntry::array(x::Name(0x23f228), 462), // ArrayOfHostDatastoreBrowserSearchResults
+        x::TypeEntry::array(x::Name(0x241b1f), 463), // ArrayOfHostDatastoreConnectInfo
+        x::TypeEntry::array(x::Name(0x243b29), 464), // ArrayOfHostDatastoreSystemDatastoreResult
+        x::TypeEntry::array(x::Name(0x246521), 465), // ArrayOfHostDateTimeSystemTimeZone
+        x::TypeEntry::array(x::Name(0x248716), 466), // ArrayOfHostDhcpService
+        x::TypeEntry::array(x::Name(0x249e1c), 467), // ArrayOfHostDhcpServiceConfig
+        x::TypeEntry::array(x::Name(0x24bb1e), 468), // ArrayOfHostDiagnosticPartition
+        x::TypeEntry::array(x::Name(0x24da2a), 469), // ArrayOfHostDiagnosticPartitionCreateOption
+        x::TypeEntry::array(x::Name(0x250522), 470), // ArrayOfHostDiskConfigurationResult
+        x::TypeEntry::array(x::Name(0x252825), 471), // ArrayOfHostDiskMappingPartitionOption
+        x::TypeEntry::array(x::Name(0x254e22), 472), // ArrayOfHostDiskPartitionAttributes
+        x::TypeEntry::array(x::Name(0x257122), 473), // ArrayOfHostDiskPartitionBlockRange
+        x::TypeEntry::array(x::Name(0x25941c), 474), // ArrayOfHostDiskPartitionInfo
+        x::TypeEntry::array(x::Name(0x25b113), 475), // ArrayOfHostDvxClass
+        x::TypeEntry::array(x::Name(0x25c518), 476), // ArrayOfHostEventArgument
+        x::TypeEntry::array(x::Name(0x25de1c), 477), // ArrayOfHostFeatureCapability
+        x::TypeEntry::array(x::Name(0x25fb16), 478), // ArrayOfHostFeatureMask
+        x::TypeEntry::array(x::Name(0x26121d), 479), // ArrayOfHostFeatureVersionInfo
+        x::TypeEntry::array(x::Name(0x26301e), 480), // ArrayOfHostFileSystemMountInfo
+        x::TypeEntry::array(x::Name(0x264f26), 481), // ArrayOfHostFirewallConfigRuleSetConfig
+        x::TypeEntry::array(x::Name(0x267617), 482), // ArrayOfHostFirewallRule
+        x::TypeEntry::array(x::Name(0x268e1a), 483), // ArrayOfHostFirewallRuleset
+        x::TypeEntry::array(x::Name(0x26a923), 484), // ArrayOfHostFirewallRulesetIpNetwork
+        x::TypeEntry::array(x::Name(0x26cd23), 485), // ArrayOfHostGraphicsConfigDeviceType
+        x::TypeEntry::array(x::Name(0x26f117), 486), // ArrayOfHostGraphicsInfo
+        x::TypeEntry::array(x::Name(0x27091e), 487), // ArrayOfHostHardwareElementInfo
+        x::TypeEntry::array(x::Name(0x272819), 488), // ArrayOfHostHostBusAdapter
+        x::TypeEntry::array(x::Name(0x27422a), 489), // ArrayOfHostInternetScsiHbaIscsiIpv6Address
+        x::TypeEntry::array(x::Name(0x276d24), 490), // ArrayOfHostInternetScsiHbaParamValue
+        x::TypeEntry::array(x::Name(0x279224), 491), // ArrayOfHostInternetScsiHbaSendTarget
+        x::TypeEntry::array(x::Name(0x27b726), 492), // ArrayOfHostInternetScsiHbaStaticTarget
+        x::TypeEntry::array(x::Name(0x27de17), 493), // ArrayOfHostIoFilterInfo
+        x::TypeEntry::array(x::Name(0x27f61e), 494), // ArrayOfHostIpConfigIpV6Address
+        x::TypeEntry::array(x::Name(0x281517), 495), // ArrayOfHostIpRouteEntry
+        x::TypeEntry::array(x::Name(0x282d14), 496), // ArrayOfHostIpRouteOp
+        x::TypeEntry::array(x::Name(0x284234), 497), // ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec
+        x::TypeEntry::array(x::Name(0x287736), 498), // ArrayOfHostLowLevelProvisioningManagerFileDeleteResult
+        x::TypeEntry::array(x::Name(0x28ae34), 499), // ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec
+        x::TypeEntry::array(x::Name(0x28e337), 500), // ArrayOfHostLowLevelProvisioningManagerFileReserveResult
+        x::TypeEntry::array(x::Name(0x291b35), 501), // ArrayOfHostLowLevelProvisioningManagerFileReserveSpec
+        x::TypeEntry::array(x::Name(0x295138), 502), // ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec
+        x::TypeEntry::array(x::Name(0x298a22), 503), // ArrayOfHostMemberHealthCheckResult
+        x::TypeEntry::array(x::Name(0x29ad1c), 504), // ArrayOfHostMemberRuntimeInfo
+        x::TypeEntry::array(x::Name(0x29ca19), 505), // ArrayOfHostMemoryTierInfo
+        x::TypeEntry::array(x::Name(0x29e423), 506), // ArrayOfHostMultipathInfoLogicalUnit
+        x::TypeEntry::array(x::Name(0x2a081c), 507), // ArrayOfHostMultipathInfoPath
+        x::TypeEntry::array(x::Name(0x2a2521), 508), // ArrayOfHostMultipathStateInfoPath
+        x::TypeEntry::array(x::Name(0x2a471a), 509), // ArrayOfHostNasVolumeConfig
+        x::TypeEntry::array(x::Name(0x2a6215), 510), // ArrayOfHostNatService
+        x::TypeEntry::array(x::Name(0x2a781b), 511), // ArrayOfHostNatServiceConfig
+        x::TypeEntry::array(x::Name(0x2a9424), 512), // ArrayOfHostNatServicePortForwardSpec
+        x::TypeEntry::array(x::Name(0x2ab91b), 513), // ArrayOfHostNetStackInstance
+        x::TypeEntry::array(x::Name(0x2ad524), 514), // ArrayOfHostNetworkConfigNetStackSpec
+        x::TypeEntry::array(x::Name(0x2afa13), 515), // ArrayOfHostNumaNode
+        x::TypeEntry::array(x::Name(0x2b0e1c), 516), // ArrayOfHostNumericSensorInfo
     ],
     decoders: &[
         None, // AbandonHciWorkflowRequestType
@@ -489,6 +486,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<ApplyHostProfileConfigurationResult>>),
         Some(x::decode_boxed::<Vec<ApplyHostProfileConfigurationSpec>>),
         Some(x::decode_boxed::<Vec<AnyApplyProfile>>),
+        Some(x::decode_boxed::<Vec<AuthenticationRequiredChallenge>>),
         Some(x::decode_boxed::<Vec<AuthorizationPrivilege>>),
         Some(x::decode_boxed::<Vec<AuthorizationRole>>),
         Some(x::decode_boxed::<Vec<AutoStartPowerInfo>>),
@@ -505,6 +503,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<ClusterComputeResourceDvsProfile>>),
         Some(x::decode_boxed::<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>),
         Some(x::decode_boxed::<Vec<ClusterComputeResourceHostConfigurationInput>>),
+        Some(x::decode_boxed::<Vec<ClusterComputeResourceHostEvacuationInfo>>),
         Some(x::decode_boxed::<Vec<ClusterComputeResourceHostVmkNicInfo>>),
         Some(x::decode_boxed::<Vec<AnyClusterComputeResourceValidationResultBase>>),
         Some(x::decode_boxed::<Vec<ClusterComputeResourceVcsSlots>>),
@@ -544,6 +543,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<CryptoKeyId>>),
         Some(x::decode_boxed::<Vec<CryptoKeyPlain>>),
         Some(x::decode_boxed::<Vec<CryptoKeyResult>>),
+        Some(x::decode_boxed::<Vec<CryptoManagerHostKeyStatus>>),
         Some(x::decode_boxed::<Vec<CryptoManagerKmipClusterStatus>>),
         Some(x::decode_boxed::<Vec<CryptoManagerKmipCryptoKeyStatus>>),
         Some(x::decode_boxed::<Vec<CryptoManagerKmipServerStatus>>),
@@ -555,6 +555,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<DVPortConfigSpec>>),
         Some(x::decode_boxed::<Vec<DVPortgroupConfigSpec>>),
         Some(x::decode_boxed::<Vec<AnyDVSHealthCheckConfig>>),
+        Some(x::decode_boxed::<Vec<DVSManagerPhysicalNicsList>>),
         Some(x::decode_boxed::<Vec<DVSNetworkResourcePool>>),
         Some(x::decode_boxed::<Vec<DVSNetworkResourcePoolConfigSpec>>),
         Some(x::decode_boxed::<Vec<DVSVmVnicNetworkResourcePool>>),
@@ -567,12 +568,16 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<DesiredSoftwareSpecComponentSpec>>),
         Some(x::decode_boxed::<Vec<DiagnosticManagerBundleInfo>>),
         Some(x::decode_boxed::<Vec<DiagnosticManagerLogDescriptor>>),
+        Some(x::decode_boxed::<Vec<DirectPathProfileInfo>>),
+        Some(x::decode_boxed::<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>),
+        Some(x::decode_boxed::<Vec<AnyDirectPathProfileManagerCapacityResult>>),
         Some(x::decode_boxed::<Vec<DiskChangeExtent>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualPort>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualPortgroupInfo>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualPortgroupProblem>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMember>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostProductSpec>>),
@@ -580,8 +585,12 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>),
         Some(x::decode_boxed::<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchManagerSpanInfo>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>),
         Some(x::decode_boxed::<Vec<DistributedVirtualSwitchProductSpec>>),
         None, // ArrayOfDouble
+        Some(x::decode_boxed::<Vec<DpuStatusInfo>>),
+        Some(x::decode_boxed::<Vec<DpuStatusInfoOperationalInfo>>),
         Some(x::decode_boxed::<Vec<DvsApplyOperationFaultFaultOnObject>>),
         Some(x::decode_boxed::<Vec<AnyDvsFilterConfig>>),
         Some(x::decode_boxed::<Vec<DvsHostInfrastructureTrafficResource>>),
@@ -623,6 +632,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<FcoeConfigVlanRange>>),
         Some(x::decode_boxed::<Vec<FeatureEVCMode>>),
         Some(x::decode_boxed::<Vec<AnyFileInfo>>),
+        Some(x::decode_boxed::<Vec<FileLockInfo>>),
         Some(x::decode_boxed::<Vec<AnyFileQuery>>),
         Some(x::decode_boxed::<Vec<FirewallProfileRulesetProfile>>),
         Some(x::decode_boxed::<Vec<FolderFailedHostResult>>),
@@ -642,6 +652,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<GuestRegValueSpec>>),
         Some(x::decode_boxed::<Vec<GuestStackInfo>>),
         Some(x::decode_boxed::<Vec<HbrManagerVmReplicationCapability>>),
+        Some(x::decode_boxed::<Vec<HbrTargetSpec>>),
         Some(x::decode_boxed::<Vec<HealthUpdate>>),
         Some(x::decode_boxed::<Vec<HealthUpdateInfo>>),
         Some(x::decode_boxed::<Vec<HostAccessControlEntry>>),
@@ -649,9 +660,11 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<HostActiveDirectory>>),
         Some(x::decode_boxed::<Vec<HostAssignableHardwareBinding>>),
         Some(x::decode_boxed::<Vec<HostAssignableHardwareConfigAttributeOverride>>),
+        Some(x::decode_boxed::<Vec<HostAuthenticationInfo>>),
         Some(x::decode_boxed::<Vec<AnyHostAuthenticationStoreInfo>>),
         Some(x::decode_boxed::<Vec<HostBootDevice>>),
         Some(x::decode_boxed::<Vec<HostCacheConfigurationInfo>>),
+        Some(x::decode_boxed::<Vec<HostCertificateManagerCertificateInfo>>),
         Some(x::decode_boxed::<Vec<AnyHostConnectInfoNetworkInfo>>),
         Some(x::decode_boxed::<Vec<HostConnectSpec>>),
         Some(x::decode_boxed::<Vec<HostCpuIdInfo>>),
@@ -669,6 +682,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<HostDiskPartitionAttributes>>),
         Some(x::decode_boxed::<Vec<HostDiskPartitionBlockRange>>),
         Some(x::decode_boxed::<Vec<HostDiskPartitionInfo>>),
+        Some(x::decode_boxed::<Vec<HostDvxClass>>),
         Some(x::decode_boxed::<Vec<HostEventArgument>>),
         Some(x::decode_boxed::<Vec<HostFeatureCapability>>),
         Some(x::decode_boxed::<Vec<HostFeatureMask>>),
@@ -710,594 +724,578 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<HostNetworkConfigNetStackSpec>>),
         Some(x::decode_boxed::<Vec<HostNumaNode>>),
         Some(x::decode_boxed::<Vec<HostNumericSensorInfo>>),
-        Some(x::decode_boxed::<Vec<HostNvmeConnectSpec>>),
-        Some(x::decode_boxed::<Vec<HostNvmeController>>),
-        Some(x::decode_boxed::<Vec<HostNvmeDisconnectSpec>>),
-        Some(x::decode_boxed::<Vec<HostNvmeDiscoveryLogEntry>>),
-        Some(x::decode_boxed::<Vec<HostNvmeNamespace>>),
-        Some(x::decode_boxed::<Vec<HostNvmeTopologyInterface>>),
-        Some(x::decode_boxed::<Vec<HostOpaqueNetworkInfo>>),
-        Some(x::decode_boxed::<Vec<HostOpaqueSwitch>>),
-        Some(x::decode_boxed::<Vec<HostOpaqueSwitchPhysicalNicZone>>),
-        Some(x::decode_boxed::<Vec<HostPatchManagerStatus>>),
-        Some(x::decode_boxed::<Vec<HostPatchManagerStatusPrerequisitePatch>>),
-        Some(x::decode_boxed::<Vec<HostPathSelectionPolicyOption>>),
-        Some(x::decode_boxed::<Vec<HostPciDevice>>),
-        Some(x::decode_boxed::<Vec<AnyHostPciPassthruConfig>>),
-        Some(x::decode_boxed::<Vec<AnyHostPciPassthruInfo>>),
-        Some(x::decode_boxed::<Vec<HostPlacedVirtualNicIdentifier>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyAdapter>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyDevice>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPath>>),
-        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPlugin>>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::optional(x::Name(0x2b41b0a), x::Name(0x2f00106)), // patchLevel: string
-        x::FieldEntry::required(x::Name(0x213de05), x::Name(0x2f00106)), // build: string
-        x::FieldEntry::optional(x::Name(0x284250d), x::Name(0x2f00106)), // localeVersion: string
-        x::FieldEntry::optional(x::Name(0x284190b), x::Name(0x2f00106)), // localeBuild: string
-        x::FieldEntry::required(x::Name(0x2ad9206), x::Name(0x2f00106)), // osType: string
-        x::FieldEntry::required(x::Name(0x2c1660d), x::Name(0x2f00106)), // productLineId: string
-        x::FieldEntry::required(x::Name(0x207fe07), x::Name(0x2f00106)), // apiType: string
-        x::FieldEntry::required(x::Name(0x208060a), x::Name(0x2f00106)), // apiVersion: string
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::optional(x::Name(0x2814f12), x::Name(0x2f00106)), // licenseProductName: string
-        x::FieldEntry::optional(x::Name(0x2816215), x::Name(0x2f00106)), // licenseProductVersion: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xc8230f)), // spec: HostAccountSpec
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
-        x::FieldEntry::required(x::Name(0x2015207), x::Name(0x2f00106)), // account: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xc8230f)), // spec: HostAccountSpec
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
-        x::FieldEntry::optional(x::Name(0x2bf340f), x::Name(0x2f00106)), // prevDescription: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2cef40d), x::Name(0xc1bd13)), // requestedAuth: GuestAuthentication
-        x::FieldEntry::optional(x::Name(0x2dd7d09), x::Name(0x2857004)), // sessionID: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1832520)), // spec: SessionManagerServiceRequestSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fac60a), x::Name(0x2f00106)), // ticketType: string
-        x::FieldEntry::optional(x::Name(0x24c8809), x::Name(0x2729103)), // errorCode: int
-        x::FieldEntry::optional(x::Name(0x24dd107), x::Name(0x2f00106)), // evcMode: string
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2c08e07), x::Name(0x2f00106)), // privIds: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x292df06), x::Name(0x2f00106)), // moType: string
-        x::FieldEntry::optional(x::Name(0x255140e), x::Name(0x14c8612)), // fieldDefPolicy: PrivilegePolicyDef
-        x::FieldEntry::optional(x::Name(0x255570b), x::Name(0x14c8612)), // fieldPolicy: PrivilegePolicyDef
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2e81104), x::Name(0x852015)), // spec: DVPortgroupConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0xf9200c)), // disk: HostScsiDisk
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::required(x::Name(0x2568b0a), x::Name(0x2f00106)), // filterName: string
-        x::FieldEntry::repeated(x::Name(0x2705307), x::Name(0x2f00106)), // infoIds: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::required(x::Name(0x2880e07), x::Name(0x212d207)), // mapCert: boolean
-        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
-        x::FieldEntry::required(x::Name(0x2052709), x::Name(0xc16f12)), // aliasInfo: GuestAuthAliasInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xceb80f)), // spec: HostConnectSpec
-        x::FieldEntry::required(x::Name(0x209df0b), x::Name(0x212d207)), // asConnected: boolean
-        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x280bf07), x::Name(0x2f00106)), // license: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0xdec81d)), // targets: HostInternetScsiHbaSendTarget
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0xdee61f)), // targets: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x7b890e)), // key: CryptoKeyPlain
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27dd104), x::Name(0x7b890e)), // keys: CryptoKeyPlain
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
-        x::FieldEntry::repeated(x::Name(0x27e4206), x::Name(0x11c0608)), // labels: KeyValue
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x220c40a), x::Name(0x880820)), // configSpec: DVSNetworkResourcePoolConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bc0307), x::Name(0xf04d11)), // portgrp: HostPortGroupSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
-        x::FieldEntry::required(x::Name(0x29dc303), x::Name(0x1078112)), // nic: HostVirtualNicSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xceb80f)), // spec: HostConnectSpec
-        x::FieldEntry::optional(x::Name(0x21e220b), x::Name(0x713719)), // compResSpec: ComputeResourceConfigSpec
-        x::FieldEntry::required(x::Name(0x202bf0c), x::Name(0x212d207)), // addConnected: boolean
-        x::FieldEntry::optional(x::Name(0x280bf07), x::Name(0x2f00106)), // license: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
-        x::FieldEntry::required(x::Name(0x29dc303), x::Name(0x1078112)), // nic: HostVirtualNicSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31f900b), x::Name(0x2f00106)), // vswitchName: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0x1084a15)), // spec: HostVirtualSwitchSpec
-        x::FieldEntry::repeated(x::Name(0x2213012), x::Name(0x2f00106)), // configuredAffinity: string
-        x::FieldEntry::required(x::Name(0x2920c06), x::Name(0x2729103)), // minute: int
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2edab0a), x::Name(0x2729103)), // statusCode: int
-        x::FieldEntry::optional(x::Name(0x271f60f), x::Name(0x2f00106)), // installerOutput: string
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1253d1a)), // source: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1253d1a)), // source: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1253d1a)), // source: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x259ee04), x::Name(0x2f00106)), // from: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::repeated(x::Name(0x24fd504), x::Name(0x196b20f)), // expr: TypeDescription
-        x::FieldEntry::repeated(x::Name(0x2ebfa0d), x::Name(0xac5712)), // stateOperator: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x2908a0e), x::Name(0xac5712)), // metricOperator: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x269b919), x::Name(0xac5712)), // hostSystemConnectionState: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x3107a18), x::Name(0xac5712)), // virtualMachinePowerState: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x22eff18), x::Name(0xac5712)), // datastoreConnectionState: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x269d314), x::Name(0xac5712)), // hostSystemPowerState: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x3103322), x::Name(0xac5712)), // virtualMachineGuestHeartbeatStatus: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x24be20c), x::Name(0xac5712)), // entityStatus: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x2019a06), x::Name(0x196b20f)), // action: TypeDescription
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x66112)), // alarm: AlarmEventArgument
-        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x300ee0a), x::Name(0x2f00106)), // typeEntity: string
-        x::FieldEntry::optional(x::Name(0x301220b), x::Name(0x2f00106)), // typeTrigger: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f1b10), x::Name(0x2308208)), // lastModifiedTime: dateTime
-        x::FieldEntry::required(x::Name(0x27f2c10), x::Name(0x2f00106)), // lastModifiedUser: string
-        x::FieldEntry::required(x::Name(0x2291f0f), x::Name(0x2729103)), // creationEventId: int
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2d89306), x::Name(0x2f00106)), // script: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2d89306), x::Name(0x2f00106)), // script: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2fbdd0e), x::Name(0x2729103)), // toleranceRange: int
-        x::FieldEntry::required(x::Name(0x2cea512), x::Name(0x2729103)), // reportingFrequency: int
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2f77a0a), x::Name(0x2f00106)), // systemName: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::required(x::Name(0x24fda0a), x::Name(0x6740f)), // expression: AlarmExpression
-        x::FieldEntry::optional(x::Name(0x2019a06), x::Name(0x5cc0b)), // action: AlarmAction
-        x::FieldEntry::optional(x::Name(0x201a10f), x::Name(0x2729103)), // actionFrequency: int
-        x::FieldEntry::optional(x::Name(0x2ddea07), x::Name(0x73a0c)), // setting: AlarmSetting
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
-        x::FieldEntry::optional(x::Name(0x201690c), x::Name(0x212d207)), // acknowledged: boolean
-        x::FieldEntry::optional(x::Name(0x2017612), x::Name(0x2f00106)), // acknowledgedByUser: string
-        x::FieldEntry::optional(x::Name(0x2018910), x::Name(0x2308208)), // acknowledgedTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24e2708), x::Name(0x2729103)), // eventKey: int
-        x::FieldEntry::optional(x::Name(0x23ca108), x::Name(0x212d207)), // disabled: boolean
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1253d1a)), // source: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x259ee04), x::Name(0x2f00106)), // from: string
-        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
-        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x24306)), // action: Action
-        x::FieldEntry::repeated(x::Name(0x2fed90f), x::Name(0x7b723)), // transitionSpecs: AlarmTriggeringActionTransitionSpec
-        x::FieldEntry::required(x::Name(0x25dd40c), x::Name(0x212d207)), // green2yellow: boolean
-        x::FieldEntry::required(x::Name(0x324a00a), x::Name(0x212d207)), // yellow2red: boolean
-        x::FieldEntry::required(x::Name(0x2ca660a), x::Name(0x212d207)), // red2yellow: boolean
-        x::FieldEntry::required(x::Name(0x324930c), x::Name(0x212d207)), // yellow2green: boolean
-        x::FieldEntry::required(x::Name(0x2eb860a), x::Name(0x1255813)), // startState: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x256e10a), x::Name(0x1255813)), // finalState: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x2cd6607), x::Name(0x212d207)), // repeats: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ba8506), x::Name(0x2729103)), // poolId: int
-        x::FieldEntry::required(x::Name(0x205b90c), x::Name(0x2f00106)), // allocationId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ba8506), x::Name(0x2729103)), // poolId: int
-        x::FieldEntry::required(x::Name(0x205b90c), x::Name(0x2f00106)), // allocationId: string
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x24fda0a), x::Name(0x6740f)), // expression: AlarmExpression
-        x::FieldEntry::repeated(x::Name(0x3089009), x::Name(0x14d8824)), // userInput: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::required(x::Name(0x229060b), x::Name(0x2308208)), // createdTime: dateTime
-        x::FieldEntry::required(x::Name(0x293420c), x::Name(0x2308208)), // modifiedTime: dateTime
-        x::FieldEntry::optional(x::Name(0x30c3c0a), x::Name(0x212d207)), // validating: boolean
-        x::FieldEntry::repeated(x::Name(0x3089009), x::Name(0x14d8824)), // userInput: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::required(x::Name(0x2078c16), x::Name(0x2f00106)), // answerFileConfigString: string
-        x::FieldEntry::required(x::Name(0x308ad0d), x::Name(0x14fdb13)), // userInputPath: ProfilePropertyPath
-        x::FieldEntry::required(x::Name(0x24c7b06), x::Name(0x1230312)), // errMsg: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x21a160b), x::Name(0x2308208)), // checkedTime: dateTime
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x93315)), // error: AnswerFileStatusError
-        x::FieldEntry::repeated(x::Name(0x2522d07), x::Name(0x97717)), // failure: AnswerFileUpdateFailure
-        x::FieldEntry::required(x::Name(0x308ad0d), x::Name(0x14fdb13)), // userInputPath: ProfilePropertyPath
-        x::FieldEntry::required(x::Name(0x24c7b06), x::Name(0x1230312)), // errMsg: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c59d0a), x::Name(0x2f00106)), // questionId: string
-        x::FieldEntry::required(x::Name(0x2077f0c), x::Name(0x2f00106)), // answerChoice: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x208d710), x::Name(0xa9721)), // applyConfigSpecs: ApplyHostProfileConfigurationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2888a04), x::Name(0xd6290f)), // mask: HostFeatureMask
-        x::FieldEntry::optional(x::Name(0x21ed30d), x::Name(0x212d207)), // completeMasks: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
-        x::FieldEntry::repeated(x::Name(0x3089009), x::Name(0x14d8824)), // userInput: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::required(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
-        x::FieldEntry::required(x::Name(0x21ee10c), x::Name(0x2308208)), // completeTime: dateTime
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1233814)), // errors: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f94e13), x::Name(0x2f00106)), // taskListRequirement: string
-        x::FieldEntry::repeated(x::Name(0x2f9250f), x::Name(0x1230312)), // taskDescription: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x2c7b50f), x::Name(0x212d207)), // rebootStateless: boolean
-        x::FieldEntry::optional(x::Name(0x2c79b0a), x::Name(0x212d207)), // rebootHost: boolean
-        x::FieldEntry::optional(x::Name(0x252c509), x::Name(0x1233814)), // faultData: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2ba2906), x::Name(0x14f630d)), // policy: ProfilePolicy
-        x::FieldEntry::optional(x::Name(0x2c2570f), x::Name(0x2f00106)), // profileTypeName: string
-        x::FieldEntry::optional(x::Name(0x2c2740e), x::Name(0x2f00106)), // profileVersion: string
-        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x14cc91b)), // property: ProfileApplyProfileProperty
-        x::FieldEntry::optional(x::Name(0x253a008), x::Name(0x212d207)), // favorite: boolean
-        x::FieldEntry::optional(x::Name(0x2fb970a), x::Name(0x212d207)), // toBeMerged: boolean
-        x::FieldEntry::optional(x::Name(0x2fbc90d), x::Name(0x212d207)), // toReplaceWith: boolean
-        x::FieldEntry::optional(x::Name(0x2fb720b), x::Name(0x212d207)), // toBeDeleted: boolean
-        x::FieldEntry::optional(x::Name(0x2256f10), x::Name(0x212d207)), // copyEnableStatus: boolean
-        x::FieldEntry::optional(x::Name(0x2653806), x::Name(0x212d207)), // hidden: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x5cc0b), x::Name(0x5cc0b)), // AlarmAction: AlarmAction
-        x::FieldEntry::repeated(x::Name(0x6740f), x::Name(0x6740f)), // AlarmExpression: AlarmExpression
-        x::FieldEntry::repeated(x::Name(0x77e0a), x::Name(0x77e0a)), // AlarmState: AlarmState
-        x::FieldEntry::repeated(x::Name(0x7b723), x::Name(0x7b723)), // AlarmTriggeringActionTransitionSpec: AlarmTriggeringActionTransitionSpec
-        x::FieldEntry::repeated(x::Name(0x93315), x::Name(0x93315)), // AnswerFileStatusError: AnswerFileStatusError
-        x::FieldEntry::repeated(x::Name(0x94916), x::Name(0x94916)), // AnswerFileStatusResult: AnswerFileStatusResult
-        x::FieldEntry::repeated(x::Name(0x97717), x::Name(0x97717)), // AnswerFileUpdateFailure: AnswerFileUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x207ef07), x::Name(0x207ef07)), // anyType: anyType
-        x::FieldEntry::repeated(x::Name(0x207f706), x::Name(0x207f706)), // anyURI: anyURI
-        x::FieldEntry::repeated(x::Name(0xa4923), x::Name(0xa4923)), // ApplyHostProfileConfigurationResult: ApplyHostProfileConfigurationResult
-        x::FieldEntry::repeated(x::Name(0xa9721), x::Name(0xa9721)), // ApplyHostProfileConfigurationSpec: ApplyHostProfileConfigurationSpec
-        x::FieldEntry::repeated(x::Name(0xab90c), x::Name(0xab90c)), // ApplyProfile: ApplyProfile
-        x::FieldEntry::repeated(x::Name(0x532b16), x::Name(0x532b16)), // AuthorizationPrivilege: AuthorizationPrivilege
-        x::FieldEntry::repeated(x::Name(0x534211), x::Name(0x534211)), // AuthorizationRole: AuthorizationRole
-        x::FieldEntry::repeated(x::Name(0x538512), x::Name(0x538512)), // AutoStartPowerInfo: AutoStartPowerInfo
-        x::FieldEntry::repeated(x::Name(0x210f70c), x::Name(0x210f70c)), // base64Binary: base64Binary
-        x::FieldEntry::repeated(x::Name(0x212d207), x::Name(0x212d207)), // boolean: boolean
-        x::FieldEntry::repeated(x::Name(0x2146004), x::Name(0x2146004)), // byte: byte
-        x::FieldEntry::repeated(x::Name(0x5cd818), x::Name(0x5cd818)), // ChangesInfoEventArgument: ChangesInfoEventArgument
-        x::FieldEntry::repeated(x::Name(0x5ec20b), x::Name(0x5ec20b)), // CheckResult: CheckResult
-        x::FieldEntry::repeated(x::Name(0x60500d), x::Name(0x60500d)), // ClusterAction: ClusterAction
-        x::FieldEntry::repeated(x::Name(0x605e14), x::Name(0x605e14)), // ClusterActionHistory: ClusterActionHistory
-        x::FieldEntry::repeated(x::Name(0x60a716), x::Name(0x60a716)), // ClusterAttemptedVmInfo: ClusterAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x613720), x::Name(0x613720)), // ClusterComputeResourceDVSSetting: ClusterComputeResourceDVSSetting
-        x::FieldEntry::repeated(x::Name(0x61583b), x::Name(0x61583b)), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::FieldEntry::repeated(x::Name(0x619420), x::Name(0x619420)), // ClusterComputeResourceDvsProfile: ClusterComputeResourceDvsProfile
-        x::FieldEntry::repeated(x::Name(0x61b53f), x::Name(0x61b53f)), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::FieldEntry::repeated(x::Name(0x62642c), x::Name(0x62642c)), // ClusterComputeResourceHostConfigurationInput: ClusterComputeResourceHostConfigurationInput
-        x::FieldEntry::repeated(x::Name(0x62f224), x::Name(0x62f224)), // ClusterComputeResourceHostVmkNicInfo: ClusterComputeResourceHostVmkNicInfo
-        x::FieldEntry::repeated(x::Name(0x63552a), x::Name(0x63552a)), // ClusterComputeResourceValidationResultBase: ClusterComputeResourceValidationResultBase
-        x::FieldEntry::repeated(x::Name(0x63a61e), x::Name(0x63a61e)), // ClusterComputeResourceVcsSlots: ClusterComputeResourceVcsSlots
-        x::FieldEntry::repeated(x::Name(0x647516), x::Name(0x647516)), // ClusterDasAamNodeState: ClusterDasAamNodeState
-        x::FieldEntry::repeated(x::Name(0x660e33), x::Name(0x660e33)), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
-        x::FieldEntry::repeated(x::Name(0x667531), x::Name(0x667531)), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
-        x::FieldEntry::repeated(x::Name(0x670d16), x::Name(0x670d16)), // ClusterDasVmConfigInfo: ClusterDasVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x672416), x::Name(0x672416)), // ClusterDasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x679a1a), x::Name(0x679a1a)), // ClusterDatastoreUpdateSpec: ClusterDatastoreUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x67fa18), x::Name(0x67fa18)), // ClusterDpmHostConfigInfo: ClusterDpmHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x681318), x::Name(0x681318)), // ClusterDpmHostConfigSpec: ClusterDpmHostConfigSpec
-        x::FieldEntry::repeated(x::Name(0x684110), x::Name(0x684110)), // ClusterDrsFaults: ClusterDrsFaults
-        x::FieldEntry::repeated(x::Name(0x68761a), x::Name(0x68761a)), // ClusterDrsFaultsFaultsByVm: ClusterDrsFaultsFaultsByVm
-        x::FieldEntry::repeated(x::Name(0x689113), x::Name(0x689113)), // ClusterDrsMigration: ClusterDrsMigration
-        x::FieldEntry::repeated(x::Name(0x68a518), x::Name(0x68a518)), // ClusterDrsRecommendation: ClusterDrsRecommendation
-        x::FieldEntry::repeated(x::Name(0x68be16), x::Name(0x68be16)), // ClusterDrsVmConfigInfo: ClusterDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x68d516), x::Name(0x68d516)), // ClusterDrsVmConfigSpec: ClusterDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x68ec1c), x::Name(0x68ec1c)), // ClusterEVCManagerCheckResult: ClusterEVCManagerCheckResult
-        x::FieldEntry::repeated(x::Name(0x699d31), x::Name(0x699d31)), // ClusterFailoverHostAdmissionControlInfoHostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
-        x::FieldEntry::repeated(x::Name(0x6ac410), x::Name(0x6ac410)), // ClusterGroupInfo: ClusterGroupInfo
-        x::FieldEntry::repeated(x::Name(0x6ad510), x::Name(0x6ad510)), // ClusterGroupSpec: ClusterGroupSpec
-        x::FieldEntry::repeated(x::Name(0x6b6119), x::Name(0x6b6119)), // ClusterHostRecommendation: ClusterHostRecommendation
-        x::FieldEntry::repeated(x::Name(0x6c1113), x::Name(0x6c1113)), // ClusterIoFilterInfo: ClusterIoFilterInfo
-        x::FieldEntry::repeated(x::Name(0x6c5519), x::Name(0x6c5519)), // ClusterNotAttemptedVmInfo: ClusterNotAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x6d9a15), x::Name(0x6d9a15)), // ClusterRecommendation: ClusterRecommendation
-        x::FieldEntry::repeated(x::Name(0x6de50f), x::Name(0x6de50f)), // ClusterRuleInfo: ClusterRuleInfo
-        x::FieldEntry::repeated(x::Name(0x6df50f), x::Name(0x6df50f)), // ClusterRuleSpec: ClusterRuleSpec
-        x::FieldEntry::repeated(x::Name(0x6e671c), x::Name(0x6e671c)), // ClusterTagCategoryUpdateSpec: ClusterTagCategoryUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x6f531a), x::Name(0x6f531a)), // ClusterVmOrchestrationInfo: ClusterVmOrchestrationInfo
-        x::FieldEntry::repeated(x::Name(0x6f6e1a), x::Name(0x6f6e1a)), // ClusterVmOrchestrationSpec: ClusterVmOrchestrationSpec
-        x::FieldEntry::repeated(x::Name(0x700711), x::Name(0x700711)), // ComplianceFailure: ComplianceFailure
-        x::FieldEntry::repeated(x::Name(0x701928), x::Name(0x701928)), // ComplianceFailureComplianceFailureValues: ComplianceFailureComplianceFailureValues
-        x::FieldEntry::repeated(x::Name(0x704211), x::Name(0x704211)), // ComplianceLocator: ComplianceLocator
-        x::FieldEntry::repeated(x::Name(0x706610), x::Name(0x706610)), // ComplianceResult: ComplianceResult
-        x::FieldEntry::repeated(x::Name(0x716e22), x::Name(0x716e22)), // ComputeResourceHostSPBMLicenseInfo: ComputeResourceHostSPBMLicenseInfo
-        x::FieldEntry::repeated(x::Name(0x736f1e), x::Name(0x736f1e)), // ConflictingConfigurationConfig: ConflictingConfigurationConfig
-        x::FieldEntry::repeated(x::Name(0x7b7d0b), x::Name(0x7b7d0b)), // CryptoKeyId: CryptoKeyId
-        x::FieldEntry::repeated(x::Name(0x7b890e), x::Name(0x7b890e)), // CryptoKeyPlain: CryptoKeyPlain
-        x::FieldEntry::repeated(x::Name(0x7b980f), x::Name(0x7b980f)), // CryptoKeyResult: CryptoKeyResult
-        x::FieldEntry::repeated(x::Name(0x7c341e), x::Name(0x7c341e)), // CryptoManagerKmipClusterStatus: CryptoManagerKmipClusterStatus
-        x::FieldEntry::repeated(x::Name(0x7c5320), x::Name(0x7c5320)), // CryptoManagerKmipCryptoKeyStatus: CryptoManagerKmipCryptoKeyStatus
-        x::FieldEntry::repeated(x::Name(0x7cc91d), x::Name(0x7cc91d)), // CryptoManagerKmipServerStatus: CryptoManagerKmipServerStatus
-        x::FieldEntry::repeated(x::Name(0x7d960e), x::Name(0x7d960e)), // CustomFieldDef: CustomFieldDef
-        x::FieldEntry::repeated(x::Name(0x7e3010), x::Name(0x7e3010)), // CustomFieldValue: CustomFieldValue
-        x::FieldEntry::repeated(x::Name(0x7e5e1b), x::Name(0x7e5e1b)), // CustomizationAdapterMapping: CustomizationAdapterMapping
-        x::FieldEntry::repeated(x::Name(0x80c61a), x::Name(0x80c61a)), // CustomizationIpV6Generator: CustomizationIpV6Generator
-        x::FieldEntry::repeated(x::Name(0x822715), x::Name(0x822715)), // CustomizationSpecInfo: CustomizationSpecInfo
-        x::FieldEntry::repeated(x::Name(0x845d10), x::Name(0x845d10)), // DVPortConfigSpec: DVPortConfigSpec
-        x::FieldEntry::repeated(x::Name(0x852015), x::Name(0x852015)), // DVPortgroupConfigSpec: DVPortgroupConfigSpec
-        x::FieldEntry::repeated(x::Name(0x869714), x::Name(0x869714)), // DVSHealthCheckConfig: DVSHealthCheckConfig
-        x::FieldEntry::repeated(x::Name(0x87cc16), x::Name(0x87cc16)), // DVSNetworkResourcePool: DVSNetworkResourcePool
-        x::FieldEntry::repeated(x::Name(0x880820), x::Name(0x880820)), // DVSNetworkResourcePoolConfigSpec: DVSNetworkResourcePoolConfigSpec
-        x::FieldEntry::repeated(x::Name(0x88dd1c), x::Name(0x88dd1c)), // DVSVmVnicNetworkResourcePool: DVSVmVnicNetworkResourcePool
-        x::FieldEntry::repeated(x::Name(0x89e519), x::Name(0x89e519)), // DasHeartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
-        x::FieldEntry::repeated(x::Name(0x8a851a), x::Name(0x8a851a)), // DatacenterBasicConnectInfo: DatacenterBasicConnectInfo
-        x::FieldEntry::repeated(x::Name(0x8b1c1a), x::Name(0x8b1c1a)), // DatacenterMismatchArgument: DatacenterMismatchArgument
-        x::FieldEntry::repeated(x::Name(0x8cbf12), x::Name(0x8cbf12)), // DatastoreHostMount: DatastoreHostMount
-        x::FieldEntry::repeated(x::Name(0x8cff1f), x::Name(0x8cff1f)), // DatastoreMountPathDatastorePair: DatastoreMountPathDatastorePair
-        x::FieldEntry::repeated(x::Name(0x8deb22), x::Name(0x8deb22)), // DatastoreVVolContainerFailoverPair: DatastoreVVolContainerFailoverPair
-        x::FieldEntry::repeated(x::Name(0x919a20), x::Name(0x919a20)), // DesiredSoftwareSpecComponentSpec: DesiredSoftwareSpecComponentSpec
-        x::FieldEntry::repeated(x::Name(0x94b91b), x::Name(0x94b91b)), // DiagnosticManagerBundleInfo: DiagnosticManagerBundleInfo
-        x::FieldEntry::repeated(x::Name(0x94f11e), x::Name(0x94f11e)), // DiagnosticManagerLogDescriptor: DiagnosticManagerLogDescriptor
-        x::FieldEntry::repeated(x::Name(0x983c10), x::Name(0x983c10)), // DiskChangeExtent: DiskChangeExtent
-        x::FieldEntry::repeated(x::Name(0x991916), x::Name(0x991916)), // DistributedVirtualPort: DistributedVirtualPort
-        x::FieldEntry::repeated(x::Name(0x99571f), x::Name(0x99571f)), // DistributedVirtualPortgroupInfo: DistributedVirtualPortgroupInfo
-        x::FieldEntry::repeated(x::Name(0x99fe22), x::Name(0x99fe22)), // DistributedVirtualPortgroupProblem: DistributedVirtualPortgroupProblem
-        x::FieldEntry::repeated(x::Name(0x9a5822), x::Name(0x9a5822)), // DistributedVirtualSwitchHostMember: DistributedVirtualSwitchHostMember
-        x::FieldEntry::repeated(x::Name(0x9ad22c), x::Name(0x9ad22c)), // DistributedVirtualSwitchHostMemberConfigSpec: DistributedVirtualSwitchHostMemberConfigSpec
-        x::FieldEntry::repeated(x::Name(0x9b622a), x::Name(0x9b622a)), // DistributedVirtualSwitchHostMemberPnicSpec: DistributedVirtualSwitchHostMemberPnicSpec
-        x::FieldEntry::repeated(x::Name(0x9bbc33), x::Name(0x9bbc33)), // DistributedVirtualSwitchHostMemberTransportZoneInfo: DistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::FieldEntry::repeated(x::Name(0x9c2427), x::Name(0x9c2427)), // DistributedVirtualSwitchHostProductSpec: DistributedVirtualSwitchHostProductSpec
-        x::FieldEntry::repeated(x::Name(0x9c4c1c), x::Name(0x9c4c1c)), // DistributedVirtualSwitchInfo: DistributedVirtualSwitchInfo
-        x::FieldEntry::repeated(x::Name(0x9c6927), x::Name(0x9c6927)), // DistributedVirtualSwitchKeyedOpaqueBlob: DistributedVirtualSwitchKeyedOpaqueBlob
-        x::FieldEntry::repeated(x::Name(0x9c9132), x::Name(0x9c9132)), // DistributedVirtualSwitchManagerCompatibilityResult: DistributedVirtualSwitchManagerCompatibilityResult
-        x::FieldEntry::repeated(x::Name(0x9d8130), x::Name(0x9d8130)), // DistributedVirtualSwitchManagerHostDvsFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::FieldEntry::repeated(x::Name(0x9f4423), x::Name(0x9f4423)), // DistributedVirtualSwitchProductSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::repeated(x::Name(0x2425c06), x::Name(0x2425c06)), // double: double
-        x::FieldEntry::repeated(x::Name(0xa2ec23), x::Name(0xa2ec23)), // DvsApplyOperationFaultFaultOnObject: DvsApplyOperationFaultFaultOnObject
-        x::FieldEntry::repeated(x::Name(0xa39e0f), x::Name(0xa39e0f)), // DvsFilterConfig: DvsFilterConfig
-        x::FieldEntry::repeated(x::Name(0xa44724), x::Name(0xa44724)), // DvsHostInfrastructureTrafficResource: DvsHostInfrastructureTrafficResource
-        x::FieldEntry::repeated(x::Name(0xa4d412), x::Name(0xa4d412)), // DvsHostVNicProfile: DvsHostVNicProfile
-        x::FieldEntry::repeated(x::Name(0xa5d517), x::Name(0xa5d517)), // DvsNetworkRuleQualifier: DvsNetworkRuleQualifier
-        x::FieldEntry::repeated(x::Name(0xa61420), x::Name(0xa61420)), // DvsOperationBulkFaultFaultOnHost: DvsOperationBulkFaultFaultOnHost
-        x::FieldEntry::repeated(x::Name(0xa63518), x::Name(0xa63518)), // DvsOutOfSyncHostArgument: DvsOutOfSyncHostArgument
-        x::FieldEntry::repeated(x::Name(0xa7bc0a), x::Name(0xa7bc0a)), // DvsProfile: DvsProfile
-        x::FieldEntry::repeated(x::Name(0xa88e1c), x::Name(0xa88e1c)), // DvsServiceConsoleVNicProfile: DvsServiceConsoleVNicProfile
-        x::FieldEntry::repeated(x::Name(0xa9120e), x::Name(0xa9120e)), // DvsTrafficRule: DvsTrafficRule
-        x::FieldEntry::repeated(x::Name(0xa9bc27), x::Name(0xa9bc27)), // DvsVmVnicNetworkResourcePoolRuntimeInfo: DvsVmVnicNetworkResourcePoolRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0xaa001f), x::Name(0xaa001f)), // DvsVmVnicResourcePoolConfigSpec: DvsVmVnicResourcePoolConfigSpec
-        x::FieldEntry::repeated(x::Name(0xaa2018), x::Name(0xaa2018)), // DvsVnicAllocatedResource: DvsVnicAllocatedResource
-        x::FieldEntry::repeated(x::Name(0xaa520f), x::Name(0xaa520f)), // DynamicProperty: DynamicProperty
-        x::FieldEntry::repeated(x::Name(0xaba807), x::Name(0xaba807)), // EVCMode: EVCMode
-        x::FieldEntry::repeated(x::Name(0xac5712), x::Name(0xac5712)), // ElementDescription: ElementDescription
-        x::FieldEntry::repeated(x::Name(0xaea212), x::Name(0xaea212)), // EntityBackupConfig: EntityBackupConfig
-        x::FieldEntry::repeated(x::Name(0xaeda0f), x::Name(0xaeda0f)), // EntityPrivilege: EntityPrivilege
-        x::FieldEntry::repeated(x::Name(0xaef50f), x::Name(0xaef50f)), // EnumDescription: EnumDescription
-        x::FieldEntry::repeated(x::Name(0xb00605), x::Name(0xb00605)), // Event: Event
-        x::FieldEntry::repeated(x::Name(0xb0211e), x::Name(0xb0211e)), // EventAlarmExpressionComparison: EventAlarmExpressionComparison
-        x::FieldEntry::repeated(x::Name(0xb0670c), x::Name(0xb0670c)), // EventArgDesc: EventArgDesc
-        x::FieldEntry::repeated(x::Name(0xb0a11b), x::Name(0xb0a11b)), // EventDescriptionEventDetail: EventDescriptionEventDetail
-        x::FieldEntry::repeated(x::Name(0xb33614), x::Name(0xb33614)), // ExtManagedEntityInfo: ExtManagedEntityInfo
-        x::FieldEntry::repeated(x::Name(0xb3621d), x::Name(0xb3621d)), // ExtSolutionManagerInfoTabInfo: ExtSolutionManagerInfoTabInfo
-        x::FieldEntry::repeated(x::Name(0xb43a11), x::Name(0xb43a11)), // ExtendedEventPair: ExtendedEventPair
-        x::FieldEntry::repeated(x::Name(0xb45a09), x::Name(0xb45a09)), // Extension: Extension
-        x::FieldEntry::repeated(x::Name(0xb46413), x::Name(0xb46413)), // ExtensionClientInfo: ExtensionClientInfo
-        x::FieldEntry::repeated(x::Name(0xb47816), x::Name(0xb47816)), // ExtensionEventTypeInfo: ExtensionEventTypeInfo
-        x::FieldEntry::repeated(x::Name(0xb48f16), x::Name(0xb48f16)), // ExtensionFaultTypeInfo: ExtensionFaultTypeInfo
-        x::FieldEntry::repeated(x::Name(0xb4ba21), x::Name(0xb4ba21)), // ExtensionManagerIpAllocationUsage: ExtensionManagerIpAllocationUsage
-        x::FieldEntry::repeated(x::Name(0xb4f516), x::Name(0xb4f516)), // ExtensionPrivilegeInfo: ExtensionPrivilegeInfo
-        x::FieldEntry::repeated(x::Name(0xb50c15), x::Name(0xb50c15)), // ExtensionResourceInfo: ExtensionResourceInfo
-        x::FieldEntry::repeated(x::Name(0xb52213), x::Name(0xb52213)), // ExtensionServerInfo: ExtensionServerInfo
-        x::FieldEntry::repeated(x::Name(0xb53615), x::Name(0xb53615)), // ExtensionTaskTypeInfo: ExtensionTaskTypeInfo
-        x::FieldEntry::repeated(x::Name(0xb67216), x::Name(0xb67216)), // FaultToleranceDiskSpec: FaultToleranceDiskSpec
-        x::FieldEntry::repeated(x::Name(0xb7b80c), x::Name(0xb7b80c)), // FaultsByHost: FaultsByHost
-        x::FieldEntry::repeated(x::Name(0xb7c50a), x::Name(0xb7c50a)), // FaultsByVM: FaultsByVM
-        x::FieldEntry::repeated(x::Name(0xb81213), x::Name(0xb81213)), // FcoeConfigVlanRange: FcoeConfigVlanRange
-        x::FieldEntry::repeated(x::Name(0xb84a0e), x::Name(0xb84a0e)), // FeatureEVCMode: FeatureEVCMode
-        x::FieldEntry::repeated(x::Name(0xb97508), x::Name(0xb97508)), // FileInfo: FileInfo
-        x::FieldEntry::repeated(x::Name(0xb9b609), x::Name(0xb9b609)), // FileQuery: FileQuery
-        x::FieldEntry::repeated(x::Name(0xbb861d), x::Name(0xbb861d)), // FirewallProfileRulesetProfile: FirewallProfileRulesetProfile
-        x::FieldEntry::repeated(x::Name(0xbc4b16), x::Name(0xbc4b16)), // FolderFailedHostResult: FolderFailedHostResult
-        x::FieldEntry::repeated(x::Name(0xbc8111), x::Name(0xbc8111)), // FolderNewHostSpec: FolderNewHostSpec
-        x::FieldEntry::repeated(x::Name(0xc1620c), x::Name(0xc1620c)), // GuestAliases: GuestAliases
-        x::FieldEntry::repeated(x::Name(0xc16f12), x::Name(0xc16f12)), // GuestAuthAliasInfo: GuestAuthAliasInfo
-        x::FieldEntry::repeated(x::Name(0xc1ac10), x::Name(0xc1ac10)), // GuestAuthSubject: GuestAuthSubject
-        x::FieldEntry::repeated(x::Name(0xc2070d), x::Name(0xc2070d)), // GuestDiskInfo: GuestDiskInfo
-        x::FieldEntry::repeated(x::Name(0xc2290d), x::Name(0xc2290d)), // GuestFileInfo: GuestFileInfo
-        x::FieldEntry::repeated(x::Name(0xc29d20), x::Name(0xc29d20)), // GuestInfoNamespaceGenerationInfo: GuestInfoNamespaceGenerationInfo
-        x::FieldEntry::repeated(x::Name(0xc2be1b), x::Name(0xc2be1b)), // GuestInfoVirtualDiskMapping: GuestInfoVirtualDiskMapping
-        x::FieldEntry::repeated(x::Name(0xc2ec12), x::Name(0xc2ec12)), // GuestMappedAliases: GuestMappedAliases
-        x::FieldEntry::repeated(x::Name(0xc3150c), x::Name(0xc3150c)), // GuestNicInfo: GuestNicInfo
-        x::FieldEntry::repeated(x::Name(0xc35211), x::Name(0xc35211)), // GuestOsDescriptor: GuestOsDescriptor
-        x::FieldEntry::repeated(x::Name(0xc3cf10), x::Name(0xc3cf10)), // GuestProcessInfo: GuestProcessInfo
-        x::FieldEntry::repeated(x::Name(0xc41a15), x::Name(0xc41a15)), // GuestRegKeyRecordSpec: GuestRegKeyRecordSpec
-        x::FieldEntry::repeated(x::Name(0xc50011), x::Name(0xc50011)), // GuestRegValueSpec: GuestRegValueSpec
-        x::FieldEntry::repeated(x::Name(0xc6060e), x::Name(0xc6060e)), // GuestStackInfo: GuestStackInfo
-        x::FieldEntry::repeated(x::Name(0xc72e21), x::Name(0xc72e21)), // HbrManagerVmReplicationCapability: HbrManagerVmReplicationCapability
-        x::FieldEntry::repeated(x::Name(0xc77d0c), x::Name(0xc77d0c)), // HealthUpdate: HealthUpdate
-        x::FieldEntry::repeated(x::Name(0xc78a10), x::Name(0xc78a10)), // HealthUpdateInfo: HealthUpdateInfo
-        x::FieldEntry::repeated(x::Name(0xc7d616), x::Name(0xc7d616)), // HostAccessControlEntry: HostAccessControlEntry
-        x::FieldEntry::repeated(x::Name(0xc8230f), x::Name(0xc8230f)), // HostAccountSpec: HostAccountSpec
-        x::FieldEntry::repeated(x::Name(0xc83313), x::Name(0xc83313)), // HostActiveDirectory: HostActiveDirectory
-        x::FieldEntry::repeated(x::Name(0xc9361d), x::Name(0xc9361d)), // HostAssignableHardwareBinding: HostAssignableHardwareBinding
-        x::FieldEntry::repeated(x::Name(0xc9712d), x::Name(0xc9712d)), // HostAssignableHardwareConfigAttributeOverride: HostAssignableHardwareConfigAttributeOverride
-        x::FieldEntry::repeated(x::Name(0xc9bd1b), x::Name(0xc9bd1b)), // HostAuthenticationStoreInfo: HostAuthenticationStoreInfo
-        x::FieldEntry::repeated(x::Name(0xca380e), x::Name(0xca380e)), // HostBootDevice: HostBootDevice
-        x::FieldEntry::repeated(x::Name(0xca5a1a), x::Name(0xca5a1a)), // HostCacheConfigurationInfo: HostCacheConfigurationInfo
-        x::FieldEntry::repeated(x::Name(0xce9d1a), x::Name(0xce9d1a)), // HostConnectInfoNetworkInfo: HostConnectInfoNetworkInfo
-        x::FieldEntry::repeated(x::Name(0xceb80f), x::Name(0xceb80f)), // HostConnectSpec: HostConnectSpec
-        x::FieldEntry::repeated(x::Name(0xcef30d), x::Name(0xcef30d)), // HostCpuIdInfo: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0xcf0d0e), x::Name(0xcf0d0e)), // HostCpuPackage: HostCpuPackage
-        x::FieldEntry::repeated(x::Name(0xd06121), x::Name(0xd06121)), // HostDatastoreBrowserSearchResults: HostDatastoreBrowserSearchResults
-        x::FieldEntry::repeated(x::Name(0xd0a218), x::Name(0xd0a218)), // HostDatastoreConnectInfo: HostDatastoreConnectInfo
-        x::FieldEntry::repeated(x::Name(0xd11f22), x::Name(0xd11f22)), // HostDatastoreSystemDatastoreResult: HostDatastoreSystemDatastoreResult
-        x::FieldEntry::repeated(x::Name(0xd1c81a), x::Name(0xd1c81a)), // HostDateTimeSystemTimeZone: HostDateTimeSystemTimeZone
-        x::FieldEntry::repeated(x::Name(0xd24b0f), x::Name(0xd24b0f)), // HostDhcpService: HostDhcpService
-        x::FieldEntry::repeated(x::Name(0xd25b15), x::Name(0xd25b15)), // HostDhcpServiceConfig: HostDhcpServiceConfig
-        x::FieldEntry::repeated(x::Name(0xd28517), x::Name(0xd28517)), // HostDiagnosticPartition: HostDiagnosticPartition
-        x::FieldEntry::repeated(x::Name(0xd2c623), x::Name(0xd2c623)), // HostDiagnosticPartitionCreateOption: HostDiagnosticPartitionCreateOption
-        x::FieldEntry::repeated(x::Name(0xd3a51b), x::Name(0xd3a51b)), // HostDiskConfigurationResult: HostDiskConfigurationResult
-        x::FieldEntry::repeated(x::Name(0xd4471e), x::Name(0xd4471e)), // HostDiskMappingPartitionOption: HostDiskMappingPartitionOption
-        x::FieldEntry::repeated(x::Name(0xd4661b), x::Name(0xd4661b)), // HostDiskPartitionAttributes: HostDiskPartitionAttributes
-        x::FieldEntry::repeated(x::Name(0xd4821b), x::Name(0xd4821b)), // HostDiskPartitionBlockRange: HostDiskPartitionBlockRange
-        x::FieldEntry::repeated(x::Name(0xd49e15), x::Name(0xd49e15)), // HostDiskPartitionInfo: HostDiskPartitionInfo
-        x::FieldEntry::repeated(x::Name(0xd5a311), x::Name(0xd5a311)), // HostEventArgument: HostEventArgument
-        x::FieldEntry::repeated(x::Name(0xd61315), x::Name(0xd61315)), // HostFeatureCapability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0xd6290f), x::Name(0xd6290f)), // HostFeatureMask: HostFeatureMask
-        x::FieldEntry::repeated(x::Name(0xd63916), x::Name(0xd63916)), // HostFeatureVersionInfo: HostFeatureVersionInfo
-        x::FieldEntry::repeated(x::Name(0xd71d17), x::Name(0xd71d17)), // HostFileSystemMountInfo: HostFileSystemMountInfo
-        x::FieldEntry::repeated(x::Name(0xd7991f), x::Name(0xd7991f)), // HostFirewallConfigRuleSetConfig: HostFirewallConfigRuleSetConfig
-        x::FieldEntry::repeated(x::Name(0xd7e410), x::Name(0xd7e410)), // HostFirewallRule: HostFirewallRule
-        x::FieldEntry::repeated(x::Name(0xd84113), x::Name(0xd84113)), // HostFirewallRuleset: HostFirewallRuleset
-        x::FieldEntry::repeated(x::Name(0xd86f1c), x::Name(0xd86f1c)), // HostFirewallRulesetIpNetwork: HostFirewallRulesetIpNetwork
-        x::FieldEntry::repeated(x::Name(0xd9471c), x::Name(0xd9471c)), // HostGraphicsConfigDeviceType: HostGraphicsConfigDeviceType
-        x::FieldEntry::repeated(x::Name(0xd9b410), x::Name(0xd9b410)), // HostGraphicsInfo: HostGraphicsInfo
-        x::FieldEntry::repeated(x::Name(0xd9e217), x::Name(0xd9e217)), // HostHardwareElementInfo: HostHardwareElementInfo
-        x::FieldEntry::repeated(x::Name(0xdaa312), x::Name(0xdaa312)), // HostHostBusAdapter: HostHostBusAdapter
-        x::FieldEntry::repeated(x::Name(0xdde523), x::Name(0xdde523)), // HostInternetScsiHbaIscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
-        x::FieldEntry::repeated(x::Name(0xdeaa1d), x::Name(0xdeaa1d)), // HostInternetScsiHbaParamValue: HostInternetScsiHbaParamValue
-        x::FieldEntry::repeated(x::Name(0xdec81d), x::Name(0xdec81d)), // HostInternetScsiHbaSendTarget: HostInternetScsiHbaSendTarget
-        x::FieldEntry::repeated(x::Name(0xdee61f), x::Name(0xdee61f)), // HostInternetScsiHbaStaticTarget: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::repeated(x::Name(0xdfbe10), x::Name(0xdfbe10)), // HostIoFilterInfo: HostIoFilterInfo
-        x::FieldEntry::repeated(x::Name(0xdfef17), x::Name(0xdfef17)), // HostIpConfigIpV6Address: HostIpConfigIpV6Address
-        x::FieldEntry::repeated(x::Name(0xe0ac10), x::Name(0xe0ac10)), // HostIpRouteEntry: HostIpRouteEntry
-        x::FieldEntry::repeated(x::Name(0xe0bd0d), x::Name(0xe0bd0d)), // HostIpRouteOp: HostIpRouteOp
-        x::FieldEntry::repeated(x::Name(0xe29d2d), x::Name(0xe29d2d)), // HostLowLevelProvisioningManagerDiskLayoutSpec: HostLowLevelProvisioningManagerDiskLayoutSpec
-        x::FieldEntry::repeated(x::Name(0xe2cb2f), x::Name(0xe2cb2f)), // HostLowLevelProvisioningManagerFileDeleteResult: HostLowLevelProvisioningManagerFileDeleteResult
-        x::FieldEntry::repeated(x::Name(0xe2fb2d), x::Name(0xe2fb2d)), // HostLowLevelProvisioningManagerFileDeleteSpec: HostLowLevelProvisioningManagerFileDeleteSpec
-        x::FieldEntry::repeated(x::Name(0xe32930), x::Name(0xe32930)), // HostLowLevelProvisioningManagerFileReserveResult: HostLowLevelProvisioningManagerFileReserveResult
-        x::FieldEntry::repeated(x::Name(0xe35a2e), x::Name(0xe35a2e)), // HostLowLevelProvisioningManagerFileReserveSpec: HostLowLevelProvisioningManagerFileReserveSpec
-        x::FieldEntry::repeated(x::Name(0xe3dd31), x::Name(0xe3dd31)), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: HostLowLevelProvisioningManagerSnapshotLayoutSpec
-        x::FieldEntry::repeated(x::Name(0xe4af1b), x::Name(0xe4af1b)), // HostMemberHealthCheckResult: HostMemberHealthCheckResult
-        x::FieldEntry::repeated(x::Name(0xe4cb15), x::Name(0xe4cb15)), // HostMemberRuntimeInfo: HostMemberRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0xe53812), x::Name(0xe53812)), // HostMemoryTierInfo: HostMemoryTierInfo
-        x::FieldEntry::repeated(x::Name(0xe65e1c), x::Name(0xe65e1c)), // HostMultipathInfoLogicalUnit: HostMultipathInfoLogicalUnit
-        x::FieldEntry::repeated(x::Name(0xe6d115), x::Name(0xe6d115)), // HostMultipathInfoPath: HostMultipathInfoPath
-        x::FieldEntry::repeated(x::Name(0xe6fe1a), x::Name(0xe6fe1a)), // HostMultipathStateInfoPath: HostMultipathStateInfoPath
-        x::FieldEntry::repeated(x::Name(0xe72713), x::Name(0xe72713)), // HostNasVolumeConfig: HostNasVolumeConfig
-        x::FieldEntry::repeated(x::Name(0xe77d0e), x::Name(0xe77d0e)), // HostNatService: HostNatService
-        x::FieldEntry::repeated(x::Name(0xe78c14), x::Name(0xe78c14)), // HostNatServiceConfig: HostNatServiceConfig
-        x::FieldEntry::repeated(x::Name(0xe7bf1d), x::Name(0xe7bf1d)), // HostNatServicePortForwardSpec: HostNatServicePortForwardSpec
-        x::FieldEntry::repeated(x::Name(0xe81f14), x::Name(0xe81f14)), // HostNetStackInstance: HostNetStackInstance
-        x::FieldEntry::repeated(x::Name(0xe89c1d), x::Name(0xe89c1d)), // HostNetworkConfigNetStackSpec: HostNetworkConfigNetStackSpec
-        x::FieldEntry::repeated(x::Name(0xea9f0c), x::Name(0xea9f0c)), // HostNumaNode: HostNumaNode
-        x::FieldEntry::repeated(x::Name(0xeac915), x::Name(0xeac915)), // HostNumericSensorInfo: HostNumericSensorInfo
-        x::FieldEntry::repeated(x::Name(0xeaf513), x::Name(0xeaf513)), // HostNvmeConnectSpec: HostNvmeConnectSpec
-        x::FieldEntry::repeated(x::Name(0xeb0912), x::Name(0xeb0912)), // HostNvmeController: HostNvmeController
-        x::FieldEntry::repeated(x::Name(0xeb1c16), x::Name(0xeb1c16)), // HostNvmeDisconnectSpec: HostNvmeDisconnectSpec
-        x::FieldEntry::repeated(x::Name(0xeb5d19), x::Name(0xeb5d19)), // HostNvmeDiscoveryLogEntry: HostNvmeDiscoveryLogEntry
-        x::FieldEntry::repeated(x::Name(0xebc311), x::Name(0xebc311)), // HostNvmeNamespace: HostNvmeNamespace
-        x::FieldEntry::repeated(x::Name(0xec6d19), x::Name(0xec6d19)), // HostNvmeTopologyInterface: HostNvmeTopologyInterface
-        x::FieldEntry::repeated(x::Name(0xece615), x::Name(0xece615)), // HostOpaqueNetworkInfo: HostOpaqueNetworkInfo
-        x::FieldEntry::repeated(x::Name(0xecfc10), x::Name(0xecfc10)), // HostOpaqueSwitch: HostOpaqueSwitch
-        x::FieldEntry::repeated(x::Name(0xed2f1f), x::Name(0xed2f1f)), // HostOpaqueSwitchPhysicalNicZone: HostOpaqueSwitchPhysicalNicZone
-        x::FieldEntry::repeated(x::Name(0xee5616), x::Name(0xee5616)), // HostPatchManagerStatus: HostPatchManagerStatus
-        x::FieldEntry::repeated(x::Name(0xee6d27), x::Name(0xee6d27)), // HostPatchManagerStatusPrerequisitePatch: HostPatchManagerStatusPrerequisitePatch
-        x::FieldEntry::repeated(x::Name(0xee951d), x::Name(0xee951d)), // HostPathSelectionPolicyOption: HostPathSelectionPolicyOption
-        x::FieldEntry::repeated(x::Name(0xeeb30d), x::Name(0xeeb30d)), // HostPciDevice: HostPciDevice
-        x::FieldEntry::repeated(x::Name(0xeec115), x::Name(0xeec115)), // HostPciPassthruConfig: HostPciPassthruConfig
-        x::FieldEntry::repeated(x::Name(0xeed713), x::Name(0xeed713)), // HostPciPassthruInfo: HostPciPassthruInfo
-        x::FieldEntry::repeated(x::Name(0xef281e), x::Name(0xef281e)), // HostPlacedVirtualNicIdentifier: HostPlacedVirtualNicIdentifier
-        x::FieldEntry::repeated(x::Name(0xef5d1c), x::Name(0xef5d1c)), // HostPlugStoreTopologyAdapter: HostPlugStoreTopologyAdapter
-        x::FieldEntry::repeated(x::Name(0xef7a1b), x::Name(0xef7a1b)), // HostPlugStoreTopologyDevice: HostPlugStoreTopologyDevice
-        x::FieldEntry::repeated(x::Name(0xef9619), x::Name(0xef9619)), // HostPlugStoreTopologyPath: HostPlugStoreTopologyPath
-        x::FieldEntry::repeated(x::Name(0xefb01b), x::Name(0xefb01b)), // HostPlugStoreTopologyPlugin: HostPlugStoreTopologyPlugin
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2908108), x::Name(0x3344606)), // fullName: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::optional(x::Name(0x2f1ff0a), x::Name(0x3344606)), // patchLevel: string
+        x::FieldEntry::required(x::Name(0x2418405), x::Name(0x3344606)), // build: string
+        x::FieldEntry::optional(x::Name(0x2bcdb0d), x::Name(0x3344606)), // localeVersion: string
+        x::FieldEntry::optional(x::Name(0x2bccf0b), x::Name(0x3344606)), // localeBuild: string
+        x::FieldEntry::required(x::Name(0x2ead506), x::Name(0x3344606)), // osType: string
+        x::FieldEntry::required(x::Name(0x300750d), x::Name(0x3344606)), // productLineId: string
+        x::FieldEntry::required(x::Name(0x234b107), x::Name(0x3344606)), // apiType: string
+        x::FieldEntry::required(x::Name(0x234b90a), x::Name(0x3344606)), // apiVersion: string
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x2b9c112), x::Name(0x3344606)), // licenseProductName: string
+        x::FieldEntry::optional(x::Name(0x2b9d415), x::Name(0x3344606)), // licenseProductVersion: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xdb2a0f)), // spec: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x2405e07)), // group: boolean
+        x::FieldEntry::required(x::Name(0x22d0407), x::Name(0x3344606)), // account: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x2405e07)), // group: boolean
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xdb2a0f)), // spec: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x2405e07)), // group: boolean
+        x::FieldEntry::optional(x::Name(0x2fe360f), x::Name(0x3344606)), // prevDescription: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2315c05), x::Name(0x13ff016)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30f920d), x::Name(0xd45e13)), // requestedAuth: GuestAuthentication
+        x::FieldEntry::optional(x::Name(0x31fcd09), x::Name(0x2be5304)), // sessionID: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1a3c620)), // spec: SessionManagerServiceRequestSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x340870a), x::Name(0x3344606)), // ticketType: string
+        x::FieldEntry::optional(x::Name(0x2801909), x::Name(0x2a94603)), // errorCode: int
+        x::FieldEntry::optional(x::Name(0x2818807), x::Name(0x3344606)), // evcMode: string
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2ff9007), x::Name(0x3344606)), // privIds: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2cd0c06), x::Name(0x3344606)), // moType: string
+        x::FieldEntry::optional(x::Name(0x289420e), x::Name(0x168ba12)), // fieldDefPolicy: PrivilegePolicyDef
+        x::FieldEntry::optional(x::Name(0x289850b), x::Name(0x168ba12)), // fieldPolicy: PrivilegePolicyDef
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x32b5704), x::Name(0x8f0115)), // spec: DVPortgroupConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::repeated(x::Name(0x27f0e08), x::Name(0x13ff016)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::required(x::Name(0x28ac20a), x::Name(0x3344606)), // filterName: string
+        x::FieldEntry::repeated(x::Name(0x2a6ea07), x::Name(0x3344606)), // infoIds: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::required(x::Name(0x2c11307), x::Name(0x2405e07)), // mapCert: boolean
+        x::FieldEntry::required(x::Name(0x23e860a), x::Name(0x3344606)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x2318309), x::Name(0xd41012)), // aliasInfo: GuestAuthAliasInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe28f0f)), // spec: HostConnectSpec
+        x::FieldEntry::required(x::Name(0x236b80b), x::Name(0x2405e07)), // asConnected: boolean
+        x::FieldEntry::optional(x::Name(0x3135c0c), x::Name(0x13ff016)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0x3344606)), // license: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0xf3e11d)), // targets: HostInternetScsiHbaSendTarget
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0xf3ff1f)), // targets: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x83d70e)), // key: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b5cd04), x::Name(0x83d70e)), // keys: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::repeated(x::Name(0x2b65106), x::Name(0x134dd08)), // labels: KeyValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::repeated(x::Name(0x27f0e08), x::Name(0x13ff016)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24f5b0a), x::Name(0x934020)), // configSpec: DVSNetworkResourcePoolConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fadf07), x::Name(0x1067211)), // portgrp: HostPortGroupSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::required(x::Name(0x2d95103), x::Name(0x11f0e12)), // nic: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe28f0f)), // spec: HostConnectSpec
+        x::FieldEntry::optional(x::Name(0x24c540b), x::Name(0x78ef19)), // compResSpec: ComputeResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x22eca0c), x::Name(0x2405e07)), // addConnected: boolean
+        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0x3344606)), // license: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::required(x::Name(0x2d95103), x::Name(0x11f0e12)), // nic: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x36a9f0b), x::Name(0x3344606)), // vswitchName: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x11fd715)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::repeated(x::Name(0x24fd912), x::Name(0x3344606)), // configuredAffinity: string
+        x::FieldEntry::required(x::Name(0x2cc0106), x::Name(0x2a94603)), // minute: int
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x331800a), x::Name(0x2a94603)), // statusCode: int
+        x::FieldEntry::optional(x::Name(0x2a8980f), x::Name(0x3344606)), // installerOutput: string
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13fab1a)), // source: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13fab1a)), // source: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13fab1a)), // source: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x28ec604), x::Name(0x3344606)), // from: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::repeated(x::Name(0x283e004), x::Name(0x1b9090f)), // expr: TypeDescription
+        x::FieldEntry::repeated(x::Name(0x32fc50d), x::Name(0xbdad12)), // stateOperator: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x2ca460e), x::Name(0xbdad12)), // metricOperator: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x29fce19), x::Name(0xbdad12)), // hostSystemConnectionState: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x358f518), x::Name(0xbdad12)), // virtualMachinePowerState: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x25ee118), x::Name(0xbdad12)), // datastoreConnectionState: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x29fe814), x::Name(0xbdad12)), // hostSystemPowerState: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x358ae22), x::Name(0xbdad12)), // virtualMachineGuestHeartbeatStatus: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x27f730c), x::Name(0xbdad12)), // entityStatus: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x1b9090f)), // action: TypeDescription
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x3413902), x::Name(0x3344606)), // to: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x3413902), x::Name(0x3344606)), // to: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2315c05), x::Name(0x66812)), // alarm: AlarmEventArgument
+        x::FieldEntry::required(x::Name(0x2315c05), x::Name(0x13ff016)), // alarm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x346f30a), x::Name(0x3344606)), // typeEntity: string
+        x::FieldEntry::optional(x::Name(0x347270b), x::Name(0x3344606)), // typeTrigger: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2315c05), x::Name(0x13ff016)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b74e10), x::Name(0x2607608)), // lastModifiedTime: dateTime
+        x::FieldEntry::required(x::Name(0x2b75f10), x::Name(0x3344606)), // lastModifiedUser: string
+        x::FieldEntry::required(x::Name(0x2584f0f), x::Name(0x2a94603)), // creationEventId: int
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x31a6e06), x::Name(0x3344606)), // script: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x31a6e06), x::Name(0x3344606)), // script: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x341b10e), x::Name(0x2a94603)), // toleranceRange: int
+        x::FieldEntry::required(x::Name(0x30f2a12), x::Name(0x2a94603)), // reportingFrequency: int
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x33c790a), x::Name(0x3344606)), // systemName: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x283e50a), x::Name(0x67b0f)), // expression: AlarmExpression
+        x::FieldEntry::optional(x::Name(0x22d7d06), x::Name(0x5d30b)), // action: AlarmAction
+        x::FieldEntry::optional(x::Name(0x22d840f), x::Name(0x2a94603)), // actionFrequency: int
+        x::FieldEntry::optional(x::Name(0x3203a07), x::Name(0x7410c)), // setting: AlarmSetting
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2315c05), x::Name(0x13ff016)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
+        x::FieldEntry::optional(x::Name(0x22d1b0c), x::Name(0x2405e07)), // acknowledged: boolean
+        x::FieldEntry::optional(x::Name(0x22d2812), x::Name(0x3344606)), // acknowledgedByUser: string
+        x::FieldEntry::optional(x::Name(0x22d3b10), x::Name(0x2607608)), // acknowledgedTime: dateTime
+        x::FieldEntry::optional(x::Name(0x281de08), x::Name(0x2a94603)), // eventKey: int
+        x::FieldEntry::optional(x::Name(0x26e4608), x::Name(0x2405e07)), // disabled: boolean
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13fab1a)), // source: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x28ec604), x::Name(0x3344606)), // from: string
+        x::FieldEntry::required(x::Name(0x3413902), x::Name(0x3344606)), // to: string
+        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x24a06)), // action: Action
+        x::FieldEntry::repeated(x::Name(0x344cb0f), x::Name(0x7be23)), // transitionSpecs: AlarmTriggeringActionTransitionSpec
+        x::FieldEntry::required(x::Name(0x292f70c), x::Name(0x2405e07)), // green2yellow: boolean
+        x::FieldEntry::required(x::Name(0x3707a0a), x::Name(0x2405e07)), // yellow2red: boolean
+        x::FieldEntry::required(x::Name(0x30a8f0a), x::Name(0x2405e07)), // red2yellow: boolean
+        x::FieldEntry::required(x::Name(0x3706d0c), x::Name(0x2405e07)), // yellow2green: boolean
+        x::FieldEntry::required(x::Name(0x32f510a), x::Name(0x13fc613)), // startState: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x28b2a0a), x::Name(0x13fc613)), // finalState: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x30deb07), x::Name(0x2405e07)), // repeats: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95906), x::Name(0x2a94603)), // poolId: int
+        x::FieldEntry::required(x::Name(0x2321f0c), x::Name(0x3344606)), // allocationId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95906), x::Name(0x2a94603)), // poolId: int
+        x::FieldEntry::required(x::Name(0x2321f0c), x::Name(0x3344606)), // allocationId: string
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x283e50a), x::Name(0x67b0f)), // expression: AlarmExpression
+        x::FieldEntry::repeated(x::Name(0x3501409), x::Name(0x169bc24)), // userInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::required(x::Name(0x258360b), x::Name(0x2607608)), // createdTime: dateTime
+        x::FieldEntry::required(x::Name(0x2cd6f0c), x::Name(0x2607608)), // modifiedTime: dateTime
+        x::FieldEntry::optional(x::Name(0x354140a), x::Name(0x2405e07)), // validating: boolean
+        x::FieldEntry::repeated(x::Name(0x3501409), x::Name(0x169bc24)), // userInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::required(x::Name(0x2341616), x::Name(0x3344606)), // answerFileConfigString: string
+        x::FieldEntry::required(x::Name(0x350310d), x::Name(0x16c0f13)), // userInputPath: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x2800c06), x::Name(0x13d2d12)), // errMsg: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x247f30b), x::Name(0x2607608)), // checkedTime: dateTime
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x94615)), // error: AnswerFileStatusError
+        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x98a17)), // failure: AnswerFileUpdateFailure
+        x::FieldEntry::required(x::Name(0x350310d), x::Name(0x16c0f13)), // userInputPath: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x2800c06), x::Name(0x13d2d12)), // errMsg: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3050c0a), x::Name(0x3344606)), // questionId: string
+        x::FieldEntry::required(x::Name(0x234090c), x::Name(0x3344606)), // answerChoice: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2359e10), x::Name(0xab521)), // applyConfigSpecs: ApplyHostProfileConfigurationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c19604), x::Name(0xeacc0f)), // mask: HostFeatureMask
+        x::FieldEntry::optional(x::Name(0x24d420d), x::Name(0x2405e07)), // completeMasks: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x3501409), x::Name(0x169bc24)), // userInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::required(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
+        x::FieldEntry::required(x::Name(0x24d500c), x::Name(0x2607608)), // completeTime: dateTime
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33ec713), x::Name(0x3344606)), // taskListRequirement: string
+        x::FieldEntry::repeated(x::Name(0x33e9e0f), x::Name(0x13d2d12)), // taskDescription: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x307a80f), x::Name(0x2405e07)), // rebootStateless: boolean
+        x::FieldEntry::optional(x::Name(0x3075a0a), x::Name(0x2405e07)), // rebootHost: boolean
+        x::FieldEntry::optional(x::Name(0x286d009), x::Name(0x13d6214)), // faultData: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2f8dd06), x::Name(0x16b970d)), // policy: ProfilePolicy
+        x::FieldEntry::optional(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x301830e), x::Name(0x3344606)), // profileVersion: string
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x168fd1b)), // property: ProfileApplyProfileProperty
+        x::FieldEntry::optional(x::Name(0x287ab08), x::Name(0x2405e07)), // favorite: boolean
+        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0x2405e07)), // toBeMerged: boolean
+        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0x2405e07)), // toReplaceWith: boolean
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0x2405e07)), // toBeDeleted: boolean
+        x::FieldEntry::optional(x::Name(0x2546f10), x::Name(0x2405e07)), // copyEnableStatus: boolean
+        x::FieldEntry::optional(x::Name(0x29b0306), x::Name(0x2405e07)), // hidden: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x5d30b), x::Name(0x5d30b)), // AlarmAction: AlarmAction
+        x::FieldEntry::repeated(x::Name(0x67b0f), x::Name(0x67b0f)), // AlarmExpression: AlarmExpression
+        x::FieldEntry::repeated(x::Name(0x7850a), x::Name(0x7850a)), // AlarmState: AlarmState
+        x::FieldEntry::repeated(x::Name(0x7be23), x::Name(0x7be23)), // AlarmTriggeringActionTransitionSpec: AlarmTriggeringActionTransitionSpec
+        x::FieldEntry::repeated(x::Name(0x94615), x::Name(0x94615)), // AnswerFileStatusError: AnswerFileStatusError
+        x::FieldEntry::repeated(x::Name(0x95c16), x::Name(0x95c16)), // AnswerFileStatusResult: AnswerFileStatusResult
+        x::FieldEntry::repeated(x::Name(0x98a17), x::Name(0x98a17)), // AnswerFileUpdateFailure: AnswerFileUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x234a207), x::Name(0x234a207)), // anyType: anyType
+        x::FieldEntry::repeated(x::Name(0x234aa06), x::Name(0x234aa06)), // anyURI: anyURI
+        x::FieldEntry::repeated(x::Name(0xa6723), x::Name(0xa6723)), // ApplyHostProfileConfigurationResult: ApplyHostProfileConfigurationResult
+        x::FieldEntry::repeated(x::Name(0xab521), x::Name(0xab521)), // ApplyHostProfileConfigurationSpec: ApplyHostProfileConfigurationSpec
+        x::FieldEntry::repeated(x::Name(0xad70c), x::Name(0xad70c)), // ApplyProfile: ApplyProfile
+        x::FieldEntry::repeated(x::Name(0x59041f), x::Name(0x59041f)), // AuthenticationRequiredChallenge: AuthenticationRequiredChallenge
+        x::FieldEntry::repeated(x::Name(0x597016), x::Name(0x597016)), // AuthorizationPrivilege: AuthorizationPrivilege
+        x::FieldEntry::repeated(x::Name(0x598711), x::Name(0x598711)), // AuthorizationRole: AuthorizationRole
+        x::FieldEntry::repeated(x::Name(0x59ca12), x::Name(0x59ca12)), // AutoStartPowerInfo: AutoStartPowerInfo
+        x::FieldEntry::repeated(x::Name(0x23e790c), x::Name(0x23e790c)), // base64Binary: base64Binary
+        x::FieldEntry::repeated(x::Name(0x2405e07), x::Name(0x2405e07)), // boolean: boolean
+        x::FieldEntry::repeated(x::Name(0x2420604), x::Name(0x2420604)), // byte: byte
+        x::FieldEntry::repeated(x::Name(0x635318), x::Name(0x635318)), // ChangesInfoEventArgument: ChangesInfoEventArgument
+        x::FieldEntry::repeated(x::Name(0x653d0b), x::Name(0x653d0b)), // CheckResult: CheckResult
+        x::FieldEntry::repeated(x::Name(0x66cb0d), x::Name(0x66cb0d)), // ClusterAction: ClusterAction
+        x::FieldEntry::repeated(x::Name(0x66d914), x::Name(0x66d914)), // ClusterActionHistory: ClusterActionHistory
+        x::FieldEntry::repeated(x::Name(0x672216), x::Name(0x672216)), // ClusterAttemptedVmInfo: ClusterAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x681520), x::Name(0x681520)), // ClusterComputeResourceDVSSetting: ClusterComputeResourceDVSSetting
+        x::FieldEntry::repeated(x::Name(0x68363b), x::Name(0x68363b)), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::FieldEntry::repeated(x::Name(0x687220), x::Name(0x687220)), // ClusterComputeResourceDvsProfile: ClusterComputeResourceDvsProfile
+        x::FieldEntry::repeated(x::Name(0x68933f), x::Name(0x68933f)), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::FieldEntry::repeated(x::Name(0x69422c), x::Name(0x69422c)), // ClusterComputeResourceHostConfigurationInput: ClusterComputeResourceHostConfigurationInput
+        x::FieldEntry::repeated(x::Name(0x69d028), x::Name(0x69d028)), // ClusterComputeResourceHostEvacuationInfo: ClusterComputeResourceHostEvacuationInfo
+        x::FieldEntry::repeated(x::Name(0x69f924), x::Name(0x69f924)), // ClusterComputeResourceHostVmkNicInfo: ClusterComputeResourceHostVmkNicInfo
+        x::FieldEntry::repeated(x::Name(0x6a822a), x::Name(0x6a822a)), // ClusterComputeResourceValidationResultBase: ClusterComputeResourceValidationResultBase
+        x::FieldEntry::repeated(x::Name(0x6ad31e), x::Name(0x6ad31e)), // ClusterComputeResourceVcsSlots: ClusterComputeResourceVcsSlots
+        x::FieldEntry::repeated(x::Name(0x6ba216), x::Name(0x6ba216)), // ClusterDasAamNodeState: ClusterDasAamNodeState
+        x::FieldEntry::repeated(x::Name(0x6d3b33), x::Name(0x6d3b33)), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::FieldEntry::repeated(x::Name(0x6da231), x::Name(0x6da231)), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::FieldEntry::repeated(x::Name(0x6e3a16), x::Name(0x6e3a16)), // ClusterDasVmConfigInfo: ClusterDasVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x6e5116), x::Name(0x6e5116)), // ClusterDasVmConfigSpec: ClusterDasVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x6ec71a), x::Name(0x6ec71a)), // ClusterDatastoreUpdateSpec: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x6f2718), x::Name(0x6f2718)), // ClusterDpmHostConfigInfo: ClusterDpmHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x6f4018), x::Name(0x6f4018)), // ClusterDpmHostConfigSpec: ClusterDpmHostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x6f6e10), x::Name(0x6f6e10)), // ClusterDrsFaults: ClusterDrsFaults
+        x::FieldEntry::repeated(x::Name(0x6fa31a), x::Name(0x6fa31a)), // ClusterDrsFaultsFaultsByVm: ClusterDrsFaultsFaultsByVm
+        x::FieldEntry::repeated(x::Name(0x6fbe13), x::Name(0x6fbe13)), // ClusterDrsMigration: ClusterDrsMigration
+        x::FieldEntry::repeated(x::Name(0x6fd218), x::Name(0x6fd218)), // ClusterDrsRecommendation: ClusterDrsRecommendation
+        x::FieldEntry::repeated(x::Name(0x6feb16), x::Name(0x6feb16)), // ClusterDrsVmConfigInfo: ClusterDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x700216), x::Name(0x700216)), // ClusterDrsVmConfigSpec: ClusterDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x70191c), x::Name(0x70191c)), // ClusterEVCManagerCheckResult: ClusterEVCManagerCheckResult
+        x::FieldEntry::repeated(x::Name(0x70ca31), x::Name(0x70ca31)), // ClusterFailoverHostAdmissionControlInfoHostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
+        x::FieldEntry::repeated(x::Name(0x720910), x::Name(0x720910)), // ClusterGroupInfo: ClusterGroupInfo
+        x::FieldEntry::repeated(x::Name(0x721a10), x::Name(0x721a10)), // ClusterGroupSpec: ClusterGroupSpec
+        x::FieldEntry::repeated(x::Name(0x72a619), x::Name(0x72a619)), // ClusterHostRecommendation: ClusterHostRecommendation
+        x::FieldEntry::repeated(x::Name(0x735613), x::Name(0x735613)), // ClusterIoFilterInfo: ClusterIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0x739a19), x::Name(0x739a19)), // ClusterNotAttemptedVmInfo: ClusterNotAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x751915), x::Name(0x751915)), // ClusterRecommendation: ClusterRecommendation
+        x::FieldEntry::repeated(x::Name(0x75640f), x::Name(0x75640f)), // ClusterRuleInfo: ClusterRuleInfo
+        x::FieldEntry::repeated(x::Name(0x75740f), x::Name(0x75740f)), // ClusterRuleSpec: ClusterRuleSpec
+        x::FieldEntry::repeated(x::Name(0x760f1c), x::Name(0x760f1c)), // ClusterTagCategoryUpdateSpec: ClusterTagCategoryUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x76fb1a), x::Name(0x76fb1a)), // ClusterVmOrchestrationInfo: ClusterVmOrchestrationInfo
+        x::FieldEntry::repeated(x::Name(0x77161a), x::Name(0x77161a)), // ClusterVmOrchestrationSpec: ClusterVmOrchestrationSpec
+        x::FieldEntry::repeated(x::Name(0x77af11), x::Name(0x77af11)), // ComplianceFailure: ComplianceFailure
+        x::FieldEntry::repeated(x::Name(0x77c128), x::Name(0x77c128)), // ComplianceFailureComplianceFailureValues: ComplianceFailureComplianceFailureValues
+        x::FieldEntry::repeated(x::Name(0x77ea11), x::Name(0x77ea11)), // ComplianceLocator: ComplianceLocator
+        x::FieldEntry::repeated(x::Name(0x780e10), x::Name(0x780e10)), // ComplianceResult: ComplianceResult
+        x::FieldEntry::repeated(x::Name(0x792622), x::Name(0x792622)), // ComputeResourceHostSPBMLicenseInfo: ComputeResourceHostSPBMLicenseInfo
+        x::FieldEntry::repeated(x::Name(0x7b8c1e), x::Name(0x7b8c1e)), // ConflictingConfigurationConfig: ConflictingConfigurationConfig
+        x::FieldEntry::repeated(x::Name(0x83cb0b), x::Name(0x83cb0b)), // CryptoKeyId: CryptoKeyId
+        x::FieldEntry::repeated(x::Name(0x83d70e), x::Name(0x83d70e)), // CryptoKeyPlain: CryptoKeyPlain
+        x::FieldEntry::repeated(x::Name(0x83e60f), x::Name(0x83e60f)), // CryptoKeyResult: CryptoKeyResult
+        x::FieldEntry::repeated(x::Name(0x84601a), x::Name(0x84601a)), // CryptoManagerHostKeyStatus: CryptoManagerHostKeyStatus
+        x::FieldEntry::repeated(x::Name(0x84e11e), x::Name(0x84e11e)), // CryptoManagerKmipClusterStatus: CryptoManagerKmipClusterStatus
+        x::FieldEntry::repeated(x::Name(0x850020), x::Name(0x850020)), // CryptoManagerKmipCryptoKeyStatus: CryptoManagerKmipCryptoKeyStatus
+        x::FieldEntry::repeated(x::Name(0x86591d), x::Name(0x86591d)), // CryptoManagerKmipServerStatus: CryptoManagerKmipServerStatus
+        x::FieldEntry::repeated(x::Name(0x87260e), x::Name(0x87260e)), // CustomFieldDef: CustomFieldDef
+        x::FieldEntry::repeated(x::Name(0x87c010), x::Name(0x87c010)), // CustomFieldValue: CustomFieldValue
+        x::FieldEntry::repeated(x::Name(0x87ee1b), x::Name(0x87ee1b)), // CustomizationAdapterMapping: CustomizationAdapterMapping
+        x::FieldEntry::repeated(x::Name(0x8a6f1a), x::Name(0x8a6f1a)), // CustomizationIpV6Generator: CustomizationIpV6Generator
+        x::FieldEntry::repeated(x::Name(0x8beb15), x::Name(0x8beb15)), // CustomizationSpecInfo: CustomizationSpecInfo
+        x::FieldEntry::repeated(x::Name(0x8e3e10), x::Name(0x8e3e10)), // DVPortConfigSpec: DVPortConfigSpec
+        x::FieldEntry::repeated(x::Name(0x8f0115), x::Name(0x8f0115)), // DVPortgroupConfigSpec: DVPortgroupConfigSpec
+        x::FieldEntry::repeated(x::Name(0x91b414), x::Name(0x91b414)), // DVSHealthCheckConfig: DVSHealthCheckConfig
+        x::FieldEntry::repeated(x::Name(0x92a51a), x::Name(0x92a51a)), // DVSManagerPhysicalNicsList: DVSManagerPhysicalNicsList
+        x::FieldEntry::repeated(x::Name(0x930416), x::Name(0x930416)), // DVSNetworkResourcePool: DVSNetworkResourcePool
+        x::FieldEntry::repeated(x::Name(0x934020), x::Name(0x934020)), // DVSNetworkResourcePoolConfigSpec: DVSNetworkResourcePoolConfigSpec
+        x::FieldEntry::repeated(x::Name(0x94151c), x::Name(0x94151c)), // DVSVmVnicNetworkResourcePool: DVSVmVnicNetworkResourcePool
+        x::FieldEntry::repeated(x::Name(0x951d19), x::Name(0x951d19)), // DasHeartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
+        x::FieldEntry::repeated(x::Name(0x95c81a), x::Name(0x95c81a)), // DatacenterBasicConnectInfo: DatacenterBasicConnectInfo
+        x::FieldEntry::repeated(x::Name(0x965f1a), x::Name(0x965f1a)), // DatacenterMismatchArgument: DatacenterMismatchArgument
+        x::FieldEntry::repeated(x::Name(0x980212), x::Name(0x980212)), // DatastoreHostMount: DatastoreHostMount
+        x::FieldEntry::repeated(x::Name(0x98421f), x::Name(0x98421f)), // DatastoreMountPathDatastorePair: DatastoreMountPathDatastorePair
+        x::FieldEntry::repeated(x::Name(0x996b22), x::Name(0x996b22)), // DatastoreVVolContainerFailoverPair: DatastoreVVolContainerFailoverPair
+        x::FieldEntry::repeated(x::Name(0x9d5320), x::Name(0x9d5320)), // DesiredSoftwareSpecComponentSpec: DesiredSoftwareSpecComponentSpec
+        x::FieldEntry::repeated(x::Name(0xa0811b), x::Name(0xa0811b)), // DiagnosticManagerBundleInfo: DiagnosticManagerBundleInfo
+        x::FieldEntry::repeated(x::Name(0xa0b91e), x::Name(0xa0b91e)), // DiagnosticManagerLogDescriptor: DiagnosticManagerLogDescriptor
+        x::FieldEntry::repeated(x::Name(0xa15815), x::Name(0xa15815)), // DirectPathProfileInfo: DirectPathProfileInfo
+        x::FieldEntry::repeated(x::Name(0xa21d29), x::Name(0xa21d29)), // DirectPathProfileManagerCapacityQuerySpec: DirectPathProfileManagerCapacityQuerySpec
+        x::FieldEntry::repeated(x::Name(0xa24726), x::Name(0xa24726)), // DirectPathProfileManagerCapacityResult: DirectPathProfileManagerCapacityResult
+        x::FieldEntry::repeated(x::Name(0xa7fc10), x::Name(0xa7fc10)), // DiskChangeExtent: DiskChangeExtent
+        x::FieldEntry::repeated(x::Name(0xa8d916), x::Name(0xa8d916)), // DistributedVirtualPort: DistributedVirtualPort
+        x::FieldEntry::repeated(x::Name(0xa9331f), x::Name(0xa9331f)), // DistributedVirtualPortgroupInfo: DistributedVirtualPortgroupInfo
+        x::FieldEntry::repeated(x::Name(0xa9da22), x::Name(0xa9da22)), // DistributedVirtualPortgroupProblem: DistributedVirtualPortgroupProblem
+        x::FieldEntry::repeated(x::Name(0xaa4d22), x::Name(0xaa4d22)), // DistributedVirtualSwitchHostMember: DistributedVirtualSwitchHostMember
+        x::FieldEntry::repeated(x::Name(0xaac72c), x::Name(0xaac72c)), // DistributedVirtualSwitchHostMemberConfigSpec: DistributedVirtualSwitchHostMemberConfigSpec
+        x::FieldEntry::repeated(x::Name(0xaba331), x::Name(0xaba331)), // DistributedVirtualSwitchHostMemberHostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
+        x::FieldEntry::repeated(x::Name(0xac3a2a), x::Name(0xac3a2a)), // DistributedVirtualSwitchHostMemberPnicSpec: DistributedVirtualSwitchHostMemberPnicSpec
+        x::FieldEntry::repeated(x::Name(0xac9433), x::Name(0xac9433)), // DistributedVirtualSwitchHostMemberTransportZoneInfo: DistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::FieldEntry::repeated(x::Name(0xacfc27), x::Name(0xacfc27)), // DistributedVirtualSwitchHostProductSpec: DistributedVirtualSwitchHostProductSpec
+        x::FieldEntry::repeated(x::Name(0xad241c), x::Name(0xad241c)), // DistributedVirtualSwitchInfo: DistributedVirtualSwitchInfo
+        x::FieldEntry::repeated(x::Name(0xad4127), x::Name(0xad4127)), // DistributedVirtualSwitchKeyedOpaqueBlob: DistributedVirtualSwitchKeyedOpaqueBlob
+        x::FieldEntry::repeated(x::Name(0xad6932), x::Name(0xad6932)), // DistributedVirtualSwitchManagerCompatibilityResult: DistributedVirtualSwitchManagerCompatibilityResult
+        x::FieldEntry::repeated(x::Name(0xae5930), x::Name(0xae5930)), // DistributedVirtualSwitchManagerHostDvsFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::FieldEntry::repeated(x::Name(0xaeed27), x::Name(0xaeed27)), // DistributedVirtualSwitchManagerSpanInfo: DistributedVirtualSwitchManagerSpanInfo
+        x::FieldEntry::repeated(x::Name(0xaf152a), x::Name(0xaf152a)), // DistributedVirtualSwitchNetworkOffloadSpec: DistributedVirtualSwitchNetworkOffloadSpec
+        x::FieldEntry::repeated(x::Name(0xb06f23), x::Name(0xb06f23)), // DistributedVirtualSwitchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::repeated(x::Name(0x2748106), x::Name(0x2748106)), // double: double
+        x::FieldEntry::repeated(x::Name(0xb1280d), x::Name(0xb1280d)), // DpuStatusInfo: DpuStatusInfo
+        x::FieldEntry::repeated(x::Name(0xb1361c), x::Name(0xb1361c)), // DpuStatusInfoOperationalInfo: DpuStatusInfoOperationalInfo
+        x::FieldEntry::repeated(x::Name(0xb44223), x::Name(0xb44223)), // DvsApplyOperationFaultFaultOnObject: DvsApplyOperationFaultFaultOnObject
+        x::FieldEntry::repeated(x::Name(0xb4f40f), x::Name(0xb4f40f)), // DvsFilterConfig: DvsFilterConfig
+        x::FieldEntry::repeated(x::Name(0xb59d24), x::Name(0xb59d24)), // DvsHostInfrastructureTrafficResource: DvsHostInfrastructureTrafficResource
+        x::FieldEntry::repeated(x::Name(0xb62a12), x::Name(0xb62a12)), // DvsHostVNicProfile: DvsHostVNicProfile
+        x::FieldEntry::repeated(x::Name(0xb72b17), x::Name(0xb72b17)), // DvsNetworkRuleQualifier: DvsNetworkRuleQualifier
+        x::FieldEntry::repeated(x::Name(0xb76a20), x::Name(0xb76a20)), // DvsOperationBulkFaultFaultOnHost: DvsOperationBulkFaultFaultOnHost
+        x::FieldEntry::repeated(x::Name(0xb78b18), x::Name(0xb78b18)), // DvsOutOfSyncHostArgument: DvsOutOfSyncHostArgument
+        x::FieldEntry::repeated(x::Name(0xb9120a), x::Name(0xb9120a)), // DvsProfile: DvsProfile
+        x::FieldEntry::repeated(x::Name(0xb9e41c), x::Name(0xb9e41c)), // DvsServiceConsoleVNicProfile: DvsServiceConsoleVNicProfile
+        x::FieldEntry::repeated(x::Name(0xba680e), x::Name(0xba680e)), // DvsTrafficRule: DvsTrafficRule
+        x::FieldEntry::repeated(x::Name(0xbb1227), x::Name(0xbb1227)), // DvsVmVnicNetworkResourcePoolRuntimeInfo: DvsVmVnicNetworkResourcePoolRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0xbb561f), x::Name(0xbb561f)), // DvsVmVnicResourcePoolConfigSpec: DvsVmVnicResourcePoolConfigSpec
+        x::FieldEntry::repeated(x::Name(0xbb7618), x::Name(0xbb7618)), // DvsVnicAllocatedResource: DvsVnicAllocatedResource
+        x::FieldEntry::repeated(x::Name(0xbba80f), x::Name(0xbba80f)), // DynamicProperty: DynamicProperty
+        x::FieldEntry::repeated(x::Name(0xbcfe07), x::Name(0xbcfe07)), // EVCMode: EVCMode
+        x::FieldEntry::repeated(x::Name(0xbdad12), x::Name(0xbdad12)), // ElementDescription: ElementDescription
+        x::FieldEntry::repeated(x::Name(0xc02f12), x::Name(0xc02f12)), // EntityBackupConfig: EntityBackupConfig
+        x::FieldEntry::repeated(x::Name(0xc0670f), x::Name(0xc0670f)), // EntityPrivilege: EntityPrivilege
+        x::FieldEntry::repeated(x::Name(0xc0820f), x::Name(0xc0820f)), // EnumDescription: EnumDescription
+        x::FieldEntry::repeated(x::Name(0xc19905), x::Name(0xc19905)), // Event: Event
+        x::FieldEntry::repeated(x::Name(0xc1b41e), x::Name(0xc1b41e)), // EventAlarmExpressionComparison: EventAlarmExpressionComparison
+        x::FieldEntry::repeated(x::Name(0xc1fa0c), x::Name(0xc1fa0c)), // EventArgDesc: EventArgDesc
+        x::FieldEntry::repeated(x::Name(0xc2341b), x::Name(0xc2341b)), // EventDescriptionEventDetail: EventDescriptionEventDetail
+        x::FieldEntry::repeated(x::Name(0xc4fd14), x::Name(0xc4fd14)), // ExtManagedEntityInfo: ExtManagedEntityInfo
+        x::FieldEntry::repeated(x::Name(0xc5291d), x::Name(0xc5291d)), // ExtSolutionManagerInfoTabInfo: ExtSolutionManagerInfoTabInfo
+        x::FieldEntry::repeated(x::Name(0xc60111), x::Name(0xc60111)), // ExtendedEventPair: ExtendedEventPair
+        x::FieldEntry::repeated(x::Name(0xc62109), x::Name(0xc62109)), // Extension: Extension
+        x::FieldEntry::repeated(x::Name(0xc62b13), x::Name(0xc62b13)), // ExtensionClientInfo: ExtensionClientInfo
+        x::FieldEntry::repeated(x::Name(0xc63f16), x::Name(0xc63f16)), // ExtensionEventTypeInfo: ExtensionEventTypeInfo
+        x::FieldEntry::repeated(x::Name(0xc65616), x::Name(0xc65616)), // ExtensionFaultTypeInfo: ExtensionFaultTypeInfo
+        x::FieldEntry::repeated(x::Name(0xc68121), x::Name(0xc68121)), // ExtensionManagerIpAllocationUsage: ExtensionManagerIpAllocationUsage
+        x::FieldEntry::repeated(x::Name(0xc6bc16), x::Name(0xc6bc16)), // ExtensionPrivilegeInfo: ExtensionPrivilegeInfo
+        x::FieldEntry::repeated(x::Name(0xc6d315), x::Name(0xc6d315)), // ExtensionResourceInfo: ExtensionResourceInfo
+        x::FieldEntry::repeated(x::Name(0xc6e913), x::Name(0xc6e913)), // ExtensionServerInfo: ExtensionServerInfo
+        x::FieldEntry::repeated(x::Name(0xc6fd15), x::Name(0xc6fd15)), // ExtensionTaskTypeInfo: ExtensionTaskTypeInfo
+        x::FieldEntry::repeated(x::Name(0xc84016), x::Name(0xc84016)), // FaultToleranceDiskSpec: FaultToleranceDiskSpec
+        x::FieldEntry::repeated(x::Name(0xc9860c), x::Name(0xc9860c)), // FaultsByHost: FaultsByHost
+        x::FieldEntry::repeated(x::Name(0xc9930a), x::Name(0xc9930a)), // FaultsByVM: FaultsByVM
+        x::FieldEntry::repeated(x::Name(0xc9e013), x::Name(0xc9e013)), // FcoeConfigVlanRange: FcoeConfigVlanRange
+        x::FieldEntry::repeated(x::Name(0xca180e), x::Name(0xca180e)), // FeatureEVCMode: FeatureEVCMode
+        x::FieldEntry::repeated(x::Name(0xcb4308), x::Name(0xcb4308)), // FileInfo: FileInfo
+        x::FieldEntry::repeated(x::Name(0xcb4c0c), x::Name(0xcb4c0c)), // FileLockInfo: FileLockInfo
+        x::FieldEntry::repeated(x::Name(0xcba409), x::Name(0xcba409)), // FileQuery: FileQuery
+        x::FieldEntry::repeated(x::Name(0xcd741d), x::Name(0xcd741d)), // FirewallProfileRulesetProfile: FirewallProfileRulesetProfile
+        x::FieldEntry::repeated(x::Name(0xce8416), x::Name(0xce8416)), // FolderFailedHostResult: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0xceba11), x::Name(0xceba11)), // FolderNewHostSpec: FolderNewHostSpec
+        x::FieldEntry::repeated(x::Name(0xd4030c), x::Name(0xd4030c)), // GuestAliases: GuestAliases
+        x::FieldEntry::repeated(x::Name(0xd41012), x::Name(0xd41012)), // GuestAuthAliasInfo: GuestAuthAliasInfo
+        x::FieldEntry::repeated(x::Name(0xd44d10), x::Name(0xd44d10)), // GuestAuthSubject: GuestAuthSubject
+        x::FieldEntry::repeated(x::Name(0xd4a80d), x::Name(0xd4a80d)), // GuestDiskInfo: GuestDiskInfo
+        x::FieldEntry::repeated(x::Name(0xd4ca0d), x::Name(0xd4ca0d)), // GuestFileInfo: GuestFileInfo
+        x::FieldEntry::repeated(x::Name(0xd53e20), x::Name(0xd53e20)), // GuestInfoNamespaceGenerationInfo: GuestInfoNamespaceGenerationInfo
+        x::FieldEntry::repeated(x::Name(0xd55f1b), x::Name(0xd55f1b)), // GuestInfoVirtualDiskMapping: GuestInfoVirtualDiskMapping
+        x::FieldEntry::repeated(x::Name(0xd58d12), x::Name(0xd58d12)), // GuestMappedAliases: GuestMappedAliases
+        x::FieldEntry::repeated(x::Name(0xd5b60c), x::Name(0xd5b60c)), // GuestNicInfo: GuestNicInfo
+        x::FieldEntry::repeated(x::Name(0xd5f311), x::Name(0xd5f311)), // GuestOsDescriptor: GuestOsDescriptor
+        x::FieldEntry::repeated(x::Name(0xd67010), x::Name(0xd67010)), // GuestProcessInfo: GuestProcessInfo
+        x::FieldEntry::repeated(x::Name(0xd6dc15), x::Name(0xd6dc15)), // GuestRegKeyRecordSpec: GuestRegKeyRecordSpec
+        x::FieldEntry::repeated(x::Name(0xd7c211), x::Name(0xd7c211)), // GuestRegValueSpec: GuestRegValueSpec
+        x::FieldEntry::repeated(x::Name(0xd8c80e), x::Name(0xd8c80e)), // GuestStackInfo: GuestStackInfo
+        x::FieldEntry::repeated(x::Name(0xd9f021), x::Name(0xd9f021)), // HbrManagerVmReplicationCapability: HbrManagerVmReplicationCapability
+        x::FieldEntry::repeated(x::Name(0xda2b0d), x::Name(0xda2b0d)), // HbrTargetSpec: HbrTargetSpec
+        x::FieldEntry::repeated(x::Name(0xda7f0c), x::Name(0xda7f0c)), // HealthUpdate: HealthUpdate
+        x::FieldEntry::repeated(x::Name(0xda8c10), x::Name(0xda8c10)), // HealthUpdateInfo: HealthUpdateInfo
+        x::FieldEntry::repeated(x::Name(0xdadd16), x::Name(0xdadd16)), // HostAccessControlEntry: HostAccessControlEntry
+        x::FieldEntry::repeated(x::Name(0xdb2a0f), x::Name(0xdb2a0f)), // HostAccountSpec: HostAccountSpec
+        x::FieldEntry::repeated(x::Name(0xdb3a13), x::Name(0xdb3a13)), // HostActiveDirectory: HostActiveDirectory
+        x::FieldEntry::repeated(x::Name(0xdc3d1d), x::Name(0xdc3d1d)), // HostAssignableHardwareBinding: HostAssignableHardwareBinding
+        x::FieldEntry::repeated(x::Name(0xdc782d), x::Name(0xdc782d)), // HostAssignableHardwareConfigAttributeOverride: HostAssignableHardwareConfigAttributeOverride
+        x::FieldEntry::repeated(x::Name(0xdca616), x::Name(0xdca616)), // HostAuthenticationInfo: HostAuthenticationInfo
+        x::FieldEntry::repeated(x::Name(0xdcdb1b), x::Name(0xdcdb1b)), // HostAuthenticationStoreInfo: HostAuthenticationStoreInfo
+        x::FieldEntry::repeated(x::Name(0xdd6f0e), x::Name(0xdd6f0e)), // HostBootDevice: HostBootDevice
+        x::FieldEntry::repeated(x::Name(0xdd911a), x::Name(0xdd911a)), // HostCacheConfigurationInfo: HostCacheConfigurationInfo
+        x::FieldEntry::repeated(x::Name(0xde6325), x::Name(0xde6325)), // HostCertificateManagerCertificateInfo: HostCertificateManagerCertificateInfo
+        x::FieldEntry::repeated(x::Name(0xe2741a), x::Name(0xe2741a)), // HostConnectInfoNetworkInfo: HostConnectInfoNetworkInfo
+        x::FieldEntry::repeated(x::Name(0xe28f0f), x::Name(0xe28f0f)), // HostConnectSpec: HostConnectSpec
+        x::FieldEntry::repeated(x::Name(0xe2ca0d), x::Name(0xe2ca0d)), // HostCpuIdInfo: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0xe2e40e), x::Name(0xe2e40e)), // HostCpuPackage: HostCpuPackage
+        x::FieldEntry::repeated(x::Name(0xe49421), x::Name(0xe49421)), // HostDatastoreBrowserSearchResults: HostDatastoreBrowserSearchResults
+        x::FieldEntry::repeated(x::Name(0xe4d518), x::Name(0xe4d518)), // HostDatastoreConnectInfo: HostDatastoreConnectInfo
+        x::FieldEntry::repeated(x::Name(0xe55222), x::Name(0xe55222)), // HostDatastoreSystemDatastoreResult: HostDatastoreSystemDatastoreResult
+        x::FieldEntry::repeated(x::Name(0xe5fb1a), x::Name(0xe5fb1a)), // HostDateTimeSystemTimeZone: HostDateTimeSystemTimeZone
+        x::FieldEntry::repeated(x::Name(0xe67e0f), x::Name(0xe67e0f)), // HostDhcpService: HostDhcpService
+        x::FieldEntry::repeated(x::Name(0xe68e15), x::Name(0xe68e15)), // HostDhcpServiceConfig: HostDhcpServiceConfig
+        x::FieldEntry::repeated(x::Name(0xe6b817), x::Name(0xe6b817)), // HostDiagnosticPartition: HostDiagnosticPartition
+        x::FieldEntry::repeated(x::Name(0xe6f923), x::Name(0xe6f923)), // HostDiagnosticPartitionCreateOption: HostDiagnosticPartitionCreateOption
+        x::FieldEntry::repeated(x::Name(0xe7d81b), x::Name(0xe7d81b)), // HostDiskConfigurationResult: HostDiskConfigurationResult
+        x::FieldEntry::repeated(x::Name(0xe87a1e), x::Name(0xe87a1e)), // HostDiskMappingPartitionOption: HostDiskMappingPartitionOption
+        x::FieldEntry::repeated(x::Name(0xe8991b), x::Name(0xe8991b)), // HostDiskPartitionAttributes: HostDiskPartitionAttributes
+        x::FieldEntry::repeated(x::Name(0xe8b51b), x::Name(0xe8b51b)), // HostDiskPartitionBlockRange: HostDiskPartitionBlockRange
+        x::FieldEntry::repeated(x::Name(0xe8d115), x::Name(0xe8d115)), // HostDiskPartitionInfo: HostDiskPartitionInfo
+        x::FieldEntry::repeated(x::Name(0xe9d70c), x::Name(0xe9d70c)), // HostDvxClass: HostDvxClass
+        x::FieldEntry::repeated(x::Name(0xea4611), x::Name(0xea4611)), // HostEventArgument: HostEventArgument
+        x::FieldEntry::repeated(x::Name(0xeab615), x::Name(0xeab615)), // HostFeatureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0xeacc0f), x::Name(0xeacc0f)), // HostFeatureMask: HostFeatureMask
+        x::FieldEntry::repeated(x::Name(0xeadc16), x::Name(0xeadc16)), // HostFeatureVersionInfo: HostFeatureVersionInfo
+        x::FieldEntry::repeated(x::Name(0xebc017), x::Name(0xebc017)), // HostFileSystemMountInfo: HostFileSystemMountInfo
+        x::FieldEntry::repeated(x::Name(0xec3c1f), x::Name(0xec3c1f)), // HostFirewallConfigRuleSetConfig: HostFirewallConfigRuleSetConfig
+        x::FieldEntry::repeated(x::Name(0xec8710), x::Name(0xec8710)), // HostFirewallRule: HostFirewallRule
+        x::FieldEntry::repeated(x::Name(0xece413), x::Name(0xece413)), // HostFirewallRuleset: HostFirewallRuleset
+        x::FieldEntry::repeated(x::Name(0xed121c), x::Name(0xed121c)), // HostFirewallRulesetIpNetwork: HostFirewallRulesetIpNetwork
+        x::FieldEntry::repeated(x::Name(0xee2c1c), x::Name(0xee2c1c)), // HostGraphicsConfigDeviceType: HostGraphicsConfigDeviceType
+        x::FieldEntry::repeated(x::Name(0xeeb410), x::Name(0xeeb410)), // HostGraphicsInfo: HostGraphicsInfo
+        x::FieldEntry::repeated(x::Name(0xeefb17), x::Name(0xeefb17)), // HostHardwareElementInfo: HostHardwareElementInfo
+        x::FieldEntry::repeated(x::Name(0xefbc12), x::Name(0xefbc12)), // HostHostBusAdapter: HostHostBusAdapter
+        x::FieldEntry::repeated(x::Name(0xf2fe23), x::Name(0xf2fe23)), // HostInternetScsiHbaIscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
+        x::FieldEntry::repeated(x::Name(0xf3c31d), x::Name(0xf3c31d)), // HostInternetScsiHbaParamValue: HostInternetScsiHbaParamValue
+        x::FieldEntry::repeated(x::Name(0xf3e11d), x::Name(0xf3e11d)), // HostInternetScsiHbaSendTarget: HostInternetScsiHbaSendTarget
+        x::FieldEntry::repeated(x::Name(0xf3ff1f), x::Name(0xf3ff1f)), // HostInternetScsiHbaStaticTarget: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::repeated(x::Name(0xf4d710), x::Name(0xf4d710)), // HostIoFilterInfo: HostIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0xf50817), x::Name(0xf50817)), // HostIpConfigIpV6Address: HostIpConfigIpV6Address
+        x::FieldEntry::repeated(x::Name(0xf5c510), x::Name(0xf5c510)), // HostIpRouteEntry: HostIpRouteEntry
+        x::FieldEntry::repeated(x::Name(0xf5d60d), x::Name(0xf5d60d)), // HostIpRouteOp: HostIpRouteOp
+        x::FieldEntry::repeated(x::Name(0xf7b62d), x::Name(0xf7b62d)), // HostLowLevelProvisioningManagerDiskLayoutSpec: HostLowLevelProvisioningManagerDiskLayoutSpec
+        x::FieldEntry::repeated(x::Name(0xf7e42f), x::Name(0xf7e42f)), // HostLowLevelProvisioningManagerFileDeleteResult: HostLowLevelProvisioningManagerFileDeleteResult
+        x::FieldEntry::repeated(x::Name(0xf8142d), x::Name(0xf8142d)), // HostLowLevelProvisioningManagerFileDeleteSpec: HostLowLevelProvisioningManagerFileDeleteSpec
+        x::FieldEntry::repeated(x::Name(0xf84230), x::Name(0xf84230)), // HostLowLevelProvisioningManagerFileReserveResult: HostLowLevelProvisioningManagerFileReserveResult
+        x::FieldEntry::repeated(x::Name(0xf8732e), x::Name(0xf8732e)), // HostLowLevelProvisioningManagerFileReserveSpec: HostLowLevelProvisioningManagerFileReserveSpec
+        x::FieldEntry::repeated(x::Name(0xf8f631), x::Name(0xf8f631)), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: HostLowLevelProvisioningManagerSnapshotLayoutSpec
+        x::FieldEntry::repeated(x::Name(0xf9ea1b), x::Name(0xf9ea1b)), // HostMemberHealthCheckResult: HostMemberHealthCheckResult
+        x::FieldEntry::repeated(x::Name(0xfa0615), x::Name(0xfa0615)), // HostMemberRuntimeInfo: HostMemberRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0xfa7312), x::Name(0xfa7312)), // HostMemoryTierInfo: HostMemoryTierInfo
+        x::FieldEntry::repeated(x::Name(0xfbb81c), x::Name(0xfbb81c)), // HostMultipathInfoLogicalUnit: HostMultipathInfoLogicalUnit
+        x::FieldEntry::repeated(x::Name(0xfc2b15), x::Name(0xfc2b15)), // HostMultipathInfoPath: HostMultipathInfoPath
+        x::FieldEntry::repeated(x::Name(0xfc581a), x::Name(0xfc581a)), // HostMultipathStateInfoPath: HostMultipathStateInfoPath
+        x::FieldEntry::repeated(x::Name(0xfc8113), x::Name(0xfc8113)), // HostNasVolumeConfig: HostNasVolumeConfig
+        x::FieldEntry::repeated(x::Name(0xfcd70e), x::Name(0xfcd70e)), // HostNatService: HostNatService
+        x::FieldEntry::repeated(x::Name(0xfce614), x::Name(0xfce614)), // HostNatServiceConfig: HostNatServiceConfig
+        x::FieldEntry::repeated(x::Name(0xfd191d), x::Name(0xfd191d)), // HostNatServicePortForwardSpec: HostNatServicePortForwardSpec
+        x::FieldEntry::repeated(x::Name(0xfd7914), x::Name(0xfd7914)), // HostNetStackInstance: HostNetStackInstance
+        x::FieldEntry::repeated(x::Name(0xfdf61d), x::Name(0xfdf61d)), // HostNetworkConfigNetStackSpec: HostNetworkConfigNetStackSpec
+        x::FieldEntry::repeated(x::Name(0xfff90c), x::Name(0xfff90c)), // HostNumaNode: HostNumaNode
+        x::FieldEntry::repeated(x::Name(0x1002315), x::Name(0x1002315)), // HostNumericSensorInfo: HostNumericSensorInfo
     ],
     values: &[
-        x::Name(0x2f8f60a), // targetName
-        x::Name(0x2051309), // alarmName
-        x::Name(0x2aa9209), // oldStatus
-        x::Name(0x29ca709), // newStatus
-        x::Name(0x2ffbc11), // triggeringSummary
-        x::Name(0x231e010), // declaringSummary
-        x::Name(0x24df710), // eventDescription
-        x::Name(0x2f80b06), // target
-        x::Name(0x2050005), // alarm
-        x::Name(0x1295a0b), // MigrationV1
-        x::Name(0x1ef4f09), // VmPowerV1
-        x::Name(0xf0ad0b), // HostPowerV1
-        x::Name(0xe49d11), // HostMaintenanceV1
-        x::Name(0x18e9312), // StorageMigrationV1
-        x::Name(0x18f2512), // StoragePlacementV1
-        x::Name(0x14a570b), // PlacementV1
-        x::Name(0xdc1d13), // HostInfraUpdateHaV1
-        x::Name(0x28db106), // memory
-        x::Name(0x2262103), // cpu
-        x::Name(0x135f016), // NotEnoughSpaceOnDevice
-        x::Name(0x14c5916), // PrepareToUpgradeFailed
-        x::Name(0x57f0f), // AgentNotRunning
-        x::Name(0x56d11), // AgentNotReachable
-        x::Name(0x1109d0f), // InstallTimedout
-        x::Name(0x1864d1b), // SignatureVerificationFailed
-        x::Name(0x58f11), // AgentUploadFailed
-        x::Name(0x5a113), // AgentUploadTimedout
-        x::Name(0x197f615), // UnknownInstallerError
-        x::Name(0x24bfa0d), // entityTypeAll
-        x::Name(0x24c080e), // entityTypeHost
-        x::Name(0x24c170c), // entityTypeVm
-        x::Name(0x2ff8a0e), // triggerTypeAll
-        x::Name(0x2ff9910), // triggerTypeEvent
-        x::Name(0x2ffaa11), // triggerTypeMetric
-        x::Name(0x2f0e307), // success
-        x::Name(0x2510f06), // failed
-        x::Name(0x2516d0f), // failed_defaults
-        x::Name(0x2f0e307), // success
-        x::Name(0x2510f06), // failed
-        x::Name(0x2c7d50d), // reboot_failed
-        x::Name(0x2ec5f17), // stateless_reboot_failed
-        x::Name(0x219fe17), // check_compliance_failed
-        x::Name(0x2ec2013), // state_not_satisfied
-        x::Name(0x24ee11b), // exit_maintenancemode_failed
-        x::Name(0x215d908), // canceled
+        x::Name(0x33e6f0a), // targetName
+        x::Name(0x2316f09), // alarmName
+        x::Name(0x2e77509), // oldStatus
+        x::Name(0x2d82109), // newStatus
+        x::Name(0x345ae11), // triggeringSummary
+        x::Name(0x2621210), // declaringSummary
+        x::Name(0x281ae10), // eventDescription
+        x::Name(0x33d5206), // target
+        x::Name(0x2315c05), // alarm
+        x::Name(0x143c80b), // MigrationV1
+        x::Name(0x2194809), // VmPowerV1
+        x::Name(0x106d20b), // HostPowerV1
+        x::Name(0x127140f), // IncreaseLimitV1
+        x::Name(0x1274b0e), // IncreaseSizeV1
+        x::Name(0x1273a10), // IncreaseSharesV1
+        x::Name(0x1272415), // IncreaseReservationV1
+        x::Name(0x99de1b), // DecreaseOthersReservationV1
+        x::Name(0x126d919), // IncreaseClusterCapacityV1
+        x::Name(0x99c11c), // DecreaseMigrationThresholdV1
+        x::Name(0xf9d811), // HostMaintenanceV1
+        x::Name(0x1afd512), // StorageMigrationV1
+        x::Name(0x1b06712), // StoragePlacementV1
+        x::Name(0x1663e0b), // PlacementV1
+        x::Name(0xf13613), // HostInfraUpdateHaV1
+        x::Name(0x2c76d06), // memory
+        x::Name(0x2553a03), // cpu
+        x::Name(0x150d716), // NotEnoughSpaceOnDevice
+        x::Name(0x1688d16), // PrepareToUpgradeFailed
+        x::Name(0x5860f), // AgentNotRunning
+        x::Name(0x57411), // AgentNotReachable
+        x::Name(0x129040f), // InstallTimedout
+        x::Name(0x1a7791b), // SignatureVerificationFailed
+        x::Name(0x59611), // AgentUploadFailed
+        x::Name(0x5a813), // AgentUploadTimedout
+        x::Name(0x1ba5915), // UnknownInstallerError
+        x::Name(0x27f8b0d), // entityTypeAll
+        x::Name(0x27f990e), // entityTypeHost
+        x::Name(0x27fa80c), // entityTypeVm
+        x::Name(0x3457c0e), // triggerTypeAll
+        x::Name(0x3458b10), // triggerTypeEvent
+        x::Name(0x3459c11), // triggerTypeMetric
+        x::Name(0x3359007), // success
+        x::Name(0x2851a06), // failed
+        x::Name(0x285780f), // failed_defaults
+        x::Name(0x3359007), // success
+        x::Name(0x2851a06), // failed
+        x::Name(0x307c80d), // reboot_failed
+        x::Name(0x3303417), // stateless_reboot_failed
+        x::Name(0x247db17), // check_compliance_failed
+        x::Name(0x32feb13), // state_not_satisfied
+        x::Name(0x282c41b), // exit_maintenancemode_failed
+        x::Name(0x2437f08), // canceled
     ],
 };

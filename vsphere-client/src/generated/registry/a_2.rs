@@ -6,350 +6,419 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::array(x::Name(0x2b1522), 0), // ArrayOfHostPlugStoreTopologyTarget
-        x::TypeEntry::array(x::Name(0x2b3822), 1), // ArrayOfHostPnicNetworkResourceInfo
-        x::TypeEntry::array(x::Name(0x2b5b14), 2), // ArrayOfHostPortGroup
-        x::TypeEntry::array(x::Name(0x2b701a), 3), // ArrayOfHostPortGroupConfig
-        x::TypeEntry::array(x::Name(0x2b8b18), 4), // ArrayOfHostPortGroupPort
-        x::TypeEntry::array(x::Name(0x2ba41b), 5), // ArrayOfHostPortGroupProfile
-        x::TypeEntry::array(x::Name(0x2bc016), 6), // ArrayOfHostPowerPolicy
-        x::TypeEntry::array(x::Name(0x2bd737), 7), // ArrayOfHostProfileManagerCompositionResultResultElement
-        x::TypeEntry::array(x::Name(0x2c0f41), 8), // ArrayOfHostProfileManagerCompositionValidationResultResultElement
-        x::TypeEntry::array(x::Name(0x2c5127), 9), // ArrayOfHostProfilesEntityCustomizations
-        x::TypeEntry::array(x::Name(0x2c791b), 10), // ArrayOfHostProtocolEndpoint
-        x::TypeEntry::array(x::Name(0x2c9516), 11), // ArrayOfHostProxySwitch
-        x::TypeEntry::array(x::Name(0x2cac1c), 12), // ArrayOfHostProxySwitchConfig
-        x::TypeEntry::array(x::Name(0x2cc923), 13), // ArrayOfHostProxySwitchHostLagConfig
-        x::TypeEntry::array(x::Name(0x2ced1b), 14), // ArrayOfHostPtpConfigPtpPort
-        x::TypeEntry::array(x::Name(0x2d0918), 15), // ArrayOfHostQualifiedName
-        x::TypeEntry::array(x::Name(0x2d2215), 16), // ArrayOfHostRdmaDevice
-        x::TypeEntry::array(x::Name(0x2d3831), 17), // ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo
-        x::TypeEntry::array(x::Name(0x2d6a13), 18), // ArrayOfHostScsiDisk
-        x::TypeEntry::array(x::Name(0x2d7e1c), 19), // ArrayOfHostScsiDiskPartition
-        x::TypeEntry::array(x::Name(0x2d9b20), 20), // ArrayOfHostScsiTopologyInterface
-        x::TypeEntry::array(x::Name(0x2dbc1a), 21), // ArrayOfHostScsiTopologyLun
-        x::TypeEntry::array(x::Name(0x2dd71d), 22), // ArrayOfHostScsiTopologyTarget
-        x::TypeEntry::array(x::Name(0x2df512), 23), // ArrayOfHostService
-        x::TypeEntry::array(x::Name(0x2e0818), 24), // ArrayOfHostServiceConfig
-        x::TypeEntry::array(x::Name(0x2e2120), 25), // ArrayOfHostSharedGpuCapabilities
-        x::TypeEntry::array(x::Name(0x2e421a), 26), // ArrayOfHostSnmpDestination
-        x::TypeEntry::array(x::Name(0x2e5d1e), 27), // ArrayOfHostSriovDevicePoolInfo
-        x::TypeEntry::array(x::Name(0x2e7c1c), 28), // ArrayOfHostSslThumbprintInfo
-        x::TypeEntry::array(x::Name(0x2e9927), 29), // ArrayOfHostStorageArrayTypePolicyOption
-        x::TypeEntry::array(x::Name(0x2ec11d), 30), // ArrayOfHostStorageElementInfo
-        x::TypeEntry::array(x::Name(0x2edf21), 31), // ArrayOfHostStorageOperationalInfo
-        x::TypeEntry::array(x::Name(0x2f012c), 32), // ArrayOfHostStorageSystemDiskLocatorLedResult
-        x::TypeEntry::array(x::Name(0x2f2e25), 33), // ArrayOfHostStorageSystemScsiLunResult
-        x::TypeEntry::array(x::Name(0x2f5428), 34), // ArrayOfHostStorageSystemVmfsVolumeResult
-        x::TypeEntry::array(x::Name(0x2f7d1b), 35), // ArrayOfHostSubSpecification
-        x::TypeEntry::array(x::Name(0x2f9923), 36), // ArrayOfHostSystemIdentificationInfo
-        x::TypeEntry::array(x::Name(0x2fbd1d), 37), // ArrayOfHostSystemResourceInfo
-        x::TypeEntry::array(x::Name(0x2fdb32), 38), // ArrayOfHostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::array(x::Name(0x300e18), 39), // ArrayOfHostTpmDigestInfo
-        x::TypeEntry::array(x::Name(0x30271b), 40), // ArrayOfHostTpmEventLogEntry
-        x::TypeEntry::array(x::Name(0x304328), 41), // ArrayOfHostTrustAuthorityAttestationInfo
-        x::TypeEntry::array(x::Name(0x306c1f), 42), // ArrayOfHostUnresolvedVmfsExtent
-        x::TypeEntry::array(x::Name(0x308c29), 43), // ArrayOfHostUnresolvedVmfsResolutionResult
-        x::TypeEntry::array(x::Name(0x30b627), 44), // ArrayOfHostUnresolvedVmfsResolutionSpec
-        x::TypeEntry::array(x::Name(0x30de1f), 45), // ArrayOfHostUnresolvedVmfsVolume
-        x::TypeEntry::array(x::Name(0x30fe45), 46), // ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::TypeEntry::array(x::Name(0x31441f), 47), // ArrayOfHostVMotionCompatibility
-        x::TypeEntry::array(x::Name(0x316415), 48), // ArrayOfHostVirtualNic
-        x::TypeEntry::array(x::Name(0x317a1b), 49), // ArrayOfHostVirtualNicConfig
-        x::TypeEntry::array(x::Name(0x31962c), 50), // ArrayOfHostVirtualNicManagerNicTypeSelection
-        x::TypeEntry::array(x::Name(0x31c318), 51), // ArrayOfHostVirtualSwitch
-        x::TypeEntry::array(x::Name(0x31dc1e), 52), // ArrayOfHostVirtualSwitchConfig
-        x::TypeEntry::array(x::Name(0x31fb26), 53), // ArrayOfHostVmciAccessManagerAccessSpec
-        x::TypeEntry::array(x::Name(0x32221b), 54), // ArrayOfHostVmfsRescanResult
-        x::TypeEntry::array(x::Name(0x323e27), 55), // ArrayOfHostVsanInternalSystemCmmdsQuery
-        x::TypeEntry::array(x::Name(0x326634), 56), // ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult
-        x::TypeEntry::array(x::Name(0x329b36), 57), // ArrayOfHostVsanInternalSystemVsanObjectOperationResult
-        x::TypeEntry::array(x::Name(0x32d23e), 58), // ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
-        x::TypeEntry::array(x::Name(0x331125), 59), // ArrayOfHttpNfcLeaseDatastoreLeaseInfo
-        x::TypeEntry::array(x::Name(0x33371c), 60), // ArrayOfHttpNfcLeaseDeviceUrl
-        x::TypeEntry::array(x::Name(0x33541b), 61), // ArrayOfHttpNfcLeaseHostInfo
-        x::TypeEntry::array(x::Name(0x337020), 62), // ArrayOfHttpNfcLeaseManifestEntry
-        x::TypeEntry::array(x::Name(0x33911e), 63), // ArrayOfHttpNfcLeaseProbeResult
-        x::TypeEntry::array(x::Name(0x33b01d), 64), // ArrayOfHttpNfcLeaseSourceFile
-        x::TypeEntry::array(x::Name(0x33ce09), 65), // ArrayOfID
-        x::TypeEntry::array(x::Name(0x33d82c), 66), // ArrayOfImportOperationBulkFaultFaultOnImport
-        x::TypeEntry::array(x::Name(0x340511), 67), // ArrayOfImportSpec
-        x::TypeEntry::array(x::Name(0x34170a), 68), // ArrayOfInt
-        x::TypeEntry::array(x::Name(0x342218), 69), // ArrayOfIoFilterHostIssue
-        x::TypeEntry::array(x::Name(0x343b0d), 70), // ArrayOfIpPool
-        x::TypeEntry::array(x::Name(0x344918), 71), // ArrayOfIpPoolAssociation
-        x::TypeEntry::array(x::Name(0x346220), 72), // ArrayOfIpPoolManagerIpAllocation
-        x::TypeEntry::array(x::Name(0x34831c), 73), // ArrayOfIscsiDependencyEntity
-        x::TypeEntry::array(x::Name(0x34a014), 74), // ArrayOfIscsiPortInfo
-        x::TypeEntry::array(x::Name(0x34b517), 75), // ArrayOfKernelModuleInfo
-        x::TypeEntry::array(x::Name(0x34cd12), 76), // ArrayOfKeyAnyValue
-        x::TypeEntry::array(x::Name(0x34e00f), 77), // ArrayOfKeyValue
-        x::TypeEntry::array(x::Name(0x34f016), 78), // ArrayOfKmipClusterInfo
-        x::TypeEntry::array(x::Name(0x350715), 79), // ArrayOfKmipServerInfo
-        x::TypeEntry::array(x::Name(0x351d30), 80), // ArrayOfLicenseAssignmentManagerLicenseAssignment
-        x::TypeEntry::array(x::Name(0x354e1e), 81), // ArrayOfLicenseAvailabilityInfo
-        x::TypeEntry::array(x::Name(0x356d19), 82), // ArrayOfLicenseFeatureInfo
-        x::TypeEntry::array(x::Name(0x358720), 83), // ArrayOfLicenseManagerLicenseInfo
-        x::TypeEntry::array(x::Name(0x35a81d), 84), // ArrayOfLicenseReservationInfo
-        x::TypeEntry::array(x::Name(0x35c619), 85), // ArrayOfLocalizableMessage
-        x::TypeEntry::array(x::Name(0x35e028), 86), // ArrayOfLocalizationManagerMessageCatalog
-        x::TypeEntry::array(x::Name(0x36090b), 87), // ArrayOfLong
-        x::TypeEntry::array(x::Name(0x36151a), 88), // ArrayOfManagedEntityStatus
-        x::TypeEntry::array(x::Name(0x36301d), 89), // ArrayOfManagedObjectReference
-        x::TypeEntry::array(x::Name(0x364e1b), 90), // ArrayOfMethodActionArgument
-        x::TypeEntry::array(x::Name(0x366a12), 91), // ArrayOfMethodFault
-        x::TypeEntry::array(x::Name(0x367d14), 92), // ArrayOfMissingObject
-        x::TypeEntry::array(x::Name(0x369216), 93), // ArrayOfMissingProperty
-        x::TypeEntry::array(x::Name(0x36a934), 94), // ArrayOfMultipleCertificatesVerifyFaultThumbprintData
-        x::TypeEntry::array(x::Name(0x36de18), 95), // ArrayOfNasStorageProfile
-        x::TypeEntry::array(x::Name(0x36f71f), 96), // ArrayOfNetIpConfigInfoIpAddress
-        x::TypeEntry::array(x::Name(0x371723), 97), // ArrayOfNetIpConfigSpecIpAddressSpec
-        x::TypeEntry::array(x::Name(0x373b22), 98), // ArrayOfNetIpRouteConfigInfoIpRoute
-        x::TypeEntry::array(x::Name(0x375e26), 99), // ArrayOfNetIpRouteConfigSpecIpRouteSpec
-        x::TypeEntry::array(x::Name(0x378522), 100), // ArrayOfNetIpStackInfoDefaultRouter
-        x::TypeEntry::array(x::Name(0x37a81f), 101), // ArrayOfNetIpStackInfoNetToMedia
-        x::TypeEntry::array(x::Name(0x37c81e), 102), // ArrayOfNetStackInstanceProfile
-        x::TypeEntry::array(x::Name(0x37e719), 103), // ArrayOfNsxHostVNicProfile
-        x::TypeEntry::array(x::Name(0x380113), 104), // ArrayOfNumericRange
-        x::TypeEntry::array(x::Name(0x381515), 105), // ArrayOfNvdimmDimmInfo
-        x::TypeEntry::array(x::Name(0x382b11), 106), // ArrayOfNvdimmGuid
-        x::TypeEntry::array(x::Name(0x383d1e), 107), // ArrayOfNvdimmInterleaveSetInfo
-        x::TypeEntry::array(x::Name(0x385c1d), 108), // ArrayOfNvdimmNamespaceDetails
-        x::TypeEntry::array(x::Name(0x387a1a), 109), // ArrayOfNvdimmNamespaceInfo
-        x::TypeEntry::array(x::Name(0x389517), 110), // ArrayOfNvdimmRegionInfo
-        x::TypeEntry::array(x::Name(0x38ad14), 111), // ArrayOfObjectContent
-        x::TypeEntry::array(x::Name(0x38c211), 112), // ArrayOfObjectSpec
-        x::TypeEntry::array(x::Name(0x38d413), 113), // ArrayOfObjectUpdate
-        x::TypeEntry::array(x::Name(0x38e81e), 114), // ArrayOfOpaqueNetworkTargetInfo
-        x::TypeEntry::array(x::Name(0x390710), 115), // ArrayOfOptionDef
-        x::TypeEntry::array(x::Name(0x391814), 116), // ArrayOfOptionProfile
-        x::TypeEntry::array(x::Name(0x392d12), 117), // ArrayOfOptionValue
-        x::TypeEntry::array(x::Name(0x394019), 118), // ArrayOfOvfConsumerOstNode
-        x::TypeEntry::array(x::Name(0x395a1c), 119), // ArrayOfOvfConsumerOvfSection
-        x::TypeEntry::array(x::Name(0x39771a), 120), // ArrayOfOvfDeploymentOption
-        x::TypeEntry::array(x::Name(0x39920e), 121), // ArrayOfOvfFile
-        x::TypeEntry::array(x::Name(0x39a112), 122), // ArrayOfOvfFileItem
-        x::TypeEntry::array(x::Name(0x39b415), 123), // ArrayOfOvfNetworkInfo
-        x::TypeEntry::array(x::Name(0x39ca18), 124), // ArrayOfOvfNetworkMapping
-        x::TypeEntry::array(x::Name(0x39e314), 125), // ArrayOfOvfOptionInfo
-        x::TypeEntry::array(x::Name(0x39f815), 126), // ArrayOfOvfResourceMap
-        x::TypeEntry::array(x::Name(0x3a0e16), 127), // ArrayOfPerfCounterInfo
-        x::TypeEntry::array(x::Name(0x3a251b), 128), // ArrayOfPerfEntityMetricBase
-        x::TypeEntry::array(x::Name(0x3a4113), 129), // ArrayOfPerfInterval
-        x::TypeEntry::array(x::Name(0x3a5513), 130), // ArrayOfPerfMetricId
-        x::TypeEntry::array(x::Name(0x3a6917), 131), // ArrayOfPerfMetricSeries
-        x::TypeEntry::array(x::Name(0x3a811a), 132), // ArrayOfPerfMetricSeriesCSV
-        x::TypeEntry::array(x::Name(0x3a9c14), 133), // ArrayOfPerfQuerySpec
-        x::TypeEntry::array(x::Name(0x3ab115), 134), // ArrayOfPerfSampleInfo
-        x::TypeEntry::array(x::Name(0x3ac72c), 135), // ArrayOfPerformanceManagerCounterLevelMapping
-        x::TypeEntry::array(x::Name(0x3af411), 136), // ArrayOfPermission
-        x::TypeEntry::array(x::Name(0x3b0618), 137), // ArrayOfPermissionProfile
-        x::TypeEntry::array(x::Name(0x3b1f12), 138), // ArrayOfPhysicalNic
-        x::TypeEntry::array(x::Name(0x3b3218), 139), // ArrayOfPhysicalNicConfig
-        x::TypeEntry::array(x::Name(0x3b4b1a), 140), // ArrayOfPhysicalNicHintInfo
-        x::TypeEntry::array(x::Name(0x3b6618), 141), // ArrayOfPhysicalNicIpHint
-        x::TypeEntry::array(x::Name(0x3b7f1a), 142), // ArrayOfPhysicalNicLinkInfo
-        x::TypeEntry::array(x::Name(0x3b9a1a), 143), // ArrayOfPhysicalNicNameHint
-        x::TypeEntry::array(x::Name(0x3bb519), 144), // ArrayOfPhysicalNicProfile
-        x::TypeEntry::array(x::Name(0x3bcf1c), 145), // ArrayOfPlacementAffinityRule
-        x::TypeEntry::array(x::Name(0x3bec14), 146), // ArrayOfPlacementSpec
-        x::TypeEntry::array(x::Name(0x3c0118), 147), // ArrayOfPnicUplinkProfile
-        x::TypeEntry::array(x::Name(0x3c1a15), 148), // ArrayOfPodDiskLocator
-        x::TypeEntry::array(x::Name(0x3c3013), 149), // ArrayOfPolicyOption
-        x::TypeEntry::array(x::Name(0x3c441c), 150), // ArrayOfPrivilegeAvailability
-        x::TypeEntry::array(x::Name(0x3c611b), 151), // ArrayOfProductComponentInfo
-        x::TypeEntry::array(x::Name(0x3c7d22), 152), // ArrayOfProfileApplyProfileProperty
-        x::TypeEntry::array(x::Name(0x3ca02b), 153), // ArrayOfProfileDeferredPolicyOptionParameter
-        x::TypeEntry::array(x::Name(0x3ccc20), 154), // ArrayOfProfileDescriptionSection
-        x::TypeEntry::array(x::Name(0x3ced1a), 155), // ArrayOfProfileExecuteError
-        x::TypeEntry::array(x::Name(0x3d0818), 156), // ArrayOfProfileExpression
-        x::TypeEntry::array(x::Name(0x3d2120), 157), // ArrayOfProfileExpressionMetadata
-        x::TypeEntry::array(x::Name(0x3d4216), 158), // ArrayOfProfileMetadata
-        x::TypeEntry::array(x::Name(0x3d592d), 159), // ArrayOfProfileMetadataProfileOperationMessage
-        x::TypeEntry::array(x::Name(0x3d8725), 160), // ArrayOfProfileMetadataProfileSortSpec
-        x::TypeEntry::array(x::Name(0x3dad1f), 161), // ArrayOfProfileParameterMetadata
-        x::TypeEntry::array(x::Name(0x3dcd38), 162), // ArrayOfProfileParameterMetadataParameterRelationMetadata
-        x::TypeEntry::array(x::Name(0x3e0614), 163), // ArrayOfProfilePolicy
-        x::TypeEntry::array(x::Name(0x3e1b1c), 164), // ArrayOfProfilePolicyMetadata
-        x::TypeEntry::array(x::Name(0x3e3822), 165), // ArrayOfProfilePolicyOptionMetadata
-        x::TypeEntry::array(x::Name(0x3e5b26), 166), // ArrayOfProfileProfileStructureProperty
-        x::TypeEntry::array(x::Name(0x3e821a), 167), // ArrayOfProfilePropertyPath
-        x::TypeEntry::array(x::Name(0x3e9d27), 168), // ArrayOfProfileUpdateFailedUpdateFailure
-        x::TypeEntry::array(x::Name(0x3ec515), 169), // ArrayOfPropertyChange
-        x::TypeEntry::array(x::Name(0x3edb19), 170), // ArrayOfPropertyFilterSpec
-        x::TypeEntry::array(x::Name(0x3ef51b), 171), // ArrayOfPropertyFilterUpdate
-        x::TypeEntry::array(x::Name(0x3f1113), 172), // ArrayOfPropertySpec
-        x::TypeEntry::array(x::Name(0x3f250f), 173), // ArrayOfRelation
-        x::TypeEntry::array(x::Name(0x3f3522), 174), // ArrayOfReplicationInfoDiskSettings
-        x::TypeEntry::array(x::Name(0x3f5819), 175), // ArrayOfResourceConfigSpec
-        x::TypeEntry::array(x::Name(0x3f721e), 176), // ArrayOfRetrieveVStorageObjSpec
-        x::TypeEntry::array(x::Name(0x3f911a), 177), // ArrayOfScheduledTaskDetail
-        x::TypeEntry::array(x::Name(0x3fac0e), 178), // ArrayOfScsiLun
-        x::TypeEntry::array(x::Name(0x3fbb18), 179), // ArrayOfScsiLunDescriptor
-        x::TypeEntry::array(x::Name(0x3fd419), 180), // ArrayOfScsiLunDurableName
-        x::TypeEntry::array(x::Name(0x3fee13), 181), // ArrayOfSelectionSet
-        x::TypeEntry::array(x::Name(0x400214), 182), // ArrayOfSelectionSpec
-        x::TypeEntry::array(x::Name(0x401725), 183), // ArrayOfServiceConsolePortGroupProfile
-        x::TypeEntry::array(x::Name(0x403d15), 184), // ArrayOfServiceLocator
-        x::TypeEntry::array(x::Name(0x405320), 185), // ArrayOfServiceManagerServiceInfo
-        x::TypeEntry::array(x::Name(0x407415), 186), // ArrayOfServiceProfile
-        x::TypeEntry::array(x::Name(0x408a0c), 187), // ArrayOfShort
-        x::TypeEntry::array(x::Name(0x409716), 188), // ArrayOfSoftwarePackage
-        x::TypeEntry::array(x::Name(0x40ae19), 189), // ArrayOfStaticRouteProfile
-        x::TypeEntry::array(x::Name(0x40c81b), 190), // ArrayOfStorageDrsOptionSpec
-        x::TypeEntry::array(x::Name(0x40e424), 191), // ArrayOfStorageDrsPlacementRankVmSpec
-        x::TypeEntry::array(x::Name(0x41091d), 192), // ArrayOfStorageDrsVmConfigInfo
-        x::TypeEntry::array(x::Name(0x41271d), 193), // ArrayOfStorageDrsVmConfigSpec
-        x::TypeEntry::array(x::Name(0x414520), 194), // ArrayOfStoragePerformanceSummary
-        x::TypeEntry::array(x::Name(0x416619), 195), // ArrayOfStorageRequirement
-        x::TypeEntry::array(x::Name(0x41800d), 196), // ArrayOfString
-        x::TypeEntry::array(x::Name(0x418e1f), 197), // ArrayOfStructuredCustomizations
-        x::TypeEntry::array(x::Name(0x41ae16), 198), // ArrayOfSystemEventInfo
-        x::TypeEntry::array(x::Name(0x41c50a), 199), // ArrayOfTag
-        x::TypeEntry::array(x::Name(0x41d00f), 200), // ArrayOfTaskInfo
-        x::TypeEntry::array(x::Name(0x41e014), 201), // ArrayOfTaskInfoState
-        x::TypeEntry::array(x::Name(0x41f516), 202), // ArrayOfTypeDescription
-        x::TypeEntry::array(x::Name(0x420c36), 203), // ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo
-        x::TypeEntry::array(x::Name(0x42430a), 204), // ArrayOfUri
-        x::TypeEntry::array(x::Name(0x424e1e), 205), // ArrayOfUsbScanCodeSpecKeyEvent
-        x::TypeEntry::array(x::Name(0x426d17), 206), // ArrayOfUserGroupProfile
-        x::TypeEntry::array(x::Name(0x42851a), 207), // ArrayOfUserPrivilegeResult
-        x::TypeEntry::array(x::Name(0x42a012), 208), // ArrayOfUserProfile
-        x::TypeEntry::array(x::Name(0x42b317), 209), // ArrayOfUserSearchResult
-        x::TypeEntry::array(x::Name(0x42cb12), 210), // ArrayOfUserSession
-        x::TypeEntry::array(x::Name(0x42de17), 211), // ArrayOfVASAStorageArray
-        x::TypeEntry::array(x::Name(0x42f626), 212), // ArrayOfVAppCloneSpecNetworkMappingPair
-        x::TypeEntry::array(x::Name(0x431d1f), 213), // ArrayOfVAppCloneSpecResourceMap
-        x::TypeEntry::array(x::Name(0x433d1b), 214), // ArrayOfVAppEntityConfigInfo
-        x::TypeEntry::array(x::Name(0x435919), 215), // ArrayOfVAppOvfSectionInfo
-        x::TypeEntry::array(x::Name(0x437319), 216), // ArrayOfVAppOvfSectionSpec
-        x::TypeEntry::array(x::Name(0x438d16), 217), // ArrayOfVAppProductInfo
-        x::TypeEntry::array(x::Name(0x43a416), 218), // ArrayOfVAppProductSpec
-        x::TypeEntry::array(x::Name(0x43bb17), 219), // ArrayOfVAppPropertyInfo
-        x::TypeEntry::array(x::Name(0x43d317), 220), // ArrayOfVAppPropertySpec
-        x::TypeEntry::array(x::Name(0x43eb1f), 221), // ArrayOfVMwareDVSPvlanConfigSpec
-        x::TypeEntry::array(x::Name(0x440b1d), 222), // ArrayOfVMwareDVSPvlanMapEntry
-        x::TypeEntry::array(x::Name(0x44291f), 223), // ArrayOfVMwareDVSVspanConfigSpec
-        x::TypeEntry::array(x::Name(0x44491f), 224), // ArrayOfVMwareDvsLacpGroupConfig
-        x::TypeEntry::array(x::Name(0x44691d), 225), // ArrayOfVMwareDvsLacpGroupSpec
-        x::TypeEntry::array(x::Name(0x448719), 226), // ArrayOfVMwareVspanSession
-        x::TypeEntry::array(x::Name(0x44a121), 227), // ArrayOfVStorageObjectAssociations
-        x::TypeEntry::array(x::Name(0x44c333), 228), // ArrayOfVStorageObjectAssociationsVmDiskAssociations
-        x::TypeEntry::array(x::Name(0x44f737), 229), // ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::TypeEntry::array(x::Name(0x452f11), 230), // ArrayOfVVolHostPE
-        x::TypeEntry::array(x::Name(0x454139), 231), // ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::TypeEntry::array(x::Name(0x457b1a), 232), // ArrayOfVchaNodeRuntimeInfo
-        x::TypeEntry::array(x::Name(0x45961a), 233), // ArrayOfVimVasaProviderInfo
-        x::TypeEntry::array(x::Name(0x45b123), 234), // ArrayOfVimVasaProviderStatePerArray
-        x::TypeEntry::array(x::Name(0x45d519), 235), // ArrayOfVirtualAppLinkInfo
-        x::TypeEntry::array(x::Name(0x45ef14), 236), // ArrayOfVirtualDevice
-        x::TypeEntry::array(x::Name(0x460421), 237), // ArrayOfVirtualDeviceBackingOption
-        x::TypeEntry::array(x::Name(0x46261e), 238), // ArrayOfVirtualDeviceConfigSpec
-        x::TypeEntry::array(x::Name(0x46451a), 239), // ArrayOfVirtualDeviceOption
-        x::TypeEntry::array(x::Name(0x466012), 240), // ArrayOfVirtualDisk
-        x::TypeEntry::array(x::Name(0x46732b), 241), // ArrayOfVirtualDiskDeltaDiskFormatsSupported
-        x::TypeEntry::array(x::Name(0x469f14), 242), // ArrayOfVirtualDiskId
-        x::TypeEntry::array(x::Name(0x46b41a), 243), // ArrayOfVirtualDiskRuleSpec
-        x::TypeEntry::array(x::Name(0x46cf2e), 244), // ArrayOfVirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::array(x::Name(0x46fe2e), 245), // ArrayOfVirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::array(x::Name(0x472d1e), 246), // ArrayOfVirtualMachineCdromInfo
-        x::TypeEntry::array(x::Name(0x474c2f), 247), // ArrayOfVirtualMachineConfigInfoDatastoreUrlPair
-        x::TypeEntry::array(x::Name(0x477c2b), 248), // ArrayOfVirtualMachineConfigOptionDescriptor
-        x::TypeEntry::array(x::Name(0x47a81f), 249), // ArrayOfVirtualMachineConfigSpec
-        x::TypeEntry::array(x::Name(0x47c81f), 250), // ArrayOfVirtualMachineConnection
-        x::TypeEntry::array(x::Name(0x47e822), 251), // ArrayOfVirtualMachineCpuIdInfoSpec
-        x::TypeEntry::array(x::Name(0x480b22), 252), // ArrayOfVirtualMachineDatastoreInfo
-        x::TypeEntry::array(x::Name(0x482e2a), 253), // ArrayOfVirtualMachineDatastoreVolumeOption
-        x::TypeEntry::array(x::Name(0x485926), 254), // ArrayOfVirtualMachineDeviceRuntimeInfo
-        x::TypeEntry::array(x::Name(0x488024), 255), // ArrayOfVirtualMachineDisplayTopology
-        x::TypeEntry::array(x::Name(0x48a52b), 256), // ArrayOfVirtualMachineDynamicPassthroughInfo
-        x::TypeEntry::array(x::Name(0x48d127), 257), // ArrayOfVirtualMachineFeatureRequirement
-        x::TypeEntry::array(x::Name(0x48f929), 258), // ArrayOfVirtualMachineFileLayoutDiskLayout
-        x::TypeEntry::array(x::Name(0x49232b), 259), // ArrayOfVirtualMachineFileLayoutExDiskLayout
-        x::TypeEntry::array(x::Name(0x494f29), 260), // ArrayOfVirtualMachineFileLayoutExDiskUnit
-        x::TypeEntry::array(x::Name(0x497929), 261), // ArrayOfVirtualMachineFileLayoutExFileInfo
-        x::TypeEntry::array(x::Name(0x49a32f), 262), // ArrayOfVirtualMachineFileLayoutExSnapshotLayout
-        x::TypeEntry::array(x::Name(0x49d32d), 263), // ArrayOfVirtualMachineFileLayoutSnapshotLayout
-        x::TypeEntry::array(x::Name(0x4a011f), 264), // ArrayOfVirtualMachineFloppyInfo
-        x::TypeEntry::array(x::Name(0x4a2126), 265), // ArrayOfVirtualMachineIdeDiskDeviceInfo
-        x::TypeEntry::array(x::Name(0x4a482f), 266), // ArrayOfVirtualMachineIdeDiskDevicePartitionInfo
-        x::TypeEntry::array(x::Name(0x4a782c), 267), // ArrayOfVirtualMachineLegacyNetworkSwitchInfo
-        x::TypeEntry::array(x::Name(0x4aa51c), 268), // ArrayOfVirtualMachineMessage
-        x::TypeEntry::array(x::Name(0x4ac233), 269), // ArrayOfVirtualMachineMetadataManagerVmMetadataInput
-        x::TypeEntry::array(x::Name(0x4af634), 270), // ArrayOfVirtualMachineMetadataManagerVmMetadataResult
-        x::TypeEntry::array(x::Name(0x4b2b20), 271), // ArrayOfVirtualMachineNetworkInfo
-        x::TypeEntry::array(x::Name(0x4b4c21), 272), // ArrayOfVirtualMachineParallelInfo
-        x::TypeEntry::array(x::Name(0x4b6e27), 273), // ArrayOfVirtualMachinePciPassthroughInfo
-        x::TypeEntry::array(x::Name(0x4b9630), 274), // ArrayOfVirtualMachinePciSharedGpuPassthroughInfo
-        x::TypeEntry::array(x::Name(0x4bc727), 275), // ArrayOfVirtualMachinePrecisionClockInfo
-        x::TypeEntry::array(x::Name(0x4bef35), 276), // ArrayOfVirtualMachineProfileDetailsDiskProfileDetails
-        x::TypeEntry::array(x::Name(0x4c2520), 277), // ArrayOfVirtualMachineProfileSpec
-        x::TypeEntry::array(x::Name(0x4c4625), 278), // ArrayOfVirtualMachinePropertyRelation
-        x::TypeEntry::array(x::Name(0x4c6c2e), 279), // ArrayOfVirtualMachineQuickStatsMemoryTierStats
-        x::TypeEntry::array(x::Name(0x4c9b2c), 280), // ArrayOfVirtualMachineRelocateSpecDiskLocator
-        x::TypeEntry::array(x::Name(0x4cc827), 281), // ArrayOfVirtualMachineScsiDiskDeviceInfo
-        x::TypeEntry::array(x::Name(0x4cf028), 282), // ArrayOfVirtualMachineScsiPassthroughInfo
-        x::TypeEntry::array(x::Name(0x4d191f), 283), // ArrayOfVirtualMachineSerialInfo
-        x::TypeEntry::array(x::Name(0x4d3921), 284), // ArrayOfVirtualMachineSnapshotTree
-        x::TypeEntry::array(x::Name(0x4d5b1e), 285), // ArrayOfVirtualMachineSoundInfo
-        x::TypeEntry::array(x::Name(0x4d7a1e), 286), // ArrayOfVirtualMachineSriovInfo
-        x::TypeEntry::array(x::Name(0x4d991c), 287), // ArrayOfVirtualMachineSummary
-        x::TypeEntry::array(x::Name(0x4db625), 288), // ArrayOfVirtualMachineUsageOnDatastore
-        x::TypeEntry::array(x::Name(0x4ddc1c), 289), // ArrayOfVirtualMachineUsbInfo
-        x::TypeEntry::array(x::Name(0x4df925), 290), // ArrayOfVirtualMachineVFlashModuleInfo
-        x::TypeEntry::array(x::Name(0x4e1f29), 291), // ArrayOfVirtualMachineVMCIDeviceFilterSpec
-        x::TypeEntry::array(x::Name(0x4e491f), 292), // ArrayOfVirtualMachineVcpuConfig
-        x::TypeEntry::array(x::Name(0x4e6923), 293), // ArrayOfVirtualMachineVgpuDeviceInfo
-        x::TypeEntry::array(x::Name(0x4e8d24), 294), // ArrayOfVirtualMachineVgpuProfileInfo
-        x::TypeEntry::array(x::Name(0x4eb221), 295), // ArrayOfVirtualNicManagerNetConfig
-        x::TypeEntry::array(x::Name(0x4ed429), 296), // ArrayOfVirtualPCIPassthroughAllowedDevice
-        x::TypeEntry::array(x::Name(0x4efe19), 297), // ArrayOfVirtualSCSISharing
-        x::TypeEntry::array(x::Name(0x4f181b), 298), // ArrayOfVirtualSwitchProfile
-        x::TypeEntry::array(x::Name(0x4f3416), 299), // ArrayOfVmEventArgument
-        x::TypeEntry::array(x::Name(0x4f4b1e), 300), // ArrayOfVmPodConfigForPlacement
-        x::TypeEntry::array(x::Name(0x4f6a19), 301), // ArrayOfVmPortGroupProfile
-        x::TypeEntry::array(x::Name(0x4f8417), 302), // ArrayOfVmfsConfigOption
-        x::TypeEntry::array(x::Name(0x4f9c1a), 303), // ArrayOfVmfsDatastoreOption
-        x::TypeEntry::array(x::Name(0x4fb717), 304), // ArrayOfVnicPortArgument
-        x::TypeEntry::array(x::Name(0x4fcf19), 305), // ArrayOfVsanHostConfigInfo
-        x::TypeEntry::array(x::Name(0x4fe92e), 306), // ArrayOfVsanHostConfigInfoNetworkInfoPortConfig
-        x::TypeEntry::array(x::Name(0x50181a), 307), // ArrayOfVsanHostDiskMapInfo
-        x::TypeEntry::array(x::Name(0x50331c), 308), // ArrayOfVsanHostDiskMapResult
-        x::TypeEntry::array(x::Name(0x50501a), 309), // ArrayOfVsanHostDiskMapping
-        x::TypeEntry::array(x::Name(0x506b19), 310), // ArrayOfVsanHostDiskResult
-        x::TypeEntry::array(x::Name(0x50851d), 311), // ArrayOfVsanHostMembershipInfo
-        x::TypeEntry::array(x::Name(0x50a323), 312), // ArrayOfVsanHostRuntimeInfoDiskIssue
-        x::TypeEntry::array(x::Name(0x50c719), 313), // ArrayOfVsanNewPolicyBatch
-        x::TypeEntry::array(x::Name(0x50e11c), 314), // ArrayOfVsanPolicyChangeBatch
-        x::TypeEntry::array(x::Name(0x50fe1f), 315), // ArrayOfVsanPolicySatisfiability
-        x::TypeEntry::array(x::Name(0x511e2c), 316), // ArrayOfVsanUpgradeSystemNetworkPartitionInfo
-        x::TypeEntry::array(x::Name(0x514b2b), 317), // ArrayOfVsanUpgradeSystemPreflightCheckIssue
-        x::TypeEntry::array(x::Name(0x51772a), 318), // ArrayOfVsanUpgradeSystemUpgradeHistoryItem
-        x::TypeEntry::array(x::Name(0x51a213), 319), // ArrayOfVslmTagEntry
-        x::TypeEntry::array(x::Name(0x51b625), 320), // ArrayOfvslmInfrastructureObjectPolicy
-        x::TypeEntry::enumeration(x::Name(0x51dc14), 0, 3), // ArrayUpdateOperation
-        x::TypeEntry::structure(x::Name(0x51f10f), x::Name(0xaa460b), 321, 2), // ArrayUpdateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x520a1c), x::Name::NONE, 323, 3), // AssignUserToGroupRequestType
-        x::TypeEntry::structure(x::Name(0x52271b), x::Name::NONE, 326, 2), // AssociateProfileRequestType
-        x::TypeEntry::structure(x::Name(0x524315), x::Name::NONE, 328, 5), // AttachDiskRequestType
-        x::TypeEntry::structure(x::Name(0x52591a), x::Name::NONE, 333, 2), // AttachScsiLunExRequestType
-        x::TypeEntry::structure(x::Name(0x527418), x::Name::NONE, 335, 2), // AttachScsiLunRequestType
-        x::TypeEntry::structure(x::Name(0x528d24), x::Name::NONE, 337, 4), // AttachTagToVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x52b21b), x::Name::NONE, 341, 3), // AttachVmfsExtentRequestType
-        x::TypeEntry::structure(x::Name(0x52ce1a), x::Name(0x1b42008), 344, 0), // AuthMinimumAdminPermission: VimFault
-        x::TypeEntry::structure(x::Name(0x52e915), x::Name(0xab90c), 344, 1), // AuthenticationProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x52ff18), x::Name(0xaa460b), 345, 2), // AuthorizationDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x531812), x::Name(0xb00605), 347, 0), // AuthorizationEvent: Event
-        x::TypeEntry::structure(x::Name(0x532b16), x::Name(0xaa460b), 347, 4), // AuthorizationPrivilege: DynamicData
-        x::TypeEntry::structure(x::Name(0x534211), x::Name(0xaa460b), 351, 5), // AuthorizationRole: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x53630f), 3, 6), // AutoStartAction
-        x::TypeEntry::structure(x::Name(0x537311), x::Name(0xaa460b), 356, 5), // AutoStartDefaults: DynamicData
-        x::TypeEntry::structure(x::Name(0x538512), x::Name(0xaa460b), 361, 7), // AutoStartPowerInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x53981c), x::Name::NONE, 368, 1), // AutoStartPowerOffRequestType
-        x::TypeEntry::structure(x::Name(0x53b51b), x::Name::NONE, 369, 1), // AutoStartPowerOnRequestType
-        x::TypeEntry::enumeration(x::Name(0x53d11d), 9, 3), // AutoStartWaitHeartbeatSetting
+        x::TypeEntry::array(x::Name(0x2b2b1a), 0), // ArrayOfHostNvmeConnectSpec
+        x::TypeEntry::array(x::Name(0x2b4619), 1), // ArrayOfHostNvmeController
+        x::TypeEntry::array(x::Name(0x2b601d), 2), // ArrayOfHostNvmeDisconnectSpec
+        x::TypeEntry::array(x::Name(0x2b7e20), 3), // ArrayOfHostNvmeDiscoveryLogEntry
+        x::TypeEntry::array(x::Name(0x2b9f18), 4), // ArrayOfHostNvmeNamespace
+        x::TypeEntry::array(x::Name(0x2bb820), 5), // ArrayOfHostNvmeTopologyInterface
+        x::TypeEntry::array(x::Name(0x2bd91c), 6), // ArrayOfHostOpaqueNetworkInfo
+        x::TypeEntry::array(x::Name(0x2bf617), 7), // ArrayOfHostOpaqueSwitch
+        x::TypeEntry::array(x::Name(0x2c0e26), 8), // ArrayOfHostOpaqueSwitchPhysicalNicZone
+        x::TypeEntry::array(x::Name(0x2c352c), 9), // ArrayOfHostPartialMaintenanceModeRuntimeInfo
+        x::TypeEntry::array(x::Name(0x2c621d), 10), // ArrayOfHostPatchManagerStatus
+        x::TypeEntry::array(x::Name(0x2c802e), 11), // ArrayOfHostPatchManagerStatusPrerequisitePatch
+        x::TypeEntry::array(x::Name(0x2caf24), 12), // ArrayOfHostPathSelectionPolicyOption
+        x::TypeEntry::array(x::Name(0x2cd414), 13), // ArrayOfHostPciDevice
+        x::TypeEntry::array(x::Name(0x2ce91c), 14), // ArrayOfHostPciPassthruConfig
+        x::TypeEntry::array(x::Name(0x2d061a), 15), // ArrayOfHostPciPassthruInfo
+        x::TypeEntry::array(x::Name(0x2d2125), 16), // ArrayOfHostPlacedVirtualNicIdentifier
+        x::TypeEntry::array(x::Name(0x2d4723), 17), // ArrayOfHostPlugStoreTopologyAdapter
+        x::TypeEntry::array(x::Name(0x2d6b22), 18), // ArrayOfHostPlugStoreTopologyDevice
+        x::TypeEntry::array(x::Name(0x2d8e20), 19), // ArrayOfHostPlugStoreTopologyPath
+        x::TypeEntry::array(x::Name(0x2daf22), 20), // ArrayOfHostPlugStoreTopologyPlugin
+        x::TypeEntry::array(x::Name(0x2dd222), 21), // ArrayOfHostPlugStoreTopologyTarget
+        x::TypeEntry::array(x::Name(0x2df522), 22), // ArrayOfHostPnicNetworkResourceInfo
+        x::TypeEntry::array(x::Name(0x2e1814), 23), // ArrayOfHostPortGroup
+        x::TypeEntry::array(x::Name(0x2e2d1a), 24), // ArrayOfHostPortGroupConfig
+        x::TypeEntry::array(x::Name(0x2e4818), 25), // ArrayOfHostPortGroupPort
+        x::TypeEntry::array(x::Name(0x2e611b), 26), // ArrayOfHostPortGroupProfile
+        x::TypeEntry::array(x::Name(0x2e7d16), 27), // ArrayOfHostPowerPolicy
+        x::TypeEntry::array(x::Name(0x2e9437), 28), // ArrayOfHostProfileManagerCompositionResultResultElement
+        x::TypeEntry::array(x::Name(0x2ecc41), 29), // ArrayOfHostProfileManagerCompositionValidationResultResultElement
+        x::TypeEntry::array(x::Name(0x2f0e27), 30), // ArrayOfHostProfilesEntityCustomizations
+        x::TypeEntry::array(x::Name(0x2f361b), 31), // ArrayOfHostProtocolEndpoint
+        x::TypeEntry::array(x::Name(0x2f5216), 32), // ArrayOfHostProxySwitch
+        x::TypeEntry::array(x::Name(0x2f691c), 33), // ArrayOfHostProxySwitchConfig
+        x::TypeEntry::array(x::Name(0x2f8623), 34), // ArrayOfHostProxySwitchHostLagConfig
+        x::TypeEntry::array(x::Name(0x2faa1b), 35), // ArrayOfHostPtpConfigPtpPort
+        x::TypeEntry::array(x::Name(0x2fc618), 36), // ArrayOfHostQualifiedName
+        x::TypeEntry::array(x::Name(0x2fdf15), 37), // ArrayOfHostRdmaDevice
+        x::TypeEntry::array(x::Name(0x2ff531), 38), // ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo
+        x::TypeEntry::array(x::Name(0x302713), 39), // ArrayOfHostScsiDisk
+        x::TypeEntry::array(x::Name(0x303b1c), 40), // ArrayOfHostScsiDiskPartition
+        x::TypeEntry::array(x::Name(0x305820), 41), // ArrayOfHostScsiTopologyInterface
+        x::TypeEntry::array(x::Name(0x30791a), 42), // ArrayOfHostScsiTopologyLun
+        x::TypeEntry::array(x::Name(0x30941d), 43), // ArrayOfHostScsiTopologyTarget
+        x::TypeEntry::array(x::Name(0x30b212), 44), // ArrayOfHostService
+        x::TypeEntry::array(x::Name(0x30c518), 45), // ArrayOfHostServiceConfig
+        x::TypeEntry::array(x::Name(0x30de20), 46), // ArrayOfHostSharedGpuCapabilities
+        x::TypeEntry::array(x::Name(0x30ff1a), 47), // ArrayOfHostSnmpDestination
+        x::TypeEntry::array(x::Name(0x311a1e), 48), // ArrayOfHostSriovDevicePoolInfo
+        x::TypeEntry::array(x::Name(0x31391c), 49), // ArrayOfHostSslThumbprintInfo
+        x::TypeEntry::array(x::Name(0x315627), 50), // ArrayOfHostStorageArrayTypePolicyOption
+        x::TypeEntry::array(x::Name(0x317e1d), 51), // ArrayOfHostStorageElementInfo
+        x::TypeEntry::array(x::Name(0x319c21), 52), // ArrayOfHostStorageOperationalInfo
+        x::TypeEntry::array(x::Name(0x31be2c), 53), // ArrayOfHostStorageSystemDiskLocatorLedResult
+        x::TypeEntry::array(x::Name(0x31eb25), 54), // ArrayOfHostStorageSystemScsiLunResult
+        x::TypeEntry::array(x::Name(0x321128), 55), // ArrayOfHostStorageSystemVmfsVolumeResult
+        x::TypeEntry::array(x::Name(0x323a1b), 56), // ArrayOfHostSubSpecification
+        x::TypeEntry::array(x::Name(0x325623), 57), // ArrayOfHostSystemIdentificationInfo
+        x::TypeEntry::array(x::Name(0x327a1d), 58), // ArrayOfHostSystemResourceInfo
+        x::TypeEntry::array(x::Name(0x329832), 59), // ArrayOfHostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::array(x::Name(0x32cb18), 60), // ArrayOfHostTpmDigestInfo
+        x::TypeEntry::array(x::Name(0x32e41b), 61), // ArrayOfHostTpmEventLogEntry
+        x::TypeEntry::array(x::Name(0x330028), 62), // ArrayOfHostTrustAuthorityAttestationInfo
+        x::TypeEntry::array(x::Name(0x33291f), 63), // ArrayOfHostUnresolvedVmfsExtent
+        x::TypeEntry::array(x::Name(0x334929), 64), // ArrayOfHostUnresolvedVmfsResolutionResult
+        x::TypeEntry::array(x::Name(0x337327), 65), // ArrayOfHostUnresolvedVmfsResolutionSpec
+        x::TypeEntry::array(x::Name(0x339b1f), 66), // ArrayOfHostUnresolvedVmfsVolume
+        x::TypeEntry::array(x::Name(0x33bb45), 67), // ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::TypeEntry::array(x::Name(0x34011f), 68), // ArrayOfHostVMotionCompatibility
+        x::TypeEntry::array(x::Name(0x342115), 69), // ArrayOfHostVirtualNic
+        x::TypeEntry::array(x::Name(0x34371b), 70), // ArrayOfHostVirtualNicConfig
+        x::TypeEntry::array(x::Name(0x34532c), 71), // ArrayOfHostVirtualNicManagerNicTypeSelection
+        x::TypeEntry::array(x::Name(0x348018), 72), // ArrayOfHostVirtualSwitch
+        x::TypeEntry::array(x::Name(0x34991e), 73), // ArrayOfHostVirtualSwitchConfig
+        x::TypeEntry::array(x::Name(0x34b826), 74), // ArrayOfHostVmciAccessManagerAccessSpec
+        x::TypeEntry::array(x::Name(0x34df1b), 75), // ArrayOfHostVmfsRescanResult
+        x::TypeEntry::array(x::Name(0x34fb27), 76), // ArrayOfHostVsanInternalSystemCmmdsQuery
+        x::TypeEntry::array(x::Name(0x352334), 77), // ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult
+        x::TypeEntry::array(x::Name(0x355836), 78), // ArrayOfHostVsanInternalSystemVsanObjectOperationResult
+        x::TypeEntry::array(x::Name(0x358f3e), 79), // ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
+        x::TypeEntry::array(x::Name(0x35ce12), 80), // ArrayOfHostVvolNQN
+        x::TypeEntry::array(x::Name(0x35e120), 81), // ArrayOfHostVvolVolumeHostVvolNQN
+        x::TypeEntry::array(x::Name(0x360225), 82), // ArrayOfHttpNfcLeaseDatastoreLeaseInfo
+        x::TypeEntry::array(x::Name(0x36281c), 83), // ArrayOfHttpNfcLeaseDeviceUrl
+        x::TypeEntry::array(x::Name(0x36451b), 84), // ArrayOfHttpNfcLeaseHostInfo
+        x::TypeEntry::array(x::Name(0x366120), 85), // ArrayOfHttpNfcLeaseManifestEntry
+        x::TypeEntry::array(x::Name(0x36821e), 86), // ArrayOfHttpNfcLeaseProbeResult
+        x::TypeEntry::array(x::Name(0x36a11d), 87), // ArrayOfHttpNfcLeaseSourceFile
+        x::TypeEntry::array(x::Name(0x36bf09), 88), // ArrayOfID
+        x::TypeEntry::array(x::Name(0x36c92c), 89), // ArrayOfImportOperationBulkFaultFaultOnImport
+        x::TypeEntry::array(x::Name(0x36f611), 90), // ArrayOfImportSpec
+        x::TypeEntry::array(x::Name(0x37080a), 91), // ArrayOfInt
+        x::TypeEntry::array(x::Name(0x371318), 92), // ArrayOfIoFilterHostIssue
+        x::TypeEntry::array(x::Name(0x372c0d), 93), // ArrayOfIpPool
+        x::TypeEntry::array(x::Name(0x373a18), 94), // ArrayOfIpPoolAssociation
+        x::TypeEntry::array(x::Name(0x375320), 95), // ArrayOfIpPoolManagerIpAllocation
+        x::TypeEntry::array(x::Name(0x37741c), 96), // ArrayOfIscsiDependencyEntity
+        x::TypeEntry::array(x::Name(0x379114), 97), // ArrayOfIscsiPortInfo
+        x::TypeEntry::array(x::Name(0x37a617), 98), // ArrayOfKernelModuleInfo
+        x::TypeEntry::array(x::Name(0x37be12), 99), // ArrayOfKeyAnyValue
+        x::TypeEntry::array(x::Name(0x37d10f), 100), // ArrayOfKeyValue
+        x::TypeEntry::array(x::Name(0x37e116), 101), // ArrayOfKmipClusterInfo
+        x::TypeEntry::array(x::Name(0x37f815), 102), // ArrayOfKmipServerInfo
+        x::TypeEntry::array(x::Name(0x380e30), 103), // ArrayOfLicenseAssignmentManagerLicenseAssignment
+        x::TypeEntry::array(x::Name(0x383f1e), 104), // ArrayOfLicenseAvailabilityInfo
+        x::TypeEntry::array(x::Name(0x385e19), 105), // ArrayOfLicenseFeatureInfo
+        x::TypeEntry::array(x::Name(0x387820), 106), // ArrayOfLicenseManagerLicenseInfo
+        x::TypeEntry::array(x::Name(0x38991d), 107), // ArrayOfLicenseReservationInfo
+        x::TypeEntry::array(x::Name(0x38b719), 108), // ArrayOfLocalizableMessage
+        x::TypeEntry::array(x::Name(0x38d128), 109), // ArrayOfLocalizationManagerMessageCatalog
+        x::TypeEntry::array(x::Name(0x38fa1b), 110), // ArrayOfLocalizedMethodFault
+        x::TypeEntry::array(x::Name(0x39160b), 111), // ArrayOfLong
+        x::TypeEntry::array(x::Name(0x39221a), 112), // ArrayOfManagedEntityStatus
+        x::TypeEntry::array(x::Name(0x393d1d), 113), // ArrayOfManagedObjectReference
+        x::TypeEntry::array(x::Name(0x395b1b), 114), // ArrayOfMethodActionArgument
+        x::TypeEntry::array(x::Name(0x397712), 115), // ArrayOfMethodFault
+        x::TypeEntry::array(x::Name(0x398a14), 116), // ArrayOfMissingObject
+        x::TypeEntry::array(x::Name(0x399f16), 117), // ArrayOfMissingProperty
+        x::TypeEntry::array(x::Name(0x39b634), 118), // ArrayOfMultipleCertificatesVerifyFaultThumbprintData
+        x::TypeEntry::array(x::Name(0x39eb18), 119), // ArrayOfNasStorageProfile
+        x::TypeEntry::array(x::Name(0x3a041f), 120), // ArrayOfNetIpConfigInfoIpAddress
+        x::TypeEntry::array(x::Name(0x3a2423), 121), // ArrayOfNetIpConfigSpecIpAddressSpec
+        x::TypeEntry::array(x::Name(0x3a4822), 122), // ArrayOfNetIpRouteConfigInfoIpRoute
+        x::TypeEntry::array(x::Name(0x3a6b26), 123), // ArrayOfNetIpRouteConfigSpecIpRouteSpec
+        x::TypeEntry::array(x::Name(0x3a9222), 124), // ArrayOfNetIpStackInfoDefaultRouter
+        x::TypeEntry::array(x::Name(0x3ab51f), 125), // ArrayOfNetIpStackInfoNetToMedia
+        x::TypeEntry::array(x::Name(0x3ad51e), 126), // ArrayOfNetStackInstanceProfile
+        x::TypeEntry::array(x::Name(0x3af423), 127), // ArrayOfNoPermissionEntityPrivileges
+        x::TypeEntry::array(x::Name(0x3b1819), 128), // ArrayOfNsxHostVNicProfile
+        x::TypeEntry::array(x::Name(0x3b3213), 129), // ArrayOfNumericRange
+        x::TypeEntry::array(x::Name(0x3b4615), 130), // ArrayOfNvdimmDimmInfo
+        x::TypeEntry::array(x::Name(0x3b5c11), 131), // ArrayOfNvdimmGuid
+        x::TypeEntry::array(x::Name(0x3b6e1e), 132), // ArrayOfNvdimmInterleaveSetInfo
+        x::TypeEntry::array(x::Name(0x3b8d1d), 133), // ArrayOfNvdimmNamespaceDetails
+        x::TypeEntry::array(x::Name(0x3bab1a), 134), // ArrayOfNvdimmNamespaceInfo
+        x::TypeEntry::array(x::Name(0x3bc617), 135), // ArrayOfNvdimmRegionInfo
+        x::TypeEntry::array(x::Name(0x3bde14), 136), // ArrayOfObjectContent
+        x::TypeEntry::array(x::Name(0x3bf311), 137), // ArrayOfObjectSpec
+        x::TypeEntry::array(x::Name(0x3c0513), 138), // ArrayOfObjectUpdate
+        x::TypeEntry::array(x::Name(0x3c191e), 139), // ArrayOfOpaqueNetworkTargetInfo
+        x::TypeEntry::array(x::Name(0x3c3810), 140), // ArrayOfOptionDef
+        x::TypeEntry::array(x::Name(0x3c4914), 141), // ArrayOfOptionProfile
+        x::TypeEntry::array(x::Name(0x3c5e12), 142), // ArrayOfOptionValue
+        x::TypeEntry::array(x::Name(0x3c7119), 143), // ArrayOfOvfConsumerOstNode
+        x::TypeEntry::array(x::Name(0x3c8b1c), 144), // ArrayOfOvfConsumerOvfSection
+        x::TypeEntry::array(x::Name(0x3ca81a), 145), // ArrayOfOvfDatastoreMapping
+        x::TypeEntry::array(x::Name(0x3cc31a), 146), // ArrayOfOvfDeploymentOption
+        x::TypeEntry::array(x::Name(0x3cde0e), 147), // ArrayOfOvfFile
+        x::TypeEntry::array(x::Name(0x3ced12), 148), // ArrayOfOvfFileItem
+        x::TypeEntry::array(x::Name(0x3d0015), 149), // ArrayOfOvfNetworkInfo
+        x::TypeEntry::array(x::Name(0x3d1618), 150), // ArrayOfOvfNetworkMapping
+        x::TypeEntry::array(x::Name(0x3d2f14), 151), // ArrayOfOvfOptionInfo
+        x::TypeEntry::array(x::Name(0x3d4415), 152), // ArrayOfOvfResourceMap
+        x::TypeEntry::array(x::Name(0x3d5a1f), 153), // ArrayOfOvfStorageProfileMapping
+        x::TypeEntry::array(x::Name(0x3d7a16), 154), // ArrayOfPerfCounterInfo
+        x::TypeEntry::array(x::Name(0x3d911b), 155), // ArrayOfPerfEntityMetricBase
+        x::TypeEntry::array(x::Name(0x3dad13), 156), // ArrayOfPerfInterval
+        x::TypeEntry::array(x::Name(0x3dc113), 157), // ArrayOfPerfMetricId
+        x::TypeEntry::array(x::Name(0x3dd517), 158), // ArrayOfPerfMetricSeries
+        x::TypeEntry::array(x::Name(0x3ded1a), 159), // ArrayOfPerfMetricSeriesCSV
+        x::TypeEntry::array(x::Name(0x3e0814), 160), // ArrayOfPerfQuerySpec
+        x::TypeEntry::array(x::Name(0x3e1d15), 161), // ArrayOfPerfSampleInfo
+        x::TypeEntry::array(x::Name(0x3e332c), 162), // ArrayOfPerformanceManagerCounterLevelMapping
+        x::TypeEntry::array(x::Name(0x3e6011), 163), // ArrayOfPermission
+        x::TypeEntry::array(x::Name(0x3e7218), 164), // ArrayOfPermissionProfile
+        x::TypeEntry::array(x::Name(0x3e8b12), 165), // ArrayOfPhysicalNic
+        x::TypeEntry::array(x::Name(0x3e9e18), 166), // ArrayOfPhysicalNicConfig
+        x::TypeEntry::array(x::Name(0x3eb71a), 167), // ArrayOfPhysicalNicHintInfo
+        x::TypeEntry::array(x::Name(0x3ed218), 168), // ArrayOfPhysicalNicIpHint
+        x::TypeEntry::array(x::Name(0x3eeb1a), 169), // ArrayOfPhysicalNicLinkInfo
+        x::TypeEntry::array(x::Name(0x3f061a), 170), // ArrayOfPhysicalNicNameHint
+        x::TypeEntry::array(x::Name(0x3f2119), 171), // ArrayOfPhysicalNicProfile
+        x::TypeEntry::array(x::Name(0x3f3b1c), 172), // ArrayOfPlacementAffinityRule
+        x::TypeEntry::array(x::Name(0x3f5814), 173), // ArrayOfPlacementSpec
+        x::TypeEntry::array(x::Name(0x3f6d18), 174), // ArrayOfPnicUplinkProfile
+        x::TypeEntry::array(x::Name(0x3f8615), 175), // ArrayOfPodDiskLocator
+        x::TypeEntry::array(x::Name(0x3f9c13), 176), // ArrayOfPolicyOption
+        x::TypeEntry::array(x::Name(0x3fb01c), 177), // ArrayOfPrivilegeAvailability
+        x::TypeEntry::array(x::Name(0x3fcd1b), 178), // ArrayOfProductComponentInfo
+        x::TypeEntry::array(x::Name(0x3fe922), 179), // ArrayOfProfileApplyProfileProperty
+        x::TypeEntry::array(x::Name(0x400c2b), 180), // ArrayOfProfileDeferredPolicyOptionParameter
+        x::TypeEntry::array(x::Name(0x403820), 181), // ArrayOfProfileDescriptionSection
+        x::TypeEntry::array(x::Name(0x40591a), 182), // ArrayOfProfileExecuteError
+        x::TypeEntry::array(x::Name(0x407418), 183), // ArrayOfProfileExpression
+        x::TypeEntry::array(x::Name(0x408d20), 184), // ArrayOfProfileExpressionMetadata
+        x::TypeEntry::array(x::Name(0x40ae16), 185), // ArrayOfProfileMetadata
+        x::TypeEntry::array(x::Name(0x40c52d), 186), // ArrayOfProfileMetadataProfileOperationMessage
+        x::TypeEntry::array(x::Name(0x40f325), 187), // ArrayOfProfileMetadataProfileSortSpec
+        x::TypeEntry::array(x::Name(0x41191f), 188), // ArrayOfProfileParameterMetadata
+        x::TypeEntry::array(x::Name(0x413938), 189), // ArrayOfProfileParameterMetadataParameterRelationMetadata
+        x::TypeEntry::array(x::Name(0x417214), 190), // ArrayOfProfilePolicy
+        x::TypeEntry::array(x::Name(0x41871c), 191), // ArrayOfProfilePolicyMetadata
+        x::TypeEntry::array(x::Name(0x41a422), 192), // ArrayOfProfilePolicyOptionMetadata
+        x::TypeEntry::array(x::Name(0x41c726), 193), // ArrayOfProfileProfileStructureProperty
+        x::TypeEntry::array(x::Name(0x41ee1a), 194), // ArrayOfProfilePropertyPath
+        x::TypeEntry::array(x::Name(0x420927), 195), // ArrayOfProfileUpdateFailedUpdateFailure
+        x::TypeEntry::array(x::Name(0x423115), 196), // ArrayOfPropertyChange
+        x::TypeEntry::array(x::Name(0x424719), 197), // ArrayOfPropertyFilterSpec
+        x::TypeEntry::array(x::Name(0x42611b), 198), // ArrayOfPropertyFilterUpdate
+        x::TypeEntry::array(x::Name(0x427d13), 199), // ArrayOfPropertySpec
+        x::TypeEntry::array(x::Name(0x42910f), 200), // ArrayOfRelation
+        x::TypeEntry::array(x::Name(0x42a122), 201), // ArrayOfReplicationInfoDiskSettings
+        x::TypeEntry::array(x::Name(0x42c419), 202), // ArrayOfResourceConfigSpec
+        x::TypeEntry::array(x::Name(0x42de1e), 203), // ArrayOfRetrieveVStorageObjSpec
+        x::TypeEntry::array(x::Name(0x42fd1a), 204), // ArrayOfScheduledTaskDetail
+        x::TypeEntry::array(x::Name(0x43180e), 205), // ArrayOfScsiLun
+        x::TypeEntry::array(x::Name(0x432718), 206), // ArrayOfScsiLunDescriptor
+        x::TypeEntry::array(x::Name(0x434019), 207), // ArrayOfScsiLunDurableName
+        x::TypeEntry::array(x::Name(0x435a18), 208), // ArrayOfSearchIndexFilter
+        x::TypeEntry::array(x::Name(0x43731f), 209), // ArrayOfSearchIndexOptionalValue
+        x::TypeEntry::array(x::Name(0x43931b), 210), // ArrayOfSearchIndexPredicate
+        x::TypeEntry::array(x::Name(0x43af1e), 211), // ArrayOfSearchIndexResourceItem
+        x::TypeEntry::array(x::Name(0x43ce13), 212), // ArrayOfSelectionSet
+        x::TypeEntry::array(x::Name(0x43e214), 213), // ArrayOfSelectionSpec
+        x::TypeEntry::array(x::Name(0x43f725), 214), // ArrayOfServiceConsolePortGroupProfile
+        x::TypeEntry::array(x::Name(0x441d15), 215), // ArrayOfServiceLocator
+        x::TypeEntry::array(x::Name(0x443320), 216), // ArrayOfServiceManagerServiceInfo
+        x::TypeEntry::array(x::Name(0x445415), 217), // ArrayOfServiceProfile
+        x::TypeEntry::array(x::Name(0x446a0c), 218), // ArrayOfShort
+        x::TypeEntry::array(x::Name(0x447716), 219), // ArrayOfSoftwarePackage
+        x::TypeEntry::array(x::Name(0x448e19), 220), // ArrayOfStaticRouteProfile
+        x::TypeEntry::array(x::Name(0x44a81b), 221), // ArrayOfStorageDrsOptionSpec
+        x::TypeEntry::array(x::Name(0x44c424), 222), // ArrayOfStorageDrsPlacementRankVmSpec
+        x::TypeEntry::array(x::Name(0x44e91d), 223), // ArrayOfStorageDrsVmConfigInfo
+        x::TypeEntry::array(x::Name(0x45071d), 224), // ArrayOfStorageDrsVmConfigSpec
+        x::TypeEntry::array(x::Name(0x452520), 225), // ArrayOfStoragePerformanceSummary
+        x::TypeEntry::array(x::Name(0x454619), 226), // ArrayOfStorageRequirement
+        x::TypeEntry::array(x::Name(0x45600d), 227), // ArrayOfString
+        x::TypeEntry::array(x::Name(0x456e1f), 228), // ArrayOfStructuredCustomizations
+        x::TypeEntry::array(x::Name(0x458e11), 229), // ArrayOfSubnetInfo
+        x::TypeEntry::array(x::Name(0x45a016), 230), // ArrayOfSystemEventInfo
+        x::TypeEntry::array(x::Name(0x45b70a), 231), // ArrayOfTag
+        x::TypeEntry::array(x::Name(0x45c20c), 232), // ArrayOfTagId
+        x::TypeEntry::array(x::Name(0x45cf0e), 233), // ArrayOfTagSpec
+        x::TypeEntry::array(x::Name(0x45de0f), 234), // ArrayOfTaskInfo
+        x::TypeEntry::array(x::Name(0x45ee14), 235), // ArrayOfTaskInfoState
+        x::TypeEntry::array(x::Name(0x460316), 236), // ArrayOfTypeDescription
+        x::TypeEntry::array(x::Name(0x461a36), 237), // ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo
+        x::TypeEntry::array(x::Name(0x46510a), 238), // ArrayOfUri
+        x::TypeEntry::array(x::Name(0x465c1e), 239), // ArrayOfUsbScanCodeSpecKeyEvent
+        x::TypeEntry::array(x::Name(0x467b17), 240), // ArrayOfUserGroupProfile
+        x::TypeEntry::array(x::Name(0x46931a), 241), // ArrayOfUserPrivilegeResult
+        x::TypeEntry::array(x::Name(0x46ae12), 242), // ArrayOfUserProfile
+        x::TypeEntry::array(x::Name(0x46c117), 243), // ArrayOfUserSearchResult
+        x::TypeEntry::array(x::Name(0x46d912), 244), // ArrayOfUserSession
+        x::TypeEntry::array(x::Name(0x46ec17), 245), // ArrayOfVASAStorageArray
+        x::TypeEntry::array(x::Name(0x470427), 246), // ArrayOfVASAStorageArrayDiscoverySvcInfo
+        x::TypeEntry::array(x::Name(0x472c26), 247), // ArrayOfVAppCloneSpecNetworkMappingPair
+        x::TypeEntry::array(x::Name(0x47531f), 248), // ArrayOfVAppCloneSpecResourceMap
+        x::TypeEntry::array(x::Name(0x47731b), 249), // ArrayOfVAppEntityConfigInfo
+        x::TypeEntry::array(x::Name(0x478f19), 250), // ArrayOfVAppOvfSectionInfo
+        x::TypeEntry::array(x::Name(0x47a919), 251), // ArrayOfVAppOvfSectionSpec
+        x::TypeEntry::array(x::Name(0x47c316), 252), // ArrayOfVAppProductInfo
+        x::TypeEntry::array(x::Name(0x47da16), 253), // ArrayOfVAppProductSpec
+        x::TypeEntry::array(x::Name(0x47f117), 254), // ArrayOfVAppPropertyInfo
+        x::TypeEntry::array(x::Name(0x480917), 255), // ArrayOfVAppPropertySpec
+        x::TypeEntry::array(x::Name(0x48211f), 256), // ArrayOfVMwareDVSPvlanConfigSpec
+        x::TypeEntry::array(x::Name(0x48411d), 257), // ArrayOfVMwareDVSPvlanMapEntry
+        x::TypeEntry::array(x::Name(0x485f1f), 258), // ArrayOfVMwareDVSVspanConfigSpec
+        x::TypeEntry::array(x::Name(0x487f1f), 259), // ArrayOfVMwareDvsLacpGroupConfig
+        x::TypeEntry::array(x::Name(0x489f1d), 260), // ArrayOfVMwareDvsLacpGroupSpec
+        x::TypeEntry::array(x::Name(0x48bd19), 261), // ArrayOfVMwareVspanSession
+        x::TypeEntry::array(x::Name(0x48d721), 262), // ArrayOfVStorageObjectAssociations
+        x::TypeEntry::array(x::Name(0x48f933), 263), // ArrayOfVStorageObjectAssociationsVmDiskAssociations
+        x::TypeEntry::array(x::Name(0x492d33), 264), // ArrayOfVStorageObjectReconcileResultInvalidDiskPath
+        x::TypeEntry::array(x::Name(0x496133), 265), // ArrayOfVStorageObjectReconcileResultReconcileDetail
+        x::TypeEntry::array(x::Name(0x499537), 266), // ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::TypeEntry::array(x::Name(0x49cd11), 267), // ArrayOfVVolHostPE
+        x::TypeEntry::array(x::Name(0x49df39), 268), // ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::TypeEntry::array(x::Name(0x4a191a), 269), // ArrayOfVchaNodeRuntimeInfo
+        x::TypeEntry::array(x::Name(0x4a341a), 270), // ArrayOfVimVasaProviderInfo
+        x::TypeEntry::array(x::Name(0x4a4f23), 271), // ArrayOfVimVasaProviderStatePerArray
+        x::TypeEntry::array(x::Name(0x4a7319), 272), // ArrayOfVirtualAppLinkInfo
+        x::TypeEntry::array(x::Name(0x4a8d14), 273), // ArrayOfVirtualDevice
+        x::TypeEntry::array(x::Name(0x4aa221), 274), // ArrayOfVirtualDeviceBackingOption
+        x::TypeEntry::array(x::Name(0x4ac41e), 275), // ArrayOfVirtualDeviceConfigSpec
+        x::TypeEntry::array(x::Name(0x4ae31a), 276), // ArrayOfVirtualDeviceOption
+        x::TypeEntry::array(x::Name(0x4afe12), 277), // ArrayOfVirtualDisk
+        x::TypeEntry::array(x::Name(0x4b112b), 278), // ArrayOfVirtualDiskDeltaDiskFormatsSupported
+        x::TypeEntry::array(x::Name(0x4b3d14), 279), // ArrayOfVirtualDiskId
+        x::TypeEntry::array(x::Name(0x4b521a), 280), // ArrayOfVirtualDiskRuleSpec
+        x::TypeEntry::array(x::Name(0x4b6d2e), 281), // ArrayOfVirtualMachineBaseIndependentFilterSpec
+        x::TypeEntry::array(x::Name(0x4b9c2e), 282), // ArrayOfVirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::array(x::Name(0x4bcb1e), 283), // ArrayOfVirtualMachineCdromInfo
+        x::TypeEntry::array(x::Name(0x4bea23), 284), // ArrayOfVirtualMachineCertThumbprint
+        x::TypeEntry::array(x::Name(0x4c0e2f), 285), // ArrayOfVirtualMachineConfigInfoDatastoreUrlPair
+        x::TypeEntry::array(x::Name(0x4c3e2b), 286), // ArrayOfVirtualMachineConfigOptionDescriptor
+        x::TypeEntry::array(x::Name(0x4c6a1f), 287), // ArrayOfVirtualMachineConfigSpec
+        x::TypeEntry::array(x::Name(0x4c8a1f), 288), // ArrayOfVirtualMachineConnection
+        x::TypeEntry::array(x::Name(0x4caa22), 289), // ArrayOfVirtualMachineCpuIdInfoSpec
+        x::TypeEntry::array(x::Name(0x4ccd22), 290), // ArrayOfVirtualMachineDatastoreInfo
+        x::TypeEntry::array(x::Name(0x4cf02a), 291), // ArrayOfVirtualMachineDatastoreVolumeOption
+        x::TypeEntry::array(x::Name(0x4d1b26), 292), // ArrayOfVirtualMachineDeviceRuntimeInfo
+        x::TypeEntry::array(x::Name(0x4d4224), 293), // ArrayOfVirtualMachineDisplayTopology
+        x::TypeEntry::array(x::Name(0x4d6721), 294), // ArrayOfVirtualMachineDvxClassInfo
+        x::TypeEntry::array(x::Name(0x4d892b), 295), // ArrayOfVirtualMachineDynamicPassthroughInfo
+        x::TypeEntry::array(x::Name(0x4db527), 296), // ArrayOfVirtualMachineFeatureRequirement
+        x::TypeEntry::array(x::Name(0x4ddd29), 297), // ArrayOfVirtualMachineFileLayoutDiskLayout
+        x::TypeEntry::array(x::Name(0x4e072b), 298), // ArrayOfVirtualMachineFileLayoutExDiskLayout
+        x::TypeEntry::array(x::Name(0x4e3329), 299), // ArrayOfVirtualMachineFileLayoutExDiskUnit
+        x::TypeEntry::array(x::Name(0x4e5d29), 300), // ArrayOfVirtualMachineFileLayoutExFileInfo
+        x::TypeEntry::array(x::Name(0x4e872f), 301), // ArrayOfVirtualMachineFileLayoutExSnapshotLayout
+        x::TypeEntry::array(x::Name(0x4eb72d), 302), // ArrayOfVirtualMachineFileLayoutSnapshotLayout
+        x::TypeEntry::array(x::Name(0x4ee51f), 303), // ArrayOfVirtualMachineFloppyInfo
+        x::TypeEntry::array(x::Name(0x4f0526), 304), // ArrayOfVirtualMachineIdeDiskDeviceInfo
+        x::TypeEntry::array(x::Name(0x4f2c2f), 305), // ArrayOfVirtualMachineIdeDiskDevicePartitionInfo
+        x::TypeEntry::array(x::Name(0x4f5c2c), 306), // ArrayOfVirtualMachineLegacyNetworkSwitchInfo
+        x::TypeEntry::array(x::Name(0x4f891c), 307), // ArrayOfVirtualMachineMessage
+        x::TypeEntry::array(x::Name(0x4fa633), 308), // ArrayOfVirtualMachineMetadataManagerVmMetadataInput
+        x::TypeEntry::array(x::Name(0x4fda34), 309), // ArrayOfVirtualMachineMetadataManagerVmMetadataResult
+        x::TypeEntry::array(x::Name(0x500f20), 310), // ArrayOfVirtualMachineNetworkInfo
+        x::TypeEntry::array(x::Name(0x503021), 311), // ArrayOfVirtualMachineParallelInfo
+        x::TypeEntry::array(x::Name(0x505227), 312), // ArrayOfVirtualMachinePciPassthroughInfo
+        x::TypeEntry::array(x::Name(0x507a30), 313), // ArrayOfVirtualMachinePciSharedGpuPassthroughInfo
+        x::TypeEntry::array(x::Name(0x50ab27), 314), // ArrayOfVirtualMachinePrecisionClockInfo
+        x::TypeEntry::array(x::Name(0x50d335), 315), // ArrayOfVirtualMachineProfileDetailsDiskProfileDetails
+        x::TypeEntry::array(x::Name(0x510920), 316), // ArrayOfVirtualMachineProfileSpec
+        x::TypeEntry::array(x::Name(0x512a25), 317), // ArrayOfVirtualMachinePropertyRelation
+        x::TypeEntry::array(x::Name(0x51502e), 318), // ArrayOfVirtualMachineQuickStatsMemoryTierStats
+        x::TypeEntry::array(x::Name(0x517f2c), 319), // ArrayOfVirtualMachineRelocateSpecDiskLocator
+        x::TypeEntry::array(x::Name(0x51ac27), 320), // ArrayOfVirtualMachineScsiDiskDeviceInfo
+        x::TypeEntry::array(x::Name(0x51d428), 321), // ArrayOfVirtualMachineScsiPassthroughInfo
+        x::TypeEntry::array(x::Name(0x51fd1f), 322), // ArrayOfVirtualMachineSerialInfo
+        x::TypeEntry::array(x::Name(0x521d21), 323), // ArrayOfVirtualMachineSnapshotTree
+        x::TypeEntry::array(x::Name(0x523f1e), 324), // ArrayOfVirtualMachineSoundInfo
+        x::TypeEntry::array(x::Name(0x525e1e), 325), // ArrayOfVirtualMachineSriovInfo
+        x::TypeEntry::array(x::Name(0x527d1c), 326), // ArrayOfVirtualMachineSummary
+        x::TypeEntry::array(x::Name(0x529a25), 327), // ArrayOfVirtualMachineUsageOnDatastore
+        x::TypeEntry::array(x::Name(0x52c01c), 328), // ArrayOfVirtualMachineUsbInfo
+        x::TypeEntry::array(x::Name(0x52dd25), 329), // ArrayOfVirtualMachineVFlashModuleInfo
+        x::TypeEntry::array(x::Name(0x530329), 330), // ArrayOfVirtualMachineVMCIDeviceFilterSpec
+        x::TypeEntry::array(x::Name(0x532d28), 331), // ArrayOfVirtualMachineVMotionStunTimeInfo
+        x::TypeEntry::array(x::Name(0x53561f), 332), // ArrayOfVirtualMachineVcpuConfig
+        x::TypeEntry::array(x::Name(0x53762a), 333), // ArrayOfVirtualMachineVendorDeviceGroupInfo
+        x::TypeEntry::array(x::Name(0x53a13d), 334), // ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
+        x::TypeEntry::array(x::Name(0x53df23), 335), // ArrayOfVirtualMachineVgpuDeviceInfo
+        x::TypeEntry::array(x::Name(0x540324), 336), // ArrayOfVirtualMachineVgpuProfileInfo
+        x::TypeEntry::array(x::Name(0x542833), 337), // ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup
+        x::TypeEntry::array(x::Name(0x545c21), 338), // ArrayOfVirtualNicManagerNetConfig
+        x::TypeEntry::array(x::Name(0x547e29), 339), // ArrayOfVirtualPCIPassthroughAllowedDevice
+        x::TypeEntry::array(x::Name(0x54a819), 340), // ArrayOfVirtualSCSISharing
+        x::TypeEntry::array(x::Name(0x54c21b), 341), // ArrayOfVirtualSwitchProfile
+        x::TypeEntry::array(x::Name(0x54de16), 342), // ArrayOfVmEventArgument
+        x::TypeEntry::array(x::Name(0x54f518), 343), // ArrayOfVmPlacementPolicy
+        x::TypeEntry::array(x::Name(0x550e1e), 344), // ArrayOfVmPodConfigForPlacement
+        x::TypeEntry::array(x::Name(0x552d19), 345), // ArrayOfVmPortGroupProfile
+        x::TypeEntry::array(x::Name(0x554717), 346), // ArrayOfVmfsConfigOption
+        x::TypeEntry::array(x::Name(0x555f1a), 347), // ArrayOfVmfsDatastoreOption
+        x::TypeEntry::array(x::Name(0x557a17), 348), // ArrayOfVnicPortArgument
+        x::TypeEntry::array(x::Name(0x559219), 349), // ArrayOfVsanHostConfigInfo
+        x::TypeEntry::array(x::Name(0x55ac2e), 350), // ArrayOfVsanHostConfigInfoNetworkInfoPortConfig
+        x::TypeEntry::array(x::Name(0x55db1a), 351), // ArrayOfVsanHostDiskMapInfo
+        x::TypeEntry::array(x::Name(0x55f61c), 352), // ArrayOfVsanHostDiskMapResult
+        x::TypeEntry::array(x::Name(0x56131a), 353), // ArrayOfVsanHostDiskMapping
+        x::TypeEntry::array(x::Name(0x562e19), 354), // ArrayOfVsanHostDiskResult
+        x::TypeEntry::array(x::Name(0x56481d), 355), // ArrayOfVsanHostMembershipInfo
+        x::TypeEntry::array(x::Name(0x566623), 356), // ArrayOfVsanHostRuntimeInfoDiskIssue
+        x::TypeEntry::array(x::Name(0x568a19), 357), // ArrayOfVsanNewPolicyBatch
+        x::TypeEntry::array(x::Name(0x56a41c), 358), // ArrayOfVsanPolicyChangeBatch
+        x::TypeEntry::array(x::Name(0x56c11f), 359), // ArrayOfVsanPolicySatisfiability
+        x::TypeEntry::array(x::Name(0x56e12c), 360), // ArrayOfVsanUpgradeSystemNetworkPartitionInfo
+        x::TypeEntry::array(x::Name(0x570e2b), 361), // ArrayOfVsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::array(x::Name(0x573a2a), 362), // ArrayOfVsanUpgradeSystemUpgradeHistoryItem
+        x::TypeEntry::array(x::Name(0x576513), 363), // ArrayOfVslmTagEntry
+        x::TypeEntry::array(x::Name(0x577925), 364), // ArrayOfvslmInfrastructureObjectPolicy
+        x::TypeEntry::enumeration(x::Name(0x579f14), 0, 3), // ArrayUpdateOperation
+        x::TypeEntry::structure(x::Name(0x57b40f), x::Name(0xbb9c0b), 365, 2), // ArrayUpdateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x57cd1c), x::Name::NONE, 367, 3), // AssignUserToGroupRequestType
+        x::TypeEntry::structure(x::Name(0x57ea1b), x::Name::NONE, 370, 2), // AssociateProfileRequestType
+        x::TypeEntry::structure(x::Name(0x580615), x::Name::NONE, 372, 5), // AttachDiskRequestType
+        x::TypeEntry::structure(x::Name(0x581c1a), x::Name::NONE, 377, 2), // AttachScsiLunExRequestType
+        x::TypeEntry::structure(x::Name(0x583718), x::Name::NONE, 379, 2), // AttachScsiLunRequestType
+        x::TypeEntry::structure(x::Name(0x585024), x::Name::NONE, 381, 4), // AttachTagToVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x58751b), x::Name::NONE, 385, 3), // AttachVmfsExtentRequestType
+        x::TypeEntry::structure(x::Name(0x58911a), x::Name(0x1d94808), 388, 0), // AuthMinimumAdminPermission: VimFault
+        x::TypeEntry::structure(x::Name(0x58ac15), x::Name(0xad70c), 388, 1), // AuthenticationProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x58c216), x::Name(0x19b140c), 389, 1), // AuthenticationRequired: RuntimeFault
+        x::TypeEntry::enumeration(x::Name(0x58d92a), 3, 2), // AuthenticationRequiredAuthenticationScheme
+        x::TypeEntry::structure(x::Name(0x59041f), x::Name(0xbb9c0b), 390, 6), // AuthenticationRequiredChallenge: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x59241f), 5, 4), // AuthenticationRequiredErrorType
+        x::TypeEntry::structure(x::Name(0x594418), x::Name(0xbb9c0b), 396, 2), // AuthorizationDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x595d12), x::Name(0xc19905), 398, 0), // AuthorizationEvent: Event
+        x::TypeEntry::structure(x::Name(0x597016), x::Name(0xbb9c0b), 398, 4), // AuthorizationPrivilege: DynamicData
+        x::TypeEntry::structure(x::Name(0x598711), x::Name(0xbb9c0b), 402, 5), // AuthorizationRole: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x59a80f), 9, 6), // AutoStartAction
+        x::TypeEntry::structure(x::Name(0x59b811), x::Name(0xbb9c0b), 407, 5), // AutoStartDefaults: DynamicData
+        x::TypeEntry::structure(x::Name(0x59ca12), x::Name(0xbb9c0b), 412, 7), // AutoStartPowerInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x59dd1c), x::Name::NONE, 419, 1), // AutoStartPowerOffRequestType
+        x::TypeEntry::structure(x::Name(0x59fa1b), x::Name::NONE, 420, 1), // AutoStartPowerOnRequestType
+        x::TypeEntry::enumeration(x::Name(0x5a161d), 15, 3), // AutoStartWaitHeartbeatSetting
     ],
     decoders: &[
+        Some(x::decode_boxed::<Vec<HostNvmeConnectSpec>>),
+        Some(x::decode_boxed::<Vec<HostNvmeController>>),
+        Some(x::decode_boxed::<Vec<HostNvmeDisconnectSpec>>),
+        Some(x::decode_boxed::<Vec<HostNvmeDiscoveryLogEntry>>),
+        Some(x::decode_boxed::<Vec<HostNvmeNamespace>>),
+        Some(x::decode_boxed::<Vec<HostNvmeTopologyInterface>>),
+        Some(x::decode_boxed::<Vec<HostOpaqueNetworkInfo>>),
+        Some(x::decode_boxed::<Vec<HostOpaqueSwitch>>),
+        Some(x::decode_boxed::<Vec<HostOpaqueSwitchPhysicalNicZone>>),
+        Some(x::decode_boxed::<Vec<HostPartialMaintenanceModeRuntimeInfo>>),
+        Some(x::decode_boxed::<Vec<HostPatchManagerStatus>>),
+        Some(x::decode_boxed::<Vec<HostPatchManagerStatusPrerequisitePatch>>),
+        Some(x::decode_boxed::<Vec<HostPathSelectionPolicyOption>>),
+        Some(x::decode_boxed::<Vec<HostPciDevice>>),
+        Some(x::decode_boxed::<Vec<AnyHostPciPassthruConfig>>),
+        Some(x::decode_boxed::<Vec<AnyHostPciPassthruInfo>>),
+        Some(x::decode_boxed::<Vec<HostPlacedVirtualNicIdentifier>>),
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyAdapter>>),
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyDevice>>),
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPath>>),
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPlugin>>),
         Some(x::decode_boxed::<Vec<HostPlugStoreTopologyTarget>>),
         Some(x::decode_boxed::<Vec<HostPnicNetworkResourceInfo>>),
         Some(x::decode_boxed::<Vec<HostPortGroup>>),
@@ -409,6 +478,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>),
         Some(x::decode_boxed::<Vec<HostVsanInternalSystemVsanObjectOperationResult>>),
         Some(x::decode_boxed::<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>),
+        Some(x::decode_boxed::<Vec<HostVvolNQN>>),
+        Some(x::decode_boxed::<Vec<HostVvolVolumeHostVvolNQN>>),
         Some(x::decode_boxed::<Vec<HttpNfcLeaseDatastoreLeaseInfo>>),
         Some(x::decode_boxed::<Vec<HttpNfcLeaseDeviceUrl>>),
         Some(x::decode_boxed::<Vec<HttpNfcLeaseHostInfo>>),
@@ -437,6 +508,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<LicenseReservationInfo>>),
         Some(x::decode_boxed::<Vec<LocalizableMessage>>),
         Some(x::decode_boxed::<Vec<LocalizationManagerMessageCatalog>>),
+        Some(x::decode_boxed::<Vec<LocalizedMethodFault>>),
         None, // ArrayOfLong
         Some(x::decode_boxed::<Vec<ManagedEntityStatus>>),
         None, // ArrayOfManagedObjectReference
@@ -453,6 +525,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<NetIpStackInfoDefaultRouter>>),
         Some(x::decode_boxed::<Vec<NetIpStackInfoNetToMedia>>),
         Some(x::decode_boxed::<Vec<NetStackInstanceProfile>>),
+        Some(x::decode_boxed::<Vec<NoPermissionEntityPrivileges>>),
         Some(x::decode_boxed::<Vec<NsxHostVNicProfile>>),
         Some(x::decode_boxed::<Vec<NumericRange>>),
         Some(x::decode_boxed::<Vec<NvdimmDimmInfo>>),
@@ -470,6 +543,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<AnyOptionValue>>),
         Some(x::decode_boxed::<Vec<OvfConsumerOstNode>>),
         Some(x::decode_boxed::<Vec<OvfConsumerOvfSection>>),
+        Some(x::decode_boxed::<Vec<OvfDatastoreMapping>>),
         Some(x::decode_boxed::<Vec<OvfDeploymentOption>>),
         Some(x::decode_boxed::<Vec<OvfFile>>),
         Some(x::decode_boxed::<Vec<OvfFileItem>>),
@@ -477,6 +551,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<OvfNetworkMapping>>),
         Some(x::decode_boxed::<Vec<OvfOptionInfo>>),
         Some(x::decode_boxed::<Vec<OvfResourceMap>>),
+        Some(x::decode_boxed::<Vec<OvfStorageProfileMapping>>),
         Some(x::decode_boxed::<Vec<PerfCounterInfo>>),
         Some(x::decode_boxed::<Vec<AnyPerfEntityMetricBase>>),
         Some(x::decode_boxed::<Vec<PerfInterval>>),
@@ -531,6 +606,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<AnyScsiLun>>),
         Some(x::decode_boxed::<Vec<ScsiLunDescriptor>>),
         Some(x::decode_boxed::<Vec<ScsiLunDurableName>>),
+        Some(x::decode_boxed::<Vec<SearchIndexFilter>>),
+        Some(x::decode_boxed::<Vec<SearchIndexOptionalValue>>),
+        Some(x::decode_boxed::<Vec<SearchIndexPredicate>>),
+        Some(x::decode_boxed::<Vec<SearchIndexResourceItem>>),
         Some(x::decode_boxed::<Vec<AnySelectionSet>>),
         Some(x::decode_boxed::<Vec<AnySelectionSpec>>),
         Some(x::decode_boxed::<Vec<ServiceConsolePortGroupProfile>>),
@@ -548,8 +627,11 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<StorageRequirement>>),
         None, // ArrayOfString
         Some(x::decode_boxed::<Vec<StructuredCustomizations>>),
+        Some(x::decode_boxed::<Vec<SubnetInfo>>),
         Some(x::decode_boxed::<Vec<SystemEventInfo>>),
         Some(x::decode_boxed::<Vec<Tag>>),
+        Some(x::decode_boxed::<Vec<TagId>>),
+        Some(x::decode_boxed::<Vec<TagSpec>>),
         Some(x::decode_boxed::<Vec<TaskInfo>>),
         Some(x::decode_boxed::<Vec<TaskInfoState>>),
         Some(x::decode_boxed::<Vec<AnyTypeDescription>>),
@@ -562,6 +644,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<AnyUserSearchResult>>),
         Some(x::decode_boxed::<Vec<UserSession>>),
         Some(x::decode_boxed::<Vec<VASAStorageArray>>),
+        Some(x::decode_boxed::<Vec<VASAStorageArrayDiscoverySvcInfo>>),
         Some(x::decode_boxed::<Vec<VAppCloneSpecNetworkMappingPair>>),
         Some(x::decode_boxed::<Vec<VAppCloneSpecResourceMap>>),
         Some(x::decode_boxed::<Vec<VAppEntityConfigInfo>>),
@@ -579,6 +662,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<VMwareVspanSession>>),
         Some(x::decode_boxed::<Vec<VStorageObjectAssociations>>),
         Some(x::decode_boxed::<Vec<VStorageObjectAssociationsVmDiskAssociations>>),
+        Some(x::decode_boxed::<Vec<VStorageObjectReconcileResultInvalidDiskPath>>),
+        Some(x::decode_boxed::<Vec<VStorageObjectReconcileResultReconcileDetail>>),
         Some(x::decode_boxed::<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>),
         Some(x::decode_boxed::<Vec<VVolHostPE>>),
         Some(x::decode_boxed::<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>),
@@ -597,6 +682,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>),
         Some(x::decode_boxed::<Vec<AnyVirtualMachineBootOptionsBootableDevice>>),
         Some(x::decode_boxed::<Vec<VirtualMachineCdromInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineCertThumbprint>>),
         Some(x::decode_boxed::<Vec<VirtualMachineConfigInfoDatastoreUrlPair>>),
         Some(x::decode_boxed::<Vec<VirtualMachineConfigOptionDescriptor>>),
         Some(x::decode_boxed::<Vec<VirtualMachineConfigSpec>>),
@@ -606,6 +692,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<VirtualMachineDatastoreVolumeOption>>),
         Some(x::decode_boxed::<Vec<VirtualMachineDeviceRuntimeInfo>>),
         Some(x::decode_boxed::<Vec<VirtualMachineDisplayTopology>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineDvxClassInfo>>),
         Some(x::decode_boxed::<Vec<VirtualMachineDynamicPassthroughInfo>>),
         Some(x::decode_boxed::<Vec<VirtualMachineFeatureRequirement>>),
         Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutDiskLayout>>),
@@ -642,14 +729,19 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<Vec<VirtualMachineUsbInfo>>),
         Some(x::decode_boxed::<Vec<VirtualMachineVFlashModuleInfo>>),
         Some(x::decode_boxed::<Vec<VirtualMachineVMCIDeviceFilterSpec>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineVMotionStunTimeInfo>>),
         Some(x::decode_boxed::<Vec<VirtualMachineVcpuConfig>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineVendorDeviceGroupInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>>),
         Some(x::decode_boxed::<Vec<VirtualMachineVgpuDeviceInfo>>),
         Some(x::decode_boxed::<Vec<VirtualMachineVgpuProfileInfo>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>>),
         Some(x::decode_boxed::<Vec<VirtualNicManagerNetConfig>>),
         Some(x::decode_boxed::<Vec<VirtualPCIPassthroughAllowedDevice>>),
         Some(x::decode_boxed::<Vec<VirtualSCSISharing>>),
         Some(x::decode_boxed::<Vec<VirtualSwitchProfile>>),
         Some(x::decode_boxed::<Vec<VmEventArgument>>),
+        Some(x::decode_boxed::<Vec<AnyVmPlacementPolicy>>),
         Some(x::decode_boxed::<Vec<VmPodConfigForPlacement>>),
         Some(x::decode_boxed::<Vec<VmPortGroupProfile>>),
         Some(x::decode_boxed::<Vec<VmfsConfigOption>>),
@@ -682,6 +774,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // AttachVmfsExtentRequestType
         Some(x::decode_boxed::<AuthMinimumAdminPermission>),
         Some(x::decode_boxed::<AuthenticationProfile>),
+        Some(x::decode_boxed::<AuthenticationRequired>),
+        Some(x::decode_boxed::<AuthenticationRequiredAuthenticationScheme>),
+        Some(x::decode_boxed::<AuthenticationRequiredChallenge>),
+        Some(x::decode_boxed::<AuthenticationRequiredErrorType>),
         Some(x::decode_boxed::<AuthorizationDescription>),
         Some(x::decode_boxed::<AuthorizationEvent>),
         Some(x::decode_boxed::<AuthorizationPrivilege>),
@@ -694,389 +790,446 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<AutoStartWaitHeartbeatSetting>),
     ],
     fields: &[
-        x::FieldEntry::repeated(x::Name(0xefcc1b), x::Name(0xefcc1b)), // HostPlugStoreTopologyTarget: HostPlugStoreTopologyTarget
-        x::FieldEntry::repeated(x::Name(0xefe81b), x::Name(0xefe81b)), // HostPnicNetworkResourceInfo: HostPnicNetworkResourceInfo
-        x::FieldEntry::repeated(x::Name(0xf0040d), x::Name(0xf0040d)), // HostPortGroup: HostPortGroup
-        x::FieldEntry::repeated(x::Name(0xf01213), x::Name(0xf01213)), // HostPortGroupConfig: HostPortGroupConfig
-        x::FieldEntry::repeated(x::Name(0xf02611), x::Name(0xf02611)), // HostPortGroupPort: HostPortGroupPort
-        x::FieldEntry::repeated(x::Name(0xf03814), x::Name(0xf03814)), // HostPortGroupProfile: HostPortGroupProfile
-        x::FieldEntry::repeated(x::Name(0xf09d0f), x::Name(0xf09d0f)), // HostPowerPolicy: HostPowerPolicy
-        x::FieldEntry::repeated(x::Name(0xf1a330), x::Name(0xf1a330)), // HostProfileManagerCompositionResultResultElement: HostProfileManagerCompositionResultResultElement
-        x::FieldEntry::repeated(x::Name(0xf2393a), x::Name(0xf2393a)), // HostProfileManagerCompositionValidationResultResultElement: HostProfileManagerCompositionValidationResultResultElement
-        x::FieldEntry::repeated(x::Name(0xf3d920), x::Name(0xf3d920)), // HostProfilesEntityCustomizations: HostProfilesEntityCustomizations
-        x::FieldEntry::repeated(x::Name(0xf3fa14), x::Name(0xf3fa14)), // HostProtocolEndpoint: HostProtocolEndpoint
-        x::FieldEntry::repeated(x::Name(0xf4530f), x::Name(0xf4530f)), // HostProxySwitch: HostProxySwitch
-        x::FieldEntry::repeated(x::Name(0xf46315), x::Name(0xf46315)), // HostProxySwitchConfig: HostProxySwitchConfig
-        x::FieldEntry::repeated(x::Name(0xf4791c), x::Name(0xf4791c)), // HostProxySwitchHostLagConfig: HostProxySwitchHostLagConfig
-        x::FieldEntry::repeated(x::Name(0xf4d014), x::Name(0xf4d014)), // HostPtpConfigPtpPort: HostPtpConfigPtpPort
-        x::FieldEntry::repeated(x::Name(0xf4e511), x::Name(0xf4e511)), // HostQualifiedName: HostQualifiedName
-        x::FieldEntry::repeated(x::Name(0xf50d0e), x::Name(0xf50d0e)), // HostRdmaDevice: HostRdmaDevice
-        x::FieldEntry::repeated(x::Name(0xf7f12a), x::Name(0xf7f12a)), // HostRuntimeInfoNetStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0xf9200c), x::Name(0xf9200c)), // HostScsiDisk: HostScsiDisk
-        x::FieldEntry::repeated(x::Name(0xf92d15), x::Name(0xf92d15)), // HostScsiDiskPartition: HostScsiDiskPartition
-        x::FieldEntry::repeated(x::Name(0xf95419), x::Name(0xf95419)), // HostScsiTopologyInterface: HostScsiTopologyInterface
-        x::FieldEntry::repeated(x::Name(0xf96e13), x::Name(0xf96e13)), // HostScsiTopologyLun: HostScsiTopologyLun
-        x::FieldEntry::repeated(x::Name(0xf98216), x::Name(0xf98216)), // HostScsiTopologyTarget: HostScsiTopologyTarget
-        x::FieldEntry::repeated(x::Name(0xf9e20b), x::Name(0xf9e20b)), // HostService: HostService
-        x::FieldEntry::repeated(x::Name(0xf9ee11), x::Name(0xf9ee11)), // HostServiceConfig: HostServiceConfig
-        x::FieldEntry::repeated(x::Name(0xfacf19), x::Name(0xfacf19)), // HostSharedGpuCapabilities: HostSharedGpuCapabilities
-        x::FieldEntry::repeated(x::Name(0xfb6213), x::Name(0xfb6213)), // HostSnmpDestination: HostSnmpDestination
-        x::FieldEntry::repeated(x::Name(0xfc4f17), x::Name(0xfc4f17)), // HostSriovDevicePoolInfo: HostSriovDevicePoolInfo
-        x::FieldEntry::repeated(x::Name(0xfc9415), x::Name(0xfc9415)), // HostSslThumbprintInfo: HostSslThumbprintInfo
-        x::FieldEntry::repeated(x::Name(0xfcd120), x::Name(0xfcd120)), // HostStorageArrayTypePolicyOption: HostStorageArrayTypePolicyOption
-        x::FieldEntry::repeated(x::Name(0xfd0816), x::Name(0xfd0816)), // HostStorageElementInfo: HostStorageElementInfo
-        x::FieldEntry::repeated(x::Name(0xfd1f1a), x::Name(0xfd1f1a)), // HostStorageOperationalInfo: HostStorageOperationalInfo
-        x::FieldEntry::repeated(x::Name(0xfd4e25), x::Name(0xfd4e25)), // HostStorageSystemDiskLocatorLedResult: HostStorageSystemDiskLocatorLedResult
-        x::FieldEntry::repeated(x::Name(0xfd741e), x::Name(0xfd741e)), // HostStorageSystemScsiLunResult: HostStorageSystemScsiLunResult
-        x::FieldEntry::repeated(x::Name(0xfd9321), x::Name(0xfd9321)), // HostStorageSystemVmfsVolumeResult: HostStorageSystemVmfsVolumeResult
-        x::FieldEntry::repeated(x::Name(0xfdb514), x::Name(0xfdb514)), // HostSubSpecification: HostSubSpecification
-        x::FieldEntry::repeated(x::Name(0xfe6c1c), x::Name(0xfe6c1c)), // HostSystemIdentificationInfo: HostSystemIdentificationInfo
-        x::FieldEntry::repeated(x::Name(0xff2716), x::Name(0xff2716)), // HostSystemResourceInfo: HostSystemResourceInfo
-        x::FieldEntry::repeated(x::Name(0x100092b), x::Name(0x100092b)), // HostSystemSwapConfigurationSystemSwapOption: HostSystemSwapConfigurationSystemSwapOption
-        x::FieldEntry::repeated(x::Name(0x1011811), x::Name(0x1011811)), // HostTpmDigestInfo: HostTpmDigestInfo
-        x::FieldEntry::repeated(x::Name(0x1013e14), x::Name(0x1013e14)), // HostTpmEventLogEntry: HostTpmEventLogEntry
-        x::FieldEntry::repeated(x::Name(0x101ab21), x::Name(0x101ab21)), // HostTrustAuthorityAttestationInfo: HostTrustAuthorityAttestationInfo
-        x::FieldEntry::repeated(x::Name(0x1020018), x::Name(0x1020018)), // HostUnresolvedVmfsExtent: HostUnresolvedVmfsExtent
-        x::FieldEntry::repeated(x::Name(0x1026422), x::Name(0x1026422)), // HostUnresolvedVmfsResolutionResult: HostUnresolvedVmfsResolutionResult
-        x::FieldEntry::repeated(x::Name(0x1028720), x::Name(0x1028720)), // HostUnresolvedVmfsResolutionSpec: HostUnresolvedVmfsResolutionSpec
-        x::FieldEntry::repeated(x::Name(0x102db18), x::Name(0x102db18)), // HostUnresolvedVmfsVolume: HostUnresolvedVmfsVolume
-        x::FieldEntry::repeated(x::Name(0x103d33e), x::Name(0x103d33e)), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::FieldEntry::repeated(x::Name(0x1050018), x::Name(0x1050018)), // HostVMotionCompatibility: HostVMotionCompatibility
-        x::FieldEntry::repeated(x::Name(0x106ad0e), x::Name(0x106ad0e)), // HostVirtualNic: HostVirtualNic
-        x::FieldEntry::repeated(x::Name(0x106bc14), x::Name(0x106bc14)), // HostVirtualNicConfig: HostVirtualNicConfig
-        x::FieldEntry::repeated(x::Name(0x1073b25), x::Name(0x1073b25)), // HostVirtualNicManagerNicTypeSelection: HostVirtualNicManagerNicTypeSelection
-        x::FieldEntry::repeated(x::Name(0x1079411), x::Name(0x1079411)), // HostVirtualSwitch: HostVirtualSwitch
-        x::FieldEntry::repeated(x::Name(0x1081417), x::Name(0x1081417)), // HostVirtualSwitchConfig: HostVirtualSwitchConfig
-        x::FieldEntry::repeated(x::Name(0x108601f), x::Name(0x108601f)), // HostVmciAccessManagerAccessSpec: HostVmciAccessManagerAccessSpec
-        x::FieldEntry::repeated(x::Name(0x1089a14), x::Name(0x1089a14)), // HostVmfsRescanResult: HostVmfsRescanResult
-        x::FieldEntry::repeated(x::Name(0x1093320), x::Name(0x1093320)), // HostVsanInternalSystemCmmdsQuery: HostVsanInternalSystemCmmdsQuery
-        x::FieldEntry::repeated(x::Name(0x109542d), x::Name(0x109542d)), // HostVsanInternalSystemDeleteVsanObjectsResult: HostVsanInternalSystemDeleteVsanObjectsResult
-        x::FieldEntry::repeated(x::Name(0x109822f), x::Name(0x109822f)), // HostVsanInternalSystemVsanObjectOperationResult: HostVsanInternalSystemVsanObjectOperationResult
-        x::FieldEntry::repeated(x::Name(0x109b237), x::Name(0x109b237)), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
-        x::FieldEntry::repeated(x::Name(0x10ace1e), x::Name(0x10ace1e)), // HttpNfcLeaseDatastoreLeaseInfo: HttpNfcLeaseDatastoreLeaseInfo
-        x::FieldEntry::repeated(x::Name(0x10aed15), x::Name(0x10aed15)), // HttpNfcLeaseDeviceUrl: HttpNfcLeaseDeviceUrl
-        x::FieldEntry::repeated(x::Name(0x10b2614), x::Name(0x10b2614)), // HttpNfcLeaseHostInfo: HttpNfcLeaseHostInfo
-        x::FieldEntry::repeated(x::Name(0x10b4c19), x::Name(0x10b4c19)), // HttpNfcLeaseManifestEntry: HttpNfcLeaseManifestEntry
-        x::FieldEntry::repeated(x::Name(0x10b9d17), x::Name(0x10b9d17)), // HttpNfcLeaseProbeResult: HttpNfcLeaseProbeResult
-        x::FieldEntry::repeated(x::Name(0x10c4916), x::Name(0x10c4916)), // HttpNfcLeaseSourceFile: HttpNfcLeaseSourceFile
-        x::FieldEntry::repeated(x::Name(0x10c8702), x::Name(0x10c8702)), // ID: ID
-        x::FieldEntry::repeated(x::Name(0x10d5125), x::Name(0x10d5125)), // ImportOperationBulkFaultFaultOnImport: ImportOperationBulkFaultFaultOnImport
-        x::FieldEntry::repeated(x::Name(0x10d770a), x::Name(0x10d770a)), // ImportSpec: ImportSpec
-        x::FieldEntry::repeated(x::Name(0x2729103), x::Name(0x2729103)), // int: int
-        x::FieldEntry::repeated(x::Name(0x1181a11), x::Name(0x1181a11)), // IoFilterHostIssue: IoFilterHostIssue
-        x::FieldEntry::repeated(x::Name(0x118a506), x::Name(0x118a506)), // IpPool: IpPool
-        x::FieldEntry::repeated(x::Name(0x118ac11), x::Name(0x118ac11)), // IpPoolAssociation: IpPoolAssociation
-        x::FieldEntry::repeated(x::Name(0x118d519), x::Name(0x118d519)), // IpPoolManagerIpAllocation: IpPoolManagerIpAllocation
-        x::FieldEntry::repeated(x::Name(0x1194615), x::Name(0x1194615)), // IscsiDependencyEntity: IscsiDependencyEntity
-        x::FieldEntry::repeated(x::Name(0x11a960d), x::Name(0x11a960d)), // IscsiPortInfo: IscsiPortInfo
-        x::FieldEntry::repeated(x::Name(0x11b1e10), x::Name(0x11b1e10)), // KernelModuleInfo: KernelModuleInfo
-        x::FieldEntry::repeated(x::Name(0x11b470b), x::Name(0x11b470b)), // KeyAnyValue: KeyAnyValue
-        x::FieldEntry::repeated(x::Name(0x11c0608), x::Name(0x11c0608)), // KeyValue: KeyValue
-        x::FieldEntry::repeated(x::Name(0x11c0f0f), x::Name(0x11c0f0f)), // KmipClusterInfo: KmipClusterInfo
-        x::FieldEntry::repeated(x::Name(0x11c400e), x::Name(0x11c400e)), // KmipServerInfo: KmipServerInfo
-        x::FieldEntry::repeated(x::Name(0x11d5429), x::Name(0x11d5429)), // LicenseAssignmentManagerLicenseAssignment: LicenseAssignmentManagerLicenseAssignment
-        x::FieldEntry::repeated(x::Name(0x11d7e17), x::Name(0x11d7e17)), // LicenseAvailabilityInfo: LicenseAvailabilityInfo
-        x::FieldEntry::repeated(x::Name(0x11e0a12), x::Name(0x11e0a12)), // LicenseFeatureInfo: LicenseFeatureInfo
-        x::FieldEntry::repeated(x::Name(0x11ea619), x::Name(0x11ea619)), // LicenseManagerLicenseInfo: LicenseManagerLicenseInfo
-        x::FieldEntry::repeated(x::Name(0x11f0716), x::Name(0x11f0716)), // LicenseReservationInfo: LicenseReservationInfo
-        x::FieldEntry::repeated(x::Name(0x1230312), x::Name(0x1230312)), // LocalizableMessage: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x1231621), x::Name(0x1231621)), // LocalizationManagerMessageCatalog: LocalizationManagerMessageCatalog
-        x::FieldEntry::repeated(x::Name(0x2857004), x::Name(0x2857004)), // long: long
-        x::FieldEntry::repeated(x::Name(0x1255813), x::Name(0x1255813)), // ManagedEntityStatus: ManagedEntityStatus
-        x::FieldEntry::repeated(x::Name(0x1258216), x::Name(0x1258216)), // ManagedObjectReference: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x127d014), x::Name(0x127d014)), // MethodActionArgument: MethodActionArgument
-        x::FieldEntry::repeated(x::Name(0x128210b), x::Name(0x128210b)), // MethodFault: MethodFault
-        x::FieldEntry::repeated(x::Name(0x12a570d), x::Name(0x12a570d)), // MissingObject: MissingObject
-        x::FieldEntry::repeated(x::Name(0x12a9e0f), x::Name(0x12a9e0f)), // MissingProperty: MissingProperty
-        x::FieldEntry::repeated(x::Name(0x12d262d), x::Name(0x12d262d)), // MultipleCertificatesVerifyFaultThumbprintData: MultipleCertificatesVerifyFaultThumbprintData
-        x::FieldEntry::repeated(x::Name(0x12e4311), x::Name(0x12e4311)), // NasStorageProfile: NasStorageProfile
-        x::FieldEntry::repeated(x::Name(0x12f3918), x::Name(0x12f3918)), // NetIpConfigInfoIpAddress: NetIpConfigInfoIpAddress
-        x::FieldEntry::repeated(x::Name(0x12fa01c), x::Name(0x12fa01c)), // NetIpConfigSpecIpAddressSpec: NetIpConfigSpecIpAddressSpec
-        x::FieldEntry::repeated(x::Name(0x12fee1b), x::Name(0x12fee1b)), // NetIpRouteConfigInfoIpRoute: NetIpRouteConfigInfoIpRoute
-        x::FieldEntry::repeated(x::Name(0x1303f1f), x::Name(0x1303f1f)), // NetIpRouteConfigSpecIpRouteSpec: NetIpRouteConfigSpecIpRouteSpec
-        x::FieldEntry::repeated(x::Name(0x1306e1b), x::Name(0x1306e1b)), // NetIpStackInfoDefaultRouter: NetIpStackInfoDefaultRouter
-        x::FieldEntry::repeated(x::Name(0x130a218), x::Name(0x130a218)), // NetIpStackInfoNetToMedia: NetIpStackInfoNetToMedia
-        x::FieldEntry::repeated(x::Name(0x130d417), x::Name(0x130d417)), // NetStackInstanceProfile: NetStackInstanceProfile
-        x::FieldEntry::repeated(x::Name(0x1376112), x::Name(0x1376112)), // NsxHostVNicProfile: NsxHostVNicProfile
-        x::FieldEntry::repeated(x::Name(0x1381b0c), x::Name(0x1381b0c)), // NumericRange: NumericRange
-        x::FieldEntry::repeated(x::Name(0x138280e), x::Name(0x138280e)), // NvdimmDimmInfo: NvdimmDimmInfo
-        x::FieldEntry::repeated(x::Name(0x138370a), x::Name(0x138370a)), // NvdimmGuid: NvdimmGuid
-        x::FieldEntry::repeated(x::Name(0x1385317), x::Name(0x1385317)), // NvdimmInterleaveSetInfo: NvdimmInterleaveSetInfo
-        x::FieldEntry::repeated(x::Name(0x138b816), x::Name(0x138b816)), // NvdimmNamespaceDetails: NvdimmNamespaceDetails
-        x::FieldEntry::repeated(x::Name(0x1392a13), x::Name(0x1392a13)), // NvdimmNamespaceInfo: NvdimmNamespaceInfo
-        x::FieldEntry::repeated(x::Name(0x139b110), x::Name(0x139b110)), // NvdimmRegionInfo: NvdimmRegionInfo
-        x::FieldEntry::repeated(x::Name(0x139e70d), x::Name(0x139e70d)), // ObjectContent: ObjectContent
-        x::FieldEntry::repeated(x::Name(0x139f50a), x::Name(0x139f50a)), // ObjectSpec: ObjectSpec
-        x::FieldEntry::repeated(x::Name(0x13a000c), x::Name(0x13a000c)), // ObjectUpdate: ObjectUpdate
-        x::FieldEntry::repeated(x::Name(0x13a6f17), x::Name(0x13a6f17)), // OpaqueNetworkTargetInfo: OpaqueNetworkTargetInfo
-        x::FieldEntry::repeated(x::Name(0x13b0e09), x::Name(0x13b0e09)), // OptionDef: OptionDef
-        x::FieldEntry::repeated(x::Name(0x13b180d), x::Name(0x13b180d)), // OptionProfile: OptionProfile
-        x::FieldEntry::repeated(x::Name(0x13b310b), x::Name(0x13b310b)), // OptionValue: OptionValue
-        x::FieldEntry::repeated(x::Name(0x13c6f12), x::Name(0x13c6f12)), // OvfConsumerOstNode: OvfConsumerOstNode
-        x::FieldEntry::repeated(x::Name(0x13c9915), x::Name(0x13c9915)), // OvfConsumerOvfSection: OvfConsumerOvfSection
-        x::FieldEntry::repeated(x::Name(0x13de913), x::Name(0x13de913)), // OvfDeploymentOption: OvfDeploymentOption
-        x::FieldEntry::repeated(x::Name(0x13edd07), x::Name(0x13edd07)), // OvfFile: OvfFile
-        x::FieldEntry::repeated(x::Name(0x13ee50b), x::Name(0x13ee50b)), // OvfFileItem: OvfFileItem
-        x::FieldEntry::repeated(x::Name(0x1408a0e), x::Name(0x1408a0e)), // OvfNetworkInfo: OvfNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x1409911), x::Name(0x1409911)), // OvfNetworkMapping: OvfNetworkMapping
-        x::FieldEntry::repeated(x::Name(0x1410a0d), x::Name(0x1410a0d)), // OvfOptionInfo: OvfOptionInfo
-        x::FieldEntry::repeated(x::Name(0x142040e), x::Name(0x142040e)), // OvfResourceMap: OvfResourceMap
-        x::FieldEntry::repeated(x::Name(0x145d90f), x::Name(0x145d90f)), // PerfCounterInfo: PerfCounterInfo
-        x::FieldEntry::repeated(x::Name(0x145fa14), x::Name(0x145fa14)), // PerfEntityMetricBase: PerfEntityMetricBase
-        x::FieldEntry::repeated(x::Name(0x1462e0c), x::Name(0x1462e0c)), // PerfInterval: PerfInterval
-        x::FieldEntry::repeated(x::Name(0x1463b0c), x::Name(0x1463b0c)), // PerfMetricId: PerfMetricId
-        x::FieldEntry::repeated(x::Name(0x1465c10), x::Name(0x1465c10)), // PerfMetricSeries: PerfMetricSeries
-        x::FieldEntry::repeated(x::Name(0x1466d13), x::Name(0x1466d13)), // PerfMetricSeriesCSV: PerfMetricSeriesCSV
-        x::FieldEntry::repeated(x::Name(0x146950d), x::Name(0x146950d)), // PerfQuerySpec: PerfQuerySpec
-        x::FieldEntry::repeated(x::Name(0x146a30e), x::Name(0x146a30e)), // PerfSampleInfo: PerfSampleInfo
-        x::FieldEntry::repeated(x::Name(0x1475b25), x::Name(0x1475b25)), // PerformanceManagerCounterLevelMapping: PerformanceManagerCounterLevelMapping
-        x::FieldEntry::repeated(x::Name(0x147cd0a), x::Name(0x147cd0a)), // Permission: Permission
-        x::FieldEntry::repeated(x::Name(0x147fd11), x::Name(0x147fd11)), // PermissionProfile: PermissionProfile
-        x::FieldEntry::repeated(x::Name(0x148570b), x::Name(0x148570b)), // PhysicalNic: PhysicalNic
-        x::FieldEntry::repeated(x::Name(0x1489511), x::Name(0x1489511)), // PhysicalNicConfig: PhysicalNicConfig
-        x::FieldEntry::repeated(x::Name(0x148b713), x::Name(0x148b713)), // PhysicalNicHintInfo: PhysicalNicHintInfo
-        x::FieldEntry::repeated(x::Name(0x148cb11), x::Name(0x148cb11)), // PhysicalNicIpHint: PhysicalNicIpHint
-        x::FieldEntry::repeated(x::Name(0x148dd13), x::Name(0x148dd13)), // PhysicalNicLinkInfo: PhysicalNicLinkInfo
-        x::FieldEntry::repeated(x::Name(0x148f113), x::Name(0x148f113)), // PhysicalNicNameHint: PhysicalNicNameHint
-        x::FieldEntry::repeated(x::Name(0x1490512), x::Name(0x1490512)), // PhysicalNicProfile: PhysicalNicProfile
-        x::FieldEntry::repeated(x::Name(0x149a515), x::Name(0x149a515)), // PlacementAffinityRule: PlacementAffinityRule
-        x::FieldEntry::repeated(x::Name(0x14a2e0d), x::Name(0x14a2e0d)), // PlacementSpec: PlacementSpec
-        x::FieldEntry::repeated(x::Name(0x14a7711), x::Name(0x14a7711)), // PnicUplinkProfile: PnicUplinkProfile
-        x::FieldEntry::repeated(x::Name(0x14a890e), x::Name(0x14a890e)), // PodDiskLocator: PodDiskLocator
-        x::FieldEntry::repeated(x::Name(0x14aab0c), x::Name(0x14aab0c)), // PolicyOption: PolicyOption
-        x::FieldEntry::repeated(x::Name(0x14c7015), x::Name(0x14c7015)), // PrivilegeAvailability: PrivilegeAvailability
-        x::FieldEntry::repeated(x::Name(0x14c9914), x::Name(0x14c9914)), // ProductComponentInfo: ProductComponentInfo
-        x::FieldEntry::repeated(x::Name(0x14cc91b), x::Name(0x14cc91b)), // ProfileApplyProfileProperty: ProfileApplyProfileProperty
-        x::FieldEntry::repeated(x::Name(0x14d8824), x::Name(0x14d8824)), // ProfileDeferredPolicyOptionParameter: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::repeated(x::Name(0x14dc019), x::Name(0x14dc019)), // ProfileDescriptionSection: ProfileDescriptionSection
-        x::FieldEntry::repeated(x::Name(0x14e1413), x::Name(0x14e1413)), // ProfileExecuteError: ProfileExecuteError
-        x::FieldEntry::repeated(x::Name(0x14e5811), x::Name(0x14e5811)), // ProfileExpression: ProfileExpression
-        x::FieldEntry::repeated(x::Name(0x14e6a19), x::Name(0x14e6a19)), // ProfileExpressionMetadata: ProfileExpressionMetadata
-        x::FieldEntry::repeated(x::Name(0x14e840f), x::Name(0x14e840f)), // ProfileMetadata: ProfileMetadata
-        x::FieldEntry::repeated(x::Name(0x14e9426), x::Name(0x14e9426)), // ProfileMetadataProfileOperationMessage: ProfileMetadataProfileOperationMessage
-        x::FieldEntry::repeated(x::Name(0x14ebb1e), x::Name(0x14ebb1e)), // ProfileMetadataProfileSortSpec: ProfileMetadataProfileSortSpec
-        x::FieldEntry::repeated(x::Name(0x14ef318), x::Name(0x14ef318)), // ProfileParameterMetadata: ProfileParameterMetadata
-        x::FieldEntry::repeated(x::Name(0x14f0c31), x::Name(0x14f0c31)), // ProfileParameterMetadataParameterRelationMetadata: ProfileParameterMetadataParameterRelationMetadata
-        x::FieldEntry::repeated(x::Name(0x14f630d), x::Name(0x14f630d)), // ProfilePolicy: ProfilePolicy
-        x::FieldEntry::repeated(x::Name(0x14f7115), x::Name(0x14f7115)), // ProfilePolicyMetadata: ProfilePolicyMetadata
-        x::FieldEntry::repeated(x::Name(0x14f871b), x::Name(0x14f871b)), // ProfilePolicyOptionMetadata: ProfilePolicyOptionMetadata
-        x::FieldEntry::repeated(x::Name(0x14fbb1f), x::Name(0x14fbb1f)), // ProfileProfileStructureProperty: ProfileProfileStructureProperty
-        x::FieldEntry::repeated(x::Name(0x14fdb13), x::Name(0x14fdb13)), // ProfilePropertyPath: ProfilePropertyPath
-        x::FieldEntry::repeated(x::Name(0x1506c20), x::Name(0x1506c20)), // ProfileUpdateFailedUpdateFailure: ProfileUpdateFailedUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x150a50e), x::Name(0x150a50e)), // PropertyChange: PropertyChange
-        x::FieldEntry::repeated(x::Name(0x150c512), x::Name(0x150c512)), // PropertyFilterSpec: PropertyFilterSpec
-        x::FieldEntry::repeated(x::Name(0x150d814), x::Name(0x150d814)), // PropertyFilterUpdate: PropertyFilterUpdate
-        x::FieldEntry::repeated(x::Name(0x150ed0c), x::Name(0x150ed0c)), // PropertySpec: PropertySpec
-        x::FieldEntry::repeated(x::Name(0x1680e08), x::Name(0x1680e08)), // Relation: Relation
-        x::FieldEntry::repeated(x::Name(0x16f101b), x::Name(0x16f101b)), // ReplicationInfoDiskSettings: ReplicationInfoDiskSettings
-        x::FieldEntry::repeated(x::Name(0x1731512), x::Name(0x1731512)), // ResourceConfigSpec: ResourceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x179c917), x::Name(0x179c917)), // RetrieveVStorageObjSpec: RetrieveVStorageObjSpec
-        x::FieldEntry::repeated(x::Name(0x17dcc13), x::Name(0x17dcc13)), // ScheduledTaskDetail: ScheduledTaskDetail
-        x::FieldEntry::repeated(x::Name(0x17eea07), x::Name(0x17eea07)), // ScsiLun: ScsiLun
-        x::FieldEntry::repeated(x::Name(0x17f0611), x::Name(0x17f0611)), // ScsiLunDescriptor: ScsiLunDescriptor
-        x::FieldEntry::repeated(x::Name(0x17f3112), x::Name(0x17f3112)), // ScsiLunDurableName: ScsiLunDurableName
-        x::FieldEntry::repeated(x::Name(0x180b20c), x::Name(0x180b20c)), // SelectionSet: SelectionSet
-        x::FieldEntry::repeated(x::Name(0x180bf0d), x::Name(0x180bf0d)), // SelectionSpec: SelectionSpec
-        x::FieldEntry::repeated(x::Name(0x181631e), x::Name(0x181631e)), // ServiceConsolePortGroupProfile: ServiceConsolePortGroupProfile
-        x::FieldEntry::repeated(x::Name(0x181af0e), x::Name(0x181af0e)), // ServiceLocator: ServiceLocator
-        x::FieldEntry::repeated(x::Name(0x1820f19), x::Name(0x1820f19)), // ServiceManagerServiceInfo: ServiceManagerServiceInfo
-        x::FieldEntry::repeated(x::Name(0x182290e), x::Name(0x182290e)), // ServiceProfile: ServiceProfile
-        x::FieldEntry::repeated(x::Name(0x2dfd105), x::Name(0x2dfd105)), // short: short
-        x::FieldEntry::repeated(x::Name(0x188010f), x::Name(0x188010f)), // SoftwarePackage: SoftwarePackage
-        x::FieldEntry::repeated(x::Name(0x1899e12), x::Name(0x1899e12)), // StaticRouteProfile: StaticRouteProfile
-        x::FieldEntry::repeated(x::Name(0x18c7f14), x::Name(0x18c7f14)), // StorageDrsOptionSpec: StorageDrsOptionSpec
-        x::FieldEntry::repeated(x::Name(0x18c941d), x::Name(0x18c941d)), // StorageDrsPlacementRankVmSpec: StorageDrsPlacementRankVmSpec
-        x::FieldEntry::repeated(x::Name(0x18dc516), x::Name(0x18dc516)), // StorageDrsVmConfigInfo: StorageDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x18ddc16), x::Name(0x18ddc16)), // StorageDrsVmConfigSpec: StorageDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x18ea619), x::Name(0x18ea619)), // StoragePerformanceSummary: StoragePerformanceSummary
-        x::FieldEntry::repeated(x::Name(0x18f5912), x::Name(0x18f5912)), // StorageRequirement: StorageRequirement
-        x::FieldEntry::repeated(x::Name(0x2f00106), x::Name(0x2f00106)), // string: string
-        x::FieldEntry::repeated(x::Name(0x18ffc18), x::Name(0x18ffc18)), // StructuredCustomizations: StructuredCustomizations
-        x::FieldEntry::repeated(x::Name(0x190e40f), x::Name(0x190e40f)), // SystemEventInfo: SystemEventInfo
-        x::FieldEntry::repeated(x::Name(0x1916503), x::Name(0x1916503)), // Tag: Tag
-        x::FieldEntry::repeated(x::Name(0x1921d08), x::Name(0x1921d08)), // TaskInfo: TaskInfo
-        x::FieldEntry::repeated(x::Name(0x192260d), x::Name(0x192260d)), // TaskInfoState: TaskInfoState
-        x::FieldEntry::repeated(x::Name(0x196b20f), x::Name(0x196b20f)), // TypeDescription: TypeDescription
-        x::FieldEntry::repeated(x::Name(0x1a48c2f), x::Name(0x1a48c2f)), // UpdateVirtualMachineFilesResultFailedVmFileInfo: UpdateVirtualMachineFilesResultFailedVmFileInfo
-        x::FieldEntry::repeated(x::Name(0x306ab03), x::Name(0x207f706)), // uri: anyURI
-        x::FieldEntry::repeated(x::Name(0x1a6e217), x::Name(0x1a6e217)), // UsbScanCodeSpecKeyEvent: UsbScanCodeSpecKeyEvent
-        x::FieldEntry::repeated(x::Name(0x1a72a10), x::Name(0x1a72a10)), // UserGroupProfile: UserGroupProfile
-        x::FieldEntry::repeated(x::Name(0x1a7ac13), x::Name(0x1a7ac13)), // UserPrivilegeResult: UserPrivilegeResult
-        x::FieldEntry::repeated(x::Name(0x1a7c00b), x::Name(0x1a7c00b)), // UserProfile: UserProfile
-        x::FieldEntry::repeated(x::Name(0x1a7cc10), x::Name(0x1a7cc10)), // UserSearchResult: UserSearchResult
-        x::FieldEntry::repeated(x::Name(0x1a7dd0b), x::Name(0x1a7dd0b)), // UserSession: UserSession
-        x::FieldEntry::repeated(x::Name(0x1a81510), x::Name(0x1a81510)), // VASAStorageArray: VASAStorageArray
-        x::FieldEntry::repeated(x::Name(0x1a8481f), x::Name(0x1a8481f)), // VAppCloneSpecNetworkMappingPair: VAppCloneSpecNetworkMappingPair
-        x::FieldEntry::repeated(x::Name(0x1a88618), x::Name(0x1a88618)), // VAppCloneSpecResourceMap: VAppCloneSpecResourceMap
-        x::FieldEntry::repeated(x::Name(0x1a8cd14), x::Name(0x1a8cd14)), // VAppEntityConfigInfo: VAppEntityConfigInfo
-        x::FieldEntry::repeated(x::Name(0x1a98912), x::Name(0x1a98912)), // VAppOvfSectionInfo: VAppOvfSectionInfo
-        x::FieldEntry::repeated(x::Name(0x1a99c12), x::Name(0x1a99c12)), // VAppOvfSectionSpec: VAppOvfSectionSpec
-        x::FieldEntry::repeated(x::Name(0x1a9af0f), x::Name(0x1a9af0f)), // VAppProductInfo: VAppProductInfo
-        x::FieldEntry::repeated(x::Name(0x1a9bf0f), x::Name(0x1a9bf0f)), // VAppProductSpec: VAppProductSpec
-        x::FieldEntry::repeated(x::Name(0x1a9e110), x::Name(0x1a9e110)), // VAppPropertyInfo: VAppPropertyInfo
-        x::FieldEntry::repeated(x::Name(0x1a9f210), x::Name(0x1a9f210)), // VAppPropertySpec: VAppPropertySpec
-        x::FieldEntry::repeated(x::Name(0x1ad2418), x::Name(0x1ad2418)), // VMwareDVSPvlanConfigSpec: VMwareDVSPvlanConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1ad3d16), x::Name(0x1ad3d16)), // VMwareDVSPvlanMapEntry: VMwareDVSPvlanMapEntry
-        x::FieldEntry::repeated(x::Name(0x1ae0e18), x::Name(0x1ae0e18)), // VMwareDVSVspanConfigSpec: VMwareDVSVspanConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1aea918), x::Name(0x1aea918)), // VMwareDvsLacpGroupConfig: VMwareDvsLacpGroupConfig
-        x::FieldEntry::repeated(x::Name(0x1aec216), x::Name(0x1aec216)), // VMwareDvsLacpGroupSpec: VMwareDvsLacpGroupSpec
-        x::FieldEntry::repeated(x::Name(0x1afe712), x::Name(0x1afe712)), // VMwareVspanSession: VMwareVspanSession
-        x::FieldEntry::repeated(x::Name(0x1b0241a), x::Name(0x1b0241a)), // VStorageObjectAssociations: VStorageObjectAssociations
-        x::FieldEntry::repeated(x::Name(0x1b03f2c), x::Name(0x1b03f2c)), // VStorageObjectAssociationsVmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
-        x::FieldEntry::repeated(x::Name(0x1b10430), x::Name(0x1b10430)), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: VStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::FieldEntry::repeated(x::Name(0x1b1520a), x::Name(0x1b1520a)), // VVolHostPE: VVolHostPE
-        x::FieldEntry::repeated(x::Name(0x1b17a32), x::Name(0x1b17a32)), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::FieldEntry::repeated(x::Name(0x1b3d513), x::Name(0x1b3d513)), // VchaNodeRuntimeInfo: VchaNodeRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x1b43913), x::Name(0x1b43913)), // VimVasaProviderInfo: VimVasaProviderInfo
-        x::FieldEntry::repeated(x::Name(0x1b44d1c), x::Name(0x1b44d1c)), // VimVasaProviderStatePerArray: VimVasaProviderStatePerArray
-        x::FieldEntry::repeated(x::Name(0x1b4b112), x::Name(0x1b4b112)), // VirtualAppLinkInfo: VirtualAppLinkInfo
-        x::FieldEntry::repeated(x::Name(0x1b6c60d), x::Name(0x1b6c60d)), // VirtualDevice: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x1b6ed1a), x::Name(0x1b6ed1a)), // VirtualDeviceBackingOption: VirtualDeviceBackingOption
-        x::FieldEntry::repeated(x::Name(0x1b73c17), x::Name(0x1b73c17)), // VirtualDeviceConfigSpec: VirtualDeviceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1b8d013), x::Name(0x1b8d013)), // VirtualDeviceOption: VirtualDeviceOption
-        x::FieldEntry::repeated(x::Name(0x1b9e90b), x::Name(0x1b9e90b)), // VirtualDisk: VirtualDisk
-        x::FieldEntry::repeated(x::Name(0x1bac124), x::Name(0x1bac124)), // VirtualDiskDeltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::repeated(x::Name(0x1bb660d), x::Name(0x1bb660d)), // VirtualDiskId: VirtualDiskId
-        x::FieldEntry::repeated(x::Name(0x1bd1313), x::Name(0x1bd1313)), // VirtualDiskRuleSpec: VirtualDiskRuleSpec
-        x::FieldEntry::repeated(x::Name(0x1c3d727), x::Name(0x1c3d727)), // VirtualMachineBaseIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::repeated(x::Name(0x1c44627), x::Name(0x1c44627)), // VirtualMachineBootOptionsBootableDevice: VirtualMachineBootOptionsBootableDevice
-        x::FieldEntry::repeated(x::Name(0x1c54217), x::Name(0x1c54217)), // VirtualMachineCdromInfo: VirtualMachineCdromInfo
-        x::FieldEntry::repeated(x::Name(0x1c58b28), x::Name(0x1c58b28)), // VirtualMachineConfigInfoDatastoreUrlPair: VirtualMachineConfigInfoDatastoreUrlPair
-        x::FieldEntry::repeated(x::Name(0x1c64224), x::Name(0x1c64224)), // VirtualMachineConfigOptionDescriptor: VirtualMachineConfigOptionDescriptor
-        x::FieldEntry::repeated(x::Name(0x1c66718), x::Name(0x1c66718)), // VirtualMachineConfigSpec: VirtualMachineConfigSpec
-        x::FieldEntry::repeated(x::Name(0x1c71518), x::Name(0x1c71518)), // VirtualMachineConnection: VirtualMachineConnection
-        x::FieldEntry::repeated(x::Name(0x1c7921b), x::Name(0x1c7921b)), // VirtualMachineCpuIdInfoSpec: VirtualMachineCpuIdInfoSpec
-        x::FieldEntry::repeated(x::Name(0x1c7c81b), x::Name(0x1c7c81b)), // VirtualMachineDatastoreInfo: VirtualMachineDatastoreInfo
-        x::FieldEntry::repeated(x::Name(0x1c7e423), x::Name(0x1c7e423)), // VirtualMachineDatastoreVolumeOption: VirtualMachineDatastoreVolumeOption
-        x::FieldEntry::repeated(x::Name(0x1c86b1f), x::Name(0x1c86b1f)), // VirtualMachineDeviceRuntimeInfo: VirtualMachineDeviceRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x1c9da1d), x::Name(0x1c9da1d)), // VirtualMachineDisplayTopology: VirtualMachineDisplayTopology
-        x::FieldEntry::repeated(x::Name(0x1c9f824), x::Name(0x1c9f824)), // VirtualMachineDynamicPassthroughInfo: VirtualMachineDynamicPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x1caa820), x::Name(0x1caa820)), // VirtualMachineFeatureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::repeated(x::Name(0x1caf922), x::Name(0x1caf922)), // VirtualMachineFileLayoutDiskLayout: VirtualMachineFileLayoutDiskLayout
-        x::FieldEntry::repeated(x::Name(0x1cb3724), x::Name(0x1cb3724)), // VirtualMachineFileLayoutExDiskLayout: VirtualMachineFileLayoutExDiskLayout
-        x::FieldEntry::repeated(x::Name(0x1cb5c22), x::Name(0x1cb5c22)), // VirtualMachineFileLayoutExDiskUnit: VirtualMachineFileLayoutExDiskUnit
-        x::FieldEntry::repeated(x::Name(0x1cb7f22), x::Name(0x1cb7f22)), // VirtualMachineFileLayoutExFileInfo: VirtualMachineFileLayoutExFileInfo
-        x::FieldEntry::repeated(x::Name(0x1cbc528), x::Name(0x1cbc528)), // VirtualMachineFileLayoutExSnapshotLayout: VirtualMachineFileLayoutExSnapshotLayout
-        x::FieldEntry::repeated(x::Name(0x1cbee26), x::Name(0x1cbee26)), // VirtualMachineFileLayoutSnapshotLayout: VirtualMachineFileLayoutSnapshotLayout
-        x::FieldEntry::repeated(x::Name(0x1cc9b18), x::Name(0x1cc9b18)), // VirtualMachineFloppyInfo: VirtualMachineFloppyInfo
-        x::FieldEntry::repeated(x::Name(0x1cde51f), x::Name(0x1cde51f)), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineIdeDiskDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x1ce0528), x::Name(0x1ce0528)), // VirtualMachineIdeDiskDevicePartitionInfo: VirtualMachineIdeDiskDevicePartitionInfo
-        x::FieldEntry::repeated(x::Name(0x1ce8a25), x::Name(0x1ce8a25)), // VirtualMachineLegacyNetworkSwitchInfo: VirtualMachineLegacyNetworkSwitchInfo
-        x::FieldEntry::repeated(x::Name(0x1cf1d15), x::Name(0x1cf1d15)), // VirtualMachineMessage: VirtualMachineMessage
-        x::FieldEntry::repeated(x::Name(0x1cf5b2c), x::Name(0x1cf5b2c)), // VirtualMachineMetadataManagerVmMetadataInput: VirtualMachineMetadataManagerVmMetadataInput
-        x::FieldEntry::repeated(x::Name(0x1d0112d), x::Name(0x1d0112d)), // VirtualMachineMetadataManagerVmMetadataResult: VirtualMachineMetadataManagerVmMetadataResult
-        x::FieldEntry::repeated(x::Name(0x1d0b019), x::Name(0x1d0b019)), // VirtualMachineNetworkInfo: VirtualMachineNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x1d0ea1a), x::Name(0x1d0ea1a)), // VirtualMachineParallelInfo: VirtualMachineParallelInfo
-        x::FieldEntry::repeated(x::Name(0x1d10520), x::Name(0x1d10520)), // VirtualMachinePciPassthroughInfo: VirtualMachinePciPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x1d12629), x::Name(0x1d12629)), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachinePciSharedGpuPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x1d1a220), x::Name(0x1d1a220)), // VirtualMachinePrecisionClockInfo: VirtualMachinePrecisionClockInfo
-        x::FieldEntry::repeated(x::Name(0x1d1e02e), x::Name(0x1d1e02e)), // VirtualMachineProfileDetailsDiskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
-        x::FieldEntry::repeated(x::Name(0x1d22c19), x::Name(0x1d22c19)), // VirtualMachineProfileSpec: VirtualMachineProfileSpec
-        x::FieldEntry::repeated(x::Name(0x1d2461e), x::Name(0x1d2461e)), // VirtualMachinePropertyRelation: VirtualMachinePropertyRelation
-        x::FieldEntry::repeated(x::Name(0x1d29927), x::Name(0x1d29927)), // VirtualMachineQuickStatsMemoryTierStats: VirtualMachineQuickStatsMemoryTierStats
-        x::FieldEntry::repeated(x::Name(0x1d32225), x::Name(0x1d32225)), // VirtualMachineRelocateSpecDiskLocator: VirtualMachineRelocateSpecDiskLocator
-        x::FieldEntry::repeated(x::Name(0x1d3e420), x::Name(0x1d3e420)), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineScsiDiskDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x1d40521), x::Name(0x1d40521)), // VirtualMachineScsiPassthroughInfo: VirtualMachineScsiPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x1d44918), x::Name(0x1d44918)), // VirtualMachineSerialInfo: VirtualMachineSerialInfo
-        x::FieldEntry::repeated(x::Name(0x1d4cd1a), x::Name(0x1d4cd1a)), // VirtualMachineSnapshotTree: VirtualMachineSnapshotTree
-        x::FieldEntry::repeated(x::Name(0x1d4e817), x::Name(0x1d4e817)), // VirtualMachineSoundInfo: VirtualMachineSoundInfo
-        x::FieldEntry::repeated(x::Name(0x1d52217), x::Name(0x1d52217)), // VirtualMachineSriovInfo: VirtualMachineSriovInfo
-        x::FieldEntry::repeated(x::Name(0x1d5ba15), x::Name(0x1d5ba15)), // VirtualMachineSummary: VirtualMachineSummary
-        x::FieldEntry::repeated(x::Name(0x1d6bb1e), x::Name(0x1d6bb1e)), // VirtualMachineUsageOnDatastore: VirtualMachineUsageOnDatastore
-        x::FieldEntry::repeated(x::Name(0x1d6da15), x::Name(0x1d6da15)), // VirtualMachineUsbInfo: VirtualMachineUsbInfo
-        x::FieldEntry::repeated(x::Name(0x1d7271e), x::Name(0x1d7271e)), // VirtualMachineVFlashModuleInfo: VirtualMachineVFlashModuleInfo
-        x::FieldEntry::repeated(x::Name(0x1d7c322), x::Name(0x1d7c322)), // VirtualMachineVMCIDeviceFilterSpec: VirtualMachineVMCIDeviceFilterSpec
-        x::FieldEntry::repeated(x::Name(0x1d86a18), x::Name(0x1d86a18)), // VirtualMachineVcpuConfig: VirtualMachineVcpuConfig
-        x::FieldEntry::repeated(x::Name(0x1d8831c), x::Name(0x1d8831c)), // VirtualMachineVgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x1d8a01d), x::Name(0x1d8a01d)), // VirtualMachineVgpuProfileInfo: VirtualMachineVgpuProfileInfo
-        x::FieldEntry::repeated(x::Name(0x1da9f1a), x::Name(0x1da9f1a)), // VirtualNicManagerNetConfig: VirtualNicManagerNetConfig
-        x::FieldEntry::repeated(x::Name(0x1db0022), x::Name(0x1db0022)), // VirtualPCIPassthroughAllowedDevice: VirtualPCIPassthroughAllowedDevice
-        x::FieldEntry::repeated(x::Name(0x1dfa712), x::Name(0x1dfa712)), // VirtualSCSISharing: VirtualSCSISharing
-        x::FieldEntry::repeated(x::Name(0x1e2ba14), x::Name(0x1e2ba14)), // VirtualSwitchProfile: VirtualSwitchProfile
-        x::FieldEntry::repeated(x::Name(0x1e9660f), x::Name(0x1e9660f)), // VmEventArgument: VmEventArgument
-        x::FieldEntry::repeated(x::Name(0x1eef717), x::Name(0x1eef717)), // VmPodConfigForPlacement: VmPodConfigForPlacement
-        x::FieldEntry::repeated(x::Name(0x1ef0f12), x::Name(0x1ef0f12)), // VmPortGroupProfile: VmPortGroupProfile
-        x::FieldEntry::repeated(x::Name(0x1f4bd10), x::Name(0x1f4bd10)), // VmfsConfigOption: VmfsConfigOption
-        x::FieldEntry::repeated(x::Name(0x1f57f13), x::Name(0x1f57f13)), // VmfsDatastoreOption: VmfsDatastoreOption
-        x::FieldEntry::repeated(x::Name(0x1f6f410), x::Name(0x1f6f410)), // VnicPortArgument: VnicPortArgument
-        x::FieldEntry::repeated(x::Name(0x1f81512), x::Name(0x1f81512)), // VsanHostConfigInfo: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x1f86427), x::Name(0x1f86427)), // VsanHostConfigInfoNetworkInfoPortConfig: VsanHostConfigInfoNetworkInfoPortConfig
-        x::FieldEntry::repeated(x::Name(0x1f8e813), x::Name(0x1f8e813)), // VsanHostDiskMapInfo: VsanHostDiskMapInfo
-        x::FieldEntry::repeated(x::Name(0x1f8fc15), x::Name(0x1f8fc15)), // VsanHostDiskMapResult: VsanHostDiskMapResult
-        x::FieldEntry::repeated(x::Name(0x1f91213), x::Name(0x1f91213)), // VsanHostDiskMapping: VsanHostDiskMapping
-        x::FieldEntry::repeated(x::Name(0x1f92612), x::Name(0x1f92612)), // VsanHostDiskResult: VsanHostDiskResult
-        x::FieldEntry::repeated(x::Name(0x1f98e16), x::Name(0x1f98e16)), // VsanHostMembershipInfo: VsanHostMembershipInfo
-        x::FieldEntry::repeated(x::Name(0x1f9cb1c), x::Name(0x1f9cb1c)), // VsanHostRuntimeInfoDiskIssue: VsanHostRuntimeInfoDiskIssue
-        x::FieldEntry::repeated(x::Name(0x1fa1912), x::Name(0x1fa1912)), // VsanNewPolicyBatch: VsanNewPolicyBatch
-        x::FieldEntry::repeated(x::Name(0x1fa2c15), x::Name(0x1fa2c15)), // VsanPolicyChangeBatch: VsanPolicyChangeBatch
-        x::FieldEntry::repeated(x::Name(0x1fa5118), x::Name(0x1fa5118)), // VsanPolicySatisfiability: VsanPolicySatisfiability
-        x::FieldEntry::repeated(x::Name(0x1fb0c25), x::Name(0x1fb0c25)), // VsanUpgradeSystemNetworkPartitionInfo: VsanUpgradeSystemNetworkPartitionInfo
-        x::FieldEntry::repeated(x::Name(0x1fb8524), x::Name(0x1fb8524)), // VsanUpgradeSystemPreflightCheckIssue: VsanUpgradeSystemPreflightCheckIssue
-        x::FieldEntry::repeated(x::Name(0x1fc5423), x::Name(0x1fc5423)), // VsanUpgradeSystemUpgradeHistoryItem: VsanUpgradeSystemUpgradeHistoryItem
-        x::FieldEntry::repeated(x::Name(0x1fdc20c), x::Name(0x1fdc20c)), // VslmTagEntry: VslmTagEntry
-        x::FieldEntry::repeated(x::Name(0x31e431e), x::Name(0x31e431e)), // vslmInfrastructureObjectPolicy: vslmInfrastructureObjectPolicy
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x51dc14)), // operation: ArrayUpdateOperation
-        x::FieldEntry::optional(x::Name(0x2cd2e09), x::Name(0x207ef07)), // removeKey: anyType
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x2f00106)), // group: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x10c8702)), // diskId: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2252f0d), x::Name(0x2729103)), // controllerKey: int
-        x::FieldEntry::optional(x::Name(0x302350a), x::Name(0x2729103)), // unitNumber: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
-        x::FieldEntry::required(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31ab608), x::Name(0x2f00106)), // vmfsPath: string
-        x::FieldEntry::required(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::optional(x::Name(0x202040f), x::Name(0x27a16)), // activeDirectory: ActiveDirectoryProfile
-        x::FieldEntry::repeated(x::Name(0x2c0af09), x::Name(0xac5712)), // privilege: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x2c0b90e), x::Name(0xac5712)), // privilegeGroup: ElementDescription
-        x::FieldEntry::required(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
-        x::FieldEntry::required(x::Name(0x2aaca08), x::Name(0x212d207)), // onParent: boolean
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2c0720d), x::Name(0x2f00106)), // privGroupName: string
-        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
-        x::FieldEntry::required(x::Name(0x2f70406), x::Name(0x212d207)), // system: boolean
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x911f0b)), // info: Description
-        x::FieldEntry::repeated(x::Name(0x2c0af09), x::Name(0x2f00106)), // privilege: string
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2eb390a), x::Name(0x2729103)), // startDelay: int
-        x::FieldEntry::optional(x::Name(0x2edf209), x::Name(0x2729103)), // stopDelay: int
-        x::FieldEntry::optional(x::Name(0x31fe310), x::Name(0x212d207)), // waitForHeartbeat: boolean
-        x::FieldEntry::optional(x::Name(0x2ede70a), x::Name(0x2f00106)), // stopAction: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2eb5f0a), x::Name(0x2729103)), // startOrder: int
-        x::FieldEntry::required(x::Name(0x2eb390a), x::Name(0x2729103)), // startDelay: int
-        x::FieldEntry::required(x::Name(0x31fe310), x::Name(0x53d11d)), // waitForHeartbeat: AutoStartWaitHeartbeatSetting
-        x::FieldEntry::required(x::Name(0x2eafb0b), x::Name(0x2f00106)), // startAction: string
-        x::FieldEntry::required(x::Name(0x2edf209), x::Name(0x2729103)), // stopDelay: int
-        x::FieldEntry::required(x::Name(0x2ede70a), x::Name(0x2f00106)), // stopAction: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x1004f13), x::Name(0x1004f13)), // HostNvmeConnectSpec: HostNvmeConnectSpec
+        x::FieldEntry::repeated(x::Name(0x1006312), x::Name(0x1006312)), // HostNvmeController: HostNvmeController
+        x::FieldEntry::repeated(x::Name(0x1007616), x::Name(0x1007616)), // HostNvmeDisconnectSpec: HostNvmeDisconnectSpec
+        x::FieldEntry::repeated(x::Name(0x100b719), x::Name(0x100b719)), // HostNvmeDiscoveryLogEntry: HostNvmeDiscoveryLogEntry
+        x::FieldEntry::repeated(x::Name(0x1011d11), x::Name(0x1011d11)), // HostNvmeNamespace: HostNvmeNamespace
+        x::FieldEntry::repeated(x::Name(0x101c719), x::Name(0x101c719)), // HostNvmeTopologyInterface: HostNvmeTopologyInterface
+        x::FieldEntry::repeated(x::Name(0x1024015), x::Name(0x1024015)), // HostOpaqueNetworkInfo: HostOpaqueNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x1025610), x::Name(0x1025610)), // HostOpaqueSwitch: HostOpaqueSwitch
+        x::FieldEntry::repeated(x::Name(0x102891f), x::Name(0x102891f)), // HostOpaqueSwitchPhysicalNicZone: HostOpaqueSwitchPhysicalNicZone
+        x::FieldEntry::repeated(x::Name(0x1032025), x::Name(0x1032025)), // HostPartialMaintenanceModeRuntimeInfo: HostPartialMaintenanceModeRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x1041416), x::Name(0x1041416)), // HostPatchManagerStatus: HostPatchManagerStatus
+        x::FieldEntry::repeated(x::Name(0x1042b27), x::Name(0x1042b27)), // HostPatchManagerStatusPrerequisitePatch: HostPatchManagerStatusPrerequisitePatch
+        x::FieldEntry::repeated(x::Name(0x104531d), x::Name(0x104531d)), // HostPathSelectionPolicyOption: HostPathSelectionPolicyOption
+        x::FieldEntry::repeated(x::Name(0x104710d), x::Name(0x104710d)), // HostPciDevice: HostPciDevice
+        x::FieldEntry::repeated(x::Name(0x1049b15), x::Name(0x1049b15)), // HostPciPassthruConfig: HostPciPassthruConfig
+        x::FieldEntry::repeated(x::Name(0x104b113), x::Name(0x104b113)), // HostPciPassthruInfo: HostPciPassthruInfo
+        x::FieldEntry::repeated(x::Name(0x1054d1e), x::Name(0x1054d1e)), // HostPlacedVirtualNicIdentifier: HostPlacedVirtualNicIdentifier
+        x::FieldEntry::repeated(x::Name(0x105821c), x::Name(0x105821c)), // HostPlugStoreTopologyAdapter: HostPlugStoreTopologyAdapter
+        x::FieldEntry::repeated(x::Name(0x1059f1b), x::Name(0x1059f1b)), // HostPlugStoreTopologyDevice: HostPlugStoreTopologyDevice
+        x::FieldEntry::repeated(x::Name(0x105bb19), x::Name(0x105bb19)), // HostPlugStoreTopologyPath: HostPlugStoreTopologyPath
+        x::FieldEntry::repeated(x::Name(0x105d51b), x::Name(0x105d51b)), // HostPlugStoreTopologyPlugin: HostPlugStoreTopologyPlugin
+        x::FieldEntry::repeated(x::Name(0x105f11b), x::Name(0x105f11b)), // HostPlugStoreTopologyTarget: HostPlugStoreTopologyTarget
+        x::FieldEntry::repeated(x::Name(0x1060d1b), x::Name(0x1060d1b)), // HostPnicNetworkResourceInfo: HostPnicNetworkResourceInfo
+        x::FieldEntry::repeated(x::Name(0x106290d), x::Name(0x106290d)), // HostPortGroup: HostPortGroup
+        x::FieldEntry::repeated(x::Name(0x1063713), x::Name(0x1063713)), // HostPortGroupConfig: HostPortGroupConfig
+        x::FieldEntry::repeated(x::Name(0x1064b11), x::Name(0x1064b11)), // HostPortGroupPort: HostPortGroupPort
+        x::FieldEntry::repeated(x::Name(0x1065d14), x::Name(0x1065d14)), // HostPortGroupProfile: HostPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x106c20f), x::Name(0x106c20f)), // HostPowerPolicy: HostPowerPolicy
+        x::FieldEntry::repeated(x::Name(0x107c830), x::Name(0x107c830)), // HostProfileManagerCompositionResultResultElement: HostProfileManagerCompositionResultResultElement
+        x::FieldEntry::repeated(x::Name(0x1085e3a), x::Name(0x1085e3a)), // HostProfileManagerCompositionValidationResultResultElement: HostProfileManagerCompositionValidationResultResultElement
+        x::FieldEntry::repeated(x::Name(0x109fe20), x::Name(0x109fe20)), // HostProfilesEntityCustomizations: HostProfilesEntityCustomizations
+        x::FieldEntry::repeated(x::Name(0x10a1f14), x::Name(0x10a1f14)), // HostProtocolEndpoint: HostProtocolEndpoint
+        x::FieldEntry::repeated(x::Name(0x10a780f), x::Name(0x10a780f)), // HostProxySwitch: HostProxySwitch
+        x::FieldEntry::repeated(x::Name(0x10a8815), x::Name(0x10a8815)), // HostProxySwitchConfig: HostProxySwitchConfig
+        x::FieldEntry::repeated(x::Name(0x10ab51c), x::Name(0x10ab51c)), // HostProxySwitchHostLagConfig: HostProxySwitchHostLagConfig
+        x::FieldEntry::repeated(x::Name(0x10b0c14), x::Name(0x10b0c14)), // HostPtpConfigPtpPort: HostPtpConfigPtpPort
+        x::FieldEntry::repeated(x::Name(0x10b2111), x::Name(0x10b2111)), // HostQualifiedName: HostQualifiedName
+        x::FieldEntry::repeated(x::Name(0x10b6d0e), x::Name(0x10b6d0e)), // HostRdmaDevice: HostRdmaDevice
+        x::FieldEntry::repeated(x::Name(0x10e512a), x::Name(0x10e512a)), // HostRuntimeInfoNetStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x10f800c), x::Name(0x10f800c)), // HostScsiDisk: HostScsiDisk
+        x::FieldEntry::repeated(x::Name(0x10f8d15), x::Name(0x10f8d15)), // HostScsiDiskPartition: HostScsiDiskPartition
+        x::FieldEntry::repeated(x::Name(0x10fb419), x::Name(0x10fb419)), // HostScsiTopologyInterface: HostScsiTopologyInterface
+        x::FieldEntry::repeated(x::Name(0x10fce13), x::Name(0x10fce13)), // HostScsiTopologyLun: HostScsiTopologyLun
+        x::FieldEntry::repeated(x::Name(0x10fe216), x::Name(0x10fe216)), // HostScsiTopologyTarget: HostScsiTopologyTarget
+        x::FieldEntry::repeated(x::Name(0x110420b), x::Name(0x110420b)), // HostService: HostService
+        x::FieldEntry::repeated(x::Name(0x1104e11), x::Name(0x1104e11)), // HostServiceConfig: HostServiceConfig
+        x::FieldEntry::repeated(x::Name(0x111bb19), x::Name(0x111bb19)), // HostSharedGpuCapabilities: HostSharedGpuCapabilities
+        x::FieldEntry::repeated(x::Name(0x1124e13), x::Name(0x1124e13)), // HostSnmpDestination: HostSnmpDestination
+        x::FieldEntry::repeated(x::Name(0x1133b17), x::Name(0x1133b17)), // HostSriovDevicePoolInfo: HostSriovDevicePoolInfo
+        x::FieldEntry::repeated(x::Name(0x1138015), x::Name(0x1138015)), // HostSslThumbprintInfo: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x113bd20), x::Name(0x113bd20)), // HostStorageArrayTypePolicyOption: HostStorageArrayTypePolicyOption
+        x::FieldEntry::repeated(x::Name(0x113f416), x::Name(0x113f416)), // HostStorageElementInfo: HostStorageElementInfo
+        x::FieldEntry::repeated(x::Name(0x1140b1a), x::Name(0x1140b1a)), // HostStorageOperationalInfo: HostStorageOperationalInfo
+        x::FieldEntry::repeated(x::Name(0x1143a25), x::Name(0x1143a25)), // HostStorageSystemDiskLocatorLedResult: HostStorageSystemDiskLocatorLedResult
+        x::FieldEntry::repeated(x::Name(0x114601e), x::Name(0x114601e)), // HostStorageSystemScsiLunResult: HostStorageSystemScsiLunResult
+        x::FieldEntry::repeated(x::Name(0x1147f21), x::Name(0x1147f21)), // HostStorageSystemVmfsVolumeResult: HostStorageSystemVmfsVolumeResult
+        x::FieldEntry::repeated(x::Name(0x114a114), x::Name(0x114a114)), // HostSubSpecification: HostSubSpecification
+        x::FieldEntry::repeated(x::Name(0x115631c), x::Name(0x115631c)), // HostSystemIdentificationInfo: HostSystemIdentificationInfo
+        x::FieldEntry::repeated(x::Name(0x1161e16), x::Name(0x1161e16)), // HostSystemResourceInfo: HostSystemResourceInfo
+        x::FieldEntry::repeated(x::Name(0x117002b), x::Name(0x117002b)), // HostSystemSwapConfigurationSystemSwapOption: HostSystemSwapConfigurationSystemSwapOption
+        x::FieldEntry::repeated(x::Name(0x1184f11), x::Name(0x1184f11)), // HostTpmDigestInfo: HostTpmDigestInfo
+        x::FieldEntry::repeated(x::Name(0x1187514), x::Name(0x1187514)), // HostTpmEventLogEntry: HostTpmEventLogEntry
+        x::FieldEntry::repeated(x::Name(0x1193821), x::Name(0x1193821)), // HostTrustAuthorityAttestationInfo: HostTrustAuthorityAttestationInfo
+        x::FieldEntry::repeated(x::Name(0x1198d18), x::Name(0x1198d18)), // HostUnresolvedVmfsExtent: HostUnresolvedVmfsExtent
+        x::FieldEntry::repeated(x::Name(0x119f122), x::Name(0x119f122)), // HostUnresolvedVmfsResolutionResult: HostUnresolvedVmfsResolutionResult
+        x::FieldEntry::repeated(x::Name(0x11a1420), x::Name(0x11a1420)), // HostUnresolvedVmfsResolutionSpec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::repeated(x::Name(0x11a6818), x::Name(0x11a6818)), // HostUnresolvedVmfsVolume: HostUnresolvedVmfsVolume
+        x::FieldEntry::repeated(x::Name(0x11b603e), x::Name(0x11b603e)), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::FieldEntry::repeated(x::Name(0x11c8d18), x::Name(0x11c8d18)), // HostVMotionCompatibility: HostVMotionCompatibility
+        x::FieldEntry::repeated(x::Name(0x11e3a0e), x::Name(0x11e3a0e)), // HostVirtualNic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x11e4914), x::Name(0x11e4914)), // HostVirtualNicConfig: HostVirtualNicConfig
+        x::FieldEntry::repeated(x::Name(0x11ec825), x::Name(0x11ec825)), // HostVirtualNicManagerNicTypeSelection: HostVirtualNicManagerNicTypeSelection
+        x::FieldEntry::repeated(x::Name(0x11f2111), x::Name(0x11f2111)), // HostVirtualSwitch: HostVirtualSwitch
+        x::FieldEntry::repeated(x::Name(0x11fa117), x::Name(0x11fa117)), // HostVirtualSwitchConfig: HostVirtualSwitchConfig
+        x::FieldEntry::repeated(x::Name(0x11fed1f), x::Name(0x11fed1f)), // HostVmciAccessManagerAccessSpec: HostVmciAccessManagerAccessSpec
+        x::FieldEntry::repeated(x::Name(0x1202714), x::Name(0x1202714)), // HostVmfsRescanResult: HostVmfsRescanResult
+        x::FieldEntry::repeated(x::Name(0x120c020), x::Name(0x120c020)), // HostVsanInternalSystemCmmdsQuery: HostVsanInternalSystemCmmdsQuery
+        x::FieldEntry::repeated(x::Name(0x120e12d), x::Name(0x120e12d)), // HostVsanInternalSystemDeleteVsanObjectsResult: HostVsanInternalSystemDeleteVsanObjectsResult
+        x::FieldEntry::repeated(x::Name(0x1210f2f), x::Name(0x1210f2f)), // HostVsanInternalSystemVsanObjectOperationResult: HostVsanInternalSystemVsanObjectOperationResult
+        x::FieldEntry::repeated(x::Name(0x1213f37), x::Name(0x1213f37)), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
+        x::FieldEntry::repeated(x::Name(0x121770b), x::Name(0x121770b)), // HostVvolNQN: HostVvolNQN
+        x::FieldEntry::repeated(x::Name(0x1219219), x::Name(0x1219219)), // HostVvolVolumeHostVvolNQN: HostVvolVolumeHostVvolNQN
+        x::FieldEntry::repeated(x::Name(0x122811e), x::Name(0x122811e)), // HttpNfcLeaseDatastoreLeaseInfo: HttpNfcLeaseDatastoreLeaseInfo
+        x::FieldEntry::repeated(x::Name(0x122a015), x::Name(0x122a015)), // HttpNfcLeaseDeviceUrl: HttpNfcLeaseDeviceUrl
+        x::FieldEntry::repeated(x::Name(0x122d914), x::Name(0x122d914)), // HttpNfcLeaseHostInfo: HttpNfcLeaseHostInfo
+        x::FieldEntry::repeated(x::Name(0x122ff19), x::Name(0x122ff19)), // HttpNfcLeaseManifestEntry: HttpNfcLeaseManifestEntry
+        x::FieldEntry::repeated(x::Name(0x1235017), x::Name(0x1235017)), // HttpNfcLeaseProbeResult: HttpNfcLeaseProbeResult
+        x::FieldEntry::repeated(x::Name(0x123fc16), x::Name(0x123fc16)), // HttpNfcLeaseSourceFile: HttpNfcLeaseSourceFile
+        x::FieldEntry::repeated(x::Name(0x1243a02), x::Name(0x1243a02)), // ID: ID
+        x::FieldEntry::repeated(x::Name(0x1251025), x::Name(0x1251025)), // ImportOperationBulkFaultFaultOnImport: ImportOperationBulkFaultFaultOnImport
+        x::FieldEntry::repeated(x::Name(0x125360a), x::Name(0x125360a)), // ImportSpec: ImportSpec
+        x::FieldEntry::repeated(x::Name(0x2a94603), x::Name(0x2a94603)), // int: int
+        x::FieldEntry::repeated(x::Name(0x130a311), x::Name(0x130a311)), // IoFilterHostIssue: IoFilterHostIssue
+        x::FieldEntry::repeated(x::Name(0x1314606), x::Name(0x1314606)), // IpPool: IpPool
+        x::FieldEntry::repeated(x::Name(0x1314d11), x::Name(0x1314d11)), // IpPoolAssociation: IpPoolAssociation
+        x::FieldEntry::repeated(x::Name(0x1317619), x::Name(0x1317619)), // IpPoolManagerIpAllocation: IpPoolManagerIpAllocation
+        x::FieldEntry::repeated(x::Name(0x1320815), x::Name(0x1320815)), // IscsiDependencyEntity: IscsiDependencyEntity
+        x::FieldEntry::repeated(x::Name(0x133580d), x::Name(0x133580d)), // IscsiPortInfo: IscsiPortInfo
+        x::FieldEntry::repeated(x::Name(0x133e010), x::Name(0x133e010)), // KernelModuleInfo: KernelModuleInfo
+        x::FieldEntry::repeated(x::Name(0x134090b), x::Name(0x134090b)), // KeyAnyValue: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x134dd08), x::Name(0x134dd08)), // KeyValue: KeyValue
+        x::FieldEntry::repeated(x::Name(0x134e60f), x::Name(0x134e60f)), // KmipClusterInfo: KmipClusterInfo
+        x::FieldEntry::repeated(x::Name(0x135980e), x::Name(0x135980e)), // KmipServerInfo: KmipServerInfo
+        x::FieldEntry::repeated(x::Name(0x1377929), x::Name(0x1377929)), // LicenseAssignmentManagerLicenseAssignment: LicenseAssignmentManagerLicenseAssignment
+        x::FieldEntry::repeated(x::Name(0x137a317), x::Name(0x137a317)), // LicenseAvailabilityInfo: LicenseAvailabilityInfo
+        x::FieldEntry::repeated(x::Name(0x1382f12), x::Name(0x1382f12)), // LicenseFeatureInfo: LicenseFeatureInfo
+        x::FieldEntry::repeated(x::Name(0x138cb19), x::Name(0x138cb19)), // LicenseManagerLicenseInfo: LicenseManagerLicenseInfo
+        x::FieldEntry::repeated(x::Name(0x1392c16), x::Name(0x1392c16)), // LicenseReservationInfo: LicenseReservationInfo
+        x::FieldEntry::repeated(x::Name(0x13d2d12), x::Name(0x13d2d12)), // LocalizableMessage: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x13d4021), x::Name(0x13d4021)), // LocalizationManagerMessageCatalog: LocalizationManagerMessageCatalog
+        x::FieldEntry::repeated(x::Name(0x13d6214), x::Name(0x13d6214)), // LocalizedMethodFault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2be5304), x::Name(0x2be5304)), // long: long
+        x::FieldEntry::repeated(x::Name(0x13fc613), x::Name(0x13fc613)), // ManagedEntityStatus: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x13ff016), x::Name(0x13ff016)), // ManagedObjectReference: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x1423e14), x::Name(0x1423e14)), // MethodActionArgument: MethodActionArgument
+        x::FieldEntry::repeated(x::Name(0x1428f0b), x::Name(0x1428f0b)), // MethodFault: MethodFault
+        x::FieldEntry::repeated(x::Name(0x144db0d), x::Name(0x144db0d)), // MissingObject: MissingObject
+        x::FieldEntry::repeated(x::Name(0x145220f), x::Name(0x145220f)), // MissingProperty: MissingProperty
+        x::FieldEntry::repeated(x::Name(0x147aa2d), x::Name(0x147aa2d)), // MultipleCertificatesVerifyFaultThumbprintData: MultipleCertificatesVerifyFaultThumbprintData
+        x::FieldEntry::repeated(x::Name(0x148ed11), x::Name(0x148ed11)), // NasStorageProfile: NasStorageProfile
+        x::FieldEntry::repeated(x::Name(0x149e318), x::Name(0x149e318)), // NetIpConfigInfoIpAddress: NetIpConfigInfoIpAddress
+        x::FieldEntry::repeated(x::Name(0x14a4a1c), x::Name(0x14a4a1c)), // NetIpConfigSpecIpAddressSpec: NetIpConfigSpecIpAddressSpec
+        x::FieldEntry::repeated(x::Name(0x14a981b), x::Name(0x14a981b)), // NetIpRouteConfigInfoIpRoute: NetIpRouteConfigInfoIpRoute
+        x::FieldEntry::repeated(x::Name(0x14ae91f), x::Name(0x14ae91f)), // NetIpRouteConfigSpecIpRouteSpec: NetIpRouteConfigSpecIpRouteSpec
+        x::FieldEntry::repeated(x::Name(0x14b181b), x::Name(0x14b181b)), // NetIpStackInfoDefaultRouter: NetIpStackInfoDefaultRouter
+        x::FieldEntry::repeated(x::Name(0x14b4c18), x::Name(0x14b4c18)), // NetIpStackInfoNetToMedia: NetIpStackInfoNetToMedia
+        x::FieldEntry::repeated(x::Name(0x14b7e17), x::Name(0x14b7e17)), // NetStackInstanceProfile: NetStackInstanceProfile
+        x::FieldEntry::repeated(x::Name(0x14ed21c), x::Name(0x14ed21c)), // NoPermissionEntityPrivileges: NoPermissionEntityPrivileges
+        x::FieldEntry::repeated(x::Name(0x1525f12), x::Name(0x1525f12)), // NsxHostVNicProfile: NsxHostVNicProfile
+        x::FieldEntry::repeated(x::Name(0x153380c), x::Name(0x153380c)), // NumericRange: NumericRange
+        x::FieldEntry::repeated(x::Name(0x153450e), x::Name(0x153450e)), // NvdimmDimmInfo: NvdimmDimmInfo
+        x::FieldEntry::repeated(x::Name(0x153540a), x::Name(0x153540a)), // NvdimmGuid: NvdimmGuid
+        x::FieldEntry::repeated(x::Name(0x1537017), x::Name(0x1537017)), // NvdimmInterleaveSetInfo: NvdimmInterleaveSetInfo
+        x::FieldEntry::repeated(x::Name(0x153d516), x::Name(0x153d516)), // NvdimmNamespaceDetails: NvdimmNamespaceDetails
+        x::FieldEntry::repeated(x::Name(0x1544713), x::Name(0x1544713)), // NvdimmNamespaceInfo: NvdimmNamespaceInfo
+        x::FieldEntry::repeated(x::Name(0x154ce10), x::Name(0x154ce10)), // NvdimmRegionInfo: NvdimmRegionInfo
+        x::FieldEntry::repeated(x::Name(0x1550b0d), x::Name(0x1550b0d)), // ObjectContent: ObjectContent
+        x::FieldEntry::repeated(x::Name(0x155190a), x::Name(0x155190a)), // ObjectSpec: ObjectSpec
+        x::FieldEntry::repeated(x::Name(0x155240c), x::Name(0x155240c)), // ObjectUpdate: ObjectUpdate
+        x::FieldEntry::repeated(x::Name(0x155a117), x::Name(0x155a117)), // OpaqueNetworkTargetInfo: OpaqueNetworkTargetInfo
+        x::FieldEntry::repeated(x::Name(0x1564009), x::Name(0x1564009)), // OptionDef: OptionDef
+        x::FieldEntry::repeated(x::Name(0x1564a0d), x::Name(0x1564a0d)), // OptionProfile: OptionProfile
+        x::FieldEntry::repeated(x::Name(0x156630b), x::Name(0x156630b)), // OptionValue: OptionValue
+        x::FieldEntry::repeated(x::Name(0x157a112), x::Name(0x157a112)), // OvfConsumerOstNode: OvfConsumerOstNode
+        x::FieldEntry::repeated(x::Name(0x157cb15), x::Name(0x157cb15)), // OvfConsumerOvfSection: OvfConsumerOvfSection
+        x::FieldEntry::repeated(x::Name(0x1591b13), x::Name(0x1591b13)), // OvfDatastoreMapping: OvfDatastoreMapping
+        x::FieldEntry::repeated(x::Name(0x1592f13), x::Name(0x1592f13)), // OvfDeploymentOption: OvfDeploymentOption
+        x::FieldEntry::repeated(x::Name(0x15a2307), x::Name(0x15a2307)), // OvfFile: OvfFile
+        x::FieldEntry::repeated(x::Name(0x15a2b0b), x::Name(0x15a2b0b)), // OvfFileItem: OvfFileItem
+        x::FieldEntry::repeated(x::Name(0x15be00e), x::Name(0x15be00e)), // OvfNetworkInfo: OvfNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x15bef11), x::Name(0x15bef11)), // OvfNetworkMapping: OvfNetworkMapping
+        x::FieldEntry::repeated(x::Name(0x15c600d), x::Name(0x15c600d)), // OvfOptionInfo: OvfOptionInfo
+        x::FieldEntry::repeated(x::Name(0x15d5a0e), x::Name(0x15d5a0e)), // OvfResourceMap: OvfResourceMap
+        x::FieldEntry::repeated(x::Name(0x15d6918), x::Name(0x15d6918)), // OvfStorageProfileMapping: OvfStorageProfileMapping
+        x::FieldEntry::repeated(x::Name(0x161660f), x::Name(0x161660f)), // PerfCounterInfo: PerfCounterInfo
+        x::FieldEntry::repeated(x::Name(0x1618714), x::Name(0x1618714)), // PerfEntityMetricBase: PerfEntityMetricBase
+        x::FieldEntry::repeated(x::Name(0x161bb0c), x::Name(0x161bb0c)), // PerfInterval: PerfInterval
+        x::FieldEntry::repeated(x::Name(0x161c80c), x::Name(0x161c80c)), // PerfMetricId: PerfMetricId
+        x::FieldEntry::repeated(x::Name(0x161e910), x::Name(0x161e910)), // PerfMetricSeries: PerfMetricSeries
+        x::FieldEntry::repeated(x::Name(0x161fa13), x::Name(0x161fa13)), // PerfMetricSeriesCSV: PerfMetricSeriesCSV
+        x::FieldEntry::repeated(x::Name(0x162220d), x::Name(0x162220d)), // PerfQuerySpec: PerfQuerySpec
+        x::FieldEntry::repeated(x::Name(0x162300e), x::Name(0x162300e)), // PerfSampleInfo: PerfSampleInfo
+        x::FieldEntry::repeated(x::Name(0x162e825), x::Name(0x162e825)), // PerformanceManagerCounterLevelMapping: PerformanceManagerCounterLevelMapping
+        x::FieldEntry::repeated(x::Name(0x1635a0a), x::Name(0x1635a0a)), // Permission: Permission
+        x::FieldEntry::repeated(x::Name(0x1638a11), x::Name(0x1638a11)), // PermissionProfile: PermissionProfile
+        x::FieldEntry::repeated(x::Name(0x163e40b), x::Name(0x163e40b)), // PhysicalNic: PhysicalNic
+        x::FieldEntry::repeated(x::Name(0x1642211), x::Name(0x1642211)), // PhysicalNicConfig: PhysicalNicConfig
+        x::FieldEntry::repeated(x::Name(0x1644413), x::Name(0x1644413)), // PhysicalNicHintInfo: PhysicalNicHintInfo
+        x::FieldEntry::repeated(x::Name(0x1645811), x::Name(0x1645811)), // PhysicalNicIpHint: PhysicalNicIpHint
+        x::FieldEntry::repeated(x::Name(0x1646a13), x::Name(0x1646a13)), // PhysicalNicLinkInfo: PhysicalNicLinkInfo
+        x::FieldEntry::repeated(x::Name(0x1647e13), x::Name(0x1647e13)), // PhysicalNicNameHint: PhysicalNicNameHint
+        x::FieldEntry::repeated(x::Name(0x1649212), x::Name(0x1649212)), // PhysicalNicProfile: PhysicalNicProfile
+        x::FieldEntry::repeated(x::Name(0x1658c15), x::Name(0x1658c15)), // PlacementAffinityRule: PlacementAffinityRule
+        x::FieldEntry::repeated(x::Name(0x166150d), x::Name(0x166150d)), // PlacementSpec: PlacementSpec
+        x::FieldEntry::repeated(x::Name(0x1665e11), x::Name(0x1665e11)), // PnicUplinkProfile: PnicUplinkProfile
+        x::FieldEntry::repeated(x::Name(0x166700e), x::Name(0x166700e)), // PodDiskLocator: PodDiskLocator
+        x::FieldEntry::repeated(x::Name(0x166ae0c), x::Name(0x166ae0c)), // PolicyOption: PolicyOption
+        x::FieldEntry::repeated(x::Name(0x168a415), x::Name(0x168a415)), // PrivilegeAvailability: PrivilegeAvailability
+        x::FieldEntry::repeated(x::Name(0x168cd14), x::Name(0x168cd14)), // ProductComponentInfo: ProductComponentInfo
+        x::FieldEntry::repeated(x::Name(0x168fd1b), x::Name(0x168fd1b)), // ProfileApplyProfileProperty: ProfileApplyProfileProperty
+        x::FieldEntry::repeated(x::Name(0x169bc24), x::Name(0x169bc24)), // ProfileDeferredPolicyOptionParameter: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::repeated(x::Name(0x169f419), x::Name(0x169f419)), // ProfileDescriptionSection: ProfileDescriptionSection
+        x::FieldEntry::repeated(x::Name(0x16a4813), x::Name(0x16a4813)), // ProfileExecuteError: ProfileExecuteError
+        x::FieldEntry::repeated(x::Name(0x16a8c11), x::Name(0x16a8c11)), // ProfileExpression: ProfileExpression
+        x::FieldEntry::repeated(x::Name(0x16a9e19), x::Name(0x16a9e19)), // ProfileExpressionMetadata: ProfileExpressionMetadata
+        x::FieldEntry::repeated(x::Name(0x16ab80f), x::Name(0x16ab80f)), // ProfileMetadata: ProfileMetadata
+        x::FieldEntry::repeated(x::Name(0x16ac826), x::Name(0x16ac826)), // ProfileMetadataProfileOperationMessage: ProfileMetadataProfileOperationMessage
+        x::FieldEntry::repeated(x::Name(0x16aef1e), x::Name(0x16aef1e)), // ProfileMetadataProfileSortSpec: ProfileMetadataProfileSortSpec
+        x::FieldEntry::repeated(x::Name(0x16b2718), x::Name(0x16b2718)), // ProfileParameterMetadata: ProfileParameterMetadata
+        x::FieldEntry::repeated(x::Name(0x16b4031), x::Name(0x16b4031)), // ProfileParameterMetadataParameterRelationMetadata: ProfileParameterMetadataParameterRelationMetadata
+        x::FieldEntry::repeated(x::Name(0x16b970d), x::Name(0x16b970d)), // ProfilePolicy: ProfilePolicy
+        x::FieldEntry::repeated(x::Name(0x16ba515), x::Name(0x16ba515)), // ProfilePolicyMetadata: ProfilePolicyMetadata
+        x::FieldEntry::repeated(x::Name(0x16bbb1b), x::Name(0x16bbb1b)), // ProfilePolicyOptionMetadata: ProfilePolicyOptionMetadata
+        x::FieldEntry::repeated(x::Name(0x16bef1f), x::Name(0x16bef1f)), // ProfileProfileStructureProperty: ProfileProfileStructureProperty
+        x::FieldEntry::repeated(x::Name(0x16c0f13), x::Name(0x16c0f13)), // ProfilePropertyPath: ProfilePropertyPath
+        x::FieldEntry::repeated(x::Name(0x16ca020), x::Name(0x16ca020)), // ProfileUpdateFailedUpdateFailure: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x16cd90e), x::Name(0x16cd90e)), // PropertyChange: PropertyChange
+        x::FieldEntry::repeated(x::Name(0x16cf912), x::Name(0x16cf912)), // PropertyFilterSpec: PropertyFilterSpec
+        x::FieldEntry::repeated(x::Name(0x16d0c14), x::Name(0x16d0c14)), // PropertyFilterUpdate: PropertyFilterUpdate
+        x::FieldEntry::repeated(x::Name(0x16d210c), x::Name(0x16d210c)), // PropertySpec: PropertySpec
+        x::FieldEntry::repeated(x::Name(0x185cb08), x::Name(0x185cb08)), // Relation: Relation
+        x::FieldEntry::repeated(x::Name(0x18d631b), x::Name(0x18d631b)), // ReplicationInfoDiskSettings: ReplicationInfoDiskSettings
+        x::FieldEntry::repeated(x::Name(0x191bc12), x::Name(0x191bc12)), // ResourceConfigSpec: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x198a417), x::Name(0x198a417)), // RetrieveVStorageObjSpec: RetrieveVStorageObjSpec
+        x::FieldEntry::repeated(x::Name(0x19d3c13), x::Name(0x19d3c13)), // ScheduledTaskDetail: ScheduledTaskDetail
+        x::FieldEntry::repeated(x::Name(0x19e5a07), x::Name(0x19e5a07)), // ScsiLun: ScsiLun
+        x::FieldEntry::repeated(x::Name(0x19e7611), x::Name(0x19e7611)), // ScsiLunDescriptor: ScsiLunDescriptor
+        x::FieldEntry::repeated(x::Name(0x19ea112), x::Name(0x19ea112)), // ScsiLunDurableName: ScsiLunDurableName
+        x::FieldEntry::repeated(x::Name(0x19f5e11), x::Name(0x19f5e11)), // SearchIndexFilter: SearchIndexFilter
+        x::FieldEntry::repeated(x::Name(0x19f8918), x::Name(0x19f8918)), // SearchIndexOptionalValue: SearchIndexOptionalValue
+        x::FieldEntry::repeated(x::Name(0x19fa214), x::Name(0x19fa214)), // SearchIndexPredicate: SearchIndexPredicate
+        x::FieldEntry::repeated(x::Name(0x1a03617), x::Name(0x1a03617)), // SearchIndexResourceItem: SearchIndexResourceItem
+        x::FieldEntry::repeated(x::Name(0x1a1430c), x::Name(0x1a1430c)), // SelectionSet: SelectionSet
+        x::FieldEntry::repeated(x::Name(0x1a1500d), x::Name(0x1a1500d)), // SelectionSpec: SelectionSpec
+        x::FieldEntry::repeated(x::Name(0x1a1f41e), x::Name(0x1a1f41e)), // ServiceConsolePortGroupProfile: ServiceConsolePortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x1a2500e), x::Name(0x1a2500e)), // ServiceLocator: ServiceLocator
+        x::FieldEntry::repeated(x::Name(0x1a2b019), x::Name(0x1a2b019)), // ServiceManagerServiceInfo: ServiceManagerServiceInfo
+        x::FieldEntry::repeated(x::Name(0x1a2ca0e), x::Name(0x1a2ca0e)), // ServiceProfile: ServiceProfile
+        x::FieldEntry::repeated(x::Name(0x3226a05), x::Name(0x3226a05)), // short: short
+        x::FieldEntry::repeated(x::Name(0x1a9430f), x::Name(0x1a9430f)), // SoftwarePackage: SoftwarePackage
+        x::FieldEntry::repeated(x::Name(0x1aae012), x::Name(0x1aae012)), // StaticRouteProfile: StaticRouteProfile
+        x::FieldEntry::repeated(x::Name(0x1adc114), x::Name(0x1adc114)), // StorageDrsOptionSpec: StorageDrsOptionSpec
+        x::FieldEntry::repeated(x::Name(0x1add61d), x::Name(0x1add61d)), // StorageDrsPlacementRankVmSpec: StorageDrsPlacementRankVmSpec
+        x::FieldEntry::repeated(x::Name(0x1af0716), x::Name(0x1af0716)), // StorageDrsVmConfigInfo: StorageDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x1af1e16), x::Name(0x1af1e16)), // StorageDrsVmConfigSpec: StorageDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1afe819), x::Name(0x1afe819)), // StoragePerformanceSummary: StoragePerformanceSummary
+        x::FieldEntry::repeated(x::Name(0x1b0a612), x::Name(0x1b0a612)), // StorageRequirement: StorageRequirement
+        x::FieldEntry::repeated(x::Name(0x3344606), x::Name(0x3344606)), // string: string
+        x::FieldEntry::repeated(x::Name(0x1b14918), x::Name(0x1b14918)), // StructuredCustomizations: StructuredCustomizations
+        x::FieldEntry::repeated(x::Name(0x1b1620a), x::Name(0x1b1620a)), // SubnetInfo: SubnetInfo
+        x::FieldEntry::repeated(x::Name(0x1b2510f), x::Name(0x1b2510f)), // SystemEventInfo: SystemEventInfo
+        x::FieldEntry::repeated(x::Name(0x1b2de03), x::Name(0x1b2de03)), // Tag: Tag
+        x::FieldEntry::repeated(x::Name(0x1b2e205), x::Name(0x1b2e205)), // TagId: TagId
+        x::FieldEntry::repeated(x::Name(0x1b2f407), x::Name(0x1b2f407)), // TagSpec: TagSpec
+        x::FieldEntry::repeated(x::Name(0x1b3b008), x::Name(0x1b3b008)), // TaskInfo: TaskInfo
+        x::FieldEntry::repeated(x::Name(0x1b3f00d), x::Name(0x1b3f00d)), // TaskInfoState: TaskInfoState
+        x::FieldEntry::repeated(x::Name(0x1b9090f), x::Name(0x1b9090f)), // TypeDescription: TypeDescription
+        x::FieldEntry::repeated(x::Name(0x1c71e2f), x::Name(0x1c71e2f)), // UpdateVirtualMachineFilesResultFailedVmFileInfo: UpdateVirtualMachineFilesResultFailedVmFileInfo
+        x::FieldEntry::repeated(x::Name(0x34db303), x::Name(0x234aa06)), // uri: anyURI
+        x::FieldEntry::repeated(x::Name(0x1c97417), x::Name(0x1c97417)), // UsbScanCodeSpecKeyEvent: UsbScanCodeSpecKeyEvent
+        x::FieldEntry::repeated(x::Name(0x1c9bc10), x::Name(0x1c9bc10)), // UserGroupProfile: UserGroupProfile
+        x::FieldEntry::repeated(x::Name(0x1ca3e13), x::Name(0x1ca3e13)), // UserPrivilegeResult: UserPrivilegeResult
+        x::FieldEntry::repeated(x::Name(0x1ca520b), x::Name(0x1ca520b)), // UserProfile: UserProfile
+        x::FieldEntry::repeated(x::Name(0x1ca5e10), x::Name(0x1ca5e10)), // UserSearchResult: UserSearchResult
+        x::FieldEntry::repeated(x::Name(0x1ca6f0b), x::Name(0x1ca6f0b)), // UserSession: UserSession
+        x::FieldEntry::repeated(x::Name(0x1cab210), x::Name(0x1cab210)), // VASAStorageArray: VASAStorageArray
+        x::FieldEntry::repeated(x::Name(0x1cb0d20), x::Name(0x1cb0d20)), // VASAStorageArrayDiscoverySvcInfo: VASAStorageArrayDiscoverySvcInfo
+        x::FieldEntry::repeated(x::Name(0x1cb501f), x::Name(0x1cb501f)), // VAppCloneSpecNetworkMappingPair: VAppCloneSpecNetworkMappingPair
+        x::FieldEntry::repeated(x::Name(0x1cb8e18), x::Name(0x1cb8e18)), // VAppCloneSpecResourceMap: VAppCloneSpecResourceMap
+        x::FieldEntry::repeated(x::Name(0x1cbd514), x::Name(0x1cbd514)), // VAppEntityConfigInfo: VAppEntityConfigInfo
+        x::FieldEntry::repeated(x::Name(0x1cc9112), x::Name(0x1cc9112)), // VAppOvfSectionInfo: VAppOvfSectionInfo
+        x::FieldEntry::repeated(x::Name(0x1cca412), x::Name(0x1cca412)), // VAppOvfSectionSpec: VAppOvfSectionSpec
+        x::FieldEntry::repeated(x::Name(0x1ccb70f), x::Name(0x1ccb70f)), // VAppProductInfo: VAppProductInfo
+        x::FieldEntry::repeated(x::Name(0x1ccc70f), x::Name(0x1ccc70f)), // VAppProductSpec: VAppProductSpec
+        x::FieldEntry::repeated(x::Name(0x1cce910), x::Name(0x1cce910)), // VAppPropertyInfo: VAppPropertyInfo
+        x::FieldEntry::repeated(x::Name(0x1ccfa10), x::Name(0x1ccfa10)), // VAppPropertySpec: VAppPropertySpec
+        x::FieldEntry::repeated(x::Name(0x1d02c18), x::Name(0x1d02c18)), // VMwareDVSPvlanConfigSpec: VMwareDVSPvlanConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1d04516), x::Name(0x1d04516)), // VMwareDVSPvlanMapEntry: VMwareDVSPvlanMapEntry
+        x::FieldEntry::repeated(x::Name(0x1d11618), x::Name(0x1d11618)), // VMwareDVSVspanConfigSpec: VMwareDVSVspanConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1d1c818), x::Name(0x1d1c818)), // VMwareDvsLacpGroupConfig: VMwareDvsLacpGroupConfig
+        x::FieldEntry::repeated(x::Name(0x1d1e116), x::Name(0x1d1e116)), // VMwareDvsLacpGroupSpec: VMwareDvsLacpGroupSpec
+        x::FieldEntry::repeated(x::Name(0x1d34b12), x::Name(0x1d34b12)), // VMwareVspanSession: VMwareVspanSession
+        x::FieldEntry::repeated(x::Name(0x1d3c81a), x::Name(0x1d3c81a)), // VStorageObjectAssociations: VStorageObjectAssociations
+        x::FieldEntry::repeated(x::Name(0x1d3e32c), x::Name(0x1d3e32c)), // VStorageObjectAssociationsVmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
+        x::FieldEntry::repeated(x::Name(0x1d5662c), x::Name(0x1d5662c)), // VStorageObjectReconcileResultInvalidDiskPath: VStorageObjectReconcileResultInvalidDiskPath
+        x::FieldEntry::repeated(x::Name(0x1d5932c), x::Name(0x1d5932c)), // VStorageObjectReconcileResultReconcileDetail: VStorageObjectReconcileResultReconcileDetail
+        x::FieldEntry::repeated(x::Name(0x1d62c30), x::Name(0x1d62c30)), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: VStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::FieldEntry::repeated(x::Name(0x1d67a0a), x::Name(0x1d67a0a)), // VVolHostPE: VVolHostPE
+        x::FieldEntry::repeated(x::Name(0x1d6a232), x::Name(0x1d6a232)), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::FieldEntry::repeated(x::Name(0x1d8fd13), x::Name(0x1d8fd13)), // VchaNodeRuntimeInfo: VchaNodeRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x1d96113), x::Name(0x1d96113)), // VimVasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x1d9751c), x::Name(0x1d9751c)), // VimVasaProviderStatePerArray: VimVasaProviderStatePerArray
+        x::FieldEntry::repeated(x::Name(0x1da0512), x::Name(0x1da0512)), // VirtualAppLinkInfo: VirtualAppLinkInfo
+        x::FieldEntry::repeated(x::Name(0x1dc1a0d), x::Name(0x1dc1a0d)), // VirtualDevice: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x1dc411a), x::Name(0x1dc411a)), // VirtualDeviceBackingOption: VirtualDeviceBackingOption
+        x::FieldEntry::repeated(x::Name(0x1dc9017), x::Name(0x1dc9017)), // VirtualDeviceConfigSpec: VirtualDeviceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1de6313), x::Name(0x1de6313)), // VirtualDeviceOption: VirtualDeviceOption
+        x::FieldEntry::repeated(x::Name(0x1df7c0b), x::Name(0x1df7c0b)), // VirtualDisk: VirtualDisk
+        x::FieldEntry::repeated(x::Name(0x1e05424), x::Name(0x1e05424)), // VirtualDiskDeltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::repeated(x::Name(0x1e1190d), x::Name(0x1e1190d)), // VirtualDiskId: VirtualDiskId
+        x::FieldEntry::repeated(x::Name(0x1e2c613), x::Name(0x1e2c613)), // VirtualDiskRuleSpec: VirtualDiskRuleSpec
+        x::FieldEntry::repeated(x::Name(0x1e9ba27), x::Name(0x1e9ba27)), // VirtualMachineBaseIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::repeated(x::Name(0x1ea2927), x::Name(0x1ea2927)), // VirtualMachineBootOptionsBootableDevice: VirtualMachineBootOptionsBootableDevice
+        x::FieldEntry::repeated(x::Name(0x1eb2517), x::Name(0x1eb2517)), // VirtualMachineCdromInfo: VirtualMachineCdromInfo
+        x::FieldEntry::repeated(x::Name(0x1eb3d1c), x::Name(0x1eb3d1c)), // VirtualMachineCertThumbprint: VirtualMachineCertThumbprint
+        x::FieldEntry::repeated(x::Name(0x1ebdf28), x::Name(0x1ebdf28)), // VirtualMachineConfigInfoDatastoreUrlPair: VirtualMachineConfigInfoDatastoreUrlPair
+        x::FieldEntry::repeated(x::Name(0x1ec9624), x::Name(0x1ec9624)), // VirtualMachineConfigOptionDescriptor: VirtualMachineConfigOptionDescriptor
+        x::FieldEntry::repeated(x::Name(0x1ecbb18), x::Name(0x1ecbb18)), // VirtualMachineConfigSpec: VirtualMachineConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1ed6918), x::Name(0x1ed6918)), // VirtualMachineConnection: VirtualMachineConnection
+        x::FieldEntry::repeated(x::Name(0x1ede61b), x::Name(0x1ede61b)), // VirtualMachineCpuIdInfoSpec: VirtualMachineCpuIdInfoSpec
+        x::FieldEntry::repeated(x::Name(0x1ee1c1b), x::Name(0x1ee1c1b)), // VirtualMachineDatastoreInfo: VirtualMachineDatastoreInfo
+        x::FieldEntry::repeated(x::Name(0x1ee3823), x::Name(0x1ee3823)), // VirtualMachineDatastoreVolumeOption: VirtualMachineDatastoreVolumeOption
+        x::FieldEntry::repeated(x::Name(0x1eebf1f), x::Name(0x1eebf1f)), // VirtualMachineDeviceRuntimeInfo: VirtualMachineDeviceRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x1f02e1d), x::Name(0x1f02e1d)), // VirtualMachineDisplayTopology: VirtualMachineDisplayTopology
+        x::FieldEntry::repeated(x::Name(0x1f04c1a), x::Name(0x1f04c1a)), // VirtualMachineDvxClassInfo: VirtualMachineDvxClassInfo
+        x::FieldEntry::repeated(x::Name(0x1f06724), x::Name(0x1f06724)), // VirtualMachineDynamicPassthroughInfo: VirtualMachineDynamicPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1f11720), x::Name(0x1f11720)), // VirtualMachineFeatureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x1f16822), x::Name(0x1f16822)), // VirtualMachineFileLayoutDiskLayout: VirtualMachineFileLayoutDiskLayout
+        x::FieldEntry::repeated(x::Name(0x1f1a624), x::Name(0x1f1a624)), // VirtualMachineFileLayoutExDiskLayout: VirtualMachineFileLayoutExDiskLayout
+        x::FieldEntry::repeated(x::Name(0x1f1cb22), x::Name(0x1f1cb22)), // VirtualMachineFileLayoutExDiskUnit: VirtualMachineFileLayoutExDiskUnit
+        x::FieldEntry::repeated(x::Name(0x1f1ee22), x::Name(0x1f1ee22)), // VirtualMachineFileLayoutExFileInfo: VirtualMachineFileLayoutExFileInfo
+        x::FieldEntry::repeated(x::Name(0x1f23428), x::Name(0x1f23428)), // VirtualMachineFileLayoutExSnapshotLayout: VirtualMachineFileLayoutExSnapshotLayout
+        x::FieldEntry::repeated(x::Name(0x1f25d26), x::Name(0x1f25d26)), // VirtualMachineFileLayoutSnapshotLayout: VirtualMachineFileLayoutSnapshotLayout
+        x::FieldEntry::repeated(x::Name(0x1f30a18), x::Name(0x1f30a18)), // VirtualMachineFloppyInfo: VirtualMachineFloppyInfo
+        x::FieldEntry::repeated(x::Name(0x1f4941f), x::Name(0x1f4941f)), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineIdeDiskDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x1f4b428), x::Name(0x1f4b428)), // VirtualMachineIdeDiskDevicePartitionInfo: VirtualMachineIdeDiskDevicePartitionInfo
+        x::FieldEntry::repeated(x::Name(0x1f53925), x::Name(0x1f53925)), // VirtualMachineLegacyNetworkSwitchInfo: VirtualMachineLegacyNetworkSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x1f5cc15), x::Name(0x1f5cc15)), // VirtualMachineMessage: VirtualMachineMessage
+        x::FieldEntry::repeated(x::Name(0x1f60a2c), x::Name(0x1f60a2c)), // VirtualMachineMetadataManagerVmMetadataInput: VirtualMachineMetadataManagerVmMetadataInput
+        x::FieldEntry::repeated(x::Name(0x1f6c02d), x::Name(0x1f6c02d)), // VirtualMachineMetadataManagerVmMetadataResult: VirtualMachineMetadataManagerVmMetadataResult
+        x::FieldEntry::repeated(x::Name(0x1f75f19), x::Name(0x1f75f19)), // VirtualMachineNetworkInfo: VirtualMachineNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x1f7991a), x::Name(0x1f7991a)), // VirtualMachineParallelInfo: VirtualMachineParallelInfo
+        x::FieldEntry::repeated(x::Name(0x1f7b420), x::Name(0x1f7b420)), // VirtualMachinePciPassthroughInfo: VirtualMachinePciPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1f7d529), x::Name(0x1f7d529)), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachinePciSharedGpuPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1f85120), x::Name(0x1f85120)), // VirtualMachinePrecisionClockInfo: VirtualMachinePrecisionClockInfo
+        x::FieldEntry::repeated(x::Name(0x1f88f2e), x::Name(0x1f88f2e)), // VirtualMachineProfileDetailsDiskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
+        x::FieldEntry::repeated(x::Name(0x1f8db19), x::Name(0x1f8db19)), // VirtualMachineProfileSpec: VirtualMachineProfileSpec
+        x::FieldEntry::repeated(x::Name(0x1f8f51e), x::Name(0x1f8f51e)), // VirtualMachinePropertyRelation: VirtualMachinePropertyRelation
+        x::FieldEntry::repeated(x::Name(0x1f94827), x::Name(0x1f94827)), // VirtualMachineQuickStatsMemoryTierStats: VirtualMachineQuickStatsMemoryTierStats
+        x::FieldEntry::repeated(x::Name(0x1f9d125), x::Name(0x1f9d125)), // VirtualMachineRelocateSpecDiskLocator: VirtualMachineRelocateSpecDiskLocator
+        x::FieldEntry::repeated(x::Name(0x1fa9320), x::Name(0x1fa9320)), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineScsiDiskDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x1fab421), x::Name(0x1fab421)), // VirtualMachineScsiPassthroughInfo: VirtualMachineScsiPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1faf818), x::Name(0x1faf818)), // VirtualMachineSerialInfo: VirtualMachineSerialInfo
+        x::FieldEntry::repeated(x::Name(0x1fb7c1a), x::Name(0x1fb7c1a)), // VirtualMachineSnapshotTree: VirtualMachineSnapshotTree
+        x::FieldEntry::repeated(x::Name(0x1fb9717), x::Name(0x1fb9717)), // VirtualMachineSoundInfo: VirtualMachineSoundInfo
+        x::FieldEntry::repeated(x::Name(0x1fbd117), x::Name(0x1fbd117)), // VirtualMachineSriovInfo: VirtualMachineSriovInfo
+        x::FieldEntry::repeated(x::Name(0x1fc6915), x::Name(0x1fc6915)), // VirtualMachineSummary: VirtualMachineSummary
+        x::FieldEntry::repeated(x::Name(0x1fd6a1e), x::Name(0x1fd6a1e)), // VirtualMachineUsageOnDatastore: VirtualMachineUsageOnDatastore
+        x::FieldEntry::repeated(x::Name(0x1fd8915), x::Name(0x1fd8915)), // VirtualMachineUsbInfo: VirtualMachineUsbInfo
+        x::FieldEntry::repeated(x::Name(0x1fdd61e), x::Name(0x1fdd61e)), // VirtualMachineVFlashModuleInfo: VirtualMachineVFlashModuleInfo
+        x::FieldEntry::repeated(x::Name(0x1fe7222), x::Name(0x1fe7222)), // VirtualMachineVMCIDeviceFilterSpec: VirtualMachineVMCIDeviceFilterSpec
+        x::FieldEntry::repeated(x::Name(0x1ff1921), x::Name(0x1ff1921)), // VirtualMachineVMotionStunTimeInfo: VirtualMachineVMotionStunTimeInfo
+        x::FieldEntry::repeated(x::Name(0x1ff3b18), x::Name(0x1ff3b18)), // VirtualMachineVcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::repeated(x::Name(0x1ff5423), x::Name(0x1ff5423)), // VirtualMachineVendorDeviceGroupInfo: VirtualMachineVendorDeviceGroupInfo
+        x::FieldEntry::repeated(x::Name(0x1ff7836), x::Name(0x1ff7836)), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo: VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x1fff31c), x::Name(0x1fff31c)), // VirtualMachineVgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x200101d), x::Name(0x200101d)), // VirtualMachineVgpuProfileInfo: VirtualMachineVgpuProfileInfo
+        x::FieldEntry::repeated(x::Name(0x200e32c), x::Name(0x200e32c)), // VirtualMachineVirtualDeviceGroupsDeviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
+        x::FieldEntry::repeated(x::Name(0x203641a), x::Name(0x203641a)), // VirtualNicManagerNetConfig: VirtualNicManagerNetConfig
+        x::FieldEntry::repeated(x::Name(0x203c522), x::Name(0x203c522)), // VirtualPCIPassthroughAllowedDevice: VirtualPCIPassthroughAllowedDevice
+        x::FieldEntry::repeated(x::Name(0x208b612), x::Name(0x208b612)), // VirtualSCSISharing: VirtualSCSISharing
+        x::FieldEntry::repeated(x::Name(0x20bc914), x::Name(0x20bc914)), // VirtualSwitchProfile: VirtualSwitchProfile
+        x::FieldEntry::repeated(x::Name(0x212f50f), x::Name(0x212f50f)), // VmEventArgument: VmEventArgument
+        x::FieldEntry::repeated(x::Name(0x2188611), x::Name(0x2188611)), // VmPlacementPolicy: VmPlacementPolicy
+        x::FieldEntry::repeated(x::Name(0x218f017), x::Name(0x218f017)), // VmPodConfigForPlacement: VmPodConfigForPlacement
+        x::FieldEntry::repeated(x::Name(0x2190812), x::Name(0x2190812)), // VmPortGroupProfile: VmPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x21eed10), x::Name(0x21eed10)), // VmfsConfigOption: VmfsConfigOption
+        x::FieldEntry::repeated(x::Name(0x21faf13), x::Name(0x21faf13)), // VmfsDatastoreOption: VmfsDatastoreOption
+        x::FieldEntry::repeated(x::Name(0x2220710), x::Name(0x2220710)), // VnicPortArgument: VnicPortArgument
+        x::FieldEntry::repeated(x::Name(0x2235812), x::Name(0x2235812)), // VsanHostConfigInfo: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x223a727), x::Name(0x223a727)), // VsanHostConfigInfoNetworkInfoPortConfig: VsanHostConfigInfoNetworkInfoPortConfig
+        x::FieldEntry::repeated(x::Name(0x2242b13), x::Name(0x2242b13)), // VsanHostDiskMapInfo: VsanHostDiskMapInfo
+        x::FieldEntry::repeated(x::Name(0x2243f15), x::Name(0x2243f15)), // VsanHostDiskMapResult: VsanHostDiskMapResult
+        x::FieldEntry::repeated(x::Name(0x2245513), x::Name(0x2245513)), // VsanHostDiskMapping: VsanHostDiskMapping
+        x::FieldEntry::repeated(x::Name(0x2246912), x::Name(0x2246912)), // VsanHostDiskResult: VsanHostDiskResult
+        x::FieldEntry::repeated(x::Name(0x224d116), x::Name(0x224d116)), // VsanHostMembershipInfo: VsanHostMembershipInfo
+        x::FieldEntry::repeated(x::Name(0x2250e1c), x::Name(0x2250e1c)), // VsanHostRuntimeInfoDiskIssue: VsanHostRuntimeInfoDiskIssue
+        x::FieldEntry::repeated(x::Name(0x2255c12), x::Name(0x2255c12)), // VsanNewPolicyBatch: VsanNewPolicyBatch
+        x::FieldEntry::repeated(x::Name(0x2256f15), x::Name(0x2256f15)), // VsanPolicyChangeBatch: VsanPolicyChangeBatch
+        x::FieldEntry::repeated(x::Name(0x2259418), x::Name(0x2259418)), // VsanPolicySatisfiability: VsanPolicySatisfiability
+        x::FieldEntry::repeated(x::Name(0x2264f25), x::Name(0x2264f25)), // VsanUpgradeSystemNetworkPartitionInfo: VsanUpgradeSystemNetworkPartitionInfo
+        x::FieldEntry::repeated(x::Name(0x226c824), x::Name(0x226c824)), // VsanUpgradeSystemPreflightCheckIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::FieldEntry::repeated(x::Name(0x2279723), x::Name(0x2279723)), // VsanUpgradeSystemUpgradeHistoryItem: VsanUpgradeSystemUpgradeHistoryItem
+        x::FieldEntry::repeated(x::Name(0x229050c), x::Name(0x229050c)), // VslmTagEntry: VslmTagEntry
+        x::FieldEntry::repeated(x::Name(0x369521e), x::Name(0x369521e)), // vslmInfrastructureObjectPolicy: vslmInfrastructureObjectPolicy
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x579f14)), // operation: ArrayUpdateOperation
+        x::FieldEntry::optional(x::Name(0x30da109), x::Name(0x234a207)), // removeKey: anyType
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x3344606)), // group: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x1243a02)), // diskId: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::required(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3638308), x::Name(0x3344606)), // vmfsPath: string
+        x::FieldEntry::required(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::optional(x::Name(0x22de70f), x::Name(0x28116)), // activeDirectory: ActiveDirectoryProfile
+        x::FieldEntry::repeated(x::Name(0x2392d0c), x::Name(0x59041f)), // authenticate: AuthenticationRequiredChallenge
+        x::FieldEntry::required(x::Name(0x31a2806), x::Name(0x3344606)), // scheme: string
+        x::FieldEntry::optional(x::Name(0x3073b05), x::Name(0x3344606)), // realm: string
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x3344606)), // error: string
+        x::FieldEntry::optional(x::Name(0x2802310), x::Name(0x3344606)), // errorDescription: string
+        x::FieldEntry::optional(x::Name(0x2eded03), x::Name(0x3344606)), // ovl: string
+        x::FieldEntry::optional(x::Name(0x2e6da0d), x::Name(0x3344606)), // oidcConfigUrl: string
+        x::FieldEntry::repeated(x::Name(0x2ffb109), x::Name(0xbdad12)), // privilege: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x2ffbb0e), x::Name(0xbdad12)), // privilegeGroup: ElementDescription
+        x::FieldEntry::required(x::Name(0x2ff8906), x::Name(0x3344606)), // privId: string
+        x::FieldEntry::required(x::Name(0x2e7ad08), x::Name(0x2405e07)), // onParent: boolean
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2ff740d), x::Name(0x3344606)), // privGroupName: string
+        x::FieldEntry::required(x::Name(0x3168206), x::Name(0x2a94603)), // roleId: int
+        x::FieldEntry::required(x::Name(0x33bf506), x::Name(0x2405e07)), // system: boolean
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x9cd80b)), // info: Description
+        x::FieldEntry::repeated(x::Name(0x2ffb109), x::Name(0x3344606)), // privilege: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x32ed30a), x::Name(0x2a94603)), // startDelay: int
+        x::FieldEntry::optional(x::Name(0x331d909), x::Name(0x2a94603)), // stopDelay: int
+        x::FieldEntry::optional(x::Name(0x36b4f10), x::Name(0x2405e07)), // waitForHeartbeat: boolean
+        x::FieldEntry::optional(x::Name(0x331ce0a), x::Name(0x3344606)), // stopAction: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32f2a0a), x::Name(0x2a94603)), // startOrder: int
+        x::FieldEntry::required(x::Name(0x32ed30a), x::Name(0x2a94603)), // startDelay: int
+        x::FieldEntry::required(x::Name(0x36b4f10), x::Name(0x5a161d)), // waitForHeartbeat: AutoStartWaitHeartbeatSetting
+        x::FieldEntry::required(x::Name(0x32e950b), x::Name(0x3344606)), // startAction: string
+        x::FieldEntry::required(x::Name(0x331d909), x::Name(0x2a94603)), // stopDelay: int
+        x::FieldEntry::required(x::Name(0x331ce0a), x::Name(0x3344606)), // stopAction: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
     ],
     values: &[
-        x::Name(0x202ae03), // add
-        x::Name(0x2cd1806), // remove
-        x::Name(0x2460504), // edit
-        x::Name(0x29f4b04), // none
-        x::Name(0x2f72b0d), // systemDefault
-        x::Name(0x2bc8007), // powerOn
-        x::Name(0x2bc5608), // powerOff
-        x::Name(0x25fd40d), // guestShutdown
-        x::Name(0x2f50907), // suspend
-        x::Name(0x324ba03), // yes
-        x::Name(0x29e4a02), // no
-        x::Name(0x2f72b0d), // systemDefault
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x278e604), // edit
+        x::Name(0x5b7205), // Basic
+        x::Name(0x5bfc06), // Bearer
+        x::Name(0x2abeb0f), // invalid_request
+        x::Name(0x2abfb0d), // invalid_token
+        x::Name(0x2a93312), // insufficient_scope
+        x::Name(0x30ba215), // registration_required
+        x::Name(0x2daff04), // none
+        x::Name(0x33c2a0d), // systemDefault
+        x::Name(0x2fb5c07), // powerOn
+        x::Name(0x2fb3208), // powerOff
+        x::Name(0x295600d), // guestShutdown
+        x::Name(0x339dd07), // suspend
+        x::Name(0x3709403), // yes
+        x::Name(0x2d9d802), // no
+        x::Name(0x33c2a0d), // systemDefault
     ],
 };

@@ -6,258 +6,258 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x53f915), x::Name(0xa39508), 0, 3), // BackupBlobReadFailure: DvsFault
-        x::TypeEntry::structure(x::Name(0x540f16), x::Name(0xa39508), 3, 3), // BackupBlobWriteFailure: DvsFault
-        x::TypeEntry::structure(x::Name(0x542626), x::Name::NONE, 6, 1), // BackupFirmwareConfigurationRequestType
-        x::TypeEntry::structure(x::Name(0x544d17), x::Name(0x182430c), 7, 1), // BadUsernameSessionEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0x54650e), x::Name(0xaa460b), 8, 11), // BaseConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x547419), x::Name(0xaa460b), 19, 1), // BaseConfigInfoBackingInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x548e21), x::Name(0x54e21d), 20, 1), // BaseConfigInfoDiskFileBackingInfo: BaseConfigInfoFileBackingInfo
-        x::TypeEntry::enumeration(x::Name(0x54b031), 0, 3), // BaseConfigInfoDiskFileBackingInfoProvisioningType
-        x::TypeEntry::structure(x::Name(0x54e21d), x::Name(0x547419), 21, 5), // BaseConfigInfoFileBackingInfo: BaseConfigInfoBackingInfo
-        x::TypeEntry::structure(x::Name(0x550027), x::Name(0x54e21d), 26, 2), // BaseConfigInfoRawDiskMappingBackingInfo: BaseConfigInfoFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x552821), x::Name::NONE, 28, 6), // BatchAddHostsToClusterRequestType
-        x::TypeEntry::structure(x::Name(0x554a22), x::Name::NONE, 34, 4), // BatchAddStandaloneHostsRequestType
-        x::TypeEntry::structure(x::Name(0x556d20), x::Name::NONE, 38, 2), // BatchQueryConnectInfoRequestType
-        x::TypeEntry::structure(x::Name(0x558e0b), x::Name(0xaa460b), 40, 4), // BatchResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x559a11), 3, 2), // BatchResultResult
-        x::TypeEntry::structure(x::Name(0x55ac13), x::Name::NONE, 44, 3), // BindVnicRequestType
-        x::TypeEntry::structure(x::Name(0x55c011), x::Name(0xcde20f), 47, 0), // BlockedByFirewall: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x55d20a), x::Name(0x13b260a), 47, 2), // BoolOption: OptionType
-        x::TypeEntry::structure(x::Name(0x55dd0a), x::Name(0x10f8011), 49, 1), // BoolPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x55e81e), x::Name::NONE, 50, 5), // BrowseDiagnosticLogRequestType
-        x::TypeEntry::structure(x::Name(0x56071a), x::Name(0x113df10), 55, 0), // CAMServerRefusedConnection: InvalidCAMServer
-        x::TypeEntry::structure(x::Name(0x56b11e), x::Name::NONE, 55, 3), // CanProvisionObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x56d01f), x::Name::NONE, 58, 2), // CancelRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0x56f025), x::Name::NONE, 60, 2), // CancelRetrievePropertiesExRequestType
-        x::TypeEntry::structure(x::Name(0x571629), x::Name::NONE, 62, 2), // CancelStorageDrsRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0x574015), x::Name::NONE, 64, 1), // CancelTaskRequestType
-        x::TypeEntry::structure(x::Name(0x57561f), x::Name::NONE, 65, 1), // CancelWaitForUpdatesRequestType
-        x::TypeEntry::structure(x::Name(0x57761a), x::Name(0xd59909), 66, 0), // CanceledHostOperationEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x579110), x::Name(0xb96b09), 66, 0), // CannotAccessFile: FileFault
-        x::TypeEntry::structure(x::Name(0x57a217), x::Name(0x1b42008), 66, 0), // CannotAccessLocalSource: VimFault
-        x::TypeEntry::structure(x::Name(0x57ba13), x::Name(0x57fb14), 66, 1), // CannotAccessNetwork: CannotAccessVmDevice
-        x::TypeEntry::structure(x::Name(0x57ce17), x::Name(0x1e6a50d), 67, 0), // CannotAccessVmComponent: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x57e614), x::Name(0x57ce17), 67, 1), // CannotAccessVmConfig: CannotAccessVmComponent
-        x::TypeEntry::structure(x::Name(0x57fb14), x::Name(0x57ce17), 68, 3), // CannotAccessVmDevice: CannotAccessVmComponent
-        x::TypeEntry::structure(x::Name(0x581012), x::Name(0x57fb14), 71, 1), // CannotAccessVmDisk: CannotAccessVmDevice
-        x::TypeEntry::structure(x::Name(0x582321), x::Name(0xce7c10), 72, 0), // CannotAddHostWithFTVmAsStandalone: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x584527), x::Name(0xce7c10), 72, 0), // CannotAddHostWithFTVmToDifferentCluster: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x586d23), x::Name(0xce7c10), 72, 0), // CannotAddHostWithFTVmToNonHACluster: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x589125), x::Name(0x1ebab15), 72, 2), // CannotChangeDrsBehaviorForFtSecondary: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x58b724), x::Name(0x1ebab15), 74, 2), // CannotChangeHaSettingsForFtSecondary: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x58dc1b), x::Name(0x1f7ad09), 76, 0), // CannotChangeVsanClusterUuid: VsanFault
-        x::TypeEntry::structure(x::Name(0x58f818), x::Name(0x1f7ad09), 76, 0), // CannotChangeVsanNodeUuid: VsanFault
-        x::TypeEntry::structure(x::Name(0x59111e), x::Name(0x1ebab15), 76, 2), // CannotComputeFTCompatibleHosts: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x593010), x::Name(0xb96b09), 78, 0), // CannotCreateFile: FileFault
-        x::TypeEntry::structure(x::Name(0x594116), x::Name(0x7f8d12), 78, 0), // CannotDecryptPasswords: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x595810), x::Name(0xb96b09), 78, 0), // CannotDeleteFile: FileFault
-        x::TypeEntry::structure(x::Name(0x596923), x::Name(0x17bee0c), 78, 0), // CannotDisableDrsOnClustersWithVApps: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x598d15), x::Name(0x1e6a50d), 78, 0), // CannotDisableSnapshot: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x59a328), x::Name(0x1b42008), 78, 1), // CannotDisconnectHostWithFaultToleranceVm: VimFault
-        x::TypeEntry::structure(x::Name(0x59cc1a), x::Name(0x1b42008), 79, 3), // CannotEnableVmcpForCluster: VimFault
-        x::TypeEntry::enumeration(x::Name(0x59e720), 5, 1), // CannotEnableVmcpForClusterReason
-        x::TypeEntry::structure(x::Name(0x5a0821), x::Name(0x128b00e), 82, 0), // CannotModifyConfigCpuRequirements: MigrationFault
-        x::TypeEntry::structure(x::Name(0x5a2a1a), x::Name(0x1b42008), 82, 2), // CannotMoveFaultToleranceVm: VimFault
-        x::TypeEntry::enumeration(x::Name(0x5a4522), 6, 2), // CannotMoveFaultToleranceVmMoveType
-        x::TypeEntry::structure(x::Name(0x5a6822), x::Name(0x1b42008), 84, 0), // CannotMoveHostWithFaultToleranceVm: VimFault
-        x::TypeEntry::structure(x::Name(0x5a8b19), x::Name(0x128b00e), 84, 1), // CannotMoveVmWithDeltaDisk: MigrationFault
-        x::TypeEntry::structure(x::Name(0x5aa51f), x::Name(0x128b00e), 85, 0), // CannotMoveVmWithNativeDeltaDisk: MigrationFault
-        x::TypeEntry::structure(x::Name(0x5ac519), x::Name(0x1f7ad09), 85, 0), // CannotMoveVsanEnabledHost: VsanFault
-        x::TypeEntry::structure(x::Name(0x5adf23), x::Name(0x1b42008), 85, 0), // CannotPlaceWithoutPrerequisiteMoves: VimFault
-        x::TypeEntry::structure(x::Name(0x5b0319), x::Name(0x117ae0c), 85, 3), // CannotPowerOffVmInCluster: InvalidState
-        x::TypeEntry::enumeration(x::Name(0x5b1d22), 8, 4), // CannotPowerOffVmInClusterOperation
-        x::TypeEntry::structure(x::Name(0x5b4022), x::Name(0x1f7ad09), 88, 0), // CannotReconfigureVsanWhenHaEnabled: VsanFault
-        x::TypeEntry::structure(x::Name(0x5b6310), x::Name(0x1e6a50d), 88, 5), // CannotUseNetwork: VmConfigFault
-        x::TypeEntry::enumeration(x::Name(0x5b7416), 12, 6), // CannotUseNetworkReason
-        x::TypeEntry::structure(x::Name(0x5b8b0a), x::Name(0xaa460b), 93, 14), // Capability: DynamicData
-        x::TypeEntry::structure(x::Name(0x5b962e), x::Name::NONE, 107, 2), // CertMgrRefreshCACertificatesAndCRLsRequestType
-        x::TypeEntry::structure(x::Name(0x5bc525), x::Name::NONE, 109, 2), // CertMgrRefreshCertificatesRequestType
-        x::TypeEntry::structure(x::Name(0x5beb24), x::Name::NONE, 111, 2), // CertMgrRevokeCertificatesRequestType
-        x::TypeEntry::structure(x::Name(0x5c101b), x::Name::NONE, 113, 4), // ChangeAccessModeRequestType
-        x::TypeEntry::structure(x::Name(0x5c2c26), x::Name::NONE, 117, 5), // ChangeFileAttributesInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x5c5314), x::Name::NONE, 122, 2), // ChangeKeyRequestType
-        x::TypeEntry::structure(x::Name(0x5c681d), x::Name::NONE, 124, 2), // ChangeLockdownModeRequestType
-        x::TypeEntry::structure(x::Name(0x5c8620), x::Name::NONE, 126, 2), // ChangeNFSUserPasswordRequestType
-        x::TypeEntry::structure(x::Name(0x5ca716), x::Name::NONE, 128, 4), // ChangeOwnerRequestType
-        x::TypeEntry::structure(x::Name(0x5cbe19), x::Name::NONE, 132, 4), // ChangePasswordRequestType
-        x::TypeEntry::structure(x::Name(0x5cd818), x::Name(0xaa460b), 136, 3), // ChangesInfoEventArgument: DynamicData
-        x::TypeEntry::structure(x::Name(0x5cf11a), x::Name::NONE, 139, 2), // CheckAddHostEvcRequestType
-        x::TypeEntry::structure(x::Name(0x5d0c20), x::Name::NONE, 141, 2), // CheckAnswerFileStatusRequestType
-        x::TypeEntry::structure(x::Name(0x5d2d15), x::Name::NONE, 143, 6), // CheckCloneRequestType
-        x::TypeEntry::structure(x::Name(0x5d431d), x::Name::NONE, 149, 5), // CheckCompatibilityRequestType
-        x::TypeEntry::structure(x::Name(0x5d611a), x::Name::NONE, 154, 3), // CheckComplianceRequestType
-        x::TypeEntry::structure(x::Name(0x5d7c20), x::Name::NONE, 157, 3), // CheckConfigureEvcModeRequestType
-        x::TypeEntry::structure(x::Name(0x5d9d26), x::Name::NONE, 160, 2), // CheckCustomizationResourcesRequestType
-        x::TypeEntry::structure(x::Name(0x5dc421), x::Name::NONE, 162, 2), // CheckCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0x5de61a), x::Name::NONE, 164, 2), // CheckForUpdatesRequestType
-        x::TypeEntry::structure(x::Name(0x5e0119), x::Name::NONE, 166, 4), // CheckHostPatchRequestType
-        x::TypeEntry::structure(x::Name(0x5e1b1c), x::Name::NONE, 170, 4), // CheckInstantCloneRequestType
-        x::TypeEntry::structure(x::Name(0x5e381e), x::Name::NONE, 174, 3), // CheckLicenseFeatureRequestType
-        x::TypeEntry::structure(x::Name(0x5e5717), x::Name::NONE, 177, 6), // CheckMigrateRequestType
-        x::TypeEntry::structure(x::Name(0x5e6f17), x::Name::NONE, 183, 5), // CheckPowerOnRequestType
-        x::TypeEntry::structure(x::Name(0x5e8721), x::Name::NONE, 188, 2), // CheckProfileComplianceRequestType
-        x::TypeEntry::structure(x::Name(0x5ea918), x::Name::NONE, 190, 4), // CheckRelocateRequestType
-        x::TypeEntry::structure(x::Name(0x5ec20b), x::Name(0xaa460b), 194, 4), // CheckResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x5ece0d), 18, 5), // CheckTestType
-        x::TypeEntry::structure(x::Name(0x5edc18), x::Name::NONE, 198, 6), // CheckVmConfigRequestType
-        x::TypeEntry::structure(x::Name(0x5ef50c), x::Name(0x13b260a), 204, 2), // ChoiceOption: OptionType
-        x::TypeEntry::structure(x::Name(0x5f0220), x::Name::NONE, 206, 3), // ClearComplianceStatusRequestType
-        x::TypeEntry::structure(x::Name(0x5f2317), x::Name::NONE, 209, 1), // ClearNFSUserRequestType
-        x::TypeEntry::structure(x::Name(0x5f3b1e), x::Name::NONE, 210, 1), // ClearSystemEventLogRequestType
-        x::TypeEntry::structure(x::Name(0x5f5a1f), x::Name::NONE, 211, 2), // ClearTriggeredAlarmsRequestType
-        x::TypeEntry::structure(x::Name(0x5f7a2a), x::Name::NONE, 213, 4), // ClearVStorageObjectControlFlagsRequestType
-        x::TypeEntry::structure(x::Name(0x5fa509), x::Name(0xcde20f), 217, 0), // ClockSkew: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x5faf1d), x::Name(0x128b00e), 217, 0), // CloneFromSnapshotNotSupported: MigrationFault
-        x::TypeEntry::structure(x::Name(0x5fcd17), x::Name::NONE, 217, 2), // CloneSessionRequestType
-        x::TypeEntry::structure(x::Name(0x5fe514), x::Name::NONE, 219, 4), // CloneVAppRequestType
-        x::TypeEntry::structure(x::Name(0x5ffa12), x::Name::NONE, 223, 4), // CloneVMRequestType
-        x::TypeEntry::structure(x::Name(0x600d1e), x::Name::NONE, 227, 4), // CloneVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x602c23), x::Name::NONE, 231, 2), // CloseInventoryViewFolderRequestType
-        x::TypeEntry::structure(x::Name(0x60500d), x::Name(0xaa460b), 233, 2), // ClusterAction: DynamicData
-        x::TypeEntry::structure(x::Name(0x605e14), x::Name(0xaa460b), 235, 2), // ClusterActionHistory: DynamicData
-        x::TypeEntry::structure(x::Name(0x607317), x::Name(0x6de50f), 237, 1), // ClusterAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x608b1b), x::Name(0x6de50f), 238, 1), // ClusterAntiAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x60a716), x::Name(0xaa460b), 239, 2), // ClusterAttemptedVmInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x60be1d), x::Name(0x69680c), 241, 1), // ClusterComplianceCheckedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x60dc29), x::Name(0xaa460b), 242, 2), // ClusterComputeResourceClusterConfigResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x610630), x::Name(0x63552a), 244, 2), // ClusterComputeResourceDVSConfigurationValidation: ClusterComputeResourceValidationResultBase
-        x::TypeEntry::structure(x::Name(0x613720), x::Name(0xaa460b), 246, 3), // ClusterComputeResourceDVSSetting: DynamicData
-        x::TypeEntry::structure(x::Name(0x61583b), x::Name(0xaa460b), 249, 2), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x619420), x::Name(0xaa460b), 251, 4), // ClusterComputeResourceDvsProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x61b53f), x::Name(0xaa460b), 255, 3), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x61f523), x::Name(0xaa460b), 258, 4), // ClusterComputeResourceHCIConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x621923), x::Name(0xaa460b), 262, 4), // ClusterComputeResourceHCIConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x623d26), 23, 3), // ClusterComputeResourceHCIWorkflowState
-        x::TypeEntry::structure(x::Name(0x62642c), x::Name(0xaa460b), 266, 3), // ClusterComputeResourceHostConfigurationInput: DynamicData
-        x::TypeEntry::structure(x::Name(0x62912e), x::Name(0xaa460b), 269, 2), // ClusterComputeResourceHostConfigurationProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x62c031), x::Name(0x63552a), 271, 5), // ClusterComputeResourceHostConfigurationValidation: ClusterComputeResourceValidationResultBase
-        x::TypeEntry::structure(x::Name(0x62f224), x::Name(0xaa460b), 276, 2), // ClusterComputeResourceHostVmkNicInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x63171d), x::Name(0x71c816), 278, 14), // ClusterComputeResourceSummary: ComputeResourceSummary
-        x::TypeEntry::structure(x::Name(0x63351f), x::Name(0xaa460b), 292, 3), // ClusterComputeResourceVCProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x63552a), x::Name(0xaa460b), 295, 1), // ClusterComputeResourceValidationResultBase: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x638025), 26, 3), // ClusterComputeResourceVcsHealthStatus
-        x::TypeEntry::structure(x::Name(0x63a61e), x::Name(0xaa460b), 296, 4), // ClusterComputeResourceVcsSlots: DynamicData
-        x::TypeEntry::structure(x::Name(0x63c511), x::Name(0xaa460b), 300, 5), // ClusterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x63d713), x::Name(0x711d19), 305, 16), // ClusterConfigInfoEx: ComputeResourceConfigInfo
-        x::TypeEntry::structure(x::Name(0x63eb11), x::Name(0xaa460b), 321, 5), // ClusterConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x63fd13), x::Name(0x713719), 326, 17), // ClusterConfigSpecEx: ComputeResourceConfigSpec
-        x::TypeEntry::structure(x::Name(0x641113), x::Name(0x69680c), 343, 1), // ClusterCreatedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x642517), x::Name(0xaa460b), 344, 1), // ClusterCryptoConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x643d21), 29, 2), // ClusterCryptoConfigInfoCryptoMode
-        x::TypeEntry::structure(x::Name(0x645f15), x::Name(0x66dd12), 345, 2), // ClusterDasAamHostInfo: ClusterDasHostInfo
-        x::TypeEntry::structure(x::Name(0x647516), x::Name(0xaa460b), 347, 4), // ClusterDasAamNodeState: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x648c1e), 31, 8), // ClusterDasAamNodeStateDasState
-        x::TypeEntry::structure(x::Name(0x64ab1e), x::Name(0xaa460b), 351, 0), // ClusterDasAdmissionControlInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x64ca20), x::Name(0xaa460b), 351, 2), // ClusterDasAdmissionControlPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x64eb1d), x::Name(0xaa460b), 353, 3), // ClusterDasAdvancedRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x65092f), x::Name(0xaa460b), 356, 2), // ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x653914), x::Name(0xaa460b), 358, 11), // ClusterDasConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x654e28), 39, 3), // ClusterDasConfigInfoHBDatastoreCandidate
-        x::TypeEntry::enumeration(x::Name(0x657720), 42, 2), // ClusterDasConfigInfoServiceState
-        x::TypeEntry::enumeration(x::Name(0x659825), 44, 3), // ClusterDasConfigInfoVmMonitoringState
-        x::TypeEntry::structure(x::Name(0x65be0e), x::Name(0xaa460b), 369, 0), // ClusterDasData: DynamicData
-        x::TypeEntry::structure(x::Name(0x65cd15), x::Name(0x65be0e), 369, 3), // ClusterDasDataSummary: ClusterDasData
-        x::TypeEntry::structure(x::Name(0x65e32a), x::Name(0x64eb1d), 372, 9), // ClusterDasFailoverLevelAdvancedRuntimeInfo: ClusterDasAdvancedRuntimeInfo
-        x::TypeEntry::structure(x::Name(0x660e33), x::Name(0xaa460b), 381, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: DynamicData
-        x::TypeEntry::structure(x::Name(0x664232), x::Name(0xaa460b), 383, 3), // ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x667531), x::Name(0xaa460b), 386, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x66a71e), 47, 10), // ClusterDasFdmAvailabilityState
-        x::TypeEntry::structure(x::Name(0x66c616), x::Name(0xaa460b), 388, 2), // ClusterDasFdmHostState: DynamicData
-        x::TypeEntry::structure(x::Name(0x66dd12), x::Name(0xaa460b), 390, 0), // ClusterDasHostInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x66f01c), x::Name(0xaa460b), 390, 2), // ClusterDasHostRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x670d16), x::Name(0xaa460b), 392, 4), // ClusterDasVmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x672416), x::Name(0x51f10f), 396, 1), // ClusterDasVmConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x673b14), x::Name(0xaa460b), 397, 5), // ClusterDasVmSettings: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x675025), 57, 4), // ClusterDasVmSettingsIsolationResponse
-        x::TypeEntry::enumeration(x::Name(0x677623), 61, 7), // ClusterDasVmSettingsRestartPriority
-        x::TypeEntry::structure(x::Name(0x679a1a), x::Name(0x51f10f), 402, 1), // ClusterDatastoreUpdateSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x67b519), x::Name(0x6de50f), 403, 2), // ClusterDependencyRuleInfo: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x67cf15), x::Name(0x69680c), 405, 0), // ClusterDestroyedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x67e514), x::Name(0xaa460b), 405, 4), // ClusterDpmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x67fa18), x::Name(0xaa460b), 409, 3), // ClusterDpmHostConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x681318), x::Name(0x51f10f), 412, 1), // ClusterDpmHostConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x682c14), x::Name(0xaa460b), 413, 6), // ClusterDrsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x684110), x::Name(0xaa460b), 419, 2), // ClusterDrsFaults: DynamicData
-        x::TypeEntry::structure(x::Name(0x685223), x::Name(0x68761a), 421, 1), // ClusterDrsFaultsFaultsByVirtualDisk: ClusterDrsFaultsFaultsByVm
-        x::TypeEntry::structure(x::Name(0x68761a), x::Name(0xaa460b), 422, 2), // ClusterDrsFaultsFaultsByVm: DynamicData
-        x::TypeEntry::structure(x::Name(0x689113), x::Name(0xaa460b), 424, 11), // ClusterDrsMigration: DynamicData
-        x::TypeEntry::structure(x::Name(0x68a518), x::Name(0xaa460b), 435, 5), // ClusterDrsRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x68be16), x::Name(0xaa460b), 440, 3), // ClusterDrsVmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x68d516), x::Name(0x51f10f), 443, 1), // ClusterDrsVmConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x68ec1c), x::Name(0xaa460b), 444, 3), // ClusterEVCManagerCheckResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x690919), x::Name(0xaa460b), 447, 6), // ClusterEVCManagerEVCState: DynamicData
-        x::TypeEntry::structure(x::Name(0x692326), x::Name::NONE, 453, 3), // ClusterEnterMaintenanceModeRequestType
-        x::TypeEntry::structure(x::Name(0x694a1d), x::Name(0xaa460b), 456, 2), // ClusterEnterMaintenanceResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x69680c), x::Name(0xb00605), 458, 0), // ClusterEvent: Event
-        x::TypeEntry::structure(x::Name(0x697527), x::Name(0x64ab1e), 458, 1), // ClusterFailoverHostAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x699d31), x::Name(0xaa460b), 459, 2), // ClusterFailoverHostAdmissionControlInfoHostStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x69cf29), x::Name(0x64ca20), 461, 2), // ClusterFailoverHostAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x69f928), x::Name(0x64ab1e), 463, 1), // ClusterFailoverLevelAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x6a222a), x::Name(0x64ca20), 464, 2), // ClusterFailoverLevelAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x6a4d2c), x::Name(0x64ab1e), 466, 3), // ClusterFailoverResourcesAdmissionControlInfo: ClusterDasAdmissionControlInfo
-        x::TypeEntry::structure(x::Name(0x6a7a2e), x::Name(0x64ca20), 469, 6), // ClusterFailoverResourcesAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::TypeEntry::structure(x::Name(0x6aa91a), x::Name(0x6e0511), 475, 2), // ClusterFixedSizeSlotPolicy: ClusterSlotPolicy
-        x::TypeEntry::structure(x::Name(0x6ac410), x::Name(0xaa460b), 477, 3), // ClusterGroupInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6ad510), x::Name(0x51f10f), 480, 1), // ClusterGroupSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6ae610), x::Name(0x6ac410), 481, 1), // ClusterHostGroup: ClusterGroupInfo
-        x::TypeEntry::structure(x::Name(0x6af722), x::Name(0x60500d), 482, 1), // ClusterHostInfraUpdateHaModeAction: ClusterAction
-        x::TypeEntry::enumeration(x::Name(0x6b1a2f), 68, 3), // ClusterHostInfraUpdateHaModeActionOperationType
-        x::TypeEntry::structure(x::Name(0x6b4a16), x::Name(0x60500d), 483, 4), // ClusterHostPowerAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x6b6119), x::Name(0xaa460b), 487, 2), // ClusterHostRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x6b7b1e), x::Name(0xaa460b), 489, 5), // ClusterInfraUpdateHaConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6b9a2a), 71, 2), // ClusterInfraUpdateHaConfigInfoBehaviorType
-        x::TypeEntry::enumeration(x::Name(0x6bc52d), 73, 2), // ClusterInfraUpdateHaConfigInfoRemediationType
-        x::TypeEntry::structure(x::Name(0x6bf31d), x::Name(0x60500d), 494, 2), // ClusterInitialPlacementAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x6c1113), x::Name(0x1182c0c), 496, 2), // ClusterIoFilterInfo: IoFilterInfo
-        x::TypeEntry::structure(x::Name(0x6c2516), x::Name(0x60500d), 498, 1), // ClusterMigrationAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x6c3c18), x::Name(0xaa460b), 499, 2), // ClusterNetworkConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c5519), x::Name(0xaa460b), 501, 2), // ClusterNotAttemptedVmInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c6f18), x::Name(0xaa460b), 503, 1), // ClusterOrchestrationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6c8819), x::Name(0x69680c), 504, 0), // ClusterOvercommittedEvent: ClusterEvent
-        x::TypeEntry::enumeration(x::Name(0x6ca216), 75, 2), // ClusterPowerOnVmOption
-        x::TypeEntry::structure(x::Name(0x6cb916), x::Name(0xaa460b), 504, 3), // ClusterPowerOnVmResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x6cd01d), x::Name(0xaa460b), 507, 1), // ClusterProactiveDrsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6cee20), x::Name(0x6d4e18), 508, 1), // ClusterProfileCompleteConfigSpec: ClusterProfileConfigSpec
-        x::TypeEntry::structure(x::Name(0x6d0f18), x::Name(0x14d5011), 509, 1), // ClusterProfileConfigInfo: ProfileConfigInfo
-        x::TypeEntry::structure(x::Name(0x6d2825), x::Name(0x6d4e18), 510, 1), // ClusterProfileConfigServiceCreateSpec: ClusterProfileConfigSpec
-        x::TypeEntry::structure(x::Name(0x6d4e18), x::Name(0x6d6718), 511, 0), // ClusterProfileConfigSpec: ClusterProfileCreateSpec
-        x::TypeEntry::structure(x::Name(0x6d6718), x::Name(0x14d6211), 511, 0), // ClusterProfileCreateSpec: ProfileCreateSpec
-        x::TypeEntry::enumeration(x::Name(0x6d8019), 77, 4), // ClusterProfileServiceType
-        x::TypeEntry::structure(x::Name(0x6d9a15), x::Name(0xaa460b), 511, 11), // ClusterRecommendation: DynamicData
-        x::TypeEntry::structure(x::Name(0x6db018), x::Name(0x69680c), 522, 1), // ClusterReconfiguredEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x6dc91b), x::Name(0xaa460b), 523, 8), // ClusterResourceUsageSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x6de50f), x::Name(0xaa460b), 531, 8), // ClusterRuleInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6df50f), x::Name(0x51f10f), 539, 1), // ClusterRuleSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6e0511), x::Name(0xaa460b), 540, 0), // ClusterSlotPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e1719), x::Name(0x69680c), 540, 2), // ClusterStatusChangedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x6e311a), x::Name(0xaa460b), 542, 3), // ClusterSystemVMsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e4c1a), x::Name(0xaa460b), 545, 3), // ClusterSystemVMsConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e671c), x::Name(0x51f10f), 548, 1), // ClusterTagCategoryUpdateSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6e8413), x::Name(0xaa460b), 549, 13), // ClusterUsageSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x6e9824), x::Name(0xaa460b), 562, 5), // ClusterVmComponentProtectionSettings: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6ebd35), 81, 5), // ClusterVmComponentProtectionSettingsStorageVmReaction
-        x::TypeEntry::enumeration(x::Name(0x6ef33a), 86, 3), // ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared
-        x::TypeEntry::structure(x::Name(0x6f2e0e), x::Name(0x6ac410), 567, 1), // ClusterVmGroup: ClusterGroupInfo
-        x::TypeEntry::structure(x::Name(0x6f3d15), x::Name(0x6de50f), 568, 3), // ClusterVmHostRuleInfo: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x6f531a), x::Name(0xaa460b), 571, 2), // ClusterVmOrchestrationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x6f6e1a), x::Name(0x51f10f), 573, 1), // ClusterVmOrchestrationSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x6f8912), x::Name(0xaa460b), 574, 2), // ClusterVmReadiness: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x6f9c20), 89, 5), // ClusterVmReadinessReadyCondition
-        x::TypeEntry::structure(x::Name(0x6fbd20), x::Name(0xaa460b), 576, 7), // ClusterVmToolsMonitoringSettings: DynamicData
-        x::TypeEntry::structure(x::Name(0x6fde15), x::Name(0xa39508), 583, 0), // CollectorAddressUnset: DvsFault
-        x::TypeEntry::structure(x::Name(0x700711), x::Name(0xaa460b), 583, 4), // ComplianceFailure: DynamicData
-        x::TypeEntry::structure(x::Name(0x701928), x::Name(0xaa460b), 587, 4), // ComplianceFailureComplianceFailureValues: DynamicData
-        x::TypeEntry::structure(x::Name(0x704211), x::Name(0xaa460b), 591, 2), // ComplianceLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0x705411), x::Name(0xaa460b), 593, 2), // ComplianceProfile: DynamicData
-        x::TypeEntry::structure(x::Name(0x706610), x::Name(0xaa460b), 595, 5), // ComplianceResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x707716), 94, 4), // ComplianceResultStatus
-        x::TypeEntry::structure(x::Name(0x70961f), x::Name::NONE, 600, 7), // CompositeHostProfileRequestType
-        x::TypeEntry::structure(x::Name(0x70b615), x::Name(0x14aab0c), 607, 1), // CompositePolicyOption: PolicyOption
-        x::TypeEntry::structure(x::Name(0x70cc2c), x::Name::NONE, 608, 4), // ComputeDiskPartitionInfoForResizeRequestType
-        x::TypeEntry::structure(x::Name(0x70f923), x::Name::NONE, 612, 4), // ComputeDiskPartitionInfoRequestType
-        x::TypeEntry::structure(x::Name(0x711d19), x::Name(0xaa460b), 616, 4), // ComputeResourceConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x713719), x::Name(0xaa460b), 620, 5), // ComputeResourceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x5a4315), x::Name(0xb4eb08), 0, 3), // BackupBlobReadFailure: DvsFault
+        x::TypeEntry::structure(x::Name(0x5a5916), x::Name(0xb4eb08), 3, 3), // BackupBlobWriteFailure: DvsFault
+        x::TypeEntry::structure(x::Name(0x5a7026), x::Name::NONE, 6, 1), // BackupFirmwareConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x5a9717), x::Name(0x1a2e40c), 7, 1), // BadUsernameSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x5aaf0e), x::Name(0xbb9c0b), 8, 11), // BaseConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x5abe19), x::Name(0xbb9c0b), 19, 1), // BaseConfigInfoBackingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x5ad821), x::Name(0x5b2c1d), 20, 1), // BaseConfigInfoDiskFileBackingInfo: BaseConfigInfoFileBackingInfo
+        x::TypeEntry::enumeration(x::Name(0x5afa31), 0, 3), // BaseConfigInfoDiskFileBackingInfoProvisioningType
+        x::TypeEntry::structure(x::Name(0x5b2c1d), x::Name(0x5abe19), 21, 6), // BaseConfigInfoFileBackingInfo: BaseConfigInfoBackingInfo
+        x::TypeEntry::structure(x::Name(0x5b4a27), x::Name(0x5b2c1d), 27, 2), // BaseConfigInfoRawDiskMappingBackingInfo: BaseConfigInfoFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x5b7821), x::Name::NONE, 29, 6), // BatchAddHostsToClusterRequestType
+        x::TypeEntry::structure(x::Name(0x5b9a22), x::Name::NONE, 35, 4), // BatchAddStandaloneHostsRequestType
+        x::TypeEntry::structure(x::Name(0x5bbd20), x::Name::NONE, 39, 2), // BatchQueryConnectInfoRequestType
+        x::TypeEntry::structure(x::Name(0x5bde0b), x::Name(0xbb9c0b), 41, 4), // BatchResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x5bea11), 3, 2), // BatchResultResult
+        x::TypeEntry::structure(x::Name(0x5c0313), x::Name::NONE, 45, 3), // BindVnicRequestType
+        x::TypeEntry::structure(x::Name(0x5c1711), x::Name(0xe1b90f), 48, 0), // BlockedByFirewall: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x5c290a), x::Name(0x156580a), 48, 2), // BoolOption: OptionType
+        x::TypeEntry::structure(x::Name(0x5c340a), x::Name(0x127c311), 50, 1), // BoolPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x5c3f1e), x::Name::NONE, 51, 5), // BrowseDiagnosticLogRequestType
+        x::TypeEntry::structure(x::Name(0x5c5e1a), x::Name(0x12c4610), 56, 0), // CAMServerRefusedConnection: InvalidCAMServer
+        x::TypeEntry::structure(x::Name(0x5d2c1e), x::Name::NONE, 56, 3), // CanProvisionObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x5d4b1f), x::Name::NONE, 59, 2), // CancelRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0x5d6b25), x::Name::NONE, 61, 2), // CancelRetrievePropertiesExRequestType
+        x::TypeEntry::structure(x::Name(0x5d9129), x::Name::NONE, 63, 2), // CancelStorageDrsRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0x5dbb15), x::Name::NONE, 65, 1), // CancelTaskRequestType
+        x::TypeEntry::structure(x::Name(0x5dd11f), x::Name::NONE, 66, 1), // CancelWaitForUpdatesRequestType
+        x::TypeEntry::structure(x::Name(0x5df11a), x::Name(0xea3c09), 67, 0), // CanceledHostOperationEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x5e0c10), x::Name(0xcb3909), 67, 0), // CannotAccessFile: FileFault
+        x::TypeEntry::structure(x::Name(0x5e1d17), x::Name(0x1d94808), 67, 0), // CannotAccessLocalSource: VimFault
+        x::TypeEntry::structure(x::Name(0x5e3513), x::Name(0x5e7614), 67, 1), // CannotAccessNetwork: CannotAccessVmDevice
+        x::TypeEntry::structure(x::Name(0x5e4917), x::Name(0x210340d), 68, 0), // CannotAccessVmComponent: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x5e6114), x::Name(0x5e4917), 68, 1), // CannotAccessVmConfig: CannotAccessVmComponent
+        x::TypeEntry::structure(x::Name(0x5e7614), x::Name(0x5e4917), 69, 3), // CannotAccessVmDevice: CannotAccessVmComponent
+        x::TypeEntry::structure(x::Name(0x5e8b12), x::Name(0x5e7614), 72, 1), // CannotAccessVmDisk: CannotAccessVmDevice
+        x::TypeEntry::structure(x::Name(0x5e9e21), x::Name(0xe25310), 73, 0), // CannotAddHostWithFTVmAsStandalone: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x5ec027), x::Name(0xe25310), 73, 0), // CannotAddHostWithFTVmToDifferentCluster: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x5ee823), x::Name(0xe25310), 73, 0), // CannotAddHostWithFTVmToNonHACluster: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x5f0c25), x::Name(0x2153a15), 73, 2), // CannotChangeDrsBehaviorForFtSecondary: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x5f3224), x::Name(0x2153a15), 75, 2), // CannotChangeHaSettingsForFtSecondary: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x5f571b), x::Name(0x222f009), 77, 0), // CannotChangeVsanClusterUuid: VsanFault
+        x::TypeEntry::structure(x::Name(0x5f7318), x::Name(0x222f009), 77, 0), // CannotChangeVsanNodeUuid: VsanFault
+        x::TypeEntry::structure(x::Name(0x5f8c1e), x::Name(0x2153a15), 77, 2), // CannotComputeFTCompatibleHosts: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x5fab10), x::Name(0xcb3909), 79, 0), // CannotCreateFile: FileFault
+        x::TypeEntry::structure(x::Name(0x5fbc16), x::Name(0x893612), 79, 0), // CannotDecryptPasswords: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x5fd310), x::Name(0xcb3909), 79, 0), // CannotDeleteFile: FileFault
+        x::TypeEntry::structure(x::Name(0x5fe423), x::Name(0x19b140c), 79, 0), // CannotDisableDrsOnClustersWithVApps: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x600815), x::Name(0x210340d), 79, 0), // CannotDisableSnapshot: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x601e28), x::Name(0x1d94808), 79, 1), // CannotDisconnectHostWithFaultToleranceVm: VimFault
+        x::TypeEntry::structure(x::Name(0x60471a), x::Name(0x1d94808), 80, 3), // CannotEnableVmcpForCluster: VimFault
+        x::TypeEntry::enumeration(x::Name(0x606220), 5, 1), // CannotEnableVmcpForClusterReason
+        x::TypeEntry::structure(x::Name(0x608321), x::Name(0x1431e0e), 83, 0), // CannotModifyConfigCpuRequirements: MigrationFault
+        x::TypeEntry::structure(x::Name(0x60a51a), x::Name(0x1d94808), 83, 2), // CannotMoveFaultToleranceVm: VimFault
+        x::TypeEntry::enumeration(x::Name(0x60c022), 6, 2), // CannotMoveFaultToleranceVmMoveType
+        x::TypeEntry::structure(x::Name(0x60e322), x::Name(0x1d94808), 85, 0), // CannotMoveHostWithFaultToleranceVm: VimFault
+        x::TypeEntry::structure(x::Name(0x610619), x::Name(0x1431e0e), 85, 1), // CannotMoveVmWithDeltaDisk: MigrationFault
+        x::TypeEntry::structure(x::Name(0x61201f), x::Name(0x1431e0e), 86, 0), // CannotMoveVmWithNativeDeltaDisk: MigrationFault
+        x::TypeEntry::structure(x::Name(0x614019), x::Name(0x222f009), 86, 0), // CannotMoveVsanEnabledHost: VsanFault
+        x::TypeEntry::structure(x::Name(0x615a23), x::Name(0x1d94808), 86, 0), // CannotPlaceWithoutPrerequisiteMoves: VimFault
+        x::TypeEntry::structure(x::Name(0x617e19), x::Name(0x1302a0c), 86, 3), // CannotPowerOffVmInCluster: InvalidState
+        x::TypeEntry::enumeration(x::Name(0x619822), 8, 4), // CannotPowerOffVmInClusterOperation
+        x::TypeEntry::structure(x::Name(0x61bb22), x::Name(0x222f009), 89, 0), // CannotReconfigureVsanWhenHaEnabled: VsanFault
+        x::TypeEntry::structure(x::Name(0x61de10), x::Name(0x210340d), 89, 5), // CannotUseNetwork: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x61ef16), 12, 8), // CannotUseNetworkReason
+        x::TypeEntry::structure(x::Name(0x62060a), x::Name(0xbb9c0b), 94, 15), // Capability: DynamicData
+        x::TypeEntry::structure(x::Name(0x62112e), x::Name::NONE, 109, 2), // CertMgrRefreshCACertificatesAndCRLsRequestType
+        x::TypeEntry::structure(x::Name(0x624025), x::Name::NONE, 111, 2), // CertMgrRefreshCertificatesRequestType
+        x::TypeEntry::structure(x::Name(0x626624), x::Name::NONE, 113, 2), // CertMgrRevokeCertificatesRequestType
+        x::TypeEntry::structure(x::Name(0x628b1b), x::Name::NONE, 115, 4), // ChangeAccessModeRequestType
+        x::TypeEntry::structure(x::Name(0x62a726), x::Name::NONE, 119, 5), // ChangeFileAttributesInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x62ce14), x::Name::NONE, 124, 2), // ChangeKeyRequestType
+        x::TypeEntry::structure(x::Name(0x62e31d), x::Name::NONE, 126, 2), // ChangeLockdownModeRequestType
+        x::TypeEntry::structure(x::Name(0x630120), x::Name::NONE, 128, 2), // ChangeNFSUserPasswordRequestType
+        x::TypeEntry::structure(x::Name(0x632216), x::Name::NONE, 130, 4), // ChangeOwnerRequestType
+        x::TypeEntry::structure(x::Name(0x633919), x::Name::NONE, 134, 4), // ChangePasswordRequestType
+        x::TypeEntry::structure(x::Name(0x635318), x::Name(0xbb9c0b), 138, 3), // ChangesInfoEventArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0x636c1a), x::Name::NONE, 141, 2), // CheckAddHostEvcRequestType
+        x::TypeEntry::structure(x::Name(0x638720), x::Name::NONE, 143, 2), // CheckAnswerFileStatusRequestType
+        x::TypeEntry::structure(x::Name(0x63a815), x::Name::NONE, 145, 6), // CheckCloneRequestType
+        x::TypeEntry::structure(x::Name(0x63be1d), x::Name::NONE, 151, 5), // CheckCompatibilityRequestType
+        x::TypeEntry::structure(x::Name(0x63dc1a), x::Name::NONE, 156, 3), // CheckComplianceRequestType
+        x::TypeEntry::structure(x::Name(0x63f720), x::Name::NONE, 159, 3), // CheckConfigureEvcModeRequestType
+        x::TypeEntry::structure(x::Name(0x641826), x::Name::NONE, 162, 2), // CheckCustomizationResourcesRequestType
+        x::TypeEntry::structure(x::Name(0x643f21), x::Name::NONE, 164, 2), // CheckCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0x64611a), x::Name::NONE, 166, 2), // CheckForUpdatesRequestType
+        x::TypeEntry::structure(x::Name(0x647c19), x::Name::NONE, 168, 4), // CheckHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x64961c), x::Name::NONE, 172, 4), // CheckInstantCloneRequestType
+        x::TypeEntry::structure(x::Name(0x64b31e), x::Name::NONE, 176, 3), // CheckLicenseFeatureRequestType
+        x::TypeEntry::structure(x::Name(0x64d217), x::Name::NONE, 179, 6), // CheckMigrateRequestType
+        x::TypeEntry::structure(x::Name(0x64ea17), x::Name::NONE, 185, 5), // CheckPowerOnRequestType
+        x::TypeEntry::structure(x::Name(0x650221), x::Name::NONE, 190, 2), // CheckProfileComplianceRequestType
+        x::TypeEntry::structure(x::Name(0x652418), x::Name::NONE, 192, 4), // CheckRelocateRequestType
+        x::TypeEntry::structure(x::Name(0x653d0b), x::Name(0xbb9c0b), 196, 4), // CheckResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x65490d), 20, 5), // CheckTestType
+        x::TypeEntry::structure(x::Name(0x655718), x::Name::NONE, 200, 6), // CheckVmConfigRequestType
+        x::TypeEntry::structure(x::Name(0x65700c), x::Name(0x156580a), 206, 2), // ChoiceOption: OptionType
+        x::TypeEntry::structure(x::Name(0x657d20), x::Name::NONE, 208, 3), // ClearComplianceStatusRequestType
+        x::TypeEntry::structure(x::Name(0x659e17), x::Name::NONE, 211, 1), // ClearNFSUserRequestType
+        x::TypeEntry::structure(x::Name(0x65b61e), x::Name::NONE, 212, 1), // ClearSystemEventLogRequestType
+        x::TypeEntry::structure(x::Name(0x65d51f), x::Name::NONE, 213, 2), // ClearTriggeredAlarmsRequestType
+        x::TypeEntry::structure(x::Name(0x65f52a), x::Name::NONE, 215, 4), // ClearVStorageObjectControlFlagsRequestType
+        x::TypeEntry::structure(x::Name(0x662009), x::Name(0xe1b90f), 219, 0), // ClockSkew: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x662a1d), x::Name(0x1431e0e), 219, 0), // CloneFromSnapshotNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x664817), x::Name::NONE, 219, 2), // CloneSessionRequestType
+        x::TypeEntry::structure(x::Name(0x666014), x::Name::NONE, 221, 4), // CloneVAppRequestType
+        x::TypeEntry::structure(x::Name(0x667512), x::Name::NONE, 225, 4), // CloneVMRequestType
+        x::TypeEntry::structure(x::Name(0x66881e), x::Name::NONE, 229, 4), // CloneVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x66a723), x::Name::NONE, 233, 2), // CloseInventoryViewFolderRequestType
+        x::TypeEntry::structure(x::Name(0x66cb0d), x::Name(0xbb9c0b), 235, 2), // ClusterAction: DynamicData
+        x::TypeEntry::structure(x::Name(0x66d914), x::Name(0xbb9c0b), 237, 2), // ClusterActionHistory: DynamicData
+        x::TypeEntry::structure(x::Name(0x66ee17), x::Name(0x75640f), 239, 1), // ClusterAffinityRuleSpec: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x67061b), x::Name(0x75640f), 240, 1), // ClusterAntiAffinityRuleSpec: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x672216), x::Name(0xbb9c0b), 241, 2), // ClusterAttemptedVmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x673924), x::Name(0x66cb0d), 243, 4), // ClusterClusterInitialPlacementAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x675e1d), x::Name(0x70950c), 247, 1), // ClusterComplianceCheckedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x679329), x::Name(0xbb9c0b), 248, 2), // ClusterComputeResourceClusterConfigResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x67bd26), x::Name(0xbb9c0b), 250, 2), // ClusterComputeResourceCryptoModePolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x67e430), x::Name(0x6a822a), 252, 2), // ClusterComputeResourceDVSConfigurationValidation: ClusterComputeResourceValidationResultBase
+        x::TypeEntry::structure(x::Name(0x681520), x::Name(0xbb9c0b), 254, 3), // ClusterComputeResourceDVSSetting: DynamicData
+        x::TypeEntry::structure(x::Name(0x68363b), x::Name(0xbb9c0b), 257, 2), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x687220), x::Name(0xbb9c0b), 259, 4), // ClusterComputeResourceDvsProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0x68933f), x::Name(0xbb9c0b), 263, 3), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x68d323), x::Name(0xbb9c0b), 266, 4), // ClusterComputeResourceHCIConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x68f723), x::Name(0xbb9c0b), 270, 4), // ClusterComputeResourceHCIConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x691b26), 25, 3), // ClusterComputeResourceHCIWorkflowState
+        x::TypeEntry::structure(x::Name(0x69422c), x::Name(0xbb9c0b), 274, 3), // ClusterComputeResourceHostConfigurationInput: DynamicData
+        x::TypeEntry::structure(x::Name(0x696f2e), x::Name(0xbb9c0b), 277, 2), // ClusterComputeResourceHostConfigurationProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0x699e31), x::Name(0x6a822a), 279, 5), // ClusterComputeResourceHostConfigurationValidation: ClusterComputeResourceValidationResultBase
+        x::TypeEntry::structure(x::Name(0x69d028), x::Name(0xbb9c0b), 284, 2), // ClusterComputeResourceHostEvacuationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x69f924), x::Name(0xbb9c0b), 286, 2), // ClusterComputeResourceHostVmkNicInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6a1e25), x::Name(0xbb9c0b), 288, 2), // ClusterComputeResourceMaintenanceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6a441d), x::Name(0x79e516), 290, 14), // ClusterComputeResourceSummary: ComputeResourceSummary
+        x::TypeEntry::structure(x::Name(0x6a621f), x::Name(0xbb9c0b), 304, 3), // ClusterComputeResourceVCProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0x6a822a), x::Name(0xbb9c0b), 307, 1), // ClusterComputeResourceValidationResultBase: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6aad25), 28, 3), // ClusterComputeResourceVcsHealthStatus
+        x::TypeEntry::structure(x::Name(0x6ad31e), x::Name(0xbb9c0b), 308, 4), // ClusterComputeResourceVcsSlots: DynamicData
+        x::TypeEntry::structure(x::Name(0x6af211), x::Name(0xbb9c0b), 312, 5), // ClusterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6b0413), x::Name(0x78d519), 317, 17), // ClusterConfigInfoEx: ComputeResourceConfigInfo
+        x::TypeEntry::structure(x::Name(0x6b1811), x::Name(0xbb9c0b), 334, 5), // ClusterConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x6b2a13), x::Name(0x78ef19), 339, 18), // ClusterConfigSpecEx: ComputeResourceConfigSpec
+        x::TypeEntry::structure(x::Name(0x6b3e13), x::Name(0x70950c), 357, 1), // ClusterCreatedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x6b5217), x::Name(0xbb9c0b), 358, 2), // ClusterCryptoConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6b6a21), 31, 2), // ClusterCryptoConfigInfoCryptoMode
+        x::TypeEntry::structure(x::Name(0x6b8c15), x::Name(0x6e0a12), 360, 2), // ClusterDasAamHostInfo: ClusterDasHostInfo
+        x::TypeEntry::structure(x::Name(0x6ba216), x::Name(0xbb9c0b), 362, 4), // ClusterDasAamNodeState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6bb91e), 33, 8), // ClusterDasAamNodeStateDasState
+        x::TypeEntry::structure(x::Name(0x6bd81e), x::Name(0xbb9c0b), 366, 0), // ClusterDasAdmissionControlInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6bf720), x::Name(0xbb9c0b), 366, 2), // ClusterDasAdmissionControlPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x6c181d), x::Name(0xbb9c0b), 368, 3), // ClusterDasAdvancedRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6c362f), x::Name(0xbb9c0b), 371, 2), // ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6c6614), x::Name(0xbb9c0b), 373, 11), // ClusterDasConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6c7b28), 41, 3), // ClusterDasConfigInfoHBDatastoreCandidate
+        x::TypeEntry::enumeration(x::Name(0x6ca420), 44, 2), // ClusterDasConfigInfoServiceState
+        x::TypeEntry::enumeration(x::Name(0x6cc525), 46, 3), // ClusterDasConfigInfoVmMonitoringState
+        x::TypeEntry::structure(x::Name(0x6ceb0e), x::Name(0xbb9c0b), 384, 0), // ClusterDasData: DynamicData
+        x::TypeEntry::structure(x::Name(0x6cfa15), x::Name(0x6ceb0e), 384, 3), // ClusterDasDataSummary: ClusterDasData
+        x::TypeEntry::structure(x::Name(0x6d102a), x::Name(0x6c181d), 387, 9), // ClusterDasFailoverLevelAdvancedRuntimeInfo: ClusterDasAdvancedRuntimeInfo
+        x::TypeEntry::structure(x::Name(0x6d3b33), x::Name(0xbb9c0b), 396, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: DynamicData
+        x::TypeEntry::structure(x::Name(0x6d6f32), x::Name(0xbb9c0b), 398, 3), // ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6da231), x::Name(0xbb9c0b), 401, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6dd41e), 49, 11), // ClusterDasFdmAvailabilityState
+        x::TypeEntry::structure(x::Name(0x6df316), x::Name(0xbb9c0b), 403, 2), // ClusterDasFdmHostState: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e0a12), x::Name(0xbb9c0b), 405, 0), // ClusterDasHostInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e1d1c), x::Name(0xbb9c0b), 405, 2), // ClusterDasHostRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e3a16), x::Name(0xbb9c0b), 407, 4), // ClusterDasVmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e5116), x::Name(0x57b40f), 411, 1), // ClusterDasVmConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6e6814), x::Name(0xbb9c0b), 412, 5), // ClusterDasVmSettings: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6e7d25), 60, 4), // ClusterDasVmSettingsIsolationResponse
+        x::TypeEntry::enumeration(x::Name(0x6ea323), 64, 7), // ClusterDasVmSettingsRestartPriority
+        x::TypeEntry::structure(x::Name(0x6ec71a), x::Name(0x57b40f), 417, 1), // ClusterDatastoreUpdateSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6ee219), x::Name(0x75640f), 418, 2), // ClusterDependencyRuleInfo: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x6efc15), x::Name(0x70950c), 420, 0), // ClusterDestroyedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x6f1214), x::Name(0xbb9c0b), 420, 4), // ClusterDpmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f2718), x::Name(0xbb9c0b), 424, 3), // ClusterDpmHostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f4018), x::Name(0x57b40f), 427, 1), // ClusterDpmHostConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6f5914), x::Name(0xbb9c0b), 428, 6), // ClusterDrsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f6e10), x::Name(0xbb9c0b), 434, 2), // ClusterDrsFaults: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f7f23), x::Name(0x6fa31a), 436, 1), // ClusterDrsFaultsFaultsByVirtualDisk: ClusterDrsFaultsFaultsByVm
+        x::TypeEntry::structure(x::Name(0x6fa31a), x::Name(0xbb9c0b), 437, 2), // ClusterDrsFaultsFaultsByVm: DynamicData
+        x::TypeEntry::structure(x::Name(0x6fbe13), x::Name(0xbb9c0b), 439, 11), // ClusterDrsMigration: DynamicData
+        x::TypeEntry::structure(x::Name(0x6fd218), x::Name(0xbb9c0b), 450, 5), // ClusterDrsRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x6feb16), x::Name(0xbb9c0b), 455, 3), // ClusterDrsVmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x700216), x::Name(0x57b40f), 458, 1), // ClusterDrsVmConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x70191c), x::Name(0xbb9c0b), 459, 3), // ClusterEVCManagerCheckResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x703619), x::Name(0xbb9c0b), 462, 6), // ClusterEVCManagerEVCState: DynamicData
+        x::TypeEntry::structure(x::Name(0x705026), x::Name::NONE, 468, 4), // ClusterEnterMaintenanceModeRequestType
+        x::TypeEntry::structure(x::Name(0x70771d), x::Name(0xbb9c0b), 472, 2), // ClusterEnterMaintenanceResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x70950c), x::Name(0xc19905), 474, 0), // ClusterEvent: Event
+        x::TypeEntry::structure(x::Name(0x70a227), x::Name(0x6bd81e), 474, 1), // ClusterFailoverHostAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x70ca31), x::Name(0xbb9c0b), 475, 2), // ClusterFailoverHostAdmissionControlInfoHostStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x70fc29), x::Name(0x6bf720), 477, 2), // ClusterFailoverHostAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x712628), x::Name(0x6bd81e), 479, 1), // ClusterFailoverLevelAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x714f2a), x::Name(0x6bf720), 480, 2), // ClusterFailoverLevelAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x717a2c), x::Name(0x6bd81e), 482, 3), // ClusterFailoverResourcesAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x71a72e), x::Name(0x6bf720), 485, 6), // ClusterFailoverResourcesAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x71d61a), x::Name(0x758411), 491, 2), // ClusterFixedSizeSlotPolicy: ClusterSlotPolicy
+        x::TypeEntry::structure(x::Name(0x71f117), x::Name(0x75640f), 493, 2), // ClusterFtVmHostRuleInfo: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x720910), x::Name(0xbb9c0b), 495, 3), // ClusterGroupInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x721a10), x::Name(0x57b40f), 498, 1), // ClusterGroupSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x722b10), x::Name(0x720910), 499, 1), // ClusterHostGroup: ClusterGroupInfo
+        x::TypeEntry::structure(x::Name(0x723c22), x::Name(0x66cb0d), 500, 1), // ClusterHostInfraUpdateHaModeAction: ClusterAction
+        x::TypeEntry::enumeration(x::Name(0x725f2f), 71, 3), // ClusterHostInfraUpdateHaModeActionOperationType
+        x::TypeEntry::structure(x::Name(0x728f16), x::Name(0x66cb0d), 501, 4), // ClusterHostPowerAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x72a619), x::Name(0xbb9c0b), 505, 2), // ClusterHostRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x72c01e), x::Name(0xbb9c0b), 507, 5), // ClusterInfraUpdateHaConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x72df2a), 74, 2), // ClusterInfraUpdateHaConfigInfoBehaviorType
+        x::TypeEntry::enumeration(x::Name(0x730a2d), 76, 2), // ClusterInfraUpdateHaConfigInfoRemediationType
+        x::TypeEntry::structure(x::Name(0x73381d), x::Name(0x66cb0d), 512, 2), // ClusterInitialPlacementAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x735613), x::Name(0x130b50c), 514, 2), // ClusterIoFilterInfo: IoFilterInfo
+        x::TypeEntry::structure(x::Name(0x736a16), x::Name(0x66cb0d), 516, 1), // ClusterMigrationAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x738118), x::Name(0xbb9c0b), 517, 2), // ClusterNetworkConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x739a19), x::Name(0xbb9c0b), 519, 2), // ClusterNotAttemptedVmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x73b418), x::Name(0xbb9c0b), 521, 1), // ClusterOrchestrationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x73cd19), x::Name(0x70950c), 522, 0), // ClusterOvercommittedEvent: ClusterEvent
+        x::TypeEntry::enumeration(x::Name(0x73e716), 78, 2), // ClusterPowerOnVmOption
+        x::TypeEntry::structure(x::Name(0x73fe16), x::Name(0xbb9c0b), 522, 3), // ClusterPowerOnVmResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x74151c), x::Name(0xbb9c0b), 525, 3), // ClusterPreemptibleVmPairInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x74321c), x::Name(0x57b40f), 528, 1), // ClusterPreemptibleVmPairSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x744f1d), x::Name(0xbb9c0b), 529, 1), // ClusterProactiveDrsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x746d20), x::Name(0x74cd18), 530, 1), // ClusterProfileCompleteConfigSpec: ClusterProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0x748e18), x::Name(0x1698411), 531, 1), // ClusterProfileConfigInfo: ProfileConfigInfo
+        x::TypeEntry::structure(x::Name(0x74a725), x::Name(0x74cd18), 532, 1), // ClusterProfileConfigServiceCreateSpec: ClusterProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0x74cd18), x::Name(0x74e618), 533, 0), // ClusterProfileConfigSpec: ClusterProfileCreateSpec
+        x::TypeEntry::structure(x::Name(0x74e618), x::Name(0x1699611), 533, 0), // ClusterProfileCreateSpec: ProfileCreateSpec
+        x::TypeEntry::enumeration(x::Name(0x74ff19), 80, 4), // ClusterProfileServiceType
+        x::TypeEntry::structure(x::Name(0x751915), x::Name(0xbb9c0b), 533, 11), // ClusterRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x752f18), x::Name(0x70950c), 544, 1), // ClusterReconfiguredEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x75481b), x::Name(0xbb9c0b), 545, 8), // ClusterResourceUsageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x75640f), x::Name(0xbb9c0b), 553, 8), // ClusterRuleInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x75740f), x::Name(0x57b40f), 561, 1), // ClusterRuleSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x758411), x::Name(0xbb9c0b), 562, 0), // ClusterSlotPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x759619), x::Name(0x70950c), 562, 2), // ClusterStatusChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x75b01a), x::Name(0xbb9c0b), 564, 4), // ClusterSystemVMsConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x75cb28), 84, 2), // ClusterSystemVMsConfigInfoDeploymentMode
+        x::TypeEntry::structure(x::Name(0x75f41a), x::Name(0xbb9c0b), 568, 4), // ClusterSystemVMsConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x760f1c), x::Name(0x57b40f), 572, 1), // ClusterTagCategoryUpdateSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x762c13), x::Name(0xbb9c0b), 573, 16), // ClusterUsageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x764024), x::Name(0xbb9c0b), 589, 5), // ClusterVmComponentProtectionSettings: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x766535), 86, 5), // ClusterVmComponentProtectionSettingsStorageVmReaction
+        x::TypeEntry::enumeration(x::Name(0x769b3a), 91, 3), // ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared
+        x::TypeEntry::structure(x::Name(0x76d60e), x::Name(0x720910), 594, 1), // ClusterVmGroup: ClusterGroupInfo
+        x::TypeEntry::structure(x::Name(0x76e515), x::Name(0x75640f), 595, 3), // ClusterVmHostRuleInfo: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x76fb1a), x::Name(0xbb9c0b), 598, 2), // ClusterVmOrchestrationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x77161a), x::Name(0x57b40f), 600, 1), // ClusterVmOrchestrationSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x773112), x::Name(0xbb9c0b), 601, 2), // ClusterVmReadiness: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x774420), 94, 5), // ClusterVmReadinessReadyCondition
+        x::TypeEntry::structure(x::Name(0x776520), x::Name(0xbb9c0b), 603, 7), // ClusterVmToolsMonitoringSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x778615), x::Name(0xb4eb08), 610, 0), // CollectorAddressUnset: DvsFault
+        x::TypeEntry::structure(x::Name(0x77af11), x::Name(0xbb9c0b), 610, 4), // ComplianceFailure: DynamicData
+        x::TypeEntry::structure(x::Name(0x77c128), x::Name(0xbb9c0b), 614, 4), // ComplianceFailureComplianceFailureValues: DynamicData
+        x::TypeEntry::structure(x::Name(0x77ea11), x::Name(0xbb9c0b), 618, 2), // ComplianceLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x77fc11), x::Name(0xbb9c0b), 620, 2), // ComplianceProfile: DynamicData
     ],
     decoders: &[
         Some(x::decode_boxed::<BackupBlobReadFailure>),
@@ -373,8 +373,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<ClusterAffinityRuleSpec>),
         Some(x::decode_boxed::<ClusterAntiAffinityRuleSpec>),
         Some(x::decode_boxed::<ClusterAttemptedVmInfo>),
+        Some(x::decode_boxed::<ClusterClusterInitialPlacementAction>),
         Some(x::decode_boxed::<ClusterComplianceCheckedEvent>),
         Some(x::decode_boxed::<ClusterComputeResourceClusterConfigResult>),
+        Some(x::decode_boxed::<ClusterComputeResourceCryptoModePolicy>),
         Some(x::decode_boxed::<ClusterComputeResourceDVSConfigurationValidation>),
         Some(x::decode_boxed::<ClusterComputeResourceDVSSetting>),
         Some(x::decode_boxed::<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>),
@@ -386,7 +388,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationInput>),
         Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationProfile>),
         Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationValidation>),
+        Some(x::decode_boxed::<ClusterComputeResourceHostEvacuationInfo>),
         Some(x::decode_boxed::<ClusterComputeResourceHostVmkNicInfo>),
+        Some(x::decode_boxed::<ClusterComputeResourceMaintenanceInfo>),
         Some(x::decode_boxed::<ClusterComputeResourceSummary>),
         Some(x::decode_boxed::<ClusterComputeResourceVCProfile>),
         Some(x::decode_boxed::<ClusterComputeResourceValidationResultBase>),
@@ -452,6 +456,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<ClusterFailoverResourcesAdmissionControlInfo>),
         Some(x::decode_boxed::<ClusterFailoverResourcesAdmissionControlPolicy>),
         Some(x::decode_boxed::<ClusterFixedSizeSlotPolicy>),
+        Some(x::decode_boxed::<ClusterFtVmHostRuleInfo>),
         Some(x::decode_boxed::<ClusterGroupInfo>),
         Some(x::decode_boxed::<ClusterGroupSpec>),
         Some(x::decode_boxed::<ClusterHostGroup>),
@@ -471,6 +476,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<ClusterOvercommittedEvent>),
         Some(x::decode_boxed::<ClusterPowerOnVmOption>),
         Some(x::decode_boxed::<ClusterPowerOnVmResult>),
+        Some(x::decode_boxed::<ClusterPreemptibleVmPairInfo>),
+        Some(x::decode_boxed::<ClusterPreemptibleVmPairSpec>),
         Some(x::decode_boxed::<ClusterProactiveDrsConfigInfo>),
         Some(x::decode_boxed::<ClusterProfileCompleteConfigSpec>),
         Some(x::decode_boxed::<ClusterProfileConfigInfo>),
@@ -486,6 +493,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<ClusterSlotPolicy>),
         Some(x::decode_boxed::<ClusterStatusChangedEvent>),
         Some(x::decode_boxed::<ClusterSystemVMsConfigInfo>),
+        Some(x::decode_boxed::<ClusterSystemVMsConfigInfoDeploymentMode>),
         Some(x::decode_boxed::<ClusterSystemVMsConfigSpec>),
         Some(x::decode_boxed::<ClusterTagCategoryUpdateSpec>),
         Some(x::decode_boxed::<ClusterUsageSummary>),
@@ -504,740 +512,730 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<ComplianceFailureComplianceFailureValues>),
         Some(x::decode_boxed::<ComplianceLocator>),
         Some(x::decode_boxed::<ComplianceProfile>),
-        Some(x::decode_boxed::<ComplianceResult>),
-        Some(x::decode_boxed::<ComplianceResultStatus>),
-        None, // CompositeHostProfileRequestType
-        Some(x::decode_boxed::<CompositePolicyOption>),
-        None, // ComputeDiskPartitionInfoForResizeRequestType
-        None, // ComputeDiskPartitionInfoRequestType
-        Some(x::decode_boxed::<ComputeResourceConfigInfo>),
-        Some(x::decode_boxed::<ComputeResourceConfigSpec>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
-        x::FieldEntry::required(x::Name(0x24bef0a), x::Name(0x2f00106)), // entityType: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
-        x::FieldEntry::required(x::Name(0x24bef0a), x::Name(0x2f00106)), // entityType: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x228de0a), x::Name(0x2308208)), // createTime: dateTime
-        x::FieldEntry::optional(x::Name(0x27d1111), x::Name(0x212d207)), // keepAfterDeleteVm: boolean
-        x::FieldEntry::optional(x::Name(0x2cbed12), x::Name(0x212d207)), // relocationDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2974717), x::Name(0x212d207)), // nativeSnapshotSupported: boolean
-        x::FieldEntry::optional(x::Name(0x218b61b), x::Name(0x212d207)), // changedBlockTrackingEnabled: boolean
-        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x547419)), // backing: BaseConfigInfoBackingInfo
-        x::FieldEntry::repeated(x::Name(0x2905408), x::Name(0x11c0608)), // metadata: KeyValue
-        x::FieldEntry::optional(x::Name(0x30cf406), x::Name(0x31e850e)), // vclock: vslmVClockInfo
-        x::FieldEntry::repeated(x::Name(0x2761608), x::Name(0x2f00106)), // iofilter: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3da10), x::Name(0x2f00106)), // provisioningType: string
-        x::FieldEntry::required(x::Name(0x255c808), x::Name(0x2f00106)), // filePath: string
-        x::FieldEntry::optional(x::Name(0x20fc60f), x::Name(0x2f00106)), // backingObjectId: string
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x54e21d)), // parent: BaseConfigInfoFileBackingInfo
-        x::FieldEntry::optional(x::Name(0x235600d), x::Name(0x2857004)), // deltaSizeInMB: long
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x21e8211), x::Name(0x2f00106)), // compatibilityMode: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x29c3208), x::Name(0xbc8111)), // newHosts: FolderNewHostSpec
-        x::FieldEntry::repeated(x::Name(0x24ead0d), x::Name(0x1258216)), // existingHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x21e220b), x::Name(0x713719)), // compResSpec: ComputeResourceConfigSpec
-        x::FieldEntry::optional(x::Name(0x236a60c), x::Name(0x2f00106)), // desiredState: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x29c3208), x::Name(0xbc8111)), // newHosts: FolderNewHostSpec
-        x::FieldEntry::optional(x::Name(0x21e220b), x::Name(0x713719)), // compResSpec: ComputeResourceConfigSpec
-        x::FieldEntry::required(x::Name(0x202bf0c), x::Name(0x212d207)), // addConnected: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2698d09), x::Name(0xceb80f)), // hostSpecs: HostConnectSpec
-        x::FieldEntry::required(x::Name(0x2d39d06), x::Name(0x2f00106)), // result: string
-        x::FieldEntry::required(x::Name(0x2676907), x::Name(0x2f00106)), // hostKey: string
-        x::FieldEntry::optional(x::Name(0x2434d02), x::Name(0x1258216)), // ds: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c2d0c), x::Name(0x2f00106)), // iScsiHbaName: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x2f16a09), x::Name(0x212d207)), // supported: boolean
-        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x212d207)), // defaultValue: boolean
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x212d207)), // value: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2eaf505), x::Name(0x2729103)), // start: int
-        x::FieldEntry::optional(x::Name(0x2824a05), x::Name(0x2729103)), // lines: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a09004), x::Name(0x1fa1912)), // npbs: VsanNewPolicyBatch
-        x::FieldEntry::optional(x::Name(0x26d2d14), x::Name(0x212d207)), // ignoreSatisfiability: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x2f00106)), // backing: string
-        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2949908), x::Name(0x2f00106)), // moveType: string
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x2f00106)), // backing: string
-        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3c415), x::Name(0x212d207)), // provisioningSupported: boolean
-        x::FieldEntry::required(x::Name(0x294e412), x::Name(0x212d207)), // multiHostSupported: boolean
-        x::FieldEntry::required(x::Name(0x3091418), x::Name(0x212d207)), // userShellAccessSupported: boolean
-        x::FieldEntry::repeated(x::Name(0x2f21a10), x::Name(0xaba807)), // supportedEVCMode: EVCMode
-        x::FieldEntry::repeated(x::Name(0x2f20118), x::Name(0xb84a0e)), // supportedEVCGraphicsMode: FeatureEVCMode
-        x::FieldEntry::optional(x::Name(0x2994d20), x::Name(0x212d207)), // networkBackupAndRestoreSupported: boolean
-        x::FieldEntry::optional(x::Name(0x25a2018), x::Name(0x212d207)), // ftDrsWithoutEvcSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2637514), x::Name(0x212d207)), // hciWorkflowSupported: boolean
-        x::FieldEntry::optional(x::Name(0x21fcb14), x::Name(0x2729103)), // computePolicyVersion: int
-        x::FieldEntry::optional(x::Name(0x21ca919), x::Name(0x212d207)), // clusterPlacementSupported: boolean
-        x::FieldEntry::optional(x::Name(0x281e01c), x::Name(0x212d207)), // lifecycleManagementSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2694514), x::Name(0x212d207)), // hostSeedingSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d75217), x::Name(0x212d207)), // scalableSharesSupported: boolean
-        x::FieldEntry::optional(x::Name(0x261c80e), x::Name(0x212d207)), // hadcsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
-        x::FieldEntry::required(x::Name(0x27b3307), x::Name(0x212d207)), // isGroup: boolean
-        x::FieldEntry::required(x::Name(0x200fc0a), x::Name(0xc7ed0e)), // accessMode: HostAccessMode
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x25eb70d), x::Name(0x2f00106)), // guestFilePath: string
-        x::FieldEntry::required(x::Name(0x255680e), x::Name(0xc21513)), // fileAttributes: GuestFileAttributes
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29c5106), x::Name(0x7b890e)), // newKey: CryptoKeyPlain
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x292e604), x::Name(0xe28c10)), // mode: HostLockdownMode
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b05e05), x::Name(0x2f00106)), // owner: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
-        x::FieldEntry::required(x::Name(0x2aa710b), x::Name(0x2f00106)), // oldPassword: string
-        x::FieldEntry::required(x::Name(0x29c860b), x::Name(0x2f00106)), // newPassword: string
-        x::FieldEntry::optional(x::Name(0x2933908), x::Name(0x2f00106)), // modified: string
-        x::FieldEntry::optional(x::Name(0x202da05), x::Name(0x2f00106)), // added: string
-        x::FieldEntry::optional(x::Name(0x234e707), x::Name(0x2f00106)), // deleted: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21d6807), x::Name(0xceb80f)), // cnxSpec: HostConnectSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1c55a17)), // spec: VirtualMachineCloneSpec
-        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24dd90a), x::Name(0x2f00106)), // evcModeKey: string
-        x::FieldEntry::optional(x::Name(0x24dbe12), x::Name(0x2f00106)), // evcGraphicsModeKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25fc207), x::Name(0x2f00106)), // guestOs: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x821511)), // spec: CustomizationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2904b08), x::Name(0x2f00106)), // metaUrls: string
-        x::FieldEntry::repeated(x::Name(0x214150a), x::Name(0x2f00106)), // bundleUrls: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1ce6b1e)), // spec: VirtualMachineInstantCloneSpec
-        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2544a0a), x::Name(0x2f00106)), // featureKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x1d18918)), // state: VirtualMachinePowerState
-        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1d3071a)), // spec: VirtualMachineRelocateSpec
-        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1c66718)), // spec: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
-        x::FieldEntry::repeated(x::Name(0x21ae90a), x::Name(0xac5712)), // choiceInfo: ElementDescription
-        x::FieldEntry::optional(x::Name(0x233080c), x::Name(0x2729103)), // defaultIndex: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2563706), x::Name(0x6840f)), // filter: AlarmFilterSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x224fd0c), x::Name(0x2f00106)), // controlFlags: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21baa0b), x::Name(0x2f00106)), // cloneTicket: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1a83a0d)), // spec: VAppCloneSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1c55a17)), // spec: VirtualMachineCloneSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fd200d)), // spec: VslmCloneSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x60500d)), // action: ClusterAction
-        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f92004), x::Name(0x1258216)), // task: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x14dff14)), // profile: ProfileEventArgument
-        x::FieldEntry::repeated(x::Name(0x251410b), x::Name(0xbc4b16)), // failedHosts: FolderFailedHostResult
-        x::FieldEntry::repeated(x::Name(0x2215a0f), x::Name(0x1258216)), // configuredHosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27b160a), x::Name(0x212d207)), // isDvsValid: boolean
-        x::FieldEntry::required(x::Name(0x27af80b), x::Name(0x212d207)), // isDvpgValid: boolean
-        x::FieldEntry::required(x::Name(0x244a308), x::Name(0x1258216)), // dvSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2b9c00b), x::Name(0x2f00106)), // pnicDevices: string
-        x::FieldEntry::repeated(x::Name(0x2448012), x::Name(0x61583b)), // dvPortgroupSetting: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
-        x::FieldEntry::required(x::Name(0x244610b), x::Name(0x1258216)), // dvPortgroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
-        x::FieldEntry::optional(x::Name(0x244eb07), x::Name(0x2f00106)), // dvsName: string
-        x::FieldEntry::optional(x::Name(0x244a308), x::Name(0x1258216)), // dvSwitch: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2b9c00b), x::Name(0x2f00106)), // pnicDevices: string
-        x::FieldEntry::repeated(x::Name(0x2446d12), x::Name(0x61b53f)), // dvPortgroupMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
-        x::FieldEntry::optional(x::Name(0x244930f), x::Name(0x852015)), // dvPortgroupSpec: DVPortgroupConfigSpec
-        x::FieldEntry::optional(x::Name(0x244610b), x::Name(0x1258216)), // dvPortgroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
-        x::FieldEntry::required(x::Name(0x323d10d), x::Name(0x2f00106)), // workflowState: string
-        x::FieldEntry::repeated(x::Name(0x245350a), x::Name(0x613720)), // dvsSetting: ClusterComputeResourceDVSSetting
-        x::FieldEntry::repeated(x::Name(0x2215a0f), x::Name(0x1258216)), // configuredHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2667611), x::Name(0x62912e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
-        x::FieldEntry::repeated(x::Name(0x2451807), x::Name(0x619420)), // dvsProf: ClusterComputeResourceDvsProfile
-        x::FieldEntry::optional(x::Name(0x2667611), x::Name(0x62912e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
-        x::FieldEntry::optional(x::Name(0x30b380e), x::Name(0x17c1308)), // vSanConfigSpec: SDDCBase
-        x::FieldEntry::optional(x::Name(0x30cd606), x::Name(0x63351f)), // vcProf: ClusterComputeResourceVCProfile
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26a110b), x::Name(0x62f224)), // hostVmkNics: ClusterComputeResourceHostVmkNicInfo
-        x::FieldEntry::optional(x::Name(0x206a91b), x::Name(0x212d207)), // allowedInNonMaintenanceMode: boolean
-        x::FieldEntry::optional(x::Name(0x2308b0e), x::Name(0xd16712)), // dateTimeConfig: HostDateTimeConfig
-        x::FieldEntry::optional(x::Name(0x284b40c), x::Name(0xe28c10)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27b0411), x::Name(0x212d207)), // isDvsSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x27bd314), x::Name(0x212d207)), // isVmknicSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x27b7911), x::Name(0x212d207)), // isNtpSettingValid: boolean
-        x::FieldEntry::optional(x::Name(0x27b5413), x::Name(0x212d207)), // isLockdownModeValid: boolean
-        x::FieldEntry::required(x::Name(0x29def07), x::Name(0x1078112)), // nicSpec: HostVirtualNicSpec
-        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
-        x::FieldEntry::required(x::Name(0x22ab714), x::Name(0x2729103)), // currentFailoverLevel: int
-        x::FieldEntry::optional(x::Name(0x203c414), x::Name(0x64ab1e)), // admissionControlInfo: ClusterDasAdmissionControlInfo
-        x::FieldEntry::required(x::Name(0x2a7290b), x::Name(0x2729103)), // numVmotions: int
-        x::FieldEntry::optional(x::Name(0x2f8120d), x::Name(0x2729103)), // targetBalance: int
-        x::FieldEntry::optional(x::Name(0x22a020e), x::Name(0x2729103)), // currentBalance: int
-        x::FieldEntry::optional(x::Name(0x2432808), x::Name(0x2729103)), // drsScore: int
-        x::FieldEntry::repeated(x::Name(0x2a73517), x::Name(0x2729103)), // numVmsPerDrsScoreBucket: int
-        x::FieldEntry::optional(x::Name(0x306b90c), x::Name(0x6e8413)), // usageSummary: ClusterUsageSummary
-        x::FieldEntry::optional(x::Name(0x22aa511), x::Name(0x2f00106)), // currentEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x22a8b19), x::Name(0x2f00106)), // currentEVCGraphicsModeKey: string
-        x::FieldEntry::optional(x::Name(0x22ddc07), x::Name(0x65be0e)), // dasData: ClusterDasData
-        x::FieldEntry::optional(x::Name(0x21c5c1c), x::Name(0x2f00106)), // clusterMaintenanceModeStatus: string
-        x::FieldEntry::optional(x::Name(0x30d060f), x::Name(0x2f00106)), // vcsHealthStatus: string
-        x::FieldEntry::repeated(x::Name(0x30d1608), x::Name(0x63a61e)), // vcsSlots: ClusterComputeResourceVcsSlots
-        x::FieldEntry::optional(x::Name(0x21d000b), x::Name(0x63fd13)), // clusterSpec: ClusterConfigSpecEx
-        x::FieldEntry::optional(x::Name(0x24dd90a), x::Name(0x2f00106)), // evcModeKey: string
-        x::FieldEntry::optional(x::Name(0x24dbe12), x::Name(0x2f00106)), // evcGraphicsModeKey: string
-        x::FieldEntry::repeated(x::Name(0x2704e04), x::Name(0x1230312)), // info: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x2f75508), x::Name(0x2f00106)), // systemId: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fde20a), x::Name(0x2729103)), // totalSlots: int
-        x::FieldEntry::required(x::Name(0x22dd209), x::Name(0x653914)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x22e160b), x::Name(0x670d16)), // dasVmConfig: ClusterDasVmConfigInfo
-        x::FieldEntry::required(x::Name(0x242f509), x::Name(0x682c14)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x243310b), x::Name(0x68be16)), // drsVmConfig: ClusterDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0x6de50f)), // rule: ClusterRuleInfo
-        x::FieldEntry::optional(x::Name(0x2f7ce0f), x::Name(0x6e311a)), // systemVMsConfig: ClusterSystemVMsConfigInfo
-        x::FieldEntry::required(x::Name(0x22dd209), x::Name(0x653914)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x22e160b), x::Name(0x670d16)), // dasVmConfig: ClusterDasVmConfigInfo
-        x::FieldEntry::required(x::Name(0x242f509), x::Name(0x682c14)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x243310b), x::Name(0x68be16)), // drsVmConfig: ClusterDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0x6de50f)), // rule: ClusterRuleInfo
-        x::FieldEntry::optional(x::Name(0x2ad5b0d), x::Name(0x6c6f18)), // orchestration: ClusterOrchestrationInfo
-        x::FieldEntry::repeated(x::Name(0x318260f), x::Name(0x6f531a)), // vmOrchestration: ClusterVmOrchestrationInfo
-        x::FieldEntry::optional(x::Name(0x242b70d), x::Name(0x67e514)), // dpmConfigInfo: ClusterDpmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x242c50d), x::Name(0x67fa18)), // dpmHostConfig: ClusterDpmHostConfigInfo
-        x::FieldEntry::optional(x::Name(0x31d710e), x::Name(0x1f72815)), // vsanConfigInfo: VsanClusterConfigInfo
-        x::FieldEntry::repeated(x::Name(0x31d930e), x::Name(0x1f81512)), // vsanHostConfig: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25de105), x::Name(0x6ac410)), // group: ClusterGroupInfo
-        x::FieldEntry::optional(x::Name(0x2705b13), x::Name(0x6b7b1e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
-        x::FieldEntry::optional(x::Name(0x2c10f12), x::Name(0x6cd01d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
-        x::FieldEntry::optional(x::Name(0x2295f0c), x::Name(0x642517)), // cryptoConfig: ClusterCryptoConfigInfo
-        x::FieldEntry::optional(x::Name(0x22dd209), x::Name(0x653914)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x22e220f), x::Name(0x672416)), // dasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::optional(x::Name(0x242f509), x::Name(0x682c14)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2433d0f), x::Name(0x68d516)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2d63709), x::Name(0x6df50f)), // rulesSpec: ClusterRuleSpec
-        x::FieldEntry::optional(x::Name(0x2f7ce0f), x::Name(0x6e4c1a)), // systemVMsConfig: ClusterSystemVMsConfigSpec
-        x::FieldEntry::optional(x::Name(0x22dd209), x::Name(0x653914)), // dasConfig: ClusterDasConfigInfo
-        x::FieldEntry::repeated(x::Name(0x22e220f), x::Name(0x672416)), // dasVmConfigSpec: ClusterDasVmConfigSpec
-        x::FieldEntry::optional(x::Name(0x242f509), x::Name(0x682c14)), // drsConfig: ClusterDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2433d0f), x::Name(0x68d516)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2d63709), x::Name(0x6df50f)), // rulesSpec: ClusterRuleSpec
-        x::FieldEntry::optional(x::Name(0x2ad5b0d), x::Name(0x6c6f18)), // orchestration: ClusterOrchestrationInfo
-        x::FieldEntry::repeated(x::Name(0x3183613), x::Name(0x6f6e1a)), // vmOrchestrationSpec: ClusterVmOrchestrationSpec
-        x::FieldEntry::optional(x::Name(0x242ad09), x::Name(0x67e514)), // dpmConfig: ClusterDpmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x242d311), x::Name(0x681318)), // dpmHostConfigSpec: ClusterDpmHostConfigSpec
-        x::FieldEntry::optional(x::Name(0x31d660a), x::Name(0x1f72815)), // vsanConfig: VsanClusterConfigInfo
-        x::FieldEntry::repeated(x::Name(0x31da212), x::Name(0x1f81512)), // vsanHostConfigSpec: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x25e0e09), x::Name(0x6ad510)), // groupSpec: ClusterGroupSpec
-        x::FieldEntry::optional(x::Name(0x2705b13), x::Name(0x6b7b1e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
-        x::FieldEntry::optional(x::Name(0x2c10f12), x::Name(0x6cd01d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
-        x::FieldEntry::optional(x::Name(0x26de40d), x::Name(0x212d207)), // inHciWorkflow: boolean
-        x::FieldEntry::optional(x::Name(0x2295f0c), x::Name(0x642517)), // cryptoConfig: ClusterCryptoConfigInfo
-        x::FieldEntry::required(x::Name(0x2b25f06), x::Name(0xbc3713)), // parent: FolderEventArgument
-        x::FieldEntry::optional(x::Name(0x229860a), x::Name(0x2f00106)), // cryptoMode: string
-        x::FieldEntry::repeated(x::Name(0x266a60c), x::Name(0x647516)), // hostDasState: ClusterDasAamNodeState
-        x::FieldEntry::repeated(x::Name(0x2bff10c), x::Name(0x2f00106)), // primaryHosts: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x220cf0b), x::Name(0x2f00106)), // configState: string
-        x::FieldEntry::required(x::Name(0x2d69d0c), x::Name(0x2f00106)), // runtimeState: string
-        x::FieldEntry::optional(x::Name(0x2d2bd22), x::Name(0x2729103)), // resourceReductionToToleratePercent: int
-        x::FieldEntry::optional(x::Name(0x2b0751b), x::Name(0x212d207)), // pMemAdmissionControlEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x22de40b), x::Name(0x66dd12)), // dasHostInfo: ClusterDasHostInfo
-        x::FieldEntry::optional(x::Name(0x31a1b0d), x::Name(0x65092f)), // vmcpSupported: ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo
-        x::FieldEntry::repeated(x::Name(0x2650916), x::Name(0x89e519)), // heartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
-        x::FieldEntry::required(x::Name(0x2ee1513), x::Name(0x212d207)), // storageAPDSupported: boolean
-        x::FieldEntry::required(x::Name(0x2eeca13), x::Name(0x212d207)), // storagePDLSupported: boolean
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x315bb0c), x::Name(0x2f00106)), // vmMonitoring: string
-        x::FieldEntry::optional(x::Name(0x2683f0e), x::Name(0x2f00106)), // hostMonitoring: string
-        x::FieldEntry::optional(x::Name(0x3132915), x::Name(0x2f00106)), // vmComponentProtecting: string
-        x::FieldEntry::optional(x::Name(0x251dc0d), x::Name(0x2729103)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x203d916), x::Name(0x64ca20)), // admissionControlPolicy: ClusterDasAdmissionControlPolicy
-        x::FieldEntry::optional(x::Name(0x203ac17), x::Name(0x212d207)), // admissionControlEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2346f11), x::Name(0x673b14)), // defaultVmSettings: ClusterDasVmSettings
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::repeated(x::Name(0x264f612), x::Name(0x1258216)), // heartbeatDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x261931a), x::Name(0x2f00106)), // hBDatastoreCandidatePolicy: string
-        x::FieldEntry::required(x::Name(0x267940f), x::Name(0x2857004)), // hostListVersion: long
-        x::FieldEntry::required(x::Name(0x21bf714), x::Name(0x2857004)), // clusterConfigVersion: long
-        x::FieldEntry::required(x::Name(0x21e6211), x::Name(0x2857004)), // compatListVersion: long
-        x::FieldEntry::required(x::Name(0x2e13608), x::Name(0x664232)), // slotInfo: ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo
-        x::FieldEntry::required(x::Name(0x2fde20a), x::Name(0x2729103)), // totalSlots: int
-        x::FieldEntry::required(x::Name(0x307a809), x::Name(0x2729103)), // usedSlots: int
-        x::FieldEntry::required(x::Name(0x304110f), x::Name(0x2729103)), // unreservedSlots: int
-        x::FieldEntry::required(x::Name(0x2fe0708), x::Name(0x2729103)), // totalVms: int
-        x::FieldEntry::required(x::Name(0x2fdab0a), x::Name(0x2729103)), // totalHosts: int
-        x::FieldEntry::required(x::Name(0x2fd9c0e), x::Name(0x2729103)), // totalGoodHosts: int
-        x::FieldEntry::repeated(x::Name(0x2696a09), x::Name(0x660e33)), // hostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
-        x::FieldEntry::repeated(x::Name(0x31c0019), x::Name(0x667531)), // vmsRequiringMultipleSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e15505), x::Name(0x2729103)), // slots: int
-        x::FieldEntry::required(x::Name(0x2a68f08), x::Name(0x2729103)), // numVcpus: int
-        x::FieldEntry::required(x::Name(0x2275406), x::Name(0x2729103)), // cpuMHz: int
-        x::FieldEntry::required(x::Name(0x28e4408), x::Name(0x2729103)), // memoryMB: int
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e15505), x::Name(0x2729103)), // slots: int
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x2ec120d), x::Name(0x1258216)), // stateReporter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2431e09), x::Name(0x2729103)), // drsRating: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d3420f), x::Name(0x8a420d)), // restartPriority: DasVmPriority
-        x::FieldEntry::optional(x::Name(0x2bc5f13), x::Name(0x212d207)), // powerOffOnIsolation: boolean
-        x::FieldEntry::optional(x::Name(0x22e0a0b), x::Name(0x673b14)), // dasSettings: ClusterDasVmSettings
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x670d16)), // info: ClusterDasVmConfigInfo
-        x::FieldEntry::optional(x::Name(0x2d3420f), x::Name(0x2f00106)), // restartPriority: string
-        x::FieldEntry::optional(x::Name(0x2d35216), x::Name(0x2729103)), // restartPriorityTimeout: int
-        x::FieldEntry::optional(x::Name(0x27c9c11), x::Name(0x2f00106)), // isolationResponse: string
-        x::FieldEntry::optional(x::Name(0x3196119), x::Name(0x6fbd20)), // vmToolsMonitoringSettings: ClusterVmToolsMonitoringSettings
-        x::FieldEntry::optional(x::Name(0x3133f1d), x::Name(0x6e9824)), // vmComponentProtectionSettings: ClusterVmComponentProtectionSettings
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3154307), x::Name(0x2f00106)), // vmGroup: string
-        x::FieldEntry::required(x::Name(0x235a310), x::Name(0x2f00106)), // dependsOnVmGroup: string
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x232a312), x::Name(0x9ff10b)), // defaultDpmBehavior: DpmBehavior
-        x::FieldEntry::optional(x::Name(0x268f513), x::Name(0x2729103)), // hostPowerActionRate: int
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x211a008), x::Name(0x9ff10b)), // behavior: DpmBehavior
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x67fa18)), // info: ClusterDpmHostConfigInfo
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x247a319), x::Name(0x212d207)), // enableVmBehaviorOverrides: boolean
-        x::FieldEntry::optional(x::Name(0x2344a11), x::Name(0xa0180b)), // defaultVmBehavior: DrsBehavior
-        x::FieldEntry::optional(x::Name(0x31bae0b), x::Name(0x2729103)), // vmotionRate: int
-        x::FieldEntry::optional(x::Name(0x2d78216), x::Name(0x2f00106)), // scaleDescendantsShares: string
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::repeated(x::Name(0x253950a), x::Name(0x68761a)), // faultsByVm: ClusterDrsFaultsFaultsByVm
-        x::FieldEntry::optional(x::Name(0x23e0704), x::Name(0x1bb660d)), // disk: VirtualDiskId
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2274c07), x::Name(0x2729103)), // cpuLoad: int
-        x::FieldEntry::optional(x::Name(0x28e390a), x::Name(0x2857004)), // memoryLoad: long
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e5190d), x::Name(0x2729103)), // sourceCpuLoad: int
-        x::FieldEntry::optional(x::Name(0x2e5dc10), x::Name(0x2857004)), // sourceMemoryLoad: long
-        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x237ac12), x::Name(0x2729103)), // destinationCpuLoad: int
-        x::FieldEntry::optional(x::Name(0x237f615), x::Name(0x2857004)), // destinationMemoryLoad: long
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2c6ac06), x::Name(0x2729103)), // rating: int
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2c7890a), x::Name(0x2f00106)), // reasonText: string
-        x::FieldEntry::repeated(x::Name(0x291380d), x::Name(0x689113)), // migrationList: ClusterDrsMigration
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x211a008), x::Name(0xa0180b)), // behavior: DrsBehavior
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x68be16)), // info: ClusterDrsVmConfigInfo
-        x::FieldEntry::required(x::Name(0x24dd90a), x::Name(0x2f00106)), // evcModeKey: string
-        x::FieldEntry::required(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f21a10), x::Name(0xaba807)), // supportedEVCMode: EVCMode
-        x::FieldEntry::optional(x::Name(0x22aa511), x::Name(0x2f00106)), // currentEVCModeKey: string
-        x::FieldEntry::repeated(x::Name(0x25e2915), x::Name(0xcef30d)), // guaranteedCPUFeatures: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0x2541911), x::Name(0xd61315)), // featureCapability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0x254550b), x::Name(0xd6290f)), // featureMask: HostFeatureMask
-        x::FieldEntry::repeated(x::Name(0x2546d12), x::Name(0x1caa820)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::repeated(x::Name(0x2c7fb0f), x::Name(0x6d9a15)), // recommendations: ClusterRecommendation
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x684110)), // fault: ClusterDrsFaults
-        x::FieldEntry::repeated(x::Name(0x269970a), x::Name(0x699d31)), // hostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
-        x::FieldEntry::repeated(x::Name(0x251b00d), x::Name(0x1258216)), // failoverHosts: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x251dc0d), x::Name(0x2729103)), // failoverLevel: int
-        x::FieldEntry::required(x::Name(0x22ab714), x::Name(0x2729103)), // currentFailoverLevel: int
-        x::FieldEntry::required(x::Name(0x251dc0d), x::Name(0x2729103)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x2e14a0a), x::Name(0x6e0511)), // slotPolicy: ClusterSlotPolicy
-        x::FieldEntry::required(x::Name(0x22a3422), x::Name(0x2729103)), // currentCpuFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x22b2325), x::Name(0x2729103)), // currentMemoryFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x22b5c23), x::Name(0x2729103)), // currentPMemFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x226861b), x::Name(0x2729103)), // cpuFailoverResourcesPercent: int
-        x::FieldEntry::required(x::Name(0x28def1e), x::Name(0x2729103)), // memoryFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x251dc0d), x::Name(0x2729103)), // failoverLevel: int
-        x::FieldEntry::optional(x::Name(0x20d1816), x::Name(0x212d207)), // autoComputePercentages: boolean
-        x::FieldEntry::optional(x::Name(0x2b0b01c), x::Name(0x2729103)), // pMemFailoverResourcesPercent: int
-        x::FieldEntry::optional(x::Name(0x20cf027), x::Name(0x212d207)), // autoComputePMemFailoverResourcesPercent: boolean
-        x::FieldEntry::required(x::Name(0x2262103), x::Name(0x2729103)), // cpu: int
-        x::FieldEntry::required(x::Name(0x28db106), x::Name(0x2729103)), // memory: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x307f50b), x::Name(0x212d207)), // userCreated: boolean
-        x::FieldEntry::optional(x::Name(0x3020b08), x::Name(0x2f00106)), // uniqueID: string
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x6ac410)), // info: ClusterGroupInfo
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ac070d), x::Name(0x2f00106)), // operationType: string
-        x::FieldEntry::required(x::Name(0x2ac070d), x::Name(0xf08616)), // operationType: HostPowerOperationType
-        x::FieldEntry::optional(x::Name(0x2bc3714), x::Name(0x2729103)), // powerConsumptionWatt: int
-        x::FieldEntry::optional(x::Name(0x226530e), x::Name(0x2729103)), // cpuCapacityMHz: int
-        x::FieldEntry::optional(x::Name(0x28d3a0d), x::Name(0x2729103)), // memCapacityMB: int
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c6ac06), x::Name(0x2729103)), // rating: int
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x211a008), x::Name(0x2f00106)), // behavior: string
-        x::FieldEntry::optional(x::Name(0x2930713), x::Name(0x2f00106)), // moderateRemediation: string
-        x::FieldEntry::optional(x::Name(0x2de7911), x::Name(0x2f00106)), // severeRemediation: string
-        x::FieldEntry::repeated(x::Name(0x2c38209), x::Name(0x2f00106)), // providers: string
-        x::FieldEntry::required(x::Name(0x2f8be0a), x::Name(0x1258216)), // targetHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ab2e06), x::Name(0x2f00106)), // opType: string
-        x::FieldEntry::optional(x::Name(0x30e5b06), x::Name(0x2f00106)), // vibUrl: string
-        x::FieldEntry::optional(x::Name(0x243080c), x::Name(0x689113)), // drsMigration: ClusterDrsMigration
-        x::FieldEntry::required(x::Name(0x29a2d10), x::Name(0x1258216)), // networkPortGroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x277770a), x::Name(0x803417)), // ipSettings: CustomizationIPSettings
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2345c12), x::Name(0x6f8912)), // defaultVmReadiness: ClusterVmReadiness
-        x::FieldEntry::repeated(x::Name(0x20bc309), x::Name(0x60a716)), // attempted: ClusterAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x29fb80c), x::Name(0x6c5519)), // notAttempted: ClusterNotAttemptedVmInfo
-        x::FieldEntry::repeated(x::Name(0x2c7fb0f), x::Name(0x6d9a15)), // recommendations: ClusterRecommendation
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x21f3e0d), x::Name(0x705411)), // complyProfile: ComplianceProfile
-        x::FieldEntry::optional(x::Name(0x21f3e0d), x::Name(0x705411)), // complyProfile: ComplianceProfile
-        x::FieldEntry::repeated(x::Name(0x2dd3a0b), x::Name(0x2f00106)), // serviceType: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
-        x::FieldEntry::required(x::Name(0x2c6ac06), x::Name(0x2729103)), // rating: int
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2c7890a), x::Name(0x2f00106)), // reasonText: string
-        x::FieldEntry::optional(x::Name(0x320660b), x::Name(0x2f00106)), // warningText: string
-        x::FieldEntry::optional(x::Name(0x320570e), x::Name(0x1230312)), // warningDetails: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x2beef0c), x::Name(0x2f00106)), // prerequisite: string
-        x::FieldEntry::repeated(x::Name(0x2019a06), x::Name(0x60500d)), // action: ClusterAction
-        x::FieldEntry::optional(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x227f80a), x::Name(0x2729103)), // cpuUsedMHz: int
-        x::FieldEntry::required(x::Name(0x226530e), x::Name(0x2729103)), // cpuCapacityMHz: int
-        x::FieldEntry::required(x::Name(0x28d7309), x::Name(0x2729103)), // memUsedMB: int
-        x::FieldEntry::required(x::Name(0x28d3a0d), x::Name(0x2729103)), // memCapacityMB: int
-        x::FieldEntry::optional(x::Name(0x2b0910f), x::Name(0x2857004)), // pMemAvailableMB: long
-        x::FieldEntry::optional(x::Name(0x2b0a10e), x::Name(0x2857004)), // pMemCapacityMB: long
-        x::FieldEntry::required(x::Name(0x2efbc0d), x::Name(0x2857004)), // storageUsedMB: long
-        x::FieldEntry::required(x::Name(0x2ee6411), x::Name(0x2857004)), // storageCapacityMB: long
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::optional(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x287d109), x::Name(0x212d207)), // mandatory: boolean
-        x::FieldEntry::optional(x::Name(0x307f50b), x::Name(0x212d207)), // userCreated: boolean
-        x::FieldEntry::optional(x::Name(0x26dba0c), x::Name(0x212d207)), // inCompliance: boolean
-        x::FieldEntry::optional(x::Name(0x2d62808), x::Name(0x2f00106)), // ruleUuid: string
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x6de50f)), // info: ClusterRuleInfo
-        x::FieldEntry::required(x::Name(0x2aa9209), x::Name(0x2f00106)), // oldStatus: string
-        x::FieldEntry::required(x::Name(0x29ca709), x::Name(0x2f00106)), // newStatus: string
-        x::FieldEntry::repeated(x::Name(0x2067c11), x::Name(0x1258216)), // allowedDatastores: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x29fa314), x::Name(0x1258216)), // notAllowedDatastores: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2435e18), x::Name(0x2f00106)), // dsTagCategoriesToExclude: string
-        x::FieldEntry::repeated(x::Name(0x2067c11), x::Name(0x679a1a)), // allowedDatastores: ClusterDatastoreUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x29fa314), x::Name(0x679a1a)), // notAllowedDatastores: ClusterDatastoreUpdateSpec
-        x::FieldEntry::repeated(x::Name(0x2435e18), x::Name(0x6e671c)), // dsTagCategoriesToExclude: ClusterTagCategoryUpdateSpec
-        x::FieldEntry::optional(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
-        x::FieldEntry::required(x::Name(0x2fd6313), x::Name(0x2729103)), // totalCpuCapacityMhz: int
-        x::FieldEntry::required(x::Name(0x2fdb612), x::Name(0x2729103)), // totalMemCapacityMB: int
-        x::FieldEntry::required(x::Name(0x227cb11), x::Name(0x2729103)), // cpuReservationMhz: int
-        x::FieldEntry::required(x::Name(0x28d6210), x::Name(0x2729103)), // memReservationMB: int
-        x::FieldEntry::optional(x::Name(0x2bd321b), x::Name(0x2729103)), // poweredOffCpuReservationMhz: int
-        x::FieldEntry::optional(x::Name(0x2bd4e1a), x::Name(0x2729103)), // poweredOffMemReservationMB: int
-        x::FieldEntry::required(x::Name(0x2266a0c), x::Name(0x2729103)), // cpuDemandMhz: int
-        x::FieldEntry::required(x::Name(0x28d480b), x::Name(0x2729103)), // memDemandMB: int
-        x::FieldEntry::required(x::Name(0x2ed8b0e), x::Name(0x2857004)), // statsGenNumber: long
-        x::FieldEntry::required(x::Name(0x226770e), x::Name(0x2729103)), // cpuEntitledMhz: int
-        x::FieldEntry::required(x::Name(0x28d540d), x::Name(0x2729103)), // memEntitledMB: int
-        x::FieldEntry::required(x::Name(0x2bd8611), x::Name(0x2729103)), // poweredOffVmCount: int
-        x::FieldEntry::required(x::Name(0x2fdfa0c), x::Name(0x2729103)), // totalVmCount: int
-        x::FieldEntry::optional(x::Name(0x3190319), x::Name(0x2f00106)), // vmStorageProtectionForAPD: string
-        x::FieldEntry::optional(x::Name(0x2470918), x::Name(0x212d207)), // enableAPDTimeoutForHosts: boolean
-        x::FieldEntry::optional(x::Name(0x3194719), x::Name(0x2729103)), // vmTerminateDelayForAPDSec: int
-        x::FieldEntry::optional(x::Name(0x3189816), x::Name(0x2f00106)), // vmReactionOnAPDCleared: string
-        x::FieldEntry::optional(x::Name(0x3191d19), x::Name(0x2f00106)), // vmStorageProtectionForPDL: string
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3154b0b), x::Name(0x2f00106)), // vmGroupName: string
-        x::FieldEntry::optional(x::Name(0x2043213), x::Name(0x2f00106)), // affineHostGroupName: string
-        x::FieldEntry::optional(x::Name(0x207ad17), x::Name(0x2f00106)), // antiAffineHostGroupName: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x318af0b), x::Name(0x6f8912)), // vmReadiness: ClusterVmReadiness
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x6f531a)), // info: ClusterVmOrchestrationInfo
-        x::FieldEntry::optional(x::Name(0x2c7730e), x::Name(0x2f00106)), // readyCondition: string
-        x::FieldEntry::optional(x::Name(0x2bc220e), x::Name(0x2729103)), // postReadyDelay: int
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x315bb0c), x::Name(0x2f00106)), // vmMonitoring: string
-        x::FieldEntry::optional(x::Name(0x21cf00f), x::Name(0x212d207)), // clusterSettings: boolean
-        x::FieldEntry::optional(x::Name(0x252450f), x::Name(0x2729103)), // failureInterval: int
-        x::FieldEntry::optional(x::Name(0x291ed09), x::Name(0x2729103)), // minUpTime: int
-        x::FieldEntry::optional(x::Name(0x289700b), x::Name(0x2729103)), // maxFailures: int
-        x::FieldEntry::optional(x::Name(0x2895f10), x::Name(0x2729103)), // maxFailureWindow: int
-        x::FieldEntry::required(x::Name(0x252630b), x::Name(0x2f00106)), // failureType: string
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x24ff20e), x::Name(0x2f00106)), // expressionName: string
-        x::FieldEntry::repeated(x::Name(0x2526f0d), x::Name(0x701928)), // failureValues: ComplianceFailureComplianceFailureValues
-        x::FieldEntry::required(x::Name(0x21e4114), x::Name(0x2f00106)), // comparisonIdentifier: string
-        x::FieldEntry::optional(x::Name(0x2c2060f), x::Name(0x2f00106)), // profileInstance: string
-        x::FieldEntry::optional(x::Name(0x26a0709), x::Name(0x207ef07)), // hostValue: anyType
-        x::FieldEntry::optional(x::Name(0x2c2670c), x::Name(0x207ef07)), // profileValue: anyType
-        x::FieldEntry::required(x::Name(0x24ff20e), x::Name(0x2f00106)), // expressionName: string
-        x::FieldEntry::required(x::Name(0x208f109), x::Name(0x14fdb13)), // applyPath: ProfilePropertyPath
-        x::FieldEntry::repeated(x::Name(0x24fda0a), x::Name(0x14e5811)), // expression: ProfileExpression
-        x::FieldEntry::required(x::Name(0x2d58a0e), x::Name(0x2f00106)), // rootExpression: string
-        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21f2310), x::Name(0x2f00106)), // complianceStatus: string
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x219f409), x::Name(0x2308208)), // checkTime: dateTime
-        x::FieldEntry::repeated(x::Name(0x2522d07), x::Name(0x700711)), // failure: ComplianceFailure
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0x1258216)), // targets: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2fb970a), x::Name(0xc92510)), // toBeMerged: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fbb110), x::Name(0xc92510)), // toBeReplacedWith: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fb720b), x::Name(0xc92510)), // toBeDeleted: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2478c16), x::Name(0xc92510)), // enableStatusToBeCopied: HostApplyProfile
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x14aab0c)), // option: PolicyOption
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xf92d15)), // partition: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x212470a), x::Name(0xd4821b)), // blockRange: HostDiskPartitionBlockRange
-        x::FieldEntry::optional(x::Name(0x2b32a0f), x::Name(0x2f00106)), // partitionFormat: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::required(x::Name(0x27fd906), x::Name(0xd4f317)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::optional(x::Name(0x2b32a0f), x::Name(0x2f00106)), // partitionFormat: string
-        x::FieldEntry::required(x::Name(0x319370f), x::Name(0x2f00106)), // vmSwapPlacement: string
-        x::FieldEntry::optional(x::Name(0x2e8050b), x::Name(0x212d207)), // spbmEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x232ee19), x::Name(0x2f00106)), // defaultHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x28cc619), x::Name(0x2f00106)), // maximumHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x319370f), x::Name(0x2f00106)), // vmSwapPlacement: string
-        x::FieldEntry::optional(x::Name(0x2e8050b), x::Name(0x212d207)), // spbmEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x232ee19), x::Name(0x2f00106)), // defaultHardwareVersionKey: string
-        x::FieldEntry::optional(x::Name(0x2369213), x::Name(0x916513)), // desiredSoftwareSpec: DesiredSoftwareSpec
-        x::FieldEntry::optional(x::Name(0x28cc619), x::Name(0x2f00106)), // maximumHardwareVersionKey: string
+        x::FieldEntry::required(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::required(x::Name(0x27f800a), x::Name(0x3344606)), // entityType: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::required(x::Name(0x27f800a), x::Name(0x3344606)), // entityType: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2b4d511), x::Name(0x2405e07)), // keepAfterDeleteVm: boolean
+        x::FieldEntry::optional(x::Name(0x30c5612), x::Name(0x2405e07)), // relocationDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d20417), x::Name(0x2405e07)), // nativeSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x246931b), x::Name(0x2405e07)), // changedBlockTrackingEnabled: boolean
+        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x5abe19)), // backing: BaseConfigInfoBackingInfo
+        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
+        x::FieldEntry::optional(x::Name(0x354cc06), x::Name(0x369940e)), // vclock: vslmVClockInfo
+        x::FieldEntry::repeated(x::Name(0x2ad2b08), x::Name(0x3344606)), // iofilter: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3034010), x::Name(0x3344606)), // provisioningType: string
+        x::FieldEntry::required(x::Name(0x289f608), x::Name(0x3344606)), // filePath: string
+        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x5b2c1d)), // parent: BaseConfigInfoFileBackingInfo
+        x::FieldEntry::optional(x::Name(0x265c40d), x::Name(0x2be5304)), // deltaSizeInMB: long
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x3218f11), x::Name(0x2405e07)), // sharedFileBacking: boolean
+        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x24cd311), x::Name(0x3344606)), // compatibilityMode: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d7ac08), x::Name(0xceba11)), // newHosts: FolderNewHostSpec
+        x::FieldEntry::repeated(x::Name(0x282900d), x::Name(0x13ff016)), // existingHosts: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24c540b), x::Name(0x78ef19)), // compResSpec: ComputeResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x2673a0c), x::Name(0x3344606)), // desiredState: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d7ac08), x::Name(0xceba11)), // newHosts: FolderNewHostSpec
+        x::FieldEntry::optional(x::Name(0x24c540b), x::Name(0x78ef19)), // compResSpec: ComputeResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x22eca0c), x::Name(0x2405e07)), // addConnected: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29fa209), x::Name(0xe28f0f)), // hostSpecs: HostConnectSpec
+        x::FieldEntry::required(x::Name(0x314bf06), x::Name(0x3344606)), // result: string
+        x::FieldEntry::required(x::Name(0x29d5907), x::Name(0x3344606)), // hostKey: string
+        x::FieldEntry::optional(x::Name(0x275cf02), x::Name(0x13ff016)), // ds: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a26f0c), x::Name(0x3344606)), // iScsiHbaName: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3362809), x::Name(0x2405e07)), // supported: boolean
+        x::FieldEntry::required(x::Name(0x264950c), x::Name(0x2405e07)), // defaultValue: boolean
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x2405e07)), // value: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x32e8f05), x::Name(0x2a94603)), // start: int
+        x::FieldEntry::optional(x::Name(0x2babc05), x::Name(0x2a94603)), // lines: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2dc6104), x::Name(0x2255c12)), // npbs: VsanNewPolicyBatch
+        x::FieldEntry::optional(x::Name(0x2a36f14), x::Name(0x2405e07)), // ignoreSatisfiability: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x3344606)), // backing: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x2cf1d08), x::Name(0x3344606)), // moveType: string
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x3344606)), // backing: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3032a15), x::Name(0x2405e07)), // provisioningSupported: boolean
+        x::FieldEntry::required(x::Name(0x2cf6812), x::Name(0x2405e07)), // multiHostSupported: boolean
+        x::FieldEntry::required(x::Name(0x350a918), x::Name(0x2405e07)), // userShellAccessSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x336d810), x::Name(0xbcfe07)), // supportedEVCMode: EVCMode
+        x::FieldEntry::repeated(x::Name(0x336bf18), x::Name(0xca180e)), // supportedEVCGraphicsMode: FeatureEVCMode
+        x::FieldEntry::optional(x::Name(0x2d44420), x::Name(0x2405e07)), // networkBackupAndRestoreSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28eff18), x::Name(0x2405e07)), // ftDrsWithoutEvcSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2993614), x::Name(0x2405e07)), // hciWorkflowSupported: boolean
+        x::FieldEntry::optional(x::Name(0x24e4e14), x::Name(0x2a94603)), // computePolicyVersion: int
+        x::FieldEntry::optional(x::Name(0x24ab819), x::Name(0x2405e07)), // clusterPlacementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ba521c), x::Name(0x2405e07)), // lifecycleManagementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x29f5a14), x::Name(0x2405e07)), // hostSeedingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3191017), x::Name(0x2405e07)), // scalableSharesSupported: boolean
+        x::FieldEntry::optional(x::Name(0x297540e), x::Name(0x2405e07)), // hadcsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x24ef913), x::Name(0x2405e07)), // configMgmtSupported: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::required(x::Name(0x2b2ad07), x::Name(0x2405e07)), // isGroup: boolean
+        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0xdaf40e)), // accessMode: HostAccessMode
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2940f0d), x::Name(0x3344606)), // guestFilePath: string
+        x::FieldEntry::required(x::Name(0x289960e), x::Name(0xd4b613)), // fileAttributes: GuestFileAttributes
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7cb06), x::Name(0x83d70e)), // newKey: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0xf7a510)), // mode: HostLockdownMode
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
+        x::FieldEntry::required(x::Name(0x2e7540b), x::Name(0x3344606)), // oldPassword: string
+        x::FieldEntry::required(x::Name(0x2d8000b), x::Name(0x3344606)), // newPassword: string
+        x::FieldEntry::optional(x::Name(0x2cd6608), x::Name(0x3344606)), // modified: string
+        x::FieldEntry::optional(x::Name(0x22ef005), x::Name(0x3344606)), // added: string
+        x::FieldEntry::optional(x::Name(0x2654b07), x::Name(0x3344606)), // deleted: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b7707), x::Name(0xe28f0f)), // cnxSpec: HostConnectSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1eb8417)), // spec: VirtualMachineCloneSpec
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
+        x::FieldEntry::optional(x::Name(0x2817512), x::Name(0x3344606)), // evcGraphicsModeKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2951a07), x::Name(0x3344606)), // guestOs: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8bd911)), // spec: CustomizationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca0708), x::Name(0x3344606)), // metaUrls: string
+        x::FieldEntry::repeated(x::Name(0x241bb0a), x::Name(0x3344606)), // bundleUrls: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x103bc29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1f51a1e)), // spec: VirtualMachineInstantCloneSpec
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x288780a), x::Name(0x3344606)), // featureKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1f9b61a)), // spec: VirtualMachineRelocateSpec
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x36bbb07), x::Name(0x13d6214)), // warning: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1ecbb18)), // spec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::repeated(x::Name(0x248da0a), x::Name(0xbdad12)), // choiceInfo: ElementDescription
+        x::FieldEntry::optional(x::Name(0x263510c), x::Name(0x2a94603)), // defaultIndex: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0x68b0f)), // filter: AlarmFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x253fd0c), x::Name(0x3344606)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249b90b), x::Name(0x3344606)), // cloneTicket: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1cb420d)), // spec: VAppCloneSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1eb8417)), // spec: VirtualMachineCloneSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228630d)), // spec: VslmCloneSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x66cb0d)), // action: ClusterAction
+        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33e9904), x::Name(0x13ff016)), // task: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33e240a), x::Name(0x13ff016)), // targetHost: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x23c0811), x::Name(0x13ff016)), // availableNetworks: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
+        x::FieldEntry::repeated(x::Name(0x2854c0b), x::Name(0xce8416)), // failedHosts: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0x250030f), x::Name(0x13ff016)), // configuredHosts: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x302dd0a), x::Name(0x134210d)), // providerId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2b2860a), x::Name(0x2405e07)), // isDvsValid: boolean
+        x::FieldEntry::required(x::Name(0x2b2680b), x::Name(0x2405e07)), // isDvpgValid: boolean
+        x::FieldEntry::required(x::Name(0x2772508), x::Name(0x13ff016)), // dvSwitch: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f80e0b), x::Name(0x3344606)), // pnicDevices: string
+        x::FieldEntry::repeated(x::Name(0x2770212), x::Name(0x68363b)), // dvPortgroupSetting: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::FieldEntry::required(x::Name(0x276e30b), x::Name(0x13ff016)), // dvPortgroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
+        x::FieldEntry::optional(x::Name(0x2776d07), x::Name(0x3344606)), // dvsName: string
+        x::FieldEntry::optional(x::Name(0x2772508), x::Name(0x13ff016)), // dvSwitch: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f80e0b), x::Name(0x3344606)), // pnicDevices: string
+        x::FieldEntry::repeated(x::Name(0x276ef12), x::Name(0x68933f)), // dvPortgroupMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::FieldEntry::optional(x::Name(0x277150f), x::Name(0x8f0115)), // dvPortgroupSpec: DVPortgroupConfigSpec
+        x::FieldEntry::optional(x::Name(0x276e30b), x::Name(0x13ff016)), // dvPortgroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
+        x::FieldEntry::required(x::Name(0x36f7c0d), x::Name(0x3344606)), // workflowState: string
+        x::FieldEntry::repeated(x::Name(0x277b70a), x::Name(0x681520)), // dvsSetting: ClusterComputeResourceDVSSetting
+        x::FieldEntry::repeated(x::Name(0x250030f), x::Name(0x13ff016)), // configuredHosts: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29c4111), x::Name(0x696f2e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
+        x::FieldEntry::repeated(x::Name(0x2779a07), x::Name(0x687220)), // dvsProf: ClusterComputeResourceDvsProfile
+        x::FieldEntry::optional(x::Name(0x29c4111), x::Name(0x696f2e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
+        x::FieldEntry::optional(x::Name(0x353100e), x::Name(0x19b3e08)), // vSanConfigSpec: SDDCBase
+        x::FieldEntry::optional(x::Name(0x354ae06), x::Name(0x6a621f)), // vcProf: ClusterComputeResourceVCProfile
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a0360b), x::Name(0x69f924)), // hostVmkNics: ClusterComputeResourceHostVmkNicInfo
+        x::FieldEntry::optional(x::Name(0x233171b), x::Name(0x2405e07)), // allowedInNonMaintenanceMode: boolean
+        x::FieldEntry::optional(x::Name(0x2607f0e), x::Name(0xe59a12)), // dateTimeConfig: HostDateTimeConfig
+        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b27411), x::Name(0x2405e07)), // isDvsSettingValid: boolean
+        x::FieldEntry::optional(x::Name(0x2b38314), x::Name(0x2405e07)), // isVmknicSettingValid: boolean
+        x::FieldEntry::optional(x::Name(0x2b31c11), x::Name(0x2405e07)), // isNtpSettingValid: boolean
+        x::FieldEntry::optional(x::Name(0x2b2ef13), x::Name(0x2405e07)), // isLockdownModeValid: boolean
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x156630b)), // action: OptionValue
+        x::FieldEntry::required(x::Name(0x2d97d07), x::Name(0x11f0e12)), // nicSpec: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
+        x::FieldEntry::optional(x::Name(0x2f0960b), x::Name(0x3344606)), // partialMMId: string
+        x::FieldEntry::repeated(x::Name(0x29caa0c), x::Name(0x69d028)), // hostEvacInfo: ClusterComputeResourceHostEvacuationInfo
+        x::FieldEntry::required(x::Name(0x25a2014), x::Name(0x2a94603)), // currentFailoverLevel: int
+        x::FieldEntry::optional(x::Name(0x22ffa14), x::Name(0x6bd81e)), // admissionControlInfo: ClusterDasAdmissionControlInfo
+        x::FieldEntry::required(x::Name(0x2e3840b), x::Name(0x2a94603)), // numVmotions: int
+        x::FieldEntry::optional(x::Name(0x33d590d), x::Name(0x2a94603)), // targetBalance: int
+        x::FieldEntry::optional(x::Name(0x2596b0e), x::Name(0x2a94603)), // currentBalance: int
+        x::FieldEntry::optional(x::Name(0x2759a08), x::Name(0x2a94603)), // drsScore: int
+        x::FieldEntry::repeated(x::Name(0x2e39017), x::Name(0x2a94603)), // numVmsPerDrsScoreBucket: int
+        x::FieldEntry::optional(x::Name(0x34dc10c), x::Name(0x762c13)), // usageSummary: ClusterUsageSummary
+        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x259f419), x::Name(0x3344606)), // currentEVCGraphicsModeKey: string
+        x::FieldEntry::optional(x::Name(0x25d7907), x::Name(0x6ceb0e)), // dasData: ClusterDasData
+        x::FieldEntry::optional(x::Name(0x24a6b1c), x::Name(0x3344606)), // clusterMaintenanceModeStatus: string
+        x::FieldEntry::optional(x::Name(0x354de0f), x::Name(0x3344606)), // vcsHealthStatus: string
+        x::FieldEntry::repeated(x::Name(0x354ee08), x::Name(0x6ad31e)), // vcsSlots: ClusterComputeResourceVcsSlots
+        x::FieldEntry::optional(x::Name(0x24b0f0b), x::Name(0x6b2a13)), // clusterSpec: ClusterConfigSpecEx
+        x::FieldEntry::optional(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
+        x::FieldEntry::optional(x::Name(0x2817512), x::Name(0x3344606)), // evcGraphicsModeKey: string
+        x::FieldEntry::repeated(x::Name(0x2a6cb04), x::Name(0x13d2d12)), // info: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x343c10a), x::Name(0x2a94603)), // totalSlots: int
+        x::FieldEntry::required(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
+        x::FieldEntry::repeated(x::Name(0x25db30b), x::Name(0x6e3a16)), // dasVmConfig: ClusterDasVmConfigInfo
+        x::FieldEntry::required(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x275a30b), x::Name(0x6feb16)), // drsVmConfig: ClusterDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0x75640f)), // rule: ClusterRuleInfo
+        x::FieldEntry::optional(x::Name(0x33d0c0f), x::Name(0x75b01a)), // systemVMsConfig: ClusterSystemVMsConfigInfo
+        x::FieldEntry::required(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
+        x::FieldEntry::repeated(x::Name(0x25db30b), x::Name(0x6e3a16)), // dasVmConfig: ClusterDasVmConfigInfo
+        x::FieldEntry::required(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x275a30b), x::Name(0x6feb16)), // drsVmConfig: ClusterDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0x75640f)), // rule: ClusterRuleInfo
+        x::FieldEntry::optional(x::Name(0x2ea800d), x::Name(0x73b418)), // orchestration: ClusterOrchestrationInfo
+        x::FieldEntry::repeated(x::Name(0x360df0f), x::Name(0x76fb1a)), // vmOrchestration: ClusterVmOrchestrationInfo
+        x::FieldEntry::optional(x::Name(0x274dc0d), x::Name(0x6f1214)), // dpmConfigInfo: ClusterDpmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x274ea0d), x::Name(0x6f2718)), // dpmHostConfig: ClusterDpmHostConfigInfo
+        x::FieldEntry::optional(x::Name(0x367a80e), x::Name(0x2223b15)), // vsanConfigInfo: VsanClusterConfigInfo
+        x::FieldEntry::repeated(x::Name(0x3683e0e), x::Name(0x2235812)), // vsanHostConfig: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2930405), x::Name(0x720910)), // group: ClusterGroupInfo
+        x::FieldEntry::optional(x::Name(0x2a6f213), x::Name(0x72c01e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
+        x::FieldEntry::optional(x::Name(0x3001e12), x::Name(0x744f1d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
+        x::FieldEntry::optional(x::Name(0x258c40c), x::Name(0x6b5217)), // cryptoConfig: ClusterCryptoConfigInfo
+        x::FieldEntry::optional(x::Name(0x367b70e), x::Name(0x2227615)), // vsanCoreConfig: VsanClusterCoreConfig
+        x::FieldEntry::optional(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
+        x::FieldEntry::repeated(x::Name(0x25dbf0f), x::Name(0x6e5116)), // dasVmConfigSpec: ClusterDasVmConfigSpec
+        x::FieldEntry::optional(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x275af0f), x::Name(0x700216)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x317cb09), x::Name(0x75740f)), // rulesSpec: ClusterRuleSpec
+        x::FieldEntry::optional(x::Name(0x33d0c0f), x::Name(0x75f41a)), // systemVMsConfig: ClusterSystemVMsConfigSpec
+        x::FieldEntry::optional(x::Name(0x25d6f09), x::Name(0x6c6614)), // dasConfig: ClusterDasConfigInfo
+        x::FieldEntry::repeated(x::Name(0x25dbf0f), x::Name(0x6e5116)), // dasVmConfigSpec: ClusterDasVmConfigSpec
+        x::FieldEntry::optional(x::Name(0x2756709), x::Name(0x6f5914)), // drsConfig: ClusterDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x275af0f), x::Name(0x700216)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x317cb09), x::Name(0x75740f)), // rulesSpec: ClusterRuleSpec
+        x::FieldEntry::optional(x::Name(0x2ea800d), x::Name(0x73b418)), // orchestration: ClusterOrchestrationInfo
+        x::FieldEntry::repeated(x::Name(0x360ef13), x::Name(0x77161a)), // vmOrchestrationSpec: ClusterVmOrchestrationSpec
+        x::FieldEntry::optional(x::Name(0x274d209), x::Name(0x6f1214)), // dpmConfig: ClusterDpmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x274f811), x::Name(0x6f4018)), // dpmHostConfigSpec: ClusterDpmHostConfigSpec
+        x::FieldEntry::optional(x::Name(0x3679d0a), x::Name(0x2223b15)), // vsanConfig: VsanClusterConfigInfo
+        x::FieldEntry::repeated(x::Name(0x3684d12), x::Name(0x2235812)), // vsanHostConfigSpec: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2934209), x::Name(0x721a10)), // groupSpec: ClusterGroupSpec
+        x::FieldEntry::optional(x::Name(0x2a6f213), x::Name(0x72c01e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
+        x::FieldEntry::optional(x::Name(0x3001e12), x::Name(0x744f1d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
+        x::FieldEntry::optional(x::Name(0x2a4260d), x::Name(0x2405e07)), // inHciWorkflow: boolean
+        x::FieldEntry::optional(x::Name(0x258c40c), x::Name(0x6b5217)), // cryptoConfig: ClusterCryptoConfigInfo
+        x::FieldEntry::optional(x::Name(0x367c612), x::Name(0x2228c19)), // vsanCoreConfigSpec: VsanClusterCoreConfigSpec
+        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0xce2c13)), // parent: FolderEventArgument
+        x::FieldEntry::optional(x::Name(0x258eb0a), x::Name(0x3344606)), // cryptoMode: string
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x67bd26)), // policy: ClusterComputeResourceCryptoModePolicy
+        x::FieldEntry::repeated(x::Name(0x29c710c), x::Name(0x6ba216)), // hostDasState: ClusterDasAamNodeState
+        x::FieldEntry::repeated(x::Name(0x2fef30c), x::Name(0x3344606)), // primaryHosts: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x24f660b), x::Name(0x3344606)), // configState: string
+        x::FieldEntry::required(x::Name(0x318310c), x::Name(0x3344606)), // runtimeState: string
+        x::FieldEntry::optional(x::Name(0x313df22), x::Name(0x2a94603)), // resourceReductionToToleratePercent: int
+        x::FieldEntry::optional(x::Name(0x2ee081b), x::Name(0x2405e07)), // pMemAdmissionControlEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x25d810b), x::Name(0x6e0a12)), // dasHostInfo: ClusterDasHostInfo
+        x::FieldEntry::optional(x::Name(0x362e80d), x::Name(0x6c362f)), // vmcpSupported: ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo
+        x::FieldEntry::repeated(x::Name(0x29ad416), x::Name(0x951d19)), // heartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
+        x::FieldEntry::required(x::Name(0x331fc13), x::Name(0x2405e07)), // storageAPDSupported: boolean
+        x::FieldEntry::required(x::Name(0x332b113), x::Name(0x2405e07)), // storagePDLSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x35e510c), x::Name(0x3344606)), // vmMonitoring: string
+        x::FieldEntry::optional(x::Name(0x29e2f0e), x::Name(0x3344606)), // hostMonitoring: string
+        x::FieldEntry::optional(x::Name(0x35bbf15), x::Name(0x3344606)), // vmComponentProtecting: string
+        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
+        x::FieldEntry::optional(x::Name(0x2300f16), x::Name(0x6bf720)), // admissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::FieldEntry::optional(x::Name(0x22fe217), x::Name(0x2405e07)), // admissionControlEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x264c711), x::Name(0x6e6814)), // defaultVmSettings: ClusterDasVmSettings
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::repeated(x::Name(0x29ac112), x::Name(0x13ff016)), // heartbeatDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2971f1a), x::Name(0x3344606)), // hBDatastoreCandidatePolicy: string
+        x::FieldEntry::required(x::Name(0x29d840f), x::Name(0x2be5304)), // hostListVersion: long
+        x::FieldEntry::required(x::Name(0x24a0614), x::Name(0x2be5304)), // clusterConfigVersion: long
+        x::FieldEntry::required(x::Name(0x24cb311), x::Name(0x2be5304)), // compatListVersion: long
+        x::FieldEntry::required(x::Name(0x3242608), x::Name(0x6d6f32)), // slotInfo: ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo
+        x::FieldEntry::required(x::Name(0x343c10a), x::Name(0x2a94603)), // totalSlots: int
+        x::FieldEntry::required(x::Name(0x34f0d09), x::Name(0x2a94603)), // usedSlots: int
+        x::FieldEntry::required(x::Name(0x34a730f), x::Name(0x2a94603)), // unreservedSlots: int
+        x::FieldEntry::required(x::Name(0x343e608), x::Name(0x2a94603)), // totalVms: int
+        x::FieldEntry::required(x::Name(0x3438a0a), x::Name(0x2a94603)), // totalHosts: int
+        x::FieldEntry::required(x::Name(0x3437b0e), x::Name(0x2a94603)), // totalGoodHosts: int
+        x::FieldEntry::repeated(x::Name(0x29f7f09), x::Name(0x6d3b33)), // hostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::FieldEntry::repeated(x::Name(0x3655819), x::Name(0x6da231)), // vmsRequiringMultipleSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
+        x::FieldEntry::required(x::Name(0x2e2ea08), x::Name(0x2a94603)), // numVcpus: int
+        x::FieldEntry::required(x::Name(0x2566d06), x::Name(0x2a94603)), // cpuMHz: int
+        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x2a94603)), // memoryMB: int
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x32fdd0d), x::Name(0x13ff016)), // stateReporter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2759009), x::Name(0x2a94603)), // drsRating: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x314640f), x::Name(0x957a0d)), // restartPriority: DasVmPriority
+        x::FieldEntry::optional(x::Name(0x2fb3b13), x::Name(0x2405e07)), // powerOffOnIsolation: boolean
+        x::FieldEntry::optional(x::Name(0x25da70b), x::Name(0x6e6814)), // dasSettings: ClusterDasVmSettings
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6e3a16)), // info: ClusterDasVmConfigInfo
+        x::FieldEntry::optional(x::Name(0x314640f), x::Name(0x3344606)), // restartPriority: string
+        x::FieldEntry::optional(x::Name(0x3147416), x::Name(0x2a94603)), // restartPriorityTimeout: int
+        x::FieldEntry::optional(x::Name(0x2b44c11), x::Name(0x3344606)), // isolationResponse: string
+        x::FieldEntry::optional(x::Name(0x3622e19), x::Name(0x776520)), // vmToolsMonitoringSettings: ClusterVmToolsMonitoringSettings
+        x::FieldEntry::optional(x::Name(0x35bd51d), x::Name(0x764024)), // vmComponentProtectionSettings: ClusterVmComponentProtectionSettings
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35dd907), x::Name(0x3344606)), // vmGroup: string
+        x::FieldEntry::required(x::Name(0x2660710), x::Name(0x3344606)), // dependsOnVmGroup: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x262ec12), x::Name(0xb11c0b)), // defaultDpmBehavior: DpmBehavior
+        x::FieldEntry::optional(x::Name(0x29efd13), x::Name(0x2a94603)), // hostPowerActionRate: int
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0xb11c0b)), // behavior: DpmBehavior
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6f2718)), // info: ClusterDpmHostConfigInfo
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x27ad819), x::Name(0x2405e07)), // enableVmBehaviorOverrides: boolean
+        x::FieldEntry::optional(x::Name(0x264a211), x::Name(0xb16e0b)), // defaultVmBehavior: DrsBehavior
+        x::FieldEntry::optional(x::Name(0x365060b), x::Name(0x2a94603)), // vmotionRate: int
+        x::FieldEntry::optional(x::Name(0x3194016), x::Name(0x3344606)), // scaleDescendantsShares: string
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::repeated(x::Name(0x287a00a), x::Name(0x6fa31a)), // faultsByVm: ClusterDrsFaultsFaultsByVm
+        x::FieldEntry::optional(x::Name(0x26fca04), x::Name(0x1e1190d)), // disk: VirtualDiskId
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2566507), x::Name(0x2a94603)), // cpuLoad: int
+        x::FieldEntry::optional(x::Name(0x2c7f50a), x::Name(0x2be5304)), // memoryLoad: long
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x328500d), x::Name(0x2a94603)), // sourceCpuLoad: int
+        x::FieldEntry::optional(x::Name(0x3291310), x::Name(0x2be5304)), // sourceMemoryLoad: long
+        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x13ff016)), // destination: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2684012), x::Name(0x2a94603)), // destinationCpuLoad: int
+        x::FieldEntry::optional(x::Name(0x2688a15), x::Name(0x2be5304)), // destinationMemoryLoad: long
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x307480a), x::Name(0x3344606)), // reasonText: string
+        x::FieldEntry::repeated(x::Name(0x2cb2d0d), x::Name(0x6fbe13)), // migrationList: ClusterDrsMigration
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0xb16e0b)), // behavior: DrsBehavior
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6feb16)), // info: ClusterDrsVmConfigInfo
+        x::FieldEntry::required(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
+        x::FieldEntry::required(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x336d810), x::Name(0xbcfe07)), // supportedEVCMode: EVCMode
+        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
+        x::FieldEntry::repeated(x::Name(0x2935d15), x::Name(0xe2ca0d)), // guaranteedCPUFeatures: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x288830b), x::Name(0xeacc0f)), // featureMask: HostFeatureMask
+        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x6a1e25)), // info: ClusterComputeResourceMaintenanceInfo
+        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x6f6e10)), // fault: ClusterDrsFaults
+        x::FieldEntry::repeated(x::Name(0x29fac0a), x::Name(0x70ca31)), // hostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x285bb0d), x::Name(0x13ff016)), // failoverHosts: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
+        x::FieldEntry::required(x::Name(0x25a2014), x::Name(0x2a94603)), // currentFailoverLevel: int
+        x::FieldEntry::required(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
+        x::FieldEntry::optional(x::Name(0x3243a0a), x::Name(0x758411)), // slotPolicy: ClusterSlotPolicy
+        x::FieldEntry::required(x::Name(0x2599d22), x::Name(0x2a94603)), // currentCpuFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x25a8c25), x::Name(0x2a94603)), // currentMemoryFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x25ac523), x::Name(0x2a94603)), // currentPMemFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x2559f1b), x::Name(0x2a94603)), // cpuFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x2c7ab1e), x::Name(0x2a94603)), // memoryFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x285e70d), x::Name(0x2a94603)), // failoverLevel: int
+        x::FieldEntry::optional(x::Name(0x23a2316), x::Name(0x2405e07)), // autoComputePercentages: boolean
+        x::FieldEntry::optional(x::Name(0x2ee431c), x::Name(0x2a94603)), // pMemFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x239fb27), x::Name(0x2405e07)), // autoComputePMemFailoverResourcesPercent: boolean
+        x::FieldEntry::required(x::Name(0x2553a03), x::Name(0x2a94603)), // cpu: int
+        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x2a94603)), // memory: int
+        x::FieldEntry::required(x::Name(0x35de10b), x::Name(0x3344606)), // vmGroupName: string
+        x::FieldEntry::repeated(x::Name(0x29d050d), x::Name(0x3344606)), // hostGroupName: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x34f6b0b), x::Name(0x2405e07)), // userCreated: boolean
+        x::FieldEntry::optional(x::Name(0x3484108), x::Name(0x3344606)), // uniqueID: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x720910)), // info: ClusterGroupInfo
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e9070d), x::Name(0x3344606)), // operationType: string
+        x::FieldEntry::required(x::Name(0x2e9070d), x::Name(0x106ab16)), // operationType: HostPowerOperationType
+        x::FieldEntry::optional(x::Name(0x2fb1314), x::Name(0x2a94603)), // powerConsumptionWatt: int
+        x::FieldEntry::optional(x::Name(0x2556c0e), x::Name(0x2a94603)), // cpuCapacityMHz: int
+        x::FieldEntry::optional(x::Name(0x2c6f60d), x::Name(0x2a94603)), // memCapacityMB: int
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0x3344606)), // behavior: string
+        x::FieldEntry::optional(x::Name(0x2cd3413), x::Name(0x3344606)), // moderateRemediation: string
+        x::FieldEntry::optional(x::Name(0x320e711), x::Name(0x3344606)), // severeRemediation: string
+        x::FieldEntry::repeated(x::Name(0x302e809), x::Name(0x3344606)), // providers: string
+        x::FieldEntry::required(x::Name(0x33e240a), x::Name(0x13ff016)), // targetHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e82e06), x::Name(0x3344606)), // opType: string
+        x::FieldEntry::optional(x::Name(0x356bb06), x::Name(0x3344606)), // vibUrl: string
+        x::FieldEntry::optional(x::Name(0x2757a0c), x::Name(0x6fbe13)), // drsMigration: ClusterDrsMigration
+        x::FieldEntry::required(x::Name(0x2d58f10), x::Name(0x13ff016)), // networkPortGroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2aeca0a), x::Name(0x89dd17)), // ipSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x264b412), x::Name(0x773112)), // defaultVmReadiness: ClusterVmReadiness
+        x::FieldEntry::repeated(x::Name(0x2389c09), x::Name(0x672216)), // attempted: ClusterAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x2db7a0c), x::Name(0x739a19)), // notAttempted: ClusterNotAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x2cdec0b), x::Name(0x13ff016)), // monitoredVm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fd7b0d), x::Name(0x13ff016)), // preemptibleVm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x74151c)), // info: ClusterPreemptibleVmPairInfo
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x24dad0d), x::Name(0x77fc11)), // complyProfile: ComplianceProfile
+        x::FieldEntry::optional(x::Name(0x24dad0d), x::Name(0x77fc11)), // complyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x31f8a0b), x::Name(0x3344606)), // serviceType: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x3062f06), x::Name(0x2a94603)), // rating: int
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x307480a), x::Name(0x3344606)), // reasonText: string
+        x::FieldEntry::optional(x::Name(0x36bd20b), x::Name(0x3344606)), // warningText: string
+        x::FieldEntry::optional(x::Name(0x36bc30e), x::Name(0x13d2d12)), // warningDetails: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2fde90c), x::Name(0x3344606)), // prerequisite: string
+        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x66cb0d)), // action: ClusterAction
+        x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x257110a), x::Name(0x2a94603)), // cpuUsedMHz: int
+        x::FieldEntry::required(x::Name(0x2556c0e), x::Name(0x2a94603)), // cpuCapacityMHz: int
+        x::FieldEntry::required(x::Name(0x2c72f09), x::Name(0x2a94603)), // memUsedMB: int
+        x::FieldEntry::required(x::Name(0x2c6f60d), x::Name(0x2a94603)), // memCapacityMB: int
+        x::FieldEntry::optional(x::Name(0x2ee240f), x::Name(0x2be5304)), // pMemAvailableMB: long
+        x::FieldEntry::optional(x::Name(0x2ee340e), x::Name(0x2be5304)), // pMemCapacityMB: long
+        x::FieldEntry::required(x::Name(0x333b40d), x::Name(0x2be5304)), // storageUsedMB: long
+        x::FieldEntry::required(x::Name(0x3324b11), x::Name(0x2be5304)), // storageCapacityMB: long
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2c0c009), x::Name(0x2405e07)), // mandatory: boolean
+        x::FieldEntry::optional(x::Name(0x34f6b0b), x::Name(0x2405e07)), // userCreated: boolean
+        x::FieldEntry::optional(x::Name(0x2a3fc0c), x::Name(0x2405e07)), // inCompliance: boolean
+        x::FieldEntry::optional(x::Name(0x317bc08), x::Name(0x3344606)), // ruleUuid: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x75640f)), // info: ClusterRuleInfo
+        x::FieldEntry::required(x::Name(0x2e77509), x::Name(0x3344606)), // oldStatus: string
+        x::FieldEntry::required(x::Name(0x2d82109), x::Name(0x3344606)), // newStatus: string
+        x::FieldEntry::repeated(x::Name(0x232ea11), x::Name(0x13ff016)), // allowedDatastores: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2db5714), x::Name(0x13ff016)), // notAllowedDatastores: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x275e018), x::Name(0x3344606)), // dsTagCategoriesToExclude: string
+        x::FieldEntry::optional(x::Name(0x2663d0e), x::Name(0x3344606)), // deploymentMode: string
+        x::FieldEntry::repeated(x::Name(0x232ea11), x::Name(0x6ec71a)), // allowedDatastores: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x2db5714), x::Name(0x6ec71a)), // notAllowedDatastores: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x275e018), x::Name(0x760f1c)), // dsTagCategoriesToExclude: ClusterTagCategoryUpdateSpec
+        x::FieldEntry::optional(x::Name(0x2663d0e), x::Name(0x3344606)), // deploymentMode: string
+        x::FieldEntry::optional(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::required(x::Name(0x3434213), x::Name(0x2a94603)), // totalCpuCapacityMhz: int
+        x::FieldEntry::required(x::Name(0x3439512), x::Name(0x2a94603)), // totalMemCapacityMB: int
+        x::FieldEntry::required(x::Name(0x256e411), x::Name(0x2a94603)), // cpuReservationMhz: int
+        x::FieldEntry::required(x::Name(0x2c71e10), x::Name(0x2a94603)), // memReservationMB: int
+        x::FieldEntry::optional(x::Name(0x2fc0e1b), x::Name(0x2a94603)), // poweredOffCpuReservationMhz: int
+        x::FieldEntry::optional(x::Name(0x2fc2a1a), x::Name(0x2a94603)), // poweredOffMemReservationMB: int
+        x::FieldEntry::required(x::Name(0x255830c), x::Name(0x2a94603)), // cpuDemandMhz: int
+        x::FieldEntry::required(x::Name(0x2c7040b), x::Name(0x2a94603)), // memDemandMB: int
+        x::FieldEntry::required(x::Name(0x331600e), x::Name(0x2be5304)), // statsGenNumber: long
+        x::FieldEntry::required(x::Name(0x255900e), x::Name(0x2a94603)), // cpuEntitledMhz: int
+        x::FieldEntry::required(x::Name(0x2c7100d), x::Name(0x2a94603)), // memEntitledMB: int
+        x::FieldEntry::required(x::Name(0x2fc6211), x::Name(0x2a94603)), // poweredOffVmCount: int
+        x::FieldEntry::required(x::Name(0x343d90c), x::Name(0x2a94603)), // totalVmCount: int
+        x::FieldEntry::optional(x::Name(0x3409212), x::Name(0x2a94603)), // tier0MemCapacityMB: int
+        x::FieldEntry::optional(x::Name(0x3125712), x::Name(0x2a94603)), // reservedTier0MemMB: int
+        x::FieldEntry::optional(x::Name(0x34a8314), x::Name(0x2a94603)), // unreservedTier0MemMB: int
+        x::FieldEntry::optional(x::Name(0x361d019), x::Name(0x3344606)), // vmStorageProtectionForAPD: string
+        x::FieldEntry::optional(x::Name(0x27a2a18), x::Name(0x2405e07)), // enableAPDTimeoutForHosts: boolean
+        x::FieldEntry::optional(x::Name(0x3621419), x::Name(0x2a94603)), // vmTerminateDelayForAPDSec: int
+        x::FieldEntry::optional(x::Name(0x3616516), x::Name(0x3344606)), // vmReactionOnAPDCleared: string
+        x::FieldEntry::optional(x::Name(0x361ea19), x::Name(0x3344606)), // vmStorageProtectionForPDL: string
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x35de10b), x::Name(0x3344606)), // vmGroupName: string
+        x::FieldEntry::optional(x::Name(0x2306813), x::Name(0x3344606)), // affineHostGroupName: string
+        x::FieldEntry::optional(x::Name(0x2343717), x::Name(0x3344606)), // antiAffineHostGroupName: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3617c0b), x::Name(0x773112)), // vmReadiness: ClusterVmReadiness
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x76fb1a)), // info: ClusterVmOrchestrationInfo
+        x::FieldEntry::optional(x::Name(0x307050e), x::Name(0x3344606)), // readyCondition: string
+        x::FieldEntry::optional(x::Name(0x2fafe0e), x::Name(0x2a94603)), // postReadyDelay: int
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x35e510c), x::Name(0x3344606)), // vmMonitoring: string
+        x::FieldEntry::optional(x::Name(0x24aff0f), x::Name(0x2405e07)), // clusterSettings: boolean
+        x::FieldEntry::optional(x::Name(0x286500f), x::Name(0x2a94603)), // failureInterval: int
+        x::FieldEntry::optional(x::Name(0x2cbe209), x::Name(0x2a94603)), // minUpTime: int
+        x::FieldEntry::optional(x::Name(0x2c27c0b), x::Name(0x2a94603)), // maxFailures: int
+        x::FieldEntry::optional(x::Name(0x2c26b10), x::Name(0x2a94603)), // maxFailureWindow: int
+        x::FieldEntry::required(x::Name(0x2866e0b), x::Name(0x3344606)), // failureType: string
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
+        x::FieldEntry::repeated(x::Name(0x2867a0d), x::Name(0x77c128)), // failureValues: ComplianceFailureComplianceFailureValues
+        x::FieldEntry::required(x::Name(0x24c9214), x::Name(0x3344606)), // comparisonIdentifier: string
+        x::FieldEntry::optional(x::Name(0x301150f), x::Name(0x3344606)), // profileInstance: string
+        x::FieldEntry::optional(x::Name(0x2a02c09), x::Name(0x234a207)), // hostValue: anyType
+        x::FieldEntry::optional(x::Name(0x301760c), x::Name(0x234a207)), // profileValue: anyType
+        x::FieldEntry::required(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
+        x::FieldEntry::required(x::Name(0x235b809), x::Name(0x16c0f13)), // applyPath: ProfilePropertyPath
+        x::FieldEntry::repeated(x::Name(0x283e50a), x::Name(0x16a8c11)), // expression: ProfileExpression
+        x::FieldEntry::required(x::Name(0x316f30e), x::Name(0x3344606)), // rootExpression: string
     ],
     values: &[
-        x::Name(0x2fa6f04), // thin
-        x::Name(0x245ce10), // eagerZeroedThick
-        x::Name(0x27fe00f), // lazyZeroedThick
-        x::Name(0x2f0e307), // success
-        x::Name(0x250eb04), // fail
-        x::Name(0x8812), // APDTimeoutDisabled
-        x::Name(0x2d23a0c), // resourcePool
-        x::Name(0x21bde07), // cluster
-        x::Name(0x2f50907), // suspend
-        x::Name(0x2bc5608), // powerOff
-        x::Name(0x25fd40d), // guestShutdown
-        x::Name(0x260070c), // guestSuspend
-        x::Name(0x131951e), // NetworkReservationNotSupported
-        x::Name(0x129bc19), // MismatchedNetworkPolicies
-        x::Name(0x1298d1c), // MismatchedDvsVersionOrVendor
-        x::Name(0x1ac3b1f), // VMotionToUnsupportedNetworkType
-        x::Name(0x131d817), // NetworkUnderMaintenance
-        x::Name(0x129aa11), // MismatchedEnsMode
-        x::Name(0x2e6850b), // sourceTests
-        x::Name(0x269e809), // hostTests
-        x::Name(0x2d2ab11), // resourcePoolTests
-        x::Name(0x230110e), // datastoreTests
-        x::Name(0x29bc40c), // networkTests
-        x::Name(0x26e690b), // in_progress
-        x::Name(0x2424504), // done
-        x::Name(0x273be07), // invalid
-        x::Name(0x264ee07), // healthy
-        x::Name(0x234a908), // degraded
-        x::Name(0x29f500a), // nonhealthy
-        x::Name(0x2aab708), // onDemand
-        x::Name(0x258440b), // forceEnable
-        x::Name(0x301e50d), // uninitialized
-        x::Name(0x271190b), // initialized
-        x::Name(0x221a90b), // configuring
-        x::Name(0x301710d), // unconfiguring
-        x::Name(0x2d68107), // running
-        x::Name(0x24c8205), // error
-        x::Name(0x2049f0d), // agentShutdown
-        x::Name(0x29e900a), // nodeFailed
-        x::Name(0x309050e), // userSelectedDs
-        x::Name(0x205450d), // allFeasibleDs
-        x::Name(0x205531f), // allFeasibleDsWithUserPreference
-        x::Name(0x23ca108), // disabled
-        x::Name(0x247bd07), // enabled
-        x::Name(0x315c814), // vmMonitoringDisabled
-        x::Name(0x315dd10), // vmMonitoringOnly
-        x::Name(0x312df12), // vmAndAppMonitoring
-        x::Name(0x301e50d), // uninitialized
-        x::Name(0x246aa08), // election
-        x::Name(0x288a706), // master
-        x::Name(0x2230211), // connectedToMaster
-        x::Name(0x29a021c), // networkPartitionedFromMaster
-        x::Name(0x299d70f), // networkIsolated
-        x::Name(0x266cb08), // hostDown
-        x::Name(0x2710513), // initializationError
-        x::Name(0x301cf15), // uninitializationError
-        x::Name(0x253e50e), // fdmUnreachable
-        x::Name(0x29f4b04), // none
-        x::Name(0x2bc5608), // powerOff
-        x::Name(0x2e01708), // shutdown
-        x::Name(0x21c4318), // clusterIsolationResponse
-        x::Name(0x23ca108), // disabled
-        x::Name(0x285e406), // lowest
-        x::Name(0x285b403), // low
-        x::Name(0x28cfe06), // medium
-        x::Name(0x2653f04), // high
-        x::Name(0x2657307), // highest
-        x::Name(0x21cd916), // clusterRestartPriority
-        x::Name(0x24b400f), // enterQuarantine
-        x::Name(0x24ed20e), // exitQuarantine
-        x::Name(0x24b2f10), // enterMaintenance
-        x::Name(0x1259906), // Manual
-        x::Name(0x53ef09), // Automated
-        x::Name(0x151150e), // QuarantineMode
-        x::Name(0x124b50f), // MaintenanceMode
-        x::Name(0x13b7217), // OverrideAutomationLevel
-        x::Name(0x170c010), // ReserveResources
-        x::Name(0x844803), // DRS
-        x::Name(0xc64802), // HA
-        x::Name(0x843f03), // DPM
-        x::Name(0xb56d02), // FT
-        x::Name(0x23ca108), // disabled
-        x::Name(0x3204f07), // warning
-        x::Name(0x2d32e13), // restartConservative
-        x::Name(0x2d31c11), // restartAggressive
-        x::Name(0x21c0c0e), // clusterDefault
-        x::Name(0x29f4b04), // none
-        x::Name(0x2d15605), // reset
-        x::Name(0x3073b11), // useClusterDefault
-        x::Name(0x29f4b04), // none
-        x::Name(0x2bd9809), // poweredOn
-        x::Name(0x25ed312), // guestHbStatusGreen
-        x::Name(0x2081110), // appHbStatusGreen
-        x::Name(0x3073b11), // useClusterDefault
-        x::Name(0x21f3409), // compliant
-        x::Name(0x29eeb0c), // nonCompliant
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2d68107), // running
+        x::Name(0x3403004), // thin
+        x::Name(0x278af10), // eagerZeroedThick
+        x::Name(0x2b8460f), // lazyZeroedThick
+        x::Name(0x3359007), // success
+        x::Name(0x284f604), // fail
+        x::Name(0x8f12), // APDTimeoutDisabled
+        x::Name(0x3135c0c), // resourcePool
+        x::Name(0x249ed07), // cluster
+        x::Name(0x339dd07), // suspend
+        x::Name(0x2fb3208), // powerOff
+        x::Name(0x295600d), // guestShutdown
+        x::Name(0x295930c), // guestSuspend
+        x::Name(0x14c3f1e), // NetworkReservationNotSupported
+        x::Name(0x1442a19), // MismatchedNetworkPolicies
+        x::Name(0x143fb1c), // MismatchedDvsVersionOrVendor
+        x::Name(0x1cf431f), // VMotionToUnsupportedNetworkType
+        x::Name(0x14c8217), // NetworkUnderMaintenance
+        x::Name(0x1441811), // MismatchedEnsMode
+        x::Name(0x1444415), // MismatchedRealTimeDvs
+        x::Name(0x152721e), // NsxNetworkAvailabilityDegraded
+        x::Name(0x329bc0b), // sourceTests
+        x::Name(0x29ffd09), // hostTests
+        x::Name(0x313cd11), // resourcePoolTests
+        x::Name(0x260050e), // datastoreTests
+        x::Name(0x2d7260c), // networkTests
+        x::Name(0x2a4b70b), // in_progress
+        x::Name(0x2746a04), // done
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x29aaf07), // healthy
+        x::Name(0x2650108), // degraded
+        x::Name(0x2db040a), // nonhealthy
+        x::Name(0x2e79a08), // onDemand
+        x::Name(0x28cc60b), // forceEnable
+        x::Name(0x3481b0d), // uninitialized
+        x::Name(0x2a7b00b), // initialized
+        x::Name(0x250610b), // configuring
+        x::Name(0x347a70d), // unconfiguring
+        x::Name(0x3181507), // running
+        x::Name(0x2801305), // error
+        x::Name(0x230e30d), // agentShutdown
+        x::Name(0x2da3c0a), // nodeFailed
+        x::Name(0x3509a0e), // userSelectedDs
+        x::Name(0x231a10d), // allFeasibleDs
+        x::Name(0x231af1f), // allFeasibleDsWithUserPreference
+        x::Name(0x26e4608), // disabled
+        x::Name(0x27af207), // enabled
+        x::Name(0x35e5e14), // vmMonitoringDisabled
+        x::Name(0x35e7310), // vmMonitoringOnly
+        x::Name(0x35b7512), // vmAndAppMonitoring
+        x::Name(0x3481b0d), // uninitialized
+        x::Name(0x279b808), // election
+        x::Name(0x2c1b306), // master
+        x::Name(0x251ba11), // connectedToMaster
+        x::Name(0x2d5641c), // networkPartitionedFromMaster
+        x::Name(0x2d4de0f), // networkIsolated
+        x::Name(0x29c9608), // hostDown
+        x::Name(0x2a79c13), // initializationError
+        x::Name(0x3480515), // uninitializationError
+        x::Name(0x288130e), // fdmUnreachable
+        x::Name(0x314eb05), // retry
+        x::Name(0x2daff04), // none
+        x::Name(0x2fb3208), // powerOff
+        x::Name(0x322b008), // shutdown
+        x::Name(0x24a5218), // clusterIsolationResponse
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2bec706), // lowest
+        x::Name(0x2be9703), // low
+        x::Name(0x2c6ba06), // medium
+        x::Name(0x29b0a04), // high
+        x::Name(0x29b3e07), // highest
+        x::Name(0x24ae816), // clusterRestartPriority
+        x::Name(0x27eaa0f), // enterQuarantine
+        x::Name(0x282b50e), // exitQuarantine
+        x::Name(0x27e9910), // enterMaintenance
+        x::Name(0x1400706), // Manual
+        x::Name(0x5a3409), // Automated
+        x::Name(0x16d6e0e), // QuarantineMode
+        x::Name(0x13f230f), // MaintenanceMode
+        x::Name(0x156a417), // OverrideAutomationLevel
+        x::Name(0x18f4310), // ReserveResources
+        x::Name(0x8e2903), // DRS
+        x::Name(0xd90a02), // HA
+        x::Name(0x8e2003), // DPM
+        x::Name(0xc73b02), // FT
+        x::Name(0x19bfa0e), // SYSTEM_MANAGED
+        x::Name(0x8806), // ABSENT
+        x::Name(0x26e4608), // disabled
+        x::Name(0x36bbb07), // warning
+        x::Name(0x3145013), // restartConservative
+        x::Name(0x3143e11), // restartAggressive
+        x::Name(0x24a1b0e), // clusterDefault
+        x::Name(0x2daff04), // none
+        x::Name(0x3126a05), // reset
+        x::Name(0x34e4311), // useClusterDefault
+        x::Name(0x2daff04), // none
+        x::Name(0x2fc7409), // poweredOn
+        x::Name(0x2942b12), // guestHbStatusGreen
+        x::Name(0x234c410), // appHbStatusGreen
+        x::Name(0x34e4311), // useClusterDefault
     ],
 };

@@ -6,184 +6,218 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x71511c), x::Name(0xaeb513), 0, 1), // ComputeResourceEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x716e22), x::Name(0xaa460b), 1, 2), // ComputeResourceHostSPBMLicenseInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x719136), 0, 3), // ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState
-        x::TypeEntry::structure(x::Name(0x71c816), x::Name(0xaa460b), 3, 9), // ComputeResourceSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x71df10), x::Name(0x1b42008), 12, 0), // ConcurrentAccess: VimFault
-        x::TypeEntry::enumeration(x::Name(0x71f013), 3, 3), // ConfigSpecOperation
-        x::TypeEntry::structure(x::Name(0x72040c), x::Name(0xaa460b), 12, 35), // ConfigTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0x72111d), x::Name::NONE, 47, 2), // ConfigureCryptoKeyRequestType
-        x::TypeEntry::structure(x::Name(0x722f21), x::Name::NONE, 49, 3), // ConfigureDatastoreIORMRequestType
-        x::TypeEntry::structure(x::Name(0x725126), x::Name::NONE, 52, 3), // ConfigureDatastorePrincipalRequestType
-        x::TypeEntry::structure(x::Name(0x72781b), x::Name::NONE, 55, 3), // ConfigureEvcModeRequestType
-        x::TypeEntry::structure(x::Name(0x729417), x::Name::NONE, 58, 3), // ConfigureHCIRequestType
-        x::TypeEntry::structure(x::Name(0x72ac1d), x::Name::NONE, 61, 2), // ConfigureHostCacheRequestType
-        x::TypeEntry::structure(x::Name(0x72ca21), x::Name::NONE, 63, 3), // ConfigureLicenseSourceRequestType
-        x::TypeEntry::structure(x::Name(0x72ec1f), x::Name::NONE, 66, 2), // ConfigurePowerPolicyRequestType
-        x::TypeEntry::structure(x::Name(0x730c24), x::Name::NONE, 68, 4), // ConfigureStorageDrsForPodRequestType
-        x::TypeEntry::structure(x::Name(0x733124), x::Name::NONE, 72, 2), // ConfigureVFlashResourceExRequestType
-        x::TypeEntry::structure(x::Name(0x735618), x::Name(0xa39508), 74, 1), // ConflictingConfiguration: DvsFault
-        x::TypeEntry::structure(x::Name(0x736f1e), x::Name(0xaa460b), 75, 2), // ConflictingConfigurationConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x738e19), x::Name(0x17bee0c), 77, 2), // ConflictingDatastoreFound: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x73a822), x::Name::NONE, 79, 2), // ConnectNvmeControllerExRequestType
-        x::TypeEntry::structure(x::Name(0x73cb20), x::Name::NONE, 81, 2), // ConnectNvmeControllerRequestType
-        x::TypeEntry::structure(x::Name(0x73ec0c), x::Name(0x13eba09), 83, 2), // ConnectedIso: OvfExport
-        x::TypeEntry::structure(x::Name(0x73f91d), x::Name::NONE, 85, 1), // ConsolidateVMDisksRequestType
-        x::TypeEntry::structure(x::Name(0x741727), x::Name::NONE, 86, 2), // ContinueRetrievePropertiesExRequestType
-        x::TypeEntry::structure(x::Name(0x743f29), x::Name::NONE, 88, 3), // ConvertNamespacePathToUuidPathRequestType
-        x::TypeEntry::structure(x::Name(0x74691c), x::Name::NONE, 91, 6), // CopyDatastoreFileRequestType
-        x::TypeEntry::structure(x::Name(0x74861a), x::Name::NONE, 97, 7), // CopyVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0x74d217), x::Name(0x75010f), 104, 0), // CpuCompatibilityUnknown: CpuIncompatible
-        x::TypeEntry::structure(x::Name(0x74ea16), x::Name(0x1e6a50d), 104, 0), // CpuHotPlugNotSupported: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x75010f), x::Name(0x1c24021), 104, 5), // CpuIncompatible: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x751113), x::Name(0x75010f), 109, 8), // CpuIncompatible1ECX: CpuIncompatible
-        x::TypeEntry::structure(x::Name(0x752514), x::Name(0x75010f), 117, 6), // CpuIncompatible81EDX: CpuIncompatible
-        x::TypeEntry::structure(x::Name(0x753a16), x::Name::NONE, 123, 3), // CreateAlarmRequestType
-        x::TypeEntry::structure(x::Name(0x755118), x::Name::NONE, 126, 3), // CreateChildVMRequestType
-        x::TypeEntry::structure(x::Name(0x756a1a), x::Name::NONE, 129, 3), // CreateClusterExRequestType
-        x::TypeEntry::structure(x::Name(0x758518), x::Name::NONE, 132, 3), // CreateClusterRequestType
-        x::TypeEntry::structure(x::Name(0x759e23), x::Name::NONE, 135, 2), // CreateCollectorForEventsRequestType
-        x::TypeEntry::structure(x::Name(0x75c222), x::Name::NONE, 137, 2), // CreateCollectorForTasksRequestType
-        x::TypeEntry::structure(x::Name(0x75fc1e), x::Name::NONE, 139, 4), // CreateContainerViewRequestType
-        x::TypeEntry::structure(x::Name(0x761b22), x::Name::NONE, 143, 2), // CreateCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0x763e1c), x::Name::NONE, 145, 2), // CreateDVPortgroupRequestType
-        x::TypeEntry::structure(x::Name(0x765b14), x::Name::NONE, 147, 2), // CreateDVSRequestType
-        x::TypeEntry::structure(x::Name(0x76701b), x::Name::NONE, 149, 2), // CreateDatacenterRequestType
-        x::TypeEntry::structure(x::Name(0x768c1f), x::Name::NONE, 151, 4), // CreateDefaultProfileRequestType
-        x::TypeEntry::structure(x::Name(0x76ac1b), x::Name::NONE, 155, 3), // CreateDescriptorRequestType
-        x::TypeEntry::structure(x::Name(0x76c824), x::Name::NONE, 158, 2), // CreateDiagnosticPartitionRequestType
-        x::TypeEntry::structure(x::Name(0x76ed1a), x::Name::NONE, 160, 5), // CreateDirectoryRequestType
-        x::TypeEntry::structure(x::Name(0x770821), x::Name::NONE, 165, 8), // CreateDiskFromSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x772a15), x::Name::NONE, 173, 2), // CreateDiskRequestType
-        x::TypeEntry::structure(x::Name(0x774017), x::Name::NONE, 175, 3), // CreateFilterRequestType
-        x::TypeEntry::structure(x::Name(0x775817), x::Name::NONE, 178, 2), // CreateFolderRequestType
-        x::TypeEntry::structure(x::Name(0x777016), x::Name::NONE, 180, 2), // CreateGroupRequestType
-        x::TypeEntry::structure(x::Name(0x77871b), x::Name::NONE, 182, 5), // CreateImportSpecRequestType
-        x::TypeEntry::structure(x::Name(0x77a31e), x::Name::NONE, 187, 1), // CreateInventoryViewRequestType
-        x::TypeEntry::structure(x::Name(0x77c217), x::Name::NONE, 188, 3), // CreateIpPoolRequestType
-        x::TypeEntry::structure(x::Name(0x77da21), x::Name::NONE, 191, 2), // CreateListViewFromViewRequestType
-        x::TypeEntry::structure(x::Name(0x77fc19), x::Name::NONE, 193, 2), // CreateListViewRequestType
-        x::TypeEntry::structure(x::Name(0x78161f), x::Name::NONE, 195, 3), // CreateLocalDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x78361d), x::Name::NONE, 198, 2), // CreateNasDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x785420), x::Name::NONE, 200, 2), // CreateNvdimmNamespaceRequestType
-        x::TypeEntry::structure(x::Name(0x787524), x::Name::NONE, 202, 2), // CreateNvdimmPMemNamespaceRequestType
-        x::TypeEntry::structure(x::Name(0x789a24), x::Name::NONE, 204, 2), // CreateNvmeOverRdmaAdapterRequestType
-        x::TypeEntry::structure(x::Name(0x78bf24), x::Name::NONE, 206, 3), // CreateObjectScheduledTaskRequestType
-        x::TypeEntry::structure(x::Name(0x78e41d), x::Name::NONE, 209, 2), // CreatePerfIntervalRequestType
-        x::TypeEntry::structure(x::Name(0x790218), x::Name::NONE, 211, 2), // CreateProfileRequestType
-        x::TypeEntry::structure(x::Name(0x791b22), x::Name::NONE, 213, 1), // CreatePropertyCollectorRequestType
-        x::TypeEntry::structure(x::Name(0x793e23), x::Name::NONE, 214, 6), // CreateRegistryKeyInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x79621d), x::Name::NONE, 220, 3), // CreateResourcePoolRequestType
-        x::TypeEntry::structure(x::Name(0x79801e), x::Name::NONE, 223, 3), // CreateScheduledTaskRequestType
-        x::TypeEntry::structure(x::Name(0x799f1b), x::Name::NONE, 226, 1), // CreateScreenshotRequestType
-        x::TypeEntry::structure(x::Name(0x79bb1e), x::Name::NONE, 227, 3), // CreateSecondaryVMExRequestType
-        x::TypeEntry::structure(x::Name(0x79da1c), x::Name::NONE, 230, 2), // CreateSecondaryVMRequestType
-        x::TypeEntry::structure(x::Name(0x79f71b), x::Name::NONE, 232, 5), // CreateSnapshotExRequestType
-        x::TypeEntry::structure(x::Name(0x7a1319), x::Name::NONE, 237, 5), // CreateSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x7a2d20), x::Name::NONE, 242, 2), // CreateSoftwareAdapterRequestType
-        x::TypeEntry::structure(x::Name(0x7a4e1b), x::Name::NONE, 244, 2), // CreateStoragePodRequestType
-        x::TypeEntry::structure(x::Name(0x7a6a10), x::Name(0x24306), 246, 2), // CreateTaskAction: Action
-        x::TypeEntry::structure(x::Name(0x7a7b15), x::Name::NONE, 248, 7), // CreateTaskRequestType
-        x::TypeEntry::structure(x::Name(0x7a912a), x::Name::NONE, 255, 6), // CreateTemporaryDirectoryInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x7abc25), x::Name::NONE, 261, 6), // CreateTemporaryFileInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x7ae215), x::Name::NONE, 267, 2), // CreateUserRequestType
-        x::TypeEntry::structure(x::Name(0x7af815), x::Name::NONE, 269, 5), // CreateVAppRequestType
-        x::TypeEntry::structure(x::Name(0x7b0e13), x::Name::NONE, 274, 4), // CreateVMRequestType
-        x::TypeEntry::structure(x::Name(0x7b221c), x::Name::NONE, 278, 4), // CreateVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0x7b3f1e), x::Name::NONE, 282, 2), // CreateVmfsDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x7b5e1e), x::Name::NONE, 284, 2), // CreateVvolDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x7b7d0b), x::Name(0xaa460b), 286, 2), // CryptoKeyId: DynamicData
-        x::TypeEntry::structure(x::Name(0x7b890e), x::Name(0xaa460b), 288, 3), // CryptoKeyPlain: DynamicData
-        x::TypeEntry::structure(x::Name(0x7b980f), x::Name(0xaa460b), 291, 4), // CryptoKeyResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x7ba823), x::Name::NONE, 295, 1), // CryptoManagerHostDisableRequestType
-        x::TypeEntry::structure(x::Name(0x7bcc22), x::Name::NONE, 296, 2), // CryptoManagerHostEnableRequestType
-        x::TypeEntry::structure(x::Name(0x7bef23), x::Name::NONE, 298, 1), // CryptoManagerHostPrepareRequestType
-        x::TypeEntry::structure(x::Name(0x7c1320), x::Name(0xaa460b), 299, 9), // CryptoManagerKmipCertificateInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x7c341e), x::Name(0xaa460b), 308, 5), // CryptoManagerKmipClusterStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x7c5320), x::Name(0xaa460b), 313, 6), // CryptoManagerKmipCryptoKeyStatus: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x7c7434), 6, 6), // CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason
-        x::TypeEntry::structure(x::Name(0x7ca91f), x::Name(0xaa460b), 319, 3), // CryptoManagerKmipServerCertInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x7cc91d), x::Name(0xaa460b), 322, 6), // CryptoManagerKmipServerStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x7ce70a), x::Name(0xaa460b), 328, 0), // CryptoSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x7cf211), x::Name(0x7ce70a), 328, 0), // CryptoSpecDecrypt: CryptoSpec
-        x::TypeEntry::structure(x::Name(0x7d0415), x::Name(0x7ce70a), 328, 1), // CryptoSpecDeepRecrypt: CryptoSpec
-        x::TypeEntry::structure(x::Name(0x7d1a11), x::Name(0x7ce70a), 329, 1), // CryptoSpecEncrypt: CryptoSpec
-        x::TypeEntry::structure(x::Name(0x7d2c0e), x::Name(0x7ce70a), 330, 0), // CryptoSpecNoOp: CryptoSpec
-        x::TypeEntry::structure(x::Name(0x7d3b12), x::Name(0x7d2c0e), 330, 1), // CryptoSpecRegister: CryptoSpecNoOp
-        x::TypeEntry::structure(x::Name(0x7d4e18), x::Name(0x7ce70a), 331, 1), // CryptoSpecShallowRecrypt: CryptoSpec
-        x::TypeEntry::structure(x::Name(0x7d6717), x::Name::NONE, 332, 1), // CryptoUnlockRequestType
-        x::TypeEntry::structure(x::Name(0x7d7f16), x::Name::NONE, 333, 1), // CurrentTimeRequestType
-        x::TypeEntry::structure(x::Name(0x7d960e), x::Name(0xaa460b), 334, 6), // CustomFieldDef: DynamicData
-        x::TypeEntry::structure(x::Name(0x7da518), x::Name(0x7dbe13), 340, 0), // CustomFieldDefAddedEvent: CustomFieldDefEvent
-        x::TypeEntry::structure(x::Name(0x7dbe13), x::Name(0x7e0810), 340, 2), // CustomFieldDefEvent: CustomFieldEvent
-        x::TypeEntry::structure(x::Name(0x7dd21a), x::Name(0x7dbe13), 342, 0), // CustomFieldDefRemovedEvent: CustomFieldDefEvent
-        x::TypeEntry::structure(x::Name(0x7ded1a), x::Name(0x7dbe13), 342, 1), // CustomFieldDefRenamedEvent: CustomFieldDefEvent
-        x::TypeEntry::structure(x::Name(0x7e0810), x::Name(0xb00605), 343, 0), // CustomFieldEvent: Event
-        x::TypeEntry::structure(x::Name(0x7e1916), x::Name(0x7e3010), 343, 1), // CustomFieldStringValue: CustomFieldValue
-        x::TypeEntry::structure(x::Name(0x7e3010), x::Name(0xaa460b), 344, 1), // CustomFieldValue: DynamicData
-        x::TypeEntry::structure(x::Name(0x7e411c), x::Name(0x7e0810), 345, 5), // CustomFieldValueChangedEvent: CustomFieldEvent
-        x::TypeEntry::structure(x::Name(0x7e5e1b), x::Name(0xaa460b), 350, 2), // CustomizationAdapterMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x7e7a1e), x::Name(0x80c61a), 352, 0), // CustomizationAutoIpV6Generator: CustomizationIpV6Generator
-        x::TypeEntry::structure(x::Name(0x7e991a), x::Name(0x808f1d), 352, 2), // CustomizationCloudinitPrep: CustomizationIdentitySettings
-        x::TypeEntry::structure(x::Name(0x7eb41e), x::Name(0x80ad18), 354, 1), // CustomizationCustomIpGenerator: CustomizationIpGenerator
-        x::TypeEntry::structure(x::Name(0x7ed320), x::Name(0x80c61a), 355, 1), // CustomizationCustomIpV6Generator: CustomizationIpV6Generator
-        x::TypeEntry::structure(x::Name(0x7ef417), x::Name(0x817211), 356, 1), // CustomizationCustomName: CustomizationName
-        x::TypeEntry::structure(x::Name(0x7f0c1c), x::Name(0x80ad18), 357, 0), // CustomizationDhcpIpGenerator: CustomizationIpGenerator
-        x::TypeEntry::structure(x::Name(0x7f291e), x::Name(0x80c61a), 357, 0), // CustomizationDhcpIpV6Generator: CustomizationIpV6Generator
-        x::TypeEntry::structure(x::Name(0x7f4812), x::Name(0x1e95e07), 357, 1), // CustomizationEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x7f5b13), x::Name(0x7f4812), 358, 1), // CustomizationFailed: CustomizationEvent
-        x::TypeEntry::enumeration(x::Name(0x7f6f1d), 12, 4), // CustomizationFailedReasonCode
-        x::TypeEntry::structure(x::Name(0x7f8d12), x::Name(0x1b42008), 359, 0), // CustomizationFault: VimFault
-        x::TypeEntry::structure(x::Name(0x7fa014), x::Name(0x80ad18), 359, 1), // CustomizationFixedIp: CustomizationIpGenerator
-        x::TypeEntry::structure(x::Name(0x7fb516), x::Name(0x80c61a), 360, 2), // CustomizationFixedIpV6: CustomizationIpV6Generator
-        x::TypeEntry::structure(x::Name(0x7fcc16), x::Name(0x817211), 362, 1), // CustomizationFixedName: CustomizationName
-        x::TypeEntry::structure(x::Name(0x7fe31d), x::Name(0xaa460b), 363, 2), // CustomizationGlobalIPSettings: DynamicData
-        x::TypeEntry::structure(x::Name(0x800117), x::Name(0xaa460b), 365, 1), // CustomizationGuiRunOnce: DynamicData
-        x::TypeEntry::structure(x::Name(0x80191a), x::Name(0xaa460b), 366, 4), // CustomizationGuiUnattended: DynamicData
-        x::TypeEntry::structure(x::Name(0x803417), x::Name(0xaa460b), 370, 9), // CustomizationIPSettings: DynamicData
-        x::TypeEntry::structure(x::Name(0x804c26), x::Name(0xaa460b), 379, 2), // CustomizationIPSettingsIpV6AddressSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x80731b), x::Name(0xaa460b), 381, 4), // CustomizationIdentification: DynamicData
-        x::TypeEntry::structure(x::Name(0x808f1d), x::Name(0xaa460b), 385, 0), // CustomizationIdentitySettings: DynamicData
-        x::TypeEntry::structure(x::Name(0x80ad18), x::Name(0xaa460b), 385, 0), // CustomizationIpGenerator: DynamicData
-        x::TypeEntry::structure(x::Name(0x80c61a), x::Name(0xaa460b), 385, 0), // CustomizationIpV6Generator: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x80e11c), 16, 2), // CustomizationLicenseDataMode
-        x::TypeEntry::structure(x::Name(0x80fe21), x::Name(0xaa460b), 385, 2), // CustomizationLicenseFilePrintData: DynamicData
-        x::TypeEntry::structure(x::Name(0x812020), x::Name(0x7f5b13), 387, 0), // CustomizationLinuxIdentityFailed: CustomizationFailed
-        x::TypeEntry::structure(x::Name(0x814119), x::Name(0x81bd14), 387, 0), // CustomizationLinuxOptions: CustomizationOptions
-        x::TypeEntry::structure(x::Name(0x815b16), x::Name(0x808f1d), 387, 5), // CustomizationLinuxPrep: CustomizationIdentitySettings
-        x::TypeEntry::structure(x::Name(0x817211), x::Name(0xaa460b), 392, 0), // CustomizationName: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x818418), 18, 3), // CustomizationNetBIOSMode
-        x::TypeEntry::structure(x::Name(0x819d1f), x::Name(0x7f5b13), 392, 0), // CustomizationNetworkSetupFailed: CustomizationFailed
-        x::TypeEntry::structure(x::Name(0x81bd14), x::Name(0xaa460b), 392, 0), // CustomizationOptions: DynamicData
-        x::TypeEntry::structure(x::Name(0x81d215), x::Name(0xaa460b), 392, 2), // CustomizationPassword: DynamicData
-        x::TypeEntry::structure(x::Name(0x81e814), x::Name(0x7f8d12), 394, 0), // CustomizationPending: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x81fd17), x::Name(0x817211), 394, 1), // CustomizationPrefixName: CustomizationName
-        x::TypeEntry::structure(x::Name(0x821511), x::Name(0xaa460b), 395, 5), // CustomizationSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x822715), x::Name(0xaa460b), 400, 5), // CustomizationSpecInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x823d15), x::Name(0xaa460b), 405, 2), // CustomizationSpecItem: DynamicData
-        x::TypeEntry::structure(x::Name(0x825325), x::Name::NONE, 407, 2), // CustomizationSpecItemToXmlRequestType
-        x::TypeEntry::structure(x::Name(0x827919), x::Name(0x7f4812), 409, 0), // CustomizationStartedEvent: CustomizationEvent
-        x::TypeEntry::structure(x::Name(0x829323), x::Name(0x80c61a), 409, 0), // CustomizationStatelessIpV6Generator: CustomizationIpV6Generator
-        x::TypeEntry::structure(x::Name(0x82b716), x::Name(0x7f4812), 409, 0), // CustomizationSucceeded: CustomizationEvent
-        x::TypeEntry::structure(x::Name(0x82ce14), x::Name(0x808f1d), 409, 5), // CustomizationSysprep: CustomizationIdentitySettings
-        x::TypeEntry::structure(x::Name(0x82e31a), x::Name(0x7f5b13), 414, 2), // CustomizationSysprepFailed: CustomizationFailed
-        x::TypeEntry::enumeration(x::Name(0x82fe20), 21, 3), // CustomizationSysprepRebootOption
-        x::TypeEntry::structure(x::Name(0x831f18), x::Name(0x808f1d), 416, 1), // CustomizationSysprepText: CustomizationIdentitySettings
-        x::TypeEntry::structure(x::Name(0x83381b), x::Name(0x7f5b13), 417, 0), // CustomizationUnknownFailure: CustomizationFailed
-        x::TypeEntry::structure(x::Name(0x83541f), x::Name(0x80ad18), 417, 0), // CustomizationUnknownIpGenerator: CustomizationIpGenerator
-        x::TypeEntry::structure(x::Name(0x837421), x::Name(0x80c61a), 417, 0), // CustomizationUnknownIpV6Generator: CustomizationIpV6Generator
-        x::TypeEntry::structure(x::Name(0x839618), x::Name(0x817211), 417, 0), // CustomizationUnknownName: CustomizationName
-        x::TypeEntry::structure(x::Name(0x83af15), x::Name(0xaa460b), 417, 4), // CustomizationUserData: DynamicData
-        x::TypeEntry::structure(x::Name(0x83c51f), x::Name(0x817211), 421, 0), // CustomizationVirtualMachineName: CustomizationName
-        x::TypeEntry::structure(x::Name(0x83e517), x::Name(0x81bd14), 421, 3), // CustomizationWinOptions: CustomizationOptions
-        x::TypeEntry::structure(x::Name(0x83fd19), x::Name::NONE, 424, 5), // CustomizeGuestRequestType
-        x::TypeEntry::structure(x::Name(0x841716), x::Name::NONE, 429, 2), // CustomizeVMRequestType
+        x::TypeEntry::structure(x::Name(0x780e10), x::Name(0xbb9c0b), 0, 5), // ComplianceResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x781f16), 0, 4), // ComplianceResultStatus
+        x::TypeEntry::structure(x::Name(0x783e1f), x::Name::NONE, 5, 7), // CompositeHostProfileRequestType
+        x::TypeEntry::structure(x::Name(0x785e15), x::Name(0x166ae0c), 12, 1), // CompositePolicyOption: PolicyOption
+        x::TypeEntry::structure(x::Name(0x78742c), x::Name::NONE, 13, 4), // ComputeDiskPartitionInfoForResizeRequestType
+        x::TypeEntry::structure(x::Name(0x78a123), x::Name::NONE, 17, 4), // ComputeDiskPartitionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x78d519), x::Name(0xbb9c0b), 21, 4), // ComputeResourceConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x78ef19), x::Name(0xbb9c0b), 25, 9), // ComputeResourceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x79091c), x::Name(0xc04213), 34, 1), // ComputeResourceEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x792622), x::Name(0xbb9c0b), 35, 2), // ComputeResourceHostSPBMLicenseInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x794936), 4, 3), // ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState
+        x::TypeEntry::structure(x::Name(0x79801b), x::Name(0xbb9c0b), 37, 1), // ComputeResourceHostSeedSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x799c29), x::Name(0xbb9c0b), 38, 2), // ComputeResourceHostSeedSpecSingleHostSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x79c61e), 7, 2), // ComputeResourceNetworkBootMode
+        x::TypeEntry::structure(x::Name(0x79e516), x::Name(0xbb9c0b), 40, 9), // ComputeResourceSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x79fc10), x::Name(0x1d94808), 49, 0), // ConcurrentAccess: VimFault
+        x::TypeEntry::enumeration(x::Name(0x7a0d13), 9, 3), // ConfigSpecOperation
+        x::TypeEntry::structure(x::Name(0x7a210c), x::Name(0xbb9c0b), 49, 42), // ConfigTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0x7a2e1d), x::Name::NONE, 91, 2), // ConfigureCryptoKeyRequestType
+        x::TypeEntry::structure(x::Name(0x7a4c21), x::Name::NONE, 93, 3), // ConfigureDatastoreIORMRequestType
+        x::TypeEntry::structure(x::Name(0x7a6e26), x::Name::NONE, 96, 3), // ConfigureDatastorePrincipalRequestType
+        x::TypeEntry::structure(x::Name(0x7a951b), x::Name::NONE, 99, 3), // ConfigureEvcModeRequestType
+        x::TypeEntry::structure(x::Name(0x7ab117), x::Name::NONE, 102, 3), // ConfigureHCIRequestType
+        x::TypeEntry::structure(x::Name(0x7ac91d), x::Name::NONE, 105, 2), // ConfigureHostCacheRequestType
+        x::TypeEntry::structure(x::Name(0x7ae721), x::Name::NONE, 107, 3), // ConfigureLicenseSourceRequestType
+        x::TypeEntry::structure(x::Name(0x7b091f), x::Name::NONE, 110, 2), // ConfigurePowerPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x7b2924), x::Name::NONE, 112, 4), // ConfigureStorageDrsForPodRequestType
+        x::TypeEntry::structure(x::Name(0x7b4e24), x::Name::NONE, 116, 2), // ConfigureVFlashResourceExRequestType
+        x::TypeEntry::structure(x::Name(0x7b7318), x::Name(0xb4eb08), 118, 1), // ConflictingConfiguration: DvsFault
+        x::TypeEntry::structure(x::Name(0x7b8c1e), x::Name(0xbb9c0b), 119, 2), // ConflictingConfigurationConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x7bab19), x::Name(0x19b140c), 121, 2), // ConflictingDatastoreFound: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x7bc522), x::Name::NONE, 123, 2), // ConnectNvmeControllerExRequestType
+        x::TypeEntry::structure(x::Name(0x7be820), x::Name::NONE, 125, 2), // ConnectNvmeControllerRequestType
+        x::TypeEntry::structure(x::Name(0x7c090c), x::Name(0x15a0009), 127, 2), // ConnectedIso: OvfExport
+        x::TypeEntry::structure(x::Name(0x7c161d), x::Name::NONE, 129, 1), // ConsolidateVMDisksRequestType
+        x::TypeEntry::structure(x::Name(0x7c3427), x::Name::NONE, 130, 2), // ContinueRetrievePropertiesExRequestType
+        x::TypeEntry::structure(x::Name(0x7c5c29), x::Name::NONE, 132, 3), // ConvertNamespacePathToUuidPathRequestType
+        x::TypeEntry::structure(x::Name(0x7c861c), x::Name::NONE, 135, 6), // CopyDatastoreFileRequestType
+        x::TypeEntry::structure(x::Name(0x7ca31a), x::Name::NONE, 141, 7), // CopyVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x7cef17), x::Name(0x7d1e0f), 148, 0), // CpuCompatibilityUnknown: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0x7d0716), x::Name(0x210340d), 148, 0), // CpuHotPlugNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x7d1e0f), x::Name(0x1e7f321), 148, 5), // CpuIncompatible: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x7d2e13), x::Name(0x7d1e0f), 153, 8), // CpuIncompatible1ECX: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0x7d4214), x::Name(0x7d1e0f), 161, 6), // CpuIncompatible81EDX: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0x7d5716), x::Name::NONE, 167, 3), // CreateAlarmRequestType
+        x::TypeEntry::structure(x::Name(0x7d6e18), x::Name::NONE, 170, 3), // CreateChildVMRequestType
+        x::TypeEntry::structure(x::Name(0x7d871a), x::Name::NONE, 173, 3), // CreateClusterExRequestType
+        x::TypeEntry::structure(x::Name(0x7da218), x::Name::NONE, 176, 3), // CreateClusterRequestType
+        x::TypeEntry::structure(x::Name(0x7dbb23), x::Name::NONE, 179, 2), // CreateCollectorForEventsRequestType
+        x::TypeEntry::structure(x::Name(0x7ddf22), x::Name::NONE, 181, 2), // CreateCollectorForTasksRequestType
+        x::TypeEntry::structure(x::Name(0x7e0230), x::Name::NONE, 183, 3), // CreateCollectorWithInfoFilterForTasksRequestType
+        x::TypeEntry::structure(x::Name(0x7e4a1e), x::Name::NONE, 186, 4), // CreateContainerViewRequestType
+        x::TypeEntry::structure(x::Name(0x7e6922), x::Name::NONE, 190, 2), // CreateCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0x7e8c1c), x::Name::NONE, 192, 2), // CreateDVPortgroupRequestType
+        x::TypeEntry::structure(x::Name(0x7ea914), x::Name::NONE, 194, 2), // CreateDVSRequestType
+        x::TypeEntry::structure(x::Name(0x7ebe1b), x::Name::NONE, 196, 2), // CreateDatacenterRequestType
+        x::TypeEntry::structure(x::Name(0x7eda1f), x::Name::NONE, 198, 4), // CreateDefaultProfileRequestType
+        x::TypeEntry::structure(x::Name(0x7efa1b), x::Name::NONE, 202, 3), // CreateDescriptorRequestType
+        x::TypeEntry::structure(x::Name(0x7f1624), x::Name::NONE, 205, 2), // CreateDiagnosticPartitionRequestType
+        x::TypeEntry::structure(x::Name(0x7f3b1a), x::Name::NONE, 207, 5), // CreateDirectoryRequestType
+        x::TypeEntry::structure(x::Name(0x7f5621), x::Name::NONE, 212, 11), // CreateDiskFromSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x7f7815), x::Name::NONE, 223, 2), // CreateDiskRequestType
+        x::TypeEntry::structure(x::Name(0x7f8e17), x::Name::NONE, 225, 3), // CreateFilterRequestType
+        x::TypeEntry::structure(x::Name(0x7fa617), x::Name::NONE, 228, 2), // CreateFolderRequestType
+        x::TypeEntry::structure(x::Name(0x7fbe16), x::Name::NONE, 230, 2), // CreateGroupRequestType
+        x::TypeEntry::structure(x::Name(0x7fd51b), x::Name::NONE, 232, 5), // CreateImportSpecRequestType
+        x::TypeEntry::structure(x::Name(0x7ff11e), x::Name::NONE, 237, 1), // CreateInventoryViewRequestType
+        x::TypeEntry::structure(x::Name(0x801017), x::Name::NONE, 238, 3), // CreateIpPoolRequestType
+        x::TypeEntry::structure(x::Name(0x802821), x::Name::NONE, 241, 2), // CreateListViewFromViewRequestType
+        x::TypeEntry::structure(x::Name(0x804a19), x::Name::NONE, 243, 2), // CreateListViewRequestType
+        x::TypeEntry::structure(x::Name(0x80641f), x::Name::NONE, 245, 3), // CreateLocalDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x80841d), x::Name::NONE, 248, 2), // CreateNasDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x80a220), x::Name::NONE, 250, 2), // CreateNvdimmNamespaceRequestType
+        x::TypeEntry::structure(x::Name(0x80c324), x::Name::NONE, 252, 2), // CreateNvdimmPMemNamespaceRequestType
+        x::TypeEntry::structure(x::Name(0x80e824), x::Name::NONE, 254, 2), // CreateNvmeOverRdmaAdapterRequestType
+        x::TypeEntry::structure(x::Name(0x810d24), x::Name::NONE, 256, 3), // CreateObjectScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x81321d), x::Name::NONE, 259, 2), // CreatePerfIntervalRequestType
+        x::TypeEntry::structure(x::Name(0x815018), x::Name::NONE, 261, 2), // CreateProfileRequestType
+        x::TypeEntry::structure(x::Name(0x816922), x::Name::NONE, 263, 1), // CreatePropertyCollectorRequestType
+        x::TypeEntry::structure(x::Name(0x818c23), x::Name::NONE, 264, 6), // CreateRegistryKeyInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x81b01d), x::Name::NONE, 270, 3), // CreateResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x81ce1e), x::Name::NONE, 273, 3), // CreateScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x81ed1b), x::Name::NONE, 276, 1), // CreateScreenshotRequestType
+        x::TypeEntry::structure(x::Name(0x82091e), x::Name::NONE, 277, 3), // CreateSecondaryVMExRequestType
+        x::TypeEntry::structure(x::Name(0x82281c), x::Name::NONE, 280, 2), // CreateSecondaryVMRequestType
+        x::TypeEntry::structure(x::Name(0x82451b), x::Name::NONE, 282, 5), // CreateSnapshotExRequestType
+        x::TypeEntry::structure(x::Name(0x826119), x::Name::NONE, 287, 5), // CreateSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x827b20), x::Name::NONE, 292, 2), // CreateSoftwareAdapterRequestType
+        x::TypeEntry::structure(x::Name(0x829c1b), x::Name::NONE, 294, 2), // CreateStoragePodRequestType
+        x::TypeEntry::structure(x::Name(0x82b810), x::Name(0x24a06), 296, 2), // CreateTaskAction: Action
+        x::TypeEntry::structure(x::Name(0x82c915), x::Name::NONE, 298, 7), // CreateTaskRequestType
+        x::TypeEntry::structure(x::Name(0x82df2a), x::Name::NONE, 305, 6), // CreateTemporaryDirectoryInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x830a25), x::Name::NONE, 311, 6), // CreateTemporaryFileInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x833015), x::Name::NONE, 317, 2), // CreateUserRequestType
+        x::TypeEntry::structure(x::Name(0x834615), x::Name::NONE, 319, 5), // CreateVAppRequestType
+        x::TypeEntry::structure(x::Name(0x835c13), x::Name::NONE, 324, 4), // CreateVMRequestType
+        x::TypeEntry::structure(x::Name(0x83701c), x::Name::NONE, 328, 4), // CreateVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x838d1e), x::Name::NONE, 332, 2), // CreateVmfsDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x83ac1e), x::Name::NONE, 334, 2), // CreateVvolDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x83cb0b), x::Name(0xbb9c0b), 336, 2), // CryptoKeyId: DynamicData
+        x::TypeEntry::structure(x::Name(0x83d70e), x::Name(0xbb9c0b), 338, 3), // CryptoKeyPlain: DynamicData
+        x::TypeEntry::structure(x::Name(0x83e60f), x::Name(0xbb9c0b), 341, 4), // CryptoKeyResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x83f623), x::Name::NONE, 345, 1), // CryptoManagerHostDisableRequestType
+        x::TypeEntry::structure(x::Name(0x841a22), x::Name::NONE, 346, 2), // CryptoManagerHostEnableRequestType
+        x::TypeEntry::enumeration(x::Name(0x843d22), 12, 3), // CryptoManagerHostKeyManagementType
+        x::TypeEntry::structure(x::Name(0x84601a), x::Name(0xbb9c0b), 348, 4), // CryptoManagerHostKeyStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x847b23), x::Name::NONE, 352, 1), // CryptoManagerHostPrepareRequestType
+        x::TypeEntry::structure(x::Name(0x849f20), x::Name(0xbb9c0b), 353, 7), // CryptoManagerKmipCertSignRequest: DynamicData
+        x::TypeEntry::structure(x::Name(0x84c020), x::Name(0xbb9c0b), 360, 9), // CryptoManagerKmipCertificateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x84e11e), x::Name(0xbb9c0b), 369, 5), // CryptoManagerKmipClusterStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x850020), x::Name(0xbb9c0b), 374, 7), // CryptoManagerKmipCryptoKeyStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x852127), x::Name(0xbb9c0b), 381, 1), // CryptoManagerKmipCryptoKeyStatusKeyInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x854934), 15, 10), // CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason
+        x::TypeEntry::structure(x::Name(0x857e34), x::Name(0x852127), 382, 1), // CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo: CryptoManagerKmipCryptoKeyStatusKeyInfo
+        x::TypeEntry::structure(x::Name(0x85b33f), x::Name(0x852127), 383, 2), // CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo: CryptoManagerKmipCryptoKeyStatusKeyInfo
+        x::TypeEntry::structure(x::Name(0x85f324), x::Name(0xbb9c0b), 385, 1), // CryptoManagerKmipCustomAttributeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x861820), x::Name(0xbb9c0b), 386, 1), // CryptoManagerKmipGenerateKeySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x86391f), x::Name(0xbb9c0b), 387, 3), // CryptoManagerKmipServerCertInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x86591d), x::Name(0xbb9c0b), 390, 6), // CryptoManagerKmipServerStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x86770a), x::Name(0xbb9c0b), 396, 0), // CryptoSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x868211), x::Name(0x86770a), 396, 0), // CryptoSpecDecrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x869415), x::Name(0x86770a), 396, 1), // CryptoSpecDeepRecrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x86aa11), x::Name(0x86770a), 397, 1), // CryptoSpecEncrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x86bc0e), x::Name(0x86770a), 398, 0), // CryptoSpecNoOp: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x86cb12), x::Name(0x86bc0e), 398, 1), // CryptoSpecRegister: CryptoSpecNoOp
+        x::TypeEntry::structure(x::Name(0x86de18), x::Name(0x86770a), 399, 1), // CryptoSpecShallowRecrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x86f717), x::Name::NONE, 400, 1), // CryptoUnlockRequestType
+        x::TypeEntry::structure(x::Name(0x870f16), x::Name::NONE, 401, 1), // CurrentTimeRequestType
+        x::TypeEntry::structure(x::Name(0x87260e), x::Name(0xbb9c0b), 402, 6), // CustomFieldDef: DynamicData
+        x::TypeEntry::structure(x::Name(0x873518), x::Name(0x874e13), 408, 0), // CustomFieldDefAddedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x874e13), x::Name(0x879810), 408, 2), // CustomFieldDefEvent: CustomFieldEvent
+        x::TypeEntry::structure(x::Name(0x87621a), x::Name(0x874e13), 410, 0), // CustomFieldDefRemovedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x877d1a), x::Name(0x874e13), 410, 1), // CustomFieldDefRenamedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x879810), x::Name(0xc19905), 411, 0), // CustomFieldEvent: Event
+        x::TypeEntry::structure(x::Name(0x87a916), x::Name(0x87c010), 411, 1), // CustomFieldStringValue: CustomFieldValue
+        x::TypeEntry::structure(x::Name(0x87c010), x::Name(0xbb9c0b), 412, 1), // CustomFieldValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x87d11c), x::Name(0x879810), 413, 5), // CustomFieldValueChangedEvent: CustomFieldEvent
+        x::TypeEntry::structure(x::Name(0x87ee1b), x::Name(0xbb9c0b), 418, 2), // CustomizationAdapterMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x880a1e), x::Name(0x8a6f1a), 420, 0), // CustomizationAutoIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x88291a), x::Name(0x8a381d), 420, 2), // CustomizationCloudinitPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x88441e), x::Name(0x8a5618), 422, 1), // CustomizationCustomIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x886320), x::Name(0x8a6f1a), 423, 1), // CustomizationCustomIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x888417), x::Name(0x8b3611), 424, 1), // CustomizationCustomName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x889c1c), x::Name(0x8a5618), 425, 0), // CustomizationDhcpIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x88b91e), x::Name(0x8a6f1a), 425, 0), // CustomizationDhcpIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x88d818), x::Name(0x8a5618), 425, 0), // CustomizationDisableIpV4: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x88f112), x::Name(0x212ed07), 425, 1), // CustomizationEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x890413), x::Name(0x88f112), 426, 1), // CustomizationFailed: CustomizationEvent
+        x::TypeEntry::enumeration(x::Name(0x89181d), 25, 4), // CustomizationFailedReasonCode
+        x::TypeEntry::structure(x::Name(0x893612), x::Name(0x1d94808), 427, 0), // CustomizationFault: VimFault
+        x::TypeEntry::structure(x::Name(0x894914), x::Name(0x8a5618), 427, 1), // CustomizationFixedIp: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x895e16), x::Name(0x8a6f1a), 428, 2), // CustomizationFixedIpV6: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x897516), x::Name(0x8b3611), 430, 1), // CustomizationFixedName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x898c1d), x::Name(0xbb9c0b), 431, 2), // CustomizationGlobalIPSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x89aa17), x::Name(0xbb9c0b), 433, 1), // CustomizationGuiRunOnce: DynamicData
+        x::TypeEntry::structure(x::Name(0x89c21a), x::Name(0xbb9c0b), 434, 4), // CustomizationGuiUnattended: DynamicData
+        x::TypeEntry::structure(x::Name(0x89dd17), x::Name(0xbb9c0b), 438, 9), // CustomizationIPSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x89f526), x::Name(0xbb9c0b), 447, 2), // CustomizationIPSettingsIpV6AddressSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x8a1c1b), x::Name(0xbb9c0b), 449, 5), // CustomizationIdentification: DynamicData
+        x::TypeEntry::structure(x::Name(0x8a381d), x::Name(0xbb9c0b), 454, 0), // CustomizationIdentitySettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x8a5618), x::Name(0xbb9c0b), 454, 0), // CustomizationIpGenerator: DynamicData
+        x::TypeEntry::structure(x::Name(0x8a6f1a), x::Name(0xbb9c0b), 454, 0), // CustomizationIpV6Generator: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x8a8a1c), 29, 2), // CustomizationLicenseDataMode
+        x::TypeEntry::structure(x::Name(0x8aa721), x::Name(0xbb9c0b), 454, 2), // CustomizationLicenseFilePrintData: DynamicData
+        x::TypeEntry::structure(x::Name(0x8ac91a), x::Name(0x8a381d), 456, 0), // CustomizationLinuxFlexPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8ae420), x::Name(0x890413), 456, 0), // CustomizationLinuxIdentityFailed: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x8b0519), x::Name(0x8b8114), 456, 0), // CustomizationLinuxOptions: CustomizationOptions
+        x::TypeEntry::structure(x::Name(0x8b1f16), x::Name(0x8a381d), 456, 9), // CustomizationLinuxPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8b3611), x::Name(0xbb9c0b), 465, 0), // CustomizationName: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x8b4818), 31, 3), // CustomizationNetBIOSMode
+        x::TypeEntry::structure(x::Name(0x8b611f), x::Name(0x890413), 465, 0), // CustomizationNetworkSetupFailed: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x8b8114), x::Name(0xbb9c0b), 465, 0), // CustomizationOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x8b9615), x::Name(0xbb9c0b), 465, 2), // CustomizationPassword: DynamicData
+        x::TypeEntry::structure(x::Name(0x8bac14), x::Name(0x893612), 467, 0), // CustomizationPending: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x8bc117), x::Name(0x8b3611), 467, 1), // CustomizationPrefixName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x8bd911), x::Name(0xbb9c0b), 468, 5), // CustomizationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x8beb15), x::Name(0xbb9c0b), 473, 5), // CustomizationSpecInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x8c0115), x::Name(0xbb9c0b), 478, 2), // CustomizationSpecItem: DynamicData
+        x::TypeEntry::structure(x::Name(0x8c1725), x::Name::NONE, 480, 2), // CustomizationSpecItemToXmlRequestType
+        x::TypeEntry::structure(x::Name(0x8c3d19), x::Name(0x88f112), 482, 0), // CustomizationStartedEvent: CustomizationEvent
+        x::TypeEntry::structure(x::Name(0x8c5723), x::Name(0x8a6f1a), 482, 0), // CustomizationStatelessIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x8c7b16), x::Name(0x88f112), 482, 0), // CustomizationSucceeded: CustomizationEvent
+        x::TypeEntry::structure(x::Name(0x8c9214), x::Name(0x8a381d), 482, 8), // CustomizationSysprep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8ca71a), x::Name(0x890413), 490, 2), // CustomizationSysprepFailed: CustomizationFailed
+        x::TypeEntry::enumeration(x::Name(0x8cc220), 34, 3), // CustomizationSysprepRebootOption
+        x::TypeEntry::structure(x::Name(0x8ce318), x::Name(0x8a381d), 492, 1), // CustomizationSysprepText: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8cfc1b), x::Name(0x890413), 493, 0), // CustomizationUnknownFailure: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x8d181f), x::Name(0x8a5618), 493, 0), // CustomizationUnknownIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x8d3821), x::Name(0x8a6f1a), 493, 0), // CustomizationUnknownIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x8d5a18), x::Name(0x8b3611), 493, 0), // CustomizationUnknownName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x8d7315), x::Name(0xbb9c0b), 493, 4), // CustomizationUserData: DynamicData
+        x::TypeEntry::structure(x::Name(0x8d891f), x::Name(0x8b3611), 497, 0), // CustomizationVirtualMachineName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x8da917), x::Name(0x8b8114), 497, 3), // CustomizationWinOptions: CustomizationOptions
+        x::TypeEntry::structure(x::Name(0x8dc11c), x::Name(0x8a381d), 500, 0), // CustomizationWindowsFlexPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x8dde19), x::Name::NONE, 500, 5), // CustomizeGuestRequestType
+        x::TypeEntry::structure(x::Name(0x8df816), x::Name::NONE, 505, 2), // CustomizeVMRequestType
     ],
     decoders: &[
+        Some(x::decode_boxed::<ComplianceResult>),
+        Some(x::decode_boxed::<ComplianceResultStatus>),
+        None, // CompositeHostProfileRequestType
+        Some(x::decode_boxed::<CompositePolicyOption>),
+        None, // ComputeDiskPartitionInfoForResizeRequestType
+        None, // ComputeDiskPartitionInfoRequestType
+        Some(x::decode_boxed::<ComputeResourceConfigInfo>),
+        Some(x::decode_boxed::<ComputeResourceConfigSpec>),
         Some(x::decode_boxed::<ComputeResourceEventArgument>),
         Some(x::decode_boxed::<ComputeResourceHostSPBMLicenseInfo>),
         Some(x::decode_boxed::<ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState>),
+        Some(x::decode_boxed::<ComputeResourceHostSeedSpec>),
+        Some(x::decode_boxed::<ComputeResourceHostSeedSpecSingleHostSpec>),
+        Some(x::decode_boxed::<ComputeResourceNetworkBootMode>),
         Some(x::decode_boxed::<ComputeResourceSummary>),
         Some(x::decode_boxed::<ConcurrentAccess>),
         Some(x::decode_boxed::<ConfigSpecOperation>),
@@ -220,6 +254,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // CreateClusterRequestType
         None, // CreateCollectorForEventsRequestType
         None, // CreateCollectorForTasksRequestType
+        None, // CreateCollectorWithInfoFilterForTasksRequestType
         None, // CreateContainerViewRequestType
         None, // CreateCustomizationSpecRequestType
         None, // CreateDVPortgroupRequestType
@@ -273,11 +308,19 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<CryptoKeyResult>),
         None, // CryptoManagerHostDisableRequestType
         None, // CryptoManagerHostEnableRequestType
+        Some(x::decode_boxed::<CryptoManagerHostKeyManagementType>),
+        Some(x::decode_boxed::<CryptoManagerHostKeyStatus>),
         None, // CryptoManagerHostPrepareRequestType
+        Some(x::decode_boxed::<CryptoManagerKmipCertSignRequest>),
         Some(x::decode_boxed::<CryptoManagerKmipCertificateInfo>),
         Some(x::decode_boxed::<CryptoManagerKmipClusterStatus>),
         Some(x::decode_boxed::<CryptoManagerKmipCryptoKeyStatus>),
+        Some(x::decode_boxed::<CryptoManagerKmipCryptoKeyStatusKeyInfo>),
         Some(x::decode_boxed::<CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason>),
+        Some(x::decode_boxed::<CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo>),
+        Some(x::decode_boxed::<CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo>),
+        Some(x::decode_boxed::<CryptoManagerKmipCustomAttributeSpec>),
+        Some(x::decode_boxed::<CryptoManagerKmipGenerateKeySpec>),
         Some(x::decode_boxed::<CryptoManagerKmipServerCertInfo>),
         Some(x::decode_boxed::<CryptoManagerKmipServerStatus>),
         Some(x::decode_boxed::<CryptoSpec>),
@@ -306,6 +349,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<CustomizationCustomName>),
         Some(x::decode_boxed::<CustomizationDhcpIpGenerator>),
         Some(x::decode_boxed::<CustomizationDhcpIpV6Generator>),
+        Some(x::decode_boxed::<CustomizationDisableIpV4>),
         Some(x::decode_boxed::<CustomizationEvent>),
         Some(x::decode_boxed::<CustomizationFailed>),
         Some(x::decode_boxed::<CustomizationFailedReasonCode>),
@@ -324,6 +368,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<CustomizationIpV6Generator>),
         Some(x::decode_boxed::<CustomizationLicenseDataMode>),
         Some(x::decode_boxed::<CustomizationLicenseFilePrintData>),
+        Some(x::decode_boxed::<CustomizationLinuxFlexPrep>),
         Some(x::decode_boxed::<CustomizationLinuxIdentityFailed>),
         Some(x::decode_boxed::<CustomizationLinuxOptions>),
         Some(x::decode_boxed::<CustomizationLinuxPrep>),
@@ -352,466 +397,556 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<CustomizationUserData>),
         Some(x::decode_boxed::<CustomizationVirtualMachineName>),
         Some(x::decode_boxed::<CustomizationWinOptions>),
+        Some(x::decode_boxed::<CustomizationWindowsFlexPrep>),
         None, // CustomizeGuestRequestType
         None, // CustomizeVMRequestType
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x21ff60f), x::Name(0x1258216)), // computeResource: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x281bb0c), x::Name(0x719136)), // licenseState: ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState
-        x::FieldEntry::required(x::Name(0x2fd5a08), x::Name(0x2729103)), // totalCpu: int
-        x::FieldEntry::required(x::Name(0x2fdc90b), x::Name(0x2857004)), // totalMemory: long
-        x::FieldEntry::required(x::Name(0x2a2750b), x::Name(0x2dfd105)), // numCpuCores: short
-        x::FieldEntry::required(x::Name(0x2a2bf0d), x::Name(0x2dfd105)), // numCpuThreads: short
-        x::FieldEntry::required(x::Name(0x246210c), x::Name(0x2729103)), // effectiveCpu: int
-        x::FieldEntry::required(x::Name(0x2462e0f), x::Name(0x2857004)), // effectiveMemory: long
-        x::FieldEntry::required(x::Name(0x2a33908), x::Name(0x2729103)), // numHosts: int
-        x::FieldEntry::required(x::Name(0x2a2fe11), x::Name(0x2729103)), // numEffectiveHosts: int
-        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x2a2d607), x::Name(0x2729103)), // numCpus: int
-        x::FieldEntry::required(x::Name(0x2a2750b), x::Name(0x2729103)), // numCpuCores: int
-        x::FieldEntry::required(x::Name(0x2a3fc0c), x::Name(0x2729103)), // numNumaNodes: int
-        x::FieldEntry::optional(x::Name(0x289270e), x::Name(0x2729103)), // maxCpusPerHost: int
-        x::FieldEntry::optional(x::Name(0x2e24e0a), x::Name(0x212d207)), // smcPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x22edf09), x::Name(0x1c7c81b)), // datastore: VirtualMachineDatastoreInfo
-        x::FieldEntry::repeated(x::Name(0x2992207), x::Name(0x1d0b019)), // network: VirtualMachineNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x2ab400d), x::Name(0x13a6f17)), // opaqueNetwork: OpaqueNetworkTargetInfo
-        x::FieldEntry::repeated(x::Name(0x240f81b), x::Name(0x99571f)), // distributedVirtualPortgroup: DistributedVirtualPortgroupInfo
-        x::FieldEntry::repeated(x::Name(0x2411418), x::Name(0x9c4c1c)), // distributedVirtualSwitch: DistributedVirtualSwitchInfo
-        x::FieldEntry::repeated(x::Name(0x216fa05), x::Name(0x1c54217)), // cdRom: VirtualMachineCdromInfo
-        x::FieldEntry::repeated(x::Name(0x2dbcd06), x::Name(0x1d44918)), // serial: VirtualMachineSerialInfo
-        x::FieldEntry::repeated(x::Name(0x2b21b08), x::Name(0x1d0ea1a)), // parallel: VirtualMachineParallelInfo
-        x::FieldEntry::repeated(x::Name(0x2e4ee05), x::Name(0x1d4e817)), // sound: VirtualMachineSoundInfo
-        x::FieldEntry::repeated(x::Name(0x306c603), x::Name(0x1d6da15)), // usb: VirtualMachineUsbInfo
-        x::FieldEntry::repeated(x::Name(0x2581506), x::Name(0x1cc9b18)), // floppy: VirtualMachineFloppyInfo
-        x::FieldEntry::repeated(x::Name(0x2807a11), x::Name(0x1ce8a25)), // legacyNetworkInfo: VirtualMachineLegacyNetworkSwitchInfo
-        x::FieldEntry::repeated(x::Name(0x2d9190f), x::Name(0x1d40521)), // scsiPassthrough: VirtualMachineScsiPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x2d8d608), x::Name(0x1d3e420)), // scsiDisk: VirtualMachineScsiDiskDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x26cc207), x::Name(0x1cde51f)), // ideDisk: VirtualMachineIdeDiskDeviceInfo
-        x::FieldEntry::required(x::Name(0x289dd13), x::Name(0x2729103)), // maxMemMBOptimalPerf: int
-        x::FieldEntry::optional(x::Name(0x2f28b11), x::Name(0x2729103)), // supportedMaxMemMB: int
-        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1743717)), // resourcePool: ResourcePoolRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x20e0d0b), x::Name(0x212d207)), // autoVmotion: boolean
-        x::FieldEntry::repeated(x::Name(0x2b4860e), x::Name(0x1d10520)), // pciPassthrough: VirtualMachinePciPassthroughInfo
-        x::FieldEntry::repeated(x::Name(0x2e97605), x::Name(0x1d52217)), // sriov: VirtualMachineSriovInfo
-        x::FieldEntry::repeated(x::Name(0x30a810c), x::Name(0x1d7271e)), // vFlashModule: VirtualMachineVFlashModuleInfo
-        x::FieldEntry::repeated(x::Name(0x2df1e19), x::Name(0x1d12629)), // sharedGpuPassthroughTypes: VirtualMachinePciSharedGpuPassthroughInfo
-        x::FieldEntry::optional(x::Name(0x20ee726), x::Name(0x2857004)), // availablePersistentMemoryReservationMB: long
-        x::FieldEntry::repeated(x::Name(0x2456f12), x::Name(0x1c9f824)), // dynamicPassthrough: VirtualMachineDynamicPassthroughInfo
-        x::FieldEntry::optional(x::Name(0x2dea50d), x::Name(0x1d4961b)), // sgxTargetInfo: VirtualMachineSgxTargetInfo
-        x::FieldEntry::repeated(x::Name(0x2be5d12), x::Name(0x1d1a220)), // precisionClockInfo: VirtualMachinePrecisionClockInfo
-        x::FieldEntry::optional(x::Name(0x2de6c0c), x::Name(0x212d207)), // sevSupported: boolean
-        x::FieldEntry::repeated(x::Name(0x30e300e), x::Name(0x1d8831c)), // vgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
-        x::FieldEntry::repeated(x::Name(0x30e3f0f), x::Name(0x1d8a01d)), // vgpuProfileInfo: VirtualMachineVgpuProfileInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x18e3d15)), // spec: StorageIORMConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24dd90a), x::Name(0x2f00106)), // evcModeKey: string
-        x::FieldEntry::optional(x::Name(0x24dbe12), x::Name(0x2f00106)), // evcGraphicsModeKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21d000b), x::Name(0x621923)), // clusterSpec: ClusterComputeResourceHCIConfigSpec
-        x::FieldEntry::repeated(x::Name(0x267420a), x::Name(0x62642c)), // hostInputs: ClusterComputeResourceHostConfigurationInput
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xca751a)), // spec: HostCacheConfigurationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x281ad0d), x::Name(0x11fca0d)), // licenseSource: LicenseSource
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x18b9914)), // spec: StorageDrsConfigSpec
-        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x212d207)), // modify: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::repeated(x::Name(0x2205a10), x::Name(0x736f1e)), // configInConflict: ConflictingConfigurationConfig
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3200c), x::Name(0x2f00106)), // propertyPath: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x222a80b), x::Name(0xeaf513)), // connectSpec: HostNvmeConnectSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x222a80b), x::Name(0xeaf513)), // connectSpec: HostNvmeConnectSpec
-        x::FieldEntry::required(x::Name(0x2170f05), x::Name(0x1b5240c)), // cdrom: VirtualCdrom
-        x::FieldEntry::required(x::Name(0x2560e08), x::Name(0x2f00106)), // filename: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x296eb0c), x::Name(0x2f00106)), // namespaceUrl: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e5ed0a), x::Name(0x2f00106)), // sourceName: string
-        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x1258216)), // sourceDatacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2380c0f), x::Name(0x2f00106)), // destinationName: string
-        x::FieldEntry::optional(x::Name(0x237bf15), x::Name(0x1258216)), // destinationDatacenter: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e5ed0a), x::Name(0x2f00106)), // sourceName: string
-        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x1258216)), // sourceDatacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
-        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x1258216)), // destDatacenter: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2374b08), x::Name(0x1be1e0f)), // destSpec: VirtualDiskSpec
-        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x2729103)), // level: int
-        x::FieldEntry::required(x::Name(0x2cb230c), x::Name(0x2f00106)), // registerName: string
-        x::FieldEntry::optional(x::Name(0x2cb160c), x::Name(0x2f00106)), // registerBits: string
-        x::FieldEntry::optional(x::Name(0x236710b), x::Name(0x2f00106)), // desiredBits: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e9e404), x::Name(0x212d207)), // sse3: boolean
-        x::FieldEntry::optional(x::Name(0x2b4d909), x::Name(0x212d207)), // pclmulqdq: boolean
-        x::FieldEntry::required(x::Name(0x2ea5a05), x::Name(0x212d207)), // ssse3: boolean
-        x::FieldEntry::required(x::Name(0x2e9e905), x::Name(0x212d207)), // sse41: boolean
-        x::FieldEntry::required(x::Name(0x2e9ef05), x::Name(0x212d207)), // sse42: boolean
-        x::FieldEntry::optional(x::Name(0x2042003), x::Name(0x212d207)), // aes: boolean
-        x::FieldEntry::required(x::Name(0x2ad9905), x::Name(0x212d207)), // other: boolean
-        x::FieldEntry::required(x::Name(0x2aec109), x::Name(0x212d207)), // otherOnly: boolean
-        x::FieldEntry::required(x::Name(0x2a8f102), x::Name(0x212d207)), // nx: boolean
-        x::FieldEntry::required(x::Name(0x2550105), x::Name(0x212d207)), // ffxsr: boolean
-        x::FieldEntry::required(x::Name(0x2c70e06), x::Name(0x212d207)), // rdtscp: boolean
-        x::FieldEntry::required(x::Name(0x2833402), x::Name(0x212d207)), // lm: boolean
-        x::FieldEntry::required(x::Name(0x2ad9905), x::Name(0x212d207)), // other: boolean
-        x::FieldEntry::required(x::Name(0x2aec109), x::Name(0x212d207)), // otherOnly: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x77409)), // spec: AlarmSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1c66718)), // config: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x63fd13)), // spec: ClusterConfigSpecEx
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x63eb11)), // spec: ClusterConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2563706), x::Name(0xb0d80f)), // filter: EventFilterSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2563706), x::Name(0x191830e)), // filter: TaskFilterSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2246c09), x::Name(0x1258216)), // container: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2ca3809), x::Name(0x212d207)), // recursive: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27cc204), x::Name(0x823d15)), // item: CustomizationSpecItem
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x852015)), // spec: DVPortgroupConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x86480d)), // spec: DVSCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c24b0b), x::Name(0x2f00106)), // profileType: string
-        x::FieldEntry::optional(x::Name(0x2c2570f), x::Name(0x2f00106)), // profileTypeName: string
-        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2170003), x::Name(0x13d5319)), // cdp: OvfCreateDescriptorParams
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd2ea21)), // spec: HostDiagnosticPartitionCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x240520b), x::Name(0x2f00106)), // displayName: string
-        x::FieldEntry::optional(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
-        x::FieldEntry::optional(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fd2e0e)), // spec: VslmCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x150c512)), // spec: PropertyFilterSpec
-        x::FieldEntry::required(x::Name(0x2b2d50e), x::Name(0x212d207)), // partialUpdates: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0xc8230f)), // group: HostAccountSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b00c0d), x::Name(0x2f00106)), // ovfDescriptor: string
-        x::FieldEntry::required(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21b0a04), x::Name(0x13d8719)), // cisp: OvfCreateImportSpecParams
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ba8004), x::Name(0x118a506)), // pool: IpPool
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30eb204), x::Name(0x1258216)), // view: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xe75511)), // spec: HostNasVolumeSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x1388419)), // createSpec: NvdimmNamespaceCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x139831d)), // createSpec: NvdimmPMemNamespaceCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c6fa0e), x::Name(0x2f00106)), // rdmaDeviceName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x17eb111)), // spec: ScheduledTaskSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x273850a), x::Name(0x1462e0c)), // intervalId: PerfInterval
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x14d6211)), // createSpec: ProfileCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x27be80a), x::Name(0x212d207)), // isVolatile: boolean
-        x::FieldEntry::optional(x::Name(0x21b2309), x::Name(0x2f00106)), // classType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1731512)), // spec: ResourceConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x17eb111)), // spec: ScheduledTaskSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xb63b18)), // spec: FaultToleranceConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x28db106), x::Name(0x212d207)), // memory: boolean
-        x::FieldEntry::optional(x::Name(0x2c62d0b), x::Name(0x1cd7a1e)), // quiesceSpec: VirtualMachineGuestQuiesceSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x28db106), x::Name(0x212d207)), // memory: boolean
-        x::FieldEntry::required(x::Name(0x2c60107), x::Name(0x212d207)), // quiesce: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xda9111)), // spec: HostHbaCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2f9790a), x::Name(0x2f00106)), // taskTypeId: string
-        x::FieldEntry::required(x::Name(0x215ce0a), x::Name(0x212d207)), // cancelable: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f9790a), x::Name(0x2f00106)), // taskTypeId: string
-        x::FieldEntry::optional(x::Name(0x2714e0b), x::Name(0x2f00106)), // initiatedBy: string
-        x::FieldEntry::required(x::Name(0x215ce0a), x::Name(0x212d207)), // cancelable: boolean
-        x::FieldEntry::optional(x::Name(0x2b2b00d), x::Name(0x2f00106)), // parentTaskKey: string
-        x::FieldEntry::optional(x::Name(0x201ca0c), x::Name(0x2f00106)), // activationId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2beab06), x::Name(0x2f00106)), // prefix: string
-        x::FieldEntry::required(x::Name(0x2f0eb06), x::Name(0x2f00106)), // suffix: string
-        x::FieldEntry::optional(x::Name(0x23c130d), x::Name(0x2f00106)), // directoryPath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2beab06), x::Name(0x2f00106)), // prefix: string
-        x::FieldEntry::required(x::Name(0x2f0eb06), x::Name(0x2f00106)), // suffix: string
-        x::FieldEntry::optional(x::Name(0x23c130d), x::Name(0x2f00106)), // directoryPath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x307be04), x::Name(0xc8230f)), // user: HostAccountSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2d00207), x::Name(0x1731512)), // resSpec: ResourceConfigSpec
-        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x1a8be0e)), // configSpec: VAppConfigSpec
-        x::FieldEntry::optional(x::Name(0x3153a08), x::Name(0x1258216)), // vmFolder: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1c66718)), // config: VirtualMachineConfigSpec
-        x::FieldEntry::required(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1be1e0f)), // spec: VirtualDiskSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1f50317)), // spec: VmfsDatastoreCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd14224)), // spec: HostDatastoreSystemVvolDatastoreSpec
-        x::FieldEntry::required(x::Name(0x27d8705), x::Name(0x2f00106)), // keyId: string
-        x::FieldEntry::optional(x::Name(0x2c3770a), x::Name(0x11b5f0d)), // providerId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2051d09), x::Name(0x2f00106)), // algorithm: string
-        x::FieldEntry::required(x::Name(0x27d5807), x::Name(0x2f00106)), // keyData: string
-        x::FieldEntry::required(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2f0e307), x::Name(0x212d207)), // success: boolean
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x270aa0a), x::Name(0x7b890e)), // initialKey: CryptoKeyPlain
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f04e07), x::Name(0x2f00106)), // subject: string
-        x::FieldEntry::required(x::Name(0x27cb406), x::Name(0x2f00106)), // issuer: string
-        x::FieldEntry::required(x::Name(0x2dbd40c), x::Name(0x2f00106)), // serialNumber: string
-        x::FieldEntry::required(x::Name(0x29fd109), x::Name(0x2308208)), // notBefore: dateTime
-        x::FieldEntry::required(x::Name(0x29f9a08), x::Name(0x2308208)), // notAfter: dateTime
-        x::FieldEntry::required(x::Name(0x257010b), x::Name(0x2f00106)), // fingerprint: string
-        x::FieldEntry::required(x::Name(0x219f409), x::Name(0x2308208)), // checkTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2da1b11), x::Name(0x2729103)), // secondsSinceValid: int
-        x::FieldEntry::optional(x::Name(0x2da0713), x::Name(0x2729103)), // secondsBeforeExpire: int
-        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::optional(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x287920e), x::Name(0x2f00106)), // managementType: string
-        x::FieldEntry::repeated(x::Name(0x2dc6c07), x::Name(0x7cc91d)), // servers: CryptoManagerKmipServerStatus
-        x::FieldEntry::optional(x::Name(0x21b420e), x::Name(0x7c1320)), // clientCertInfo: CryptoManagerKmipCertificateInfo
-        x::FieldEntry::required(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x27d4b0c), x::Name(0x212d207)), // keyAvailable: boolean
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::repeated(x::Name(0x2489f0c), x::Name(0x1258216)), // encryptedVMs: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x204240d), x::Name(0x1258216)), // affectedHosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2cae510), x::Name(0x2f00106)), // referencedByTags: string
-        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
-        x::FieldEntry::optional(x::Name(0x2179608), x::Name(0x7c1320)), // certInfo: CryptoManagerKmipCertificateInfo
-        x::FieldEntry::optional(x::Name(0x21b6311), x::Name(0x212d207)), // clientTrustServer: boolean
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x2235e10), x::Name(0x2f00106)), // connectionStatus: string
-        x::FieldEntry::optional(x::Name(0x2179608), x::Name(0x7c1320)), // certInfo: CryptoManagerKmipCertificateInfo
-        x::FieldEntry::optional(x::Name(0x21b6311), x::Name(0x212d207)), // clientTrustServer: boolean
-        x::FieldEntry::optional(x::Name(0x2dc5211), x::Name(0x212d207)), // serverTrustClient: boolean
-        x::FieldEntry::required(x::Name(0x29c5808), x::Name(0x7b7d0b)), // newKeyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2296c0b), x::Name(0x7b7d0b)), // cryptoKeyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2296c0b), x::Name(0x7b7d0b)), // cryptoKeyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x29c5808), x::Name(0x7b7d0b)), // newKeyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2874411), x::Name(0x2f00106)), // managedObjectType: string
-        x::FieldEntry::optional(x::Name(0x2552312), x::Name(0x14c8612)), // fieldDefPrivileges: PrivilegePolicyDef
-        x::FieldEntry::optional(x::Name(0x2553617), x::Name(0x14c8612)), // fieldInstancePrivileges: PrivilegePolicyDef
-        x::FieldEntry::required(x::Name(0x2554e08), x::Name(0x2729103)), // fieldKey: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2554e08), x::Name(0x2729103)), // fieldKey: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::optional(x::Name(0x2bfa209), x::Name(0x2f00106)), // prevState: string
-        x::FieldEntry::optional(x::Name(0x2862d0a), x::Name(0x2f00106)), // macAddress: string
-        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x803417)), // adapter: CustomizationIPSettings
-        x::FieldEntry::required(x::Name(0x2905408), x::Name(0x2f00106)), // metadata: string
-        x::FieldEntry::optional(x::Name(0x3092d08), x::Name(0x2f00106)), // userdata: string
-        x::FieldEntry::optional(x::Name(0x2097908), x::Name(0x2f00106)), // argument: string
-        x::FieldEntry::optional(x::Name(0x2097908), x::Name(0x2f00106)), // argument: string
-        x::FieldEntry::optional(x::Name(0x2097908), x::Name(0x2f00106)), // argument: string
-        x::FieldEntry::optional(x::Name(0x284ff0b), x::Name(0x2f00106)), // logLocation: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2f0800a), x::Name(0x2729103)), // subnetMask: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x241b80d), x::Name(0x2f00106)), // dnsSuffixList: string
-        x::FieldEntry::repeated(x::Name(0x241aa0d), x::Name(0x2f00106)), // dnsServerList: string
-        x::FieldEntry::repeated(x::Name(0x21dbd0b), x::Name(0x2f00106)), // commandList: string
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x81d215)), // password: CustomizationPassword
-        x::FieldEntry::required(x::Name(0x2fb2508), x::Name(0x2729103)), // timeZone: int
-        x::FieldEntry::required(x::Name(0x20d8609), x::Name(0x212d207)), // autoLogon: boolean
-        x::FieldEntry::required(x::Name(0x20d900e), x::Name(0x2729103)), // autoLogonCount: int
-        x::FieldEntry::required(x::Name(0x2763902), x::Name(0x80ad18)), // ip: CustomizationIpGenerator
-        x::FieldEntry::optional(x::Name(0x2f0800a), x::Name(0x2f00106)), // subnetMask: string
-        x::FieldEntry::repeated(x::Name(0x25bd607), x::Name(0x2f00106)), // gateway: string
-        x::FieldEntry::optional(x::Name(0x2781f08), x::Name(0x804c26)), // ipV6Spec: CustomizationIPSettingsIpV6AddressSpec
-        x::FieldEntry::repeated(x::Name(0x241aa0d), x::Name(0x2f00106)), // dnsServerList: string
-        x::FieldEntry::optional(x::Name(0x2416709), x::Name(0x2f00106)), // dnsDomain: string
-        x::FieldEntry::optional(x::Name(0x2c0200b), x::Name(0x2f00106)), // primaryWINS: string
-        x::FieldEntry::optional(x::Name(0x2d9f90d), x::Name(0x2f00106)), // secondaryWINS: string
-        x::FieldEntry::optional(x::Name(0x2980d07), x::Name(0x818418)), // netBIOS: CustomizationNetBIOSMode
-        x::FieldEntry::repeated(x::Name(0x2763902), x::Name(0x80c61a)), // ip: CustomizationIpV6Generator
-        x::FieldEntry::repeated(x::Name(0x25bd607), x::Name(0x2f00106)), // gateway: string
-        x::FieldEntry::optional(x::Name(0x27cd20d), x::Name(0x2f00106)), // joinWorkgroup: string
-        x::FieldEntry::optional(x::Name(0x27cc70a), x::Name(0x2f00106)), // joinDomain: string
-        x::FieldEntry::optional(x::Name(0x241f80b), x::Name(0x2f00106)), // domainAdmin: string
-        x::FieldEntry::optional(x::Name(0x2420413), x::Name(0x81d215)), // domainAdminPassword: CustomizationPassword
-        x::FieldEntry::required(x::Name(0x20d9f08), x::Name(0x80e11c)), // autoMode: CustomizationLicenseDataMode
-        x::FieldEntry::optional(x::Name(0x20e0309), x::Name(0x2729103)), // autoUsers: int
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x817211)), // hostName: CustomizationName
-        x::FieldEntry::required(x::Name(0x241f106), x::Name(0x2f00106)), // domain: string
-        x::FieldEntry::optional(x::Name(0x2fb2508), x::Name(0x2f00106)), // timeZone: string
-        x::FieldEntry::optional(x::Name(0x26bd80a), x::Name(0x212d207)), // hwClockUTC: boolean
-        x::FieldEntry::optional(x::Name(0x2d8a90a), x::Name(0x2f00106)), // scriptText: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2b92a09), x::Name(0x212d207)), // plainText: boolean
-        x::FieldEntry::required(x::Name(0x210f204), x::Name(0x2f00106)), // base: string
-        x::FieldEntry::optional(x::Name(0x2aca707), x::Name(0x81bd14)), // options: CustomizationOptions
-        x::FieldEntry::required(x::Name(0x26cf808), x::Name(0x808f1d)), // identity: CustomizationIdentitySettings
-        x::FieldEntry::required(x::Name(0x25cc910), x::Name(0x7fe31d)), // globalIPSettings: CustomizationGlobalIPSettings
-        x::FieldEntry::repeated(x::Name(0x29de10d), x::Name(0x7e5e1b)), // nicSettingMap: CustomizationAdapterMapping
-        x::FieldEntry::repeated(x::Name(0x2496f0d), x::Name(0x2146004)), // encryptionKey: byte
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2189c0d), x::Name(0x2f00106)), // changeVersion: string
-        x::FieldEntry::optional(x::Name(0x27f6c0e), x::Name(0x2308208)), // lastUpdateTime: dateTime
-        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x822715)), // info: CustomizationSpecInfo
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x821511)), // spec: CustomizationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27cc204), x::Name(0x823d15)), // item: CustomizationSpecItem
-        x::FieldEntry::required(x::Name(0x261800d), x::Name(0x80191a)), // guiUnattended: CustomizationGuiUnattended
-        x::FieldEntry::required(x::Name(0x3080108), x::Name(0x83af15)), // userData: CustomizationUserData
-        x::FieldEntry::optional(x::Name(0x261750a), x::Name(0x800117)), // guiRunOnce: CustomizationGuiRunOnce
-        x::FieldEntry::required(x::Name(0x26cca0e), x::Name(0x80731b)), // identification: CustomizationIdentification
-        x::FieldEntry::optional(x::Name(0x2811414), x::Name(0x80fe21)), // licenseFilePrintData: CustomizationLicenseFilePrintData
-        x::FieldEntry::required(x::Name(0x2f6f50e), x::Name(0x2f00106)), // sysprepVersion: string
-        x::FieldEntry::required(x::Name(0x2f7de0d), x::Name(0x2f00106)), // systemVersion: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
-        x::FieldEntry::required(x::Name(0x2ad7107), x::Name(0x2f00106)), // orgName: string
-        x::FieldEntry::required(x::Name(0x220150c), x::Name(0x817211)), // computerName: CustomizationName
-        x::FieldEntry::required(x::Name(0x2c15009), x::Name(0x2f00106)), // productId: string
-        x::FieldEntry::required(x::Name(0x2185009), x::Name(0x212d207)), // changeSID: boolean
-        x::FieldEntry::required(x::Name(0x234b20e), x::Name(0x212d207)), // deleteAccounts: boolean
-        x::FieldEntry::optional(x::Name(0x2c79406), x::Name(0x82fe20)), // reboot: CustomizationSysprepRebootOption
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x821511)), // spec: CustomizationSpec
-        x::FieldEntry::repeated(x::Name(0x220850c), x::Name(0x13b310b)), // configParams: OptionValue
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x821511)), // spec: CustomizationSpec
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24d9210), x::Name(0x3344606)), // complianceStatus: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x247d109), x::Name(0x2607608)), // checkTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x77af11)), // failure: ComplianceFailure
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0x13ff016)), // targets: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0xdc2c10)), // toBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3418510), x::Name(0xdc2c10)), // toBeReplacedWith: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x27ac116), x::Name(0xdc2c10)), // enableStatusToBeCopied: HostApplyProfile
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x166ae0c)), // option: PolicyOption
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x10f8d15)), // partition: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x23fd30a), x::Name(0xe8b51b)), // blockRange: HostDiskPartitionBlockRange
+        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
+        x::FieldEntry::required(x::Name(0x362040f), x::Name(0x3344606)), // vmSwapPlacement: string
+        x::FieldEntry::optional(x::Name(0x32b4b0b), x::Name(0x2405e07)), // spbmEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x362040f), x::Name(0x3344606)), // vmSwapPlacement: string
+        x::FieldEntry::optional(x::Name(0x32b4b0b), x::Name(0x2405e07)), // spbmEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2633719), x::Name(0x3344606)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2672613), x::Name(0x9d1e13)), // desiredSoftwareSpec: DesiredSoftwareSpec
+        x::FieldEntry::optional(x::Name(0x2c64e19), x::Name(0x3344606)), // maximumHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x27a5e13), x::Name(0x2405e07)), // enableConfigManager: boolean
+        x::FieldEntry::optional(x::Name(0x29f4d0c), x::Name(0x79801b)), // hostSeedSpec: ComputeResourceHostSeedSpec
+        x::FieldEntry::optional(x::Name(0x3273e0e), x::Name(0x3344606)), // softwareSpecId: string
+        x::FieldEntry::optional(x::Name(0x2d4970f), x::Name(0x3344606)), // networkBootMode: string
+        x::FieldEntry::required(x::Name(0x24e790f), x::Name(0x13ff016)), // computeResource: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba2d0c), x::Name(0x794936)), // licenseState: ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState
+        x::FieldEntry::required(x::Name(0x323180e), x::Name(0x799c29)), // singleHostSpec: ComputeResourceHostSeedSpecSingleHostSpec
+        x::FieldEntry::optional(x::Name(0x2d79d0e), x::Name(0xe28f0f)), // newHostCnxSpec: HostConnectSpec
+        x::FieldEntry::optional(x::Name(0x282830c), x::Name(0x13ff016)), // existingHost: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3433908), x::Name(0x2a94603)), // totalCpu: int
+        x::FieldEntry::required(x::Name(0x343a80b), x::Name(0x2be5304)), // totalMemory: long
+        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x279020c), x::Name(0x2a94603)), // effectiveCpu: int
+        x::FieldEntry::required(x::Name(0x2790f0f), x::Name(0x2be5304)), // effectiveMemory: long
+        x::FieldEntry::required(x::Name(0x2df5908), x::Name(0x2a94603)), // numHosts: int
+        x::FieldEntry::required(x::Name(0x2df1e11), x::Name(0x2a94603)), // numEffectiveHosts: int
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2dee607), x::Name(0x2a94603)), // numCpus: int
+        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x2a94603)), // numCpuCores: int
+        x::FieldEntry::required(x::Name(0x2e0280c), x::Name(0x2a94603)), // numNumaNodes: int
+        x::FieldEntry::optional(x::Name(0x2c2330e), x::Name(0x2a94603)), // maxCpusPerHost: int
+        x::FieldEntry::optional(x::Name(0x3253e0a), x::Name(0x2405e07)), // smcPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x1ee1c1b)), // datastore: VirtualMachineDatastoreInfo
+        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0x1f75f19)), // network: VirtualMachineNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x2e8400d), x::Name(0x155a117)), // opaqueNetwork: OpaqueNetworkTargetInfo
+        x::FieldEntry::repeated(x::Name(0x273101b), x::Name(0xa9331f)), // distributedVirtualPortgroup: DistributedVirtualPortgroupInfo
+        x::FieldEntry::repeated(x::Name(0x2732c18), x::Name(0xad241c)), // distributedVirtualSwitch: DistributedVirtualSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x335220a), x::Name(0x1b1620a)), // subnetInfo: SubnetInfo
+        x::FieldEntry::repeated(x::Name(0x244ab05), x::Name(0x1eb2517)), // cdRom: VirtualMachineCdromInfo
+        x::FieldEntry::repeated(x::Name(0x31de406), x::Name(0x1faf818)), // serial: VirtualMachineSerialInfo
+        x::FieldEntry::repeated(x::Name(0x2efae08), x::Name(0x1f7991a)), // parallel: VirtualMachineParallelInfo
+        x::FieldEntry::repeated(x::Name(0x3281305), x::Name(0x1fb9717)), // sound: VirtualMachineSoundInfo
+        x::FieldEntry::repeated(x::Name(0x34dce03), x::Name(0x1fd8915)), // usb: VirtualMachineUsbInfo
+        x::FieldEntry::repeated(x::Name(0x28c9706), x::Name(0x1f30a18)), // floppy: VirtualMachineFloppyInfo
+        x::FieldEntry::repeated(x::Name(0x2b8ec11), x::Name(0x1f53925)), // legacyNetworkInfo: VirtualMachineLegacyNetworkSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x31af40f), x::Name(0x1fab421)), // scsiPassthrough: VirtualMachineScsiPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x31ab108), x::Name(0x1fa9320)), // scsiDisk: VirtualMachineScsiDiskDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x2a30407), x::Name(0x1f4941f)), // ideDisk: VirtualMachineIdeDiskDeviceInfo
+        x::FieldEntry::required(x::Name(0x2c2e913), x::Name(0x2a94603)), // maxMemMBOptimalPerf: int
+        x::FieldEntry::optional(x::Name(0x3374911), x::Name(0x2a94603)), // supportedMaxMemMB: int
+        x::FieldEntry::optional(x::Name(0x3135c0c), x::Name(0x192eb17)), // resourcePool: ResourcePoolRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x23b500b), x::Name(0x2405e07)), // autoVmotion: boolean
+        x::FieldEntry::repeated(x::Name(0x2f26a0e), x::Name(0x1f7b420)), // pciPassthrough: VirtualMachinePciPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x32ccf05), x::Name(0x1fbd117)), // sriov: VirtualMachineSriovInfo
+        x::FieldEntry::repeated(x::Name(0x352230c), x::Name(0x1fdd61e)), // vFlashModule: VirtualMachineVFlashModuleInfo
+        x::FieldEntry::repeated(x::Name(0x321b719), x::Name(0x1f7d529)), // sharedGpuPassthroughTypes: VirtualMachinePciSharedGpuPassthroughInfo
+        x::FieldEntry::optional(x::Name(0x23c4c26), x::Name(0x2be5304)), // availablePersistentMemoryReservationMB: long
+        x::FieldEntry::repeated(x::Name(0x2784012), x::Name(0x1f06724)), // dynamicPassthrough: VirtualMachineDynamicPassthroughInfo
+        x::FieldEntry::optional(x::Name(0x3212c0d), x::Name(0x1fb451b)), // sgxTargetInfo: VirtualMachineSgxTargetInfo
+        x::FieldEntry::repeated(x::Name(0x2fd3e12), x::Name(0x1f85120)), // precisionClockInfo: VirtualMachinePrecisionClockInfo
+        x::FieldEntry::optional(x::Name(0x320da0c), x::Name(0x2405e07)), // sevSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x356430e), x::Name(0x1fff31c)), // vgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x3567d0f), x::Name(0x200101d)), // vgpuProfileInfo: VirtualMachineVgpuProfileInfo
+        x::FieldEntry::repeated(x::Name(0x3553415), x::Name(0x1ff5423)), // vendorDeviceGroupInfo: VirtualMachineVendorDeviceGroupInfo
+        x::FieldEntry::optional(x::Name(0x2c49316), x::Name(0x2a94603)), // maxSimultaneousThreads: int
+        x::FieldEntry::repeated(x::Name(0x277f10c), x::Name(0x1f04c1a)), // dvxClassInfo: VirtualMachineDvxClassInfo
+        x::FieldEntry::optional(x::Name(0x320c10f), x::Name(0x2405e07)), // sevSnpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33f360c), x::Name(0x2405e07)), // tdxSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x352bb10), x::Name(0x2be5304)), // vMotionBandwidth: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1af7f15)), // spec: StorageIORMConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281900a), x::Name(0x3344606)), // evcModeKey: string
+        x::FieldEntry::optional(x::Name(0x2817512), x::Name(0x3344606)), // evcGraphicsModeKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b0f0b), x::Name(0x68f723)), // clusterSpec: ClusterComputeResourceHCIConfigSpec
+        x::FieldEntry::repeated(x::Name(0x29d320a), x::Name(0x69422c)), // hostInputs: ClusterComputeResourceHostConfigurationInput
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xddac1a)), // spec: HostCacheConfigurationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba1f0d), x::Name(0x139ef0d)), // licenseSource: LicenseSource
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1acdb14)), // spec: StorageDrsConfigSpec
+        x::FieldEntry::required(x::Name(0x2cd8606), x::Name(0x2405e07)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::repeated(x::Name(0x24edd10), x::Name(0x7b8c1e)), // configInConflict: ConflictingConfigurationConfig
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302620c), x::Name(0x3344606)), // propertyPath: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x251600b), x::Name(0x1004f13)), // connectSpec: HostNvmeConnectSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x251600b), x::Name(0x1004f13)), // connectSpec: HostNvmeConnectSpec
+        x::FieldEntry::required(x::Name(0x244c005), x::Name(0x1da780c)), // cdrom: VirtualCdrom
+        x::FieldEntry::required(x::Name(0x28a3c08), x::Name(0x3344606)), // filename: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d19d0c), x::Name(0x3344606)), // namespaceUrl: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x329240a), x::Name(0x3344606)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x13ff016)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x268a00f), x::Name(0x3344606)), // destinationName: string
+        x::FieldEntry::optional(x::Name(0x2685315), x::Name(0x13ff016)), // destinationDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x329240a), x::Name(0x3344606)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x13ff016)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x13ff016)), // destDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x267df08), x::Name(0x1e3d10f)), // destSpec: VirtualDiskSpec
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::required(x::Name(0x30b550c), x::Name(0x3344606)), // registerName: string
+        x::FieldEntry::optional(x::Name(0x30b480c), x::Name(0x3344606)), // registerBits: string
+        x::FieldEntry::optional(x::Name(0x267050b), x::Name(0x3344606)), // desiredBits: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32d4604), x::Name(0x2405e07)), // sse3: boolean
+        x::FieldEntry::optional(x::Name(0x2f2c909), x::Name(0x2405e07)), // pclmulqdq: boolean
+        x::FieldEntry::required(x::Name(0x32ddb05), x::Name(0x2405e07)), // ssse3: boolean
+        x::FieldEntry::required(x::Name(0x32d4b05), x::Name(0x2405e07)), // sse41: boolean
+        x::FieldEntry::required(x::Name(0x32d5105), x::Name(0x2405e07)), // sse42: boolean
+        x::FieldEntry::optional(x::Name(0x2305603), x::Name(0x2405e07)), // aes: boolean
+        x::FieldEntry::required(x::Name(0x2eadc05), x::Name(0x2405e07)), // other: boolean
+        x::FieldEntry::required(x::Name(0x2ec5009), x::Name(0x2405e07)), // otherOnly: boolean
+        x::FieldEntry::required(x::Name(0x2e5c602), x::Name(0x2405e07)), // nx: boolean
+        x::FieldEntry::required(x::Name(0x2892f05), x::Name(0x2405e07)), // ffxsr: boolean
+        x::FieldEntry::required(x::Name(0x3069806), x::Name(0x2405e07)), // rdtscp: boolean
+        x::FieldEntry::required(x::Name(0x2bbea02), x::Name(0x2405e07)), // lm: boolean
+        x::FieldEntry::required(x::Name(0x2eadc05), x::Name(0x2405e07)), // other: boolean
+        x::FieldEntry::required(x::Name(0x2ec5009), x::Name(0x2405e07)), // otherOnly: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x77b09)), // spec: AlarmSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1ecbb18)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x6b2a13)), // spec: ClusterConfigSpecEx
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x6b1811)), // spec: ClusterConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0xc26b0f)), // filter: EventFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0x1b3160e)), // filter: TaskFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0x1b3160e)), // filter: TaskFilterSpec
+        x::FieldEntry::optional(x::Name(0x2a6d00a), x::Name(0x1b3b912)), // infoFilter: TaskInfoFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2536c09), x::Name(0x13ff016)), // container: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b47204), x::Name(0x8c0115)), // item: CustomizationSpecItem
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8f0115)), // spec: DVPortgroupConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x905e0d)), // spec: DVSCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3015a0b), x::Name(0x3344606)), // profileType: string
+        x::FieldEntry::optional(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x244b103), x::Name(0x1588519)), // cdp: OvfCreateDescriptorParams
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe71d21)), // spec: HostDiagnosticPartitionCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2726a0b), x::Name(0x3344606)), // displayName: string
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::optional(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2b2e10d), x::Name(0x2405e07)), // isLinkedClone: boolean
+        x::FieldEntry::optional(x::Name(0x33e3808), x::Name(0x1243a02)), // targetId: ID
+        x::FieldEntry::optional(x::Name(0x33da60f), x::Name(0x13ff016)), // targetDatastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228710e)), // spec: VslmCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x16cf912)), // spec: PropertyFilterSpec
+        x::FieldEntry::required(x::Name(0x2f0b90e), x::Name(0x2405e07)), // partialUpdates: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0xdb2a0f)), // group: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x3135c0c), x::Name(0x13ff016)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2491904), x::Name(0x158b919)), // cisp: OvfCreateImportSpecParams
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x1314606)), // pool: IpPool
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3571204), x::Name(0x13ff016)), // view: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfcaf11)), // spec: HostNasVolumeSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257f30a), x::Name(0x153a119)), // createSpec: NvdimmNamespaceCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257f30a), x::Name(0x154a01d)), // createSpec: NvdimmPMemNamespaceCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x306840e), x::Name(0x3344606)), // rdmaDeviceName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x19e2111)), // spec: ScheduledTaskSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2aa620a), x::Name(0x161bb0c)), // intervalId: PerfInterval
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257f30a), x::Name(0x1699611)), // createSpec: ProfileCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x2b3980a), x::Name(0x2405e07)), // isVolatile: boolean
+        x::FieldEntry::optional(x::Name(0x2493209), x::Name(0x3344606)), // classType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x191bc12)), // spec: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x19e2111)), // spec: ScheduledTaskSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xc80918)), // spec: FaultToleranceConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x2405e07)), // memory: boolean
+        x::FieldEntry::optional(x::Name(0x305b00b), x::Name(0x1f4091e)), // quiesceSpec: VirtualMachineGuestQuiesceSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x2405e07)), // memory: boolean
+        x::FieldEntry::required(x::Name(0x3058407), x::Name(0x2405e07)), // quiesce: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xefaa11)), // spec: HostHbaCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x33ef20a), x::Name(0x3344606)), // taskTypeId: string
+        x::FieldEntry::required(x::Name(0x243740a), x::Name(0x2405e07)), // cancelable: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x33ef20a), x::Name(0x3344606)), // taskTypeId: string
+        x::FieldEntry::optional(x::Name(0x2a7e50b), x::Name(0x3344606)), // initiatedBy: string
+        x::FieldEntry::required(x::Name(0x243740a), x::Name(0x2405e07)), // cancelable: boolean
+        x::FieldEntry::optional(x::Name(0x2f05d0d), x::Name(0x3344606)), // parentTaskKey: string
+        x::FieldEntry::optional(x::Name(0x22dad0c), x::Name(0x3344606)), // activationId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2fda506), x::Name(0x3344606)), // prefix: string
+        x::FieldEntry::required(x::Name(0x3359806), x::Name(0x3344606)), // suffix: string
+        x::FieldEntry::optional(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2fda506), x::Name(0x3344606)), // prefix: string
+        x::FieldEntry::required(x::Name(0x3359806), x::Name(0x3344606)), // suffix: string
+        x::FieldEntry::optional(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0xdb2a0f)), // user: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3110307), x::Name(0x191bc12)), // resSpec: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x1cbc60e)), // configSpec: VAppConfigSpec
+        x::FieldEntry::optional(x::Name(0x35dd008), x::Name(0x13ff016)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1ecbb18)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1e3d10f)), // spec: VirtualDiskSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x21f3317)), // spec: VmfsDatastoreCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe57524)), // spec: HostDatastoreSystemVvolDatastoreSpec
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x3344606)), // keyId: string
+        x::FieldEntry::optional(x::Name(0x302dd0a), x::Name(0x134210d)), // providerId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2317909), x::Name(0x3344606)), // algorithm: string
+        x::FieldEntry::required(x::Name(0x2b52e07), x::Name(0x3344606)), // keyData: string
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a7410a), x::Name(0x83d70e)), // initialKey: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2fe1807), x::Name(0x2405e07)), // present: boolean
+        x::FieldEntry::optional(x::Name(0x2c0810e), x::Name(0x3344606)), // managementType: string
+        x::FieldEntry::optional(x::Name(0x22ca00d), x::Name(0x2405e07)), // accessGranted: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24c020a), x::Name(0x3344606)), // commonName: string
+        x::FieldEntry::optional(x::Name(0x2ea9e0c), x::Name(0x3344606)), // organization: string
+        x::FieldEntry::optional(x::Name(0x2eaab10), x::Name(0x3344606)), // organizationUnit: string
+        x::FieldEntry::optional(x::Name(0x2bce908), x::Name(0x3344606)), // locality: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x254fd07), x::Name(0x3344606)), // country: string
+        x::FieldEntry::optional(x::Name(0x279de05), x::Name(0x3344606)), // email: string
+        x::FieldEntry::required(x::Name(0x334ae07), x::Name(0x3344606)), // subject: string
+        x::FieldEntry::required(x::Name(0x2b46406), x::Name(0x3344606)), // issuer: string
+        x::FieldEntry::required(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::required(x::Name(0x2db9309), x::Name(0x2607608)), // notBefore: dateTime
+        x::FieldEntry::required(x::Name(0x2db4e08), x::Name(0x2607608)), // notAfter: dateTime
+        x::FieldEntry::required(x::Name(0x28b4a0b), x::Name(0x3344606)), // fingerprint: string
+        x::FieldEntry::required(x::Name(0x247d109), x::Name(0x2607608)), // checkTime: dateTime
+        x::FieldEntry::optional(x::Name(0x31bf611), x::Name(0x2a94603)), // secondsSinceValid: int
+        x::FieldEntry::optional(x::Name(0x31be213), x::Name(0x2a94603)), // secondsBeforeExpire: int
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x2c0810e), x::Name(0x3344606)), // managementType: string
+        x::FieldEntry::repeated(x::Name(0x31e9507), x::Name(0x86591d)), // servers: CryptoManagerKmipServerStatus
+        x::FieldEntry::optional(x::Name(0x249510e), x::Name(0x84c020)), // clientCertInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2b5210c), x::Name(0x2405e07)), // keyAvailable: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2b56a07), x::Name(0x852127)), // keyInfo: CryptoManagerKmipCryptoKeyStatusKeyInfo
+        x::FieldEntry::repeated(x::Name(0x27bd40c), x::Name(0x13ff016)), // encryptedVMs: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2305a0d), x::Name(0x13ff016)), // affectedHosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x30b1710), x::Name(0x3344606)), // referencedByTags: string
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x3344606)), // keyId: string
+        x::FieldEntry::optional(x::Name(0x250520e), x::Name(0x2607608)), // configuredTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::optional(x::Name(0x317390a), x::Name(0x2607608)), // rotateTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x238fa0a), x::Name(0x134dd08)), // attributes: KeyValue
+        x::FieldEntry::optional(x::Name(0x2b5bc07), x::Name(0x3344606)), // keyType: string
+        x::FieldEntry::required(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::optional(x::Name(0x2454708), x::Name(0x84c020)), // certInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::optional(x::Name(0x2497211), x::Name(0x2405e07)), // clientTrustServer: boolean
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2521610), x::Name(0x3344606)), // connectionStatus: string
+        x::FieldEntry::optional(x::Name(0x2454708), x::Name(0x84c020)), // certInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::optional(x::Name(0x2497211), x::Name(0x2405e07)), // clientTrustServer: boolean
+        x::FieldEntry::optional(x::Name(0x31e7b11), x::Name(0x2405e07)), // serverTrustClient: boolean
+        x::FieldEntry::required(x::Name(0x2d7d208), x::Name(0x83cb0b)), // newKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x258d10b), x::Name(0x83cb0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x258d10b), x::Name(0x83cb0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2d7d208), x::Name(0x83cb0b)), // newKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2c03311), x::Name(0x3344606)), // managedObjectType: string
+        x::FieldEntry::optional(x::Name(0x2895112), x::Name(0x168ba12)), // fieldDefPrivileges: PrivilegePolicyDef
+        x::FieldEntry::optional(x::Name(0x2896417), x::Name(0x168ba12)), // fieldInstancePrivileges: PrivilegePolicyDef
+        x::FieldEntry::required(x::Name(0x2897c08), x::Name(0x2a94603)), // fieldKey: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2897c08), x::Name(0x2a94603)), // fieldKey: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
+        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x89dd17)), // adapter: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x2ca1008), x::Name(0x3344606)), // metadata: string
+        x::FieldEntry::optional(x::Name(0x350c208), x::Name(0x3344606)), // userdata: string
+        x::FieldEntry::optional(x::Name(0x2364008), x::Name(0x3344606)), // argument: string
+        x::FieldEntry::optional(x::Name(0x2364008), x::Name(0x3344606)), // argument: string
+        x::FieldEntry::optional(x::Name(0x2364008), x::Name(0x3344606)), // argument: string
+        x::FieldEntry::optional(x::Name(0x2bdd00b), x::Name(0x3344606)), // logLocation: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x3352d0a), x::Name(0x2a94603)), // subnetMask: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x273d40d), x::Name(0x3344606)), // dnsSuffixList: string
+        x::FieldEntry::repeated(x::Name(0x273c60d), x::Name(0x3344606)), // dnsServerList: string
+        x::FieldEntry::repeated(x::Name(0x24be40b), x::Name(0x3344606)), // commandList: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x8b9615)), // password: CustomizationPassword
+        x::FieldEntry::required(x::Name(0x340f908), x::Name(0x2a94603)), // timeZone: int
+        x::FieldEntry::required(x::Name(0x23ac909), x::Name(0x2405e07)), // autoLogon: boolean
+        x::FieldEntry::required(x::Name(0x23ad30e), x::Name(0x2a94603)), // autoLogonCount: int
+        x::FieldEntry::required(x::Name(0x2ad6e02), x::Name(0x8a5618)), // ip: CustomizationIpGenerator
+        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
+        x::FieldEntry::repeated(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x2af7208), x::Name(0x89f526)), // ipV6Spec: CustomizationIPSettingsIpV6AddressSpec
+        x::FieldEntry::repeated(x::Name(0x273c60d), x::Name(0x3344606)), // dnsServerList: string
+        x::FieldEntry::optional(x::Name(0x2738309), x::Name(0x3344606)), // dnsDomain: string
+        x::FieldEntry::optional(x::Name(0x2ff220b), x::Name(0x3344606)), // primaryWINS: string
+        x::FieldEntry::optional(x::Name(0x31bd40d), x::Name(0x3344606)), // secondaryWINS: string
+        x::FieldEntry::optional(x::Name(0x2d30407), x::Name(0x8b4818)), // netBIOS: CustomizationNetBIOSMode
+        x::FieldEntry::repeated(x::Name(0x2ad6e02), x::Name(0x8a6f1a)), // ip: CustomizationIpV6Generator
+        x::FieldEntry::repeated(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x2b4960d), x::Name(0x3344606)), // joinWorkgroup: string
+        x::FieldEntry::optional(x::Name(0x2b48b0a), x::Name(0x3344606)), // joinDomain: string
+        x::FieldEntry::optional(x::Name(0x274140b), x::Name(0x3344606)), // domainAdmin: string
+        x::FieldEntry::optional(x::Name(0x2742013), x::Name(0x8b9615)), // domainAdminPassword: CustomizationPassword
+        x::FieldEntry::optional(x::Name(0x2746108), x::Name(0x3344606)), // domainOU: string
+        x::FieldEntry::required(x::Name(0x23ae208), x::Name(0x8a8a1c)), // autoMode: CustomizationLicenseDataMode
+        x::FieldEntry::optional(x::Name(0x23b4609), x::Name(0x2a94603)), // autoUsers: int
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x8b3611)), // hostName: CustomizationName
+        x::FieldEntry::required(x::Name(0x2740d06), x::Name(0x3344606)), // domain: string
+        x::FieldEntry::optional(x::Name(0x340f908), x::Name(0x3344606)), // timeZone: string
+        x::FieldEntry::optional(x::Name(0x2a2090a), x::Name(0x2405e07)), // hwClockUTC: boolean
+        x::FieldEntry::optional(x::Name(0x31a840a), x::Name(0x3344606)), // scriptText: string
+        x::FieldEntry::optional(x::Name(0x24cf81d), x::Name(0x3344606)), // compatibleCustomizationMethod: string
+        x::FieldEntry::optional(x::Name(0x312700d), x::Name(0x2405e07)), // resetPassword: boolean
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x8b9615)), // password: CustomizationPassword
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2f77809), x::Name(0x2405e07)), // plainText: boolean
+        x::FieldEntry::required(x::Name(0x23e7404), x::Name(0x3344606)), // base: string
+        x::FieldEntry::optional(x::Name(0x2e9b607), x::Name(0x8b8114)), // options: CustomizationOptions
+        x::FieldEntry::required(x::Name(0x2a33a08), x::Name(0x8a381d)), // identity: CustomizationIdentitySettings
+        x::FieldEntry::required(x::Name(0x291ec10), x::Name(0x898c1d)), // globalIPSettings: CustomizationGlobalIPSettings
+        x::FieldEntry::repeated(x::Name(0x2d96f0d), x::Name(0x87ee1b)), // nicSettingMap: CustomizationAdapterMapping
+        x::FieldEntry::repeated(x::Name(0x27ca40d), x::Name(0x2420604)), // encryptionKey: byte
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x2b7d20e), x::Name(0x2607608)), // lastUpdateTime: dateTime
+        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x8beb15)), // info: CustomizationSpecInfo
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8bd911)), // spec: CustomizationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b47204), x::Name(0x8c0115)), // item: CustomizationSpecItem
+        x::FieldEntry::required(x::Name(0x2970c0d), x::Name(0x89c21a)), // guiUnattended: CustomizationGuiUnattended
+        x::FieldEntry::required(x::Name(0x34f7708), x::Name(0x8d7315)), // userData: CustomizationUserData
+        x::FieldEntry::optional(x::Name(0x297010a), x::Name(0x89aa17)), // guiRunOnce: CustomizationGuiRunOnce
+        x::FieldEntry::required(x::Name(0x2a30c0e), x::Name(0x8a1c1b)), // identification: CustomizationIdentification
+        x::FieldEntry::optional(x::Name(0x2b98614), x::Name(0x8aa721)), // licenseFilePrintData: CustomizationLicenseFilePrintData
+        x::FieldEntry::optional(x::Name(0x31a840a), x::Name(0x3344606)), // scriptText: string
+        x::FieldEntry::optional(x::Name(0x312700d), x::Name(0x2405e07)), // resetPassword: boolean
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::required(x::Name(0x33be60e), x::Name(0x3344606)), // sysprepVersion: string
+        x::FieldEntry::required(x::Name(0x33d1c0d), x::Name(0x3344606)), // systemVersion: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2908108), x::Name(0x3344606)), // fullName: string
+        x::FieldEntry::required(x::Name(0x2ea9607), x::Name(0x3344606)), // orgName: string
+        x::FieldEntry::required(x::Name(0x24e980c), x::Name(0x8b3611)), // computerName: CustomizationName
+        x::FieldEntry::required(x::Name(0x3005f09), x::Name(0x3344606)), // productId: string
+        x::FieldEntry::required(x::Name(0x2462d09), x::Name(0x2405e07)), // changeSID: boolean
+        x::FieldEntry::required(x::Name(0x265160e), x::Name(0x2405e07)), // deleteAccounts: boolean
+        x::FieldEntry::optional(x::Name(0x3075306), x::Name(0x8cc220)), // reboot: CustomizationSysprepRebootOption
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8bd911)), // spec: CustomizationSpec
+        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x156630b)), // configParams: OptionValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8bd911)), // spec: CustomizationSpec
     ],
     values: &[
-        x::Name(0x281c808), // licensed
-        x::Name(0x3029c0a), // unlicensed
-        x::Name(0x3024f07), // unknown
-        x::Name(0x202ae03), // add
-        x::Name(0x2460504), // edit
-        x::Name(0x2cd1806), // remove
-        x::Name(0x11bbf16), // KeyStateMissingInCache
-        x::Name(0x11b6d16), // KeyStateClusterInvalid
-        x::Name(0x11b841a), // KeyStateClusterUnreachable
-        x::Name(0x11bd614), // KeyStateMissingInKMS
-        x::Name(0x11beb1a), // KeyStateNotActiveOrEnabled
-        x::Name(0x11b9f1f), // KeyStateManagedByTrustAuthority
-        x::Name(0x3085819), // userDefinedScriptDisabled
-        x::Name(0x22c3115), // customizationDisabled
-        x::Name(0x2c6b715), // rawDataIsNotSupported
-        x::Name(0x3244b13), // wrongMetadataFormat
-        x::Name(0x2b59309), // perServer
-        x::Name(0x2b58b07), // perSeat
-        x::Name(0x2477714), // enableNetBIOSViaDhcp
-        x::Name(0x247690d), // enableNetBIOS
-        x::Name(0x23c660e), // disableNetBIOS
-        x::Name(0x2c79406), // reboot
-        x::Name(0x29f6908), // noreboot
-        x::Name(0x2e01708), // shutdown
+        x::Name(0x24da309), // compliant
+        x::Name(0x2da9f0c), // nonCompliant
+        x::Name(0x3488b07), // unknown
+        x::Name(0x3181507), // running
+        x::Name(0x2ba3a08), // licensed
+        x::Name(0x348d80a), // unlicensed
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2414009), // bootstrap
+        x::Name(0x32fff09), // stateless
+        x::Name(0x22eb903), // add
+        x::Name(0x278e604), // edit
+        x::Name(0x30d8106), // remove
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2aa3008), // internal
+        x::Name(0x284cf08), // external
+        x::Name(0x1349616), // KeyStateMissingInCache
+        x::Name(0x1342f16), // KeyStateClusterInvalid
+        x::Name(0x134461a), // KeyStateClusterUnreachable
+        x::Name(0x134ad14), // KeyStateMissingInKMS
+        x::Name(0x134c21a), // KeyStateNotActiveOrEnabled
+        x::Name(0x134761f), // KeyStateManagedByTrustAuthority
+        x::Name(0x1346114), // KeyStateManagedByNKP
+        x::Name(0x14f2b1f), // NoPermissionToAccessKeyProvider
+        x::Name(0x22bbf17), // WrappingKeyMissingInKMS
+        x::Name(0x22bd71d), // WrappingKeyNotActiveOrEnabled
+        x::Name(0x34fce19), // userDefinedScriptDisabled
+        x::Name(0x25bac15), // customizationDisabled
+        x::Name(0x3063a15), // rawDataIsNotSupported
+        x::Name(0x3702113), // wrongMetadataFormat
+        x::Name(0x2f38309), // perServer
+        x::Name(0x2f37b07), // perSeat
+        x::Name(0x27aac14), // enableNetBIOSViaDhcp
+        x::Name(0x27a9e0d), // enableNetBIOS
+        x::Name(0x26dfc0e), // disableNetBIOS
+        x::Name(0x3075306), // reboot
+        x::Name(0x2db1d08), // noreboot
+        x::Name(0x322b008), // shutdown
     ],
 };

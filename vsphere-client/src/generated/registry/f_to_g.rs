@@ -6,187 +6,195 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xb57010), x::Name(0x135a811), 0, 3), // FailToEnableSPBM: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0xb5811b), x::Name(0x17bee0c), 3, 3), // FailToLockFaultToleranceVMs: RuntimeFault
-        x::TypeEntry::structure(x::Name(0xb5a415), x::Name(0x69680c), 6, 0), // FailoverLevelRestored: ClusterEvent
-        x::TypeEntry::structure(x::Name(0xb5ba10), x::Name(0xaa460b), 6, 3), // FailoverNodeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xb5d50d), x::Name(0xaa460b), 9, 1), // FaultDomainId: DynamicData
-        x::TypeEntry::structure(x::Name(0xb5e322), x::Name(0x128b00e), 10, 2), // FaultToleranceAntiAffinityViolated: MigrationFault
-        x::TypeEntry::structure(x::Name(0xb6061b), x::Name(0x1e6a50d), 12, 2), // FaultToleranceCannotEditMem: VmConfigFault
-        x::TypeEntry::structure(x::Name(0xb62218), x::Name(0xaa460b), 14, 4), // FaultToleranceConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xb63b18), x::Name(0xaa460b), 18, 2), // FaultToleranceConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xb6541d), x::Name(0x75010f), 20, 3), // FaultToleranceCpuIncompatible: CpuIncompatible
-        x::TypeEntry::structure(x::Name(0xb67216), x::Name(0xaa460b), 23, 2), // FaultToleranceDiskSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xb68916), x::Name(0xaa460b), 25, 1), // FaultToleranceMetaSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xb6a01c), x::Name(0x128b00e), 26, 1), // FaultToleranceNeedsThickDisk: MigrationFault
-        x::TypeEntry::structure(x::Name(0xb6bd19), x::Name(0x1ebab15), 27, 1), // FaultToleranceNotLicensed: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0xb6d71a), x::Name(0x128b00e), 28, 1), // FaultToleranceNotSameBuild: MigrationFault
-        x::TypeEntry::structure(x::Name(0xb6f21f), x::Name(0xb62218), 29, 1), // FaultTolerancePrimaryConfigInfo: FaultToleranceConfigInfo
-        x::TypeEntry::structure(x::Name(0xb71228), x::Name(0x1ebab15), 30, 2), // FaultTolerancePrimaryPowerOnNotAttempted: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0xb73b21), x::Name(0xb62218), 32, 1), // FaultToleranceSecondaryConfigInfo: FaultToleranceConfigInfo
-        x::TypeEntry::structure(x::Name(0xb75d1f), x::Name(0xaa460b), 33, 3), // FaultToleranceSecondaryOpResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xb77d1a), x::Name(0xaa460b), 36, 2), // FaultToleranceVMConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xb7981f), x::Name(0x1b42008), 38, 2), // FaultToleranceVmNotDasProtected: VimFault
-        x::TypeEntry::structure(x::Name(0xb7b80c), x::Name(0xaa460b), 40, 2), // FaultsByHost: DynamicData
-        x::TypeEntry::structure(x::Name(0xb7c50a), x::Name(0xaa460b), 42, 2), // FaultsByVM: DynamicData
-        x::TypeEntry::structure(x::Name(0xb7d00a), x::Name(0xaa460b), 44, 5), // FcoeConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xb7db1a), x::Name(0xaa460b), 49, 3), // FcoeConfigFcoeCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xb7f61b), x::Name(0xaa460b), 52, 4), // FcoeConfigFcoeSpecification: DynamicData
-        x::TypeEntry::structure(x::Name(0xb81213), x::Name(0xaa460b), 56, 2), // FcoeConfigVlanRange: DynamicData
-        x::TypeEntry::structure(x::Name(0xb82609), x::Name(0x1b42008), 58, 0), // FcoeFault: VimFault
-        x::TypeEntry::structure(x::Name(0xb83019), x::Name(0xb82609), 58, 1), // FcoeFaultPnicHasNoPortSet: FcoeFault
-        x::TypeEntry::structure(x::Name(0xb84a0e), x::Name(0xac5712), 59, 3), // FeatureEVCMode: ElementDescription
-        x::TypeEntry::structure(x::Name(0xb85919), x::Name(0x1c24021), 62, 3), // FeatureRequirementsNotMet: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0xb8731c), x::Name::NONE, 65, 2), // FetchAuditRecordsRequestType
-        x::TypeEntry::structure(x::Name(0xb8901a), x::Name::NONE, 67, 2), // FetchDVPortKeysRequestType
-        x::TypeEntry::structure(x::Name(0xb8ab17), x::Name::NONE, 69, 2), // FetchDVPortsRequestType
-        x::TypeEntry::structure(x::Name(0xb8c31e), x::Name::NONE, 71, 1), // FetchSystemEventLogRequestType
-        x::TypeEntry::structure(x::Name(0xb8e227), x::Name::NONE, 72, 3), // FetchUserPrivilegeOnEntitiesRequestType
-        x::TypeEntry::enumeration(x::Name(0xb90a14), 0, 4), // FibreChannelPortType
-        x::TypeEntry::structure(x::Name(0xb92411), x::Name(0xb96b09), 75, 0), // FileAlreadyExists: FileFault
-        x::TypeEntry::structure(x::Name(0xb9361a), x::Name(0x942d12), 75, 0), // FileBackedPortNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0xb95119), x::Name(0x1be1e0f), 75, 3), // FileBackedVirtualDiskSpec: VirtualDiskSpec
-        x::TypeEntry::structure(x::Name(0xb96b09), x::Name(0x1b42008), 78, 1), // FileFault: VimFault
-        x::TypeEntry::structure(x::Name(0xb97508), x::Name(0xaa460b), 79, 5), // FileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xb97e0a), x::Name(0xb96b09), 84, 0), // FileLocked: FileFault
-        x::TypeEntry::structure(x::Name(0xb9890f), x::Name(0xb96b09), 84, 0), // FileNameTooLong: FileFault
-        x::TypeEntry::structure(x::Name(0xb9990c), x::Name(0xb96b09), 84, 0), // FileNotFound: FileFault
-        x::TypeEntry::structure(x::Name(0xb9a60f), x::Name(0xb96b09), 84, 0), // FileNotWritable: FileFault
-        x::TypeEntry::structure(x::Name(0xb9b609), x::Name(0xaa460b), 84, 0), // FileQuery: DynamicData
-        x::TypeEntry::structure(x::Name(0xb9c00e), x::Name(0xaa460b), 84, 4), // FileQueryFlags: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xb9cf28), 4, 3), // FileSystemMountInfoVStorageSupportStatus
-        x::TypeEntry::structure(x::Name(0xb9f80c), x::Name(0xb96b09), 88, 3), // FileTooLarge: FileFault
-        x::TypeEntry::structure(x::Name(0xba0517), x::Name(0xaa460b), 91, 3), // FileTransferInformation: DynamicData
-        x::TypeEntry::structure(x::Name(0xba1d16), x::Name(0x186f20d), 94, 0), // FilesystemQuiesceFault: SnapshotFault
-        x::TypeEntry::structure(x::Name(0xba340b), x::Name(0x1734e0d), 94, 1), // FilterInUse: ResourceInUse
-        x::TypeEntry::structure(x::Name(0xba401b), x::Name::NONE, 95, 4), // FindAllByDnsNameRequestType
-        x::TypeEntry::structure(x::Name(0xba5c16), x::Name::NONE, 99, 4), // FindAllByIpRequestType
-        x::TypeEntry::structure(x::Name(0xba7318), x::Name::NONE, 103, 5), // FindAllByUuidRequestType
-        x::TypeEntry::structure(x::Name(0xba8c20), x::Name::NONE, 108, 2), // FindAssociatedProfileRequestType
-        x::TypeEntry::structure(x::Name(0xbaad1e), x::Name::NONE, 110, 3), // FindByDatastorePathRequestType
-        x::TypeEntry::structure(x::Name(0xbacc18), x::Name::NONE, 113, 4), // FindByDnsNameRequestType
-        x::TypeEntry::structure(x::Name(0xbae51e), x::Name::NONE, 117, 2), // FindByInventoryPathRequestType
-        x::TypeEntry::structure(x::Name(0xbb0413), x::Name::NONE, 119, 4), // FindByIpRequestType
-        x::TypeEntry::structure(x::Name(0xbb1815), x::Name::NONE, 123, 5), // FindByUuidRequestType
-        x::TypeEntry::structure(x::Name(0xbb2e14), x::Name::NONE, 128, 3), // FindChildRequestType
-        x::TypeEntry::structure(x::Name(0xbb4318), x::Name::NONE, 131, 2), // FindExtensionRequestType
-        x::TypeEntry::structure(x::Name(0xbb5c19), x::Name::NONE, 133, 2), // FindRulesForVmRequestType
-        x::TypeEntry::structure(x::Name(0xbb760f), x::Name(0xab90c), 135, 1), // FirewallProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xbb861d), x::Name(0xab90c), 136, 1), // FirewallProfileRulesetProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xbba40b), x::Name(0x13b260a), 137, 3), // FloatOption: OptionType
-        x::TypeEntry::structure(x::Name(0xbbb013), x::Name(0xb97508), 140, 0), // FloppyImageFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0xbbc414), x::Name(0xb9b609), 140, 0), // FloppyImageFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0xbbd922), x::Name(0xaa460b), 140, 3), // FolderBatchAddHostsToClusterResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xbbfc23), x::Name(0xaa460b), 143, 2), // FolderBatchAddStandaloneHostsResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xbc2016), 7, 2), // FolderDesiredHostState
-        x::TypeEntry::structure(x::Name(0xbc3713), x::Name(0xaeb513), 145, 1), // FolderEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0xbc4b16), x::Name(0xaa460b), 146, 4), // FolderFailedHostResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xbc620e), x::Name(0xb97508), 150, 0), // FolderFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0xbc710f), x::Name(0xb9b609), 150, 0), // FolderFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0xbc8111), x::Name(0xaa460b), 150, 2), // FolderNewHostSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xbc9315), x::Name::NONE, 152, 2), // FormatVffsRequestType
-        x::TypeEntry::structure(x::Name(0xbca915), x::Name::NONE, 154, 2), // FormatVmfsRequestType
-        x::TypeEntry::structure(x::Name(0xbcbf0e), x::Name(0x1ebab15), 156, 3), // FtIssuesOnHost: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0xbcce1f), 9, 3), // FtIssuesOnHostHostSelectionType
-        x::TypeEntry::structure(x::Name(0xbcee1e), x::Name(0x128bf1c), 159, 0), // FullStorageVMotionNotSupported: MigrationFeatureNotSupported
-        x::TypeEntry::structure(x::Name(0xbd0d13), x::Name(0xce7c10), 159, 4), // GatewayConnectFault: HostConnectFault
-        x::TypeEntry::structure(x::Name(0xbd2117), x::Name(0xbd8c19), 163, 0), // GatewayHostNotReachable: GatewayToHostConnectFault
-        x::TypeEntry::structure(x::Name(0xbd390f), x::Name(0xbd0d13), 163, 0), // GatewayNotFound: GatewayConnectFault
-        x::TypeEntry::structure(x::Name(0xbd4913), x::Name(0xbd0d13), 163, 0), // GatewayNotReachable: GatewayConnectFault
-        x::TypeEntry::structure(x::Name(0xbd5d17), x::Name(0xbd0d13), 163, 0), // GatewayOperationRefused: GatewayConnectFault
-        x::TypeEntry::structure(x::Name(0xbd7516), x::Name(0xbd8c19), 163, 2), // GatewayToHostAuthFault: GatewayToHostConnectFault
-        x::TypeEntry::structure(x::Name(0xbd8c19), x::Name(0xbd0d13), 165, 2), // GatewayToHostConnectFault: GatewayConnectFault
-        x::TypeEntry::structure(x::Name(0xbda61d), x::Name(0xbd8c19), 167, 2), // GatewayToHostTrustVerifyFault: GatewayToHostConnectFault
-        x::TypeEntry::structure(x::Name(0xbdc40c), x::Name(0xb00605), 169, 1), // GeneralEvent: Event
-        x::TypeEntry::structure(x::Name(0xbdd115), x::Name(0xbdc40c), 170, 0), // GeneralHostErrorEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xbde714), x::Name(0xbdc40c), 170, 0), // GeneralHostInfoEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xbdfc17), x::Name(0xbdc40c), 170, 0), // GeneralHostWarningEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xbe1410), x::Name(0xbdc40c), 170, 1), // GeneralUserEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xbe2513), x::Name(0xbdc40c), 171, 0), // GeneralVmErrorEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xbe3912), x::Name(0xbdc40c), 171, 0), // GeneralVmInfoEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xbe4c15), x::Name(0xbdc40c), 171, 0), // GeneralVmWarningEvent: GeneralEvent
-        x::TypeEntry::structure(x::Name(0xbe6230), x::Name::NONE, 171, 2), // GenerateCertificateSigningRequestByDnRequestType
-        x::TypeEntry::structure(x::Name(0xbe932c), x::Name::NONE, 173, 2), // GenerateCertificateSigningRequestRequestType
-        x::TypeEntry::structure(x::Name(0xbec01c), x::Name::NONE, 175, 2), // GenerateClientCsrRequestType
-        x::TypeEntry::structure(x::Name(0xbedd21), x::Name::NONE, 177, 3), // GenerateConfigTaskListRequestType
-        x::TypeEntry::structure(x::Name(0xbeff25), x::Name::NONE, 180, 2), // GenerateHostConfigTaskSpecRequestType
-        x::TypeEntry::structure(x::Name(0xbf2526), x::Name::NONE, 182, 3), // GenerateHostProfileTaskListRequestType
-        x::TypeEntry::structure(x::Name(0xbf4c16), x::Name::NONE, 185, 2), // GenerateKeyRequestType
-        x::TypeEntry::structure(x::Name(0xbf631d), x::Name::NONE, 187, 3), // GenerateLogBundlesRequestType
-        x::TypeEntry::structure(x::Name(0xbf8127), x::Name::NONE, 190, 2), // GenerateSelfSignedClientCertRequestType
-        x::TypeEntry::structure(x::Name(0xbfa90f), x::Name(0x1b42008), 192, 1), // GenericDrsFault: VimFault
-        x::TypeEntry::structure(x::Name(0xbfb914), x::Name(0x1e6a50d), 193, 1), // GenericVmConfigFault: VmConfigFault
-        x::TypeEntry::structure(x::Name(0xbfce13), x::Name::NONE, 194, 2), // GetAlarmRequestType
-        x::TypeEntry::structure(x::Name(0xbfe218), x::Name::NONE, 196, 2), // GetAlarmStateRequestType
-        x::TypeEntry::structure(x::Name(0xbffb1f), x::Name::NONE, 198, 2), // GetCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0xc01b1f), x::Name::NONE, 200, 3), // GetDefaultKmsClusterRequestType
-        x::TypeEntry::structure(x::Name(0xc03b17), x::Name::NONE, 203, 1), // GetPublicKeyRequestType
-        x::TypeEntry::structure(x::Name(0xc0531b), x::Name::NONE, 204, 1), // GetResourceUsageRequestType
-        x::TypeEntry::structure(x::Name(0xc06f16), x::Name::NONE, 205, 1), // GetSiteInfoRequestType
-        x::TypeEntry::structure(x::Name(0xc0862b), x::Name::NONE, 206, 1), // GetSystemVMsRestrictedDatastoresRequestType
-        x::TypeEntry::structure(x::Name(0xc0b21f), x::Name::NONE, 207, 1), // GetVchaClusterHealthRequestType
-        x::TypeEntry::structure(x::Name(0xc0d21d), x::Name::NONE, 208, 2), // GetVsanObjExtAttrsRequestType
-        x::TypeEntry::structure(x::Name(0xc0f020), x::Name(0xd59909), 210, 1), // GhostDvsProxySwitchDetectedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xc1111f), x::Name(0xd59909), 211, 1), // GhostDvsProxySwitchRemovedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xc13119), x::Name(0x182430c), 212, 2), // GlobalMessageChangedEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0xc15110), x::Name(0x5cc0b), 214, 1), // GroupAlarmAction: AlarmAction
-        x::TypeEntry::structure(x::Name(0xc1620c), x::Name(0xaa460b), 215, 2), // GuestAliases: DynamicData
-        x::TypeEntry::structure(x::Name(0xc16f12), x::Name(0xaa460b), 217, 2), // GuestAuthAliasInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc18213), x::Name(0xc1ac10), 219, 0), // GuestAuthAnySubject: GuestAuthSubject
-        x::TypeEntry::structure(x::Name(0xc19615), x::Name(0xc1ac10), 219, 1), // GuestAuthNamedSubject: GuestAuthSubject
-        x::TypeEntry::structure(x::Name(0xc1ac10), x::Name(0xaa460b), 220, 0), // GuestAuthSubject: DynamicData
-        x::TypeEntry::structure(x::Name(0xc1bd13), x::Name(0xaa460b), 220, 1), // GuestAuthentication: DynamicData
-        x::TypeEntry::structure(x::Name(0xc1d11c), x::Name(0xc32214), 221, 2), // GuestAuthenticationChallenge: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xc1ee18), x::Name(0xc32214), 223, 0), // GuestComponentsOutOfDate: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xc2070d), x::Name(0xaa460b), 223, 5), // GuestDiskInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc21513), x::Name(0xaa460b), 228, 3), // GuestFileAttributes: DynamicData
-        x::TypeEntry::structure(x::Name(0xc2290d), x::Name(0xaa460b), 231, 4), // GuestFileInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xc2370d), 12, 3), // GuestFileType
-        x::TypeEntry::structure(x::Name(0xc24509), x::Name(0xaa460b), 235, 25), // GuestInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xc24f15), 15, 3), // GuestInfoAppStateType
-        x::TypeEntry::structure(x::Name(0xc2651a), x::Name(0xaa460b), 260, 4), // GuestInfoCustomizationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xc2801c), 18, 5), // GuestInfoCustomizationStatus
-        x::TypeEntry::structure(x::Name(0xc29d20), x::Name(0xaa460b), 264, 2), // GuestInfoNamespaceGenerationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc2be1b), x::Name(0xaa460b), 266, 1), // GuestInfoVirtualDiskMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0xc2da11), x::Name(0xaa460b), 267, 2), // GuestListFileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc2ec12), x::Name(0xaa460b), 269, 3), // GuestMappedAliases: DynamicData
-        x::TypeEntry::structure(x::Name(0xc2ff15), x::Name(0xc32214), 272, 0), // GuestMultipleMappings: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xc3150c), x::Name(0xaa460b), 272, 8), // GuestNicInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc32214), x::Name(0x1b42008), 280, 0), // GuestOperationsFault: VimFault
-        x::TypeEntry::structure(x::Name(0xc3371a), x::Name(0xc32214), 280, 0), // GuestOperationsUnavailable: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xc35211), x::Name(0xaa460b), 280, 62), // GuestOsDescriptor: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xc3641d), 23, 2), // GuestOsDescriptorFirmwareType
-        x::TypeEntry::enumeration(x::Name(0xc3821d), 25, 7), // GuestOsDescriptorSupportLevel
-        x::TypeEntry::structure(x::Name(0xc3a015), x::Name(0xc32214), 342, 0), // GuestPermissionDenied: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xc3b618), x::Name(0xc21513), 342, 3), // GuestPosixFileAttributes: GuestFileAttributes
-        x::TypeEntry::structure(x::Name(0xc3cf10), x::Name(0xaa460b), 345, 7), // GuestProcessInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc3e014), x::Name(0xc32214), 352, 1), // GuestProcessNotFound: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xc3f510), x::Name(0xaa460b), 353, 4), // GuestProgramSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc40613), x::Name(0xaa460b), 357, 2), // GuestRegKeyNameSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc41a15), x::Name(0xaa460b), 359, 2), // GuestRegKeyRecordSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc4300f), x::Name(0xaa460b), 361, 3), // GuestRegKeySpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xc44012), 32, 3), // GuestRegKeyWowSpec
-        x::TypeEntry::structure(x::Name(0xc45317), x::Name(0xc46b15), 364, 1), // GuestRegValueBinarySpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xc46b15), x::Name(0xaa460b), 365, 0), // GuestRegValueDataSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc48116), x::Name(0xc46b15), 365, 1), // GuestRegValueDwordSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xc4981d), x::Name(0xc46b15), 366, 1), // GuestRegValueExpandStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xc4b61c), x::Name(0xc46b15), 367, 1), // GuestRegValueMultiStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xc4d315), x::Name(0xaa460b), 368, 2), // GuestRegValueNameSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc4e916), x::Name(0xc46b15), 370, 1), // GuestRegValueQwordSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xc50011), x::Name(0xaa460b), 371, 2), // GuestRegValueSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc51217), x::Name(0xc46b15), 373, 1), // GuestRegValueStringSpec: GuestRegValueDataSpec
-        x::TypeEntry::structure(x::Name(0xc52a12), x::Name(0xc32214), 374, 1), // GuestRegistryFault: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0xc53d1d), x::Name(0xc55b15), 375, 0), // GuestRegistryKeyAlreadyExists: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xc55b15), x::Name(0xc52a12), 375, 1), // GuestRegistryKeyFault: GuestRegistryFault
-        x::TypeEntry::structure(x::Name(0xc5711a), x::Name(0xc55b15), 376, 0), // GuestRegistryKeyHasSubkeys: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xc58c17), x::Name(0xc55b15), 376, 0), // GuestRegistryKeyInvalid: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xc5a41e), x::Name(0xc55b15), 376, 0), // GuestRegistryKeyParentVolatile: GuestRegistryKeyFault
-        x::TypeEntry::structure(x::Name(0xc5c317), x::Name(0xc52a12), 376, 2), // GuestRegistryValueFault: GuestRegistryFault
-        x::TypeEntry::structure(x::Name(0xc5db1a), x::Name(0xc5c317), 378, 0), // GuestRegistryValueNotFound: GuestRegistryValueFault
-        x::TypeEntry::structure(x::Name(0xc5f60f), x::Name(0xaa460b), 378, 2), // GuestScreenInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc6060e), x::Name(0xaa460b), 380, 4), // GuestStackInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc6151a), x::Name(0xc21513), 384, 3), // GuestWindowsFileAttributes: GuestFileAttributes
-        x::TypeEntry::structure(x::Name(0xc63017), x::Name(0xc3f510), 387, 1), // GuestWindowsProgramSpec: GuestProgramSpec
+        x::TypeEntry::structure(x::Name(0xc73e10), x::Name(0x1508f11), 0, 3), // FailToEnableSPBM: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0xc74f1b), x::Name(0x19b140c), 3, 3), // FailToLockFaultToleranceVMs: RuntimeFault
+        x::TypeEntry::structure(x::Name(0xc77215), x::Name(0x70950c), 6, 0), // FailoverLevelRestored: ClusterEvent
+        x::TypeEntry::structure(x::Name(0xc78810), x::Name(0xbb9c0b), 6, 3), // FailoverNodeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc7a30d), x::Name(0xbb9c0b), 9, 1), // FaultDomainId: DynamicData
+        x::TypeEntry::structure(x::Name(0xc7b122), x::Name(0x1431e0e), 10, 2), // FaultToleranceAntiAffinityViolated: MigrationFault
+        x::TypeEntry::structure(x::Name(0xc7d41b), x::Name(0x210340d), 12, 2), // FaultToleranceCannotEditMem: VmConfigFault
+        x::TypeEntry::structure(x::Name(0xc7f018), x::Name(0xbb9c0b), 14, 4), // FaultToleranceConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc80918), x::Name(0xbb9c0b), 18, 4), // FaultToleranceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc8221d), x::Name(0x7d1e0f), 22, 3), // FaultToleranceCpuIncompatible: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0xc84016), x::Name(0xbb9c0b), 25, 2), // FaultToleranceDiskSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc85716), x::Name(0xbb9c0b), 27, 1), // FaultToleranceMetaSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc86e1c), x::Name(0x1431e0e), 28, 1), // FaultToleranceNeedsThickDisk: MigrationFault
+        x::TypeEntry::structure(x::Name(0xc88b19), x::Name(0x2153a15), 29, 1), // FaultToleranceNotLicensed: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0xc8a51a), x::Name(0x1431e0e), 30, 1), // FaultToleranceNotSameBuild: MigrationFault
+        x::TypeEntry::structure(x::Name(0xc8c01f), x::Name(0xc7f018), 31, 1), // FaultTolerancePrimaryConfigInfo: FaultToleranceConfigInfo
+        x::TypeEntry::structure(x::Name(0xc8e028), x::Name(0x2153a15), 32, 2), // FaultTolerancePrimaryPowerOnNotAttempted: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0xc90921), x::Name(0xc7f018), 34, 1), // FaultToleranceSecondaryConfigInfo: FaultToleranceConfigInfo
+        x::TypeEntry::structure(x::Name(0xc92b1f), x::Name(0xbb9c0b), 35, 3), // FaultToleranceSecondaryOpResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xc94b1a), x::Name(0xbb9c0b), 38, 2), // FaultToleranceVMConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9661f), x::Name(0x1d94808), 40, 2), // FaultToleranceVmNotDasProtected: VimFault
+        x::TypeEntry::structure(x::Name(0xc9860c), x::Name(0xbb9c0b), 42, 2), // FaultsByHost: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9930a), x::Name(0xbb9c0b), 44, 2), // FaultsByVM: DynamicData
+        x::TypeEntry::structure(x::Name(0xc99e0a), x::Name(0xbb9c0b), 46, 5), // FcoeConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9a91a), x::Name(0xbb9c0b), 51, 3), // FcoeConfigFcoeCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9c41b), x::Name(0xbb9c0b), 54, 4), // FcoeConfigFcoeSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9e013), x::Name(0xbb9c0b), 58, 2), // FcoeConfigVlanRange: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9f409), x::Name(0x1d94808), 60, 0), // FcoeFault: VimFault
+        x::TypeEntry::structure(x::Name(0xc9fe19), x::Name(0xc9f409), 60, 1), // FcoeFaultPnicHasNoPortSet: FcoeFault
+        x::TypeEntry::structure(x::Name(0xca180e), x::Name(0xbdad12), 61, 3), // FeatureEVCMode: ElementDescription
+        x::TypeEntry::structure(x::Name(0xca2719), x::Name(0x1e7f321), 64, 3), // FeatureRequirementsNotMet: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0xca411c), x::Name::NONE, 67, 2), // FetchAuditRecordsRequestType
+        x::TypeEntry::structure(x::Name(0xca5e1a), x::Name::NONE, 69, 2), // FetchDVPortKeysRequestType
+        x::TypeEntry::structure(x::Name(0xca7917), x::Name::NONE, 71, 2), // FetchDVPortsRequestType
+        x::TypeEntry::structure(x::Name(0xca911e), x::Name::NONE, 73, 1), // FetchSystemEventLogRequestType
+        x::TypeEntry::structure(x::Name(0xcab027), x::Name::NONE, 74, 3), // FetchUserPrivilegeOnEntitiesRequestType
+        x::TypeEntry::enumeration(x::Name(0xcad814), 0, 4), // FibreChannelPortType
+        x::TypeEntry::structure(x::Name(0xcaf211), x::Name(0xcb3909), 77, 0), // FileAlreadyExists: FileFault
+        x::TypeEntry::structure(x::Name(0xcb041a), x::Name(0x9fe612), 77, 0), // FileBackedPortNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0xcb1f19), x::Name(0x1e3d10f), 77, 4), // FileBackedVirtualDiskSpec: VirtualDiskSpec
+        x::TypeEntry::structure(x::Name(0xcb3909), x::Name(0x1d94808), 81, 1), // FileFault: VimFault
+        x::TypeEntry::structure(x::Name(0xcb4308), x::Name(0xbb9c0b), 82, 5), // FileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xcb4c0c), x::Name(0xbb9c0b), 87, 10), // FileLockInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xcb5912), x::Name(0xbb9c0b), 97, 2), // FileLockInfoResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xcb6c0a), x::Name(0xcb3909), 99, 0), // FileLocked: FileFault
+        x::TypeEntry::structure(x::Name(0xcb770f), x::Name(0xcb3909), 99, 0), // FileNameTooLong: FileFault
+        x::TypeEntry::structure(x::Name(0xcb870c), x::Name(0xcb3909), 99, 0), // FileNotFound: FileFault
+        x::TypeEntry::structure(x::Name(0xcb940f), x::Name(0xcb3909), 99, 0), // FileNotWritable: FileFault
+        x::TypeEntry::structure(x::Name(0xcba409), x::Name(0xbb9c0b), 99, 0), // FileQuery: DynamicData
+        x::TypeEntry::structure(x::Name(0xcbae0e), x::Name(0xbb9c0b), 99, 4), // FileQueryFlags: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xcbbd28), 4, 3), // FileSystemMountInfoVStorageSupportStatus
+        x::TypeEntry::structure(x::Name(0xcbe60c), x::Name(0xcb3909), 103, 3), // FileTooLarge: FileFault
+        x::TypeEntry::structure(x::Name(0xcbf317), x::Name(0xbb9c0b), 106, 3), // FileTransferInformation: DynamicData
+        x::TypeEntry::structure(x::Name(0xcc0b16), x::Name(0x1a81e0d), 109, 0), // FilesystemQuiesceFault: SnapshotFault
+        x::TypeEntry::structure(x::Name(0xcc220b), x::Name(0x191f50d), 109, 1), // FilterInUse: ResourceInUse
+        x::TypeEntry::structure(x::Name(0xcc2e1b), x::Name::NONE, 110, 4), // FindAllByDnsNameRequestType
+        x::TypeEntry::structure(x::Name(0xcc4a16), x::Name::NONE, 114, 4), // FindAllByIpRequestType
+        x::TypeEntry::structure(x::Name(0xcc6118), x::Name::NONE, 118, 5), // FindAllByUuidRequestType
+        x::TypeEntry::structure(x::Name(0xcc7a20), x::Name::NONE, 123, 2), // FindAssociatedProfileRequestType
+        x::TypeEntry::structure(x::Name(0xcc9b1e), x::Name::NONE, 125, 3), // FindByDatastorePathRequestType
+        x::TypeEntry::structure(x::Name(0xccba18), x::Name::NONE, 128, 4), // FindByDnsNameRequestType
+        x::TypeEntry::structure(x::Name(0xccd31e), x::Name::NONE, 132, 2), // FindByInventoryPathRequestType
+        x::TypeEntry::structure(x::Name(0xccf213), x::Name::NONE, 134, 4), // FindByIpRequestType
+        x::TypeEntry::structure(x::Name(0xcd0615), x::Name::NONE, 138, 5), // FindByUuidRequestType
+        x::TypeEntry::structure(x::Name(0xcd1c14), x::Name::NONE, 143, 3), // FindChildRequestType
+        x::TypeEntry::structure(x::Name(0xcd3118), x::Name::NONE, 146, 2), // FindExtensionRequestType
+        x::TypeEntry::structure(x::Name(0xcd4a19), x::Name::NONE, 148, 2), // FindRulesForVmRequestType
+        x::TypeEntry::structure(x::Name(0xcd640f), x::Name(0xad70c), 150, 1), // FirewallProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xcd741d), x::Name(0xad70c), 151, 1), // FirewallProfileRulesetProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xcd920b), x::Name(0x156580a), 152, 3), // FloatOption: OptionType
+        x::TypeEntry::structure(x::Name(0xcd9e13), x::Name(0xcb4308), 155, 0), // FloppyImageFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0xcdb214), x::Name(0xcba409), 155, 0), // FloppyImageFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0xcdce22), x::Name(0xbb9c0b), 155, 3), // FolderBatchAddHostsToClusterResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xcdf123), x::Name(0xbb9c0b), 158, 2), // FolderBatchAddStandaloneHostsResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xce1516), 7, 2), // FolderDesiredHostState
+        x::TypeEntry::structure(x::Name(0xce2c13), x::Name(0xc04213), 160, 1), // FolderEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0xce4021), x::Name(0xbb9c0b), 161, 2), // FolderExternallyManagedFolderInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xce6221), 9, 8), // FolderExternallyManagedFolderType
+        x::TypeEntry::structure(x::Name(0xce8416), x::Name(0xbb9c0b), 163, 4), // FolderFailedHostResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xce9b0e), x::Name(0xcb4308), 167, 0), // FolderFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0xceaa0f), x::Name(0xcba409), 167, 0), // FolderFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0xceba11), x::Name(0xbb9c0b), 167, 2), // FolderNewHostSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xcecc15), x::Name::NONE, 169, 2), // FormatVffsRequestType
+        x::TypeEntry::structure(x::Name(0xcee215), x::Name::NONE, 171, 2), // FormatVmfsRequestType
+        x::TypeEntry::structure(x::Name(0xcef80e), x::Name(0x2153a15), 173, 3), // FtIssuesOnHost: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0xcf071f), 17, 3), // FtIssuesOnHostHostSelectionType
+        x::TypeEntry::structure(x::Name(0xcf2715), x::Name(0x210340d), 176, 3), // FtVmHostRuleViolation: VmConfigFault
+        x::TypeEntry::structure(x::Name(0xcf3d1e), x::Name(0x1432d1c), 179, 0), // FullStorageVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0xcf5c13), x::Name(0xe25310), 179, 4), // GatewayConnectFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0xcf7017), x::Name(0xcfdb19), 183, 0), // GatewayHostNotReachable: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xcf880f), x::Name(0xcf5c13), 183, 0), // GatewayNotFound: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcf9813), x::Name(0xcf5c13), 183, 0), // GatewayNotReachable: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcfac17), x::Name(0xcf5c13), 183, 0), // GatewayOperationRefused: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcfc416), x::Name(0xcfdb19), 183, 2), // GatewayToHostAuthFault: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xcfdb19), x::Name(0xcf5c13), 185, 2), // GatewayToHostConnectFault: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xcff51d), x::Name(0xcfdb19), 187, 2), // GatewayToHostTrustVerifyFault: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xd0130c), x::Name(0xc19905), 189, 1), // GeneralEvent: Event
+        x::TypeEntry::structure(x::Name(0xd02015), x::Name(0xd0130c), 190, 0), // GeneralHostErrorEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd03614), x::Name(0xd0130c), 190, 0), // GeneralHostInfoEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd04b17), x::Name(0xd0130c), 190, 0), // GeneralHostWarningEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd06310), x::Name(0xd0130c), 190, 1), // GeneralUserEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd07413), x::Name(0xd0130c), 191, 0), // GeneralVmErrorEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd08812), x::Name(0xd0130c), 191, 0), // GeneralVmInfoEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd09b15), x::Name(0xd0130c), 191, 0), // GeneralVmWarningEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xd0b130), x::Name::NONE, 191, 3), // GenerateCertificateSigningRequestByDnRequestType
+        x::TypeEntry::structure(x::Name(0xd0e22c), x::Name::NONE, 194, 3), // GenerateCertificateSigningRequestRequestType
+        x::TypeEntry::structure(x::Name(0xd10f1c), x::Name::NONE, 197, 3), // GenerateClientCsrRequestType
+        x::TypeEntry::structure(x::Name(0xd12c21), x::Name::NONE, 200, 3), // GenerateConfigTaskListRequestType
+        x::TypeEntry::structure(x::Name(0xd14e25), x::Name::NONE, 203, 2), // GenerateHostConfigTaskSpecRequestType
+        x::TypeEntry::structure(x::Name(0xd17426), x::Name::NONE, 205, 3), // GenerateHostProfileTaskListRequestType
+        x::TypeEntry::structure(x::Name(0xd19b16), x::Name::NONE, 208, 4), // GenerateKeyRequestType
+        x::TypeEntry::structure(x::Name(0xd1b21d), x::Name::NONE, 212, 3), // GenerateLogBundlesRequestType
+        x::TypeEntry::structure(x::Name(0xd1d027), x::Name::NONE, 215, 3), // GenerateSelfSignedClientCertRequestType
+        x::TypeEntry::structure(x::Name(0xd1f80f), x::Name(0x1d94808), 218, 1), // GenericDrsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xd20814), x::Name(0x210340d), 219, 1), // GenericVmConfigFault: VmConfigFault
+        x::TypeEntry::structure(x::Name(0xd21d13), x::Name::NONE, 220, 2), // GetAlarmRequestType
+        x::TypeEntry::structure(x::Name(0xd23118), x::Name::NONE, 222, 2), // GetAlarmStateRequestType
+        x::TypeEntry::structure(x::Name(0xd24a1d), x::Name::NONE, 224, 2), // GetCryptoKeyStatusRequestType
+        x::TypeEntry::structure(x::Name(0xd2681f), x::Name::NONE, 226, 2), // GetCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0xd2881f), x::Name::NONE, 228, 3), // GetDefaultKmsClusterRequestType
+        x::TypeEntry::structure(x::Name(0xd2a817), x::Name::NONE, 231, 1), // GetPublicKeyRequestType
+        x::TypeEntry::structure(x::Name(0xd2c01b), x::Name::NONE, 232, 1), // GetResourceUsageRequestType
+        x::TypeEntry::structure(x::Name(0xd2dc16), x::Name::NONE, 233, 1), // GetSiteInfoRequestType
+        x::TypeEntry::structure(x::Name(0xd2f32b), x::Name::NONE, 234, 1), // GetSystemVMsRestrictedDatastoresRequestType
+        x::TypeEntry::structure(x::Name(0xd31f1f), x::Name::NONE, 235, 1), // GetVchaClusterHealthRequestType
+        x::TypeEntry::structure(x::Name(0xd33f1c), x::Name::NONE, 236, 2), // GetVpcNetworkSpanRequestType
+        x::TypeEntry::structure(x::Name(0xd35c1d), x::Name::NONE, 238, 2), // GetVsanObjExtAttrsRequestType
+        x::TypeEntry::structure(x::Name(0xd37a20), x::Name(0xea3c09), 240, 1), // GhostDvsProxySwitchDetectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd39b1f), x::Name(0xea3c09), 241, 1), // GhostDvsProxySwitchRemovedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd3bb19), x::Name(0x1a2e40c), 242, 2), // GlobalMessageChangedEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0xd3f210), x::Name(0x5d30b), 244, 1), // GroupAlarmAction: AlarmAction
+        x::TypeEntry::structure(x::Name(0xd4030c), x::Name(0xbb9c0b), 245, 2), // GuestAliases: DynamicData
+        x::TypeEntry::structure(x::Name(0xd41012), x::Name(0xbb9c0b), 247, 2), // GuestAuthAliasInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd42313), x::Name(0xd44d10), 249, 0), // GuestAuthAnySubject: GuestAuthSubject
+        x::TypeEntry::structure(x::Name(0xd43715), x::Name(0xd44d10), 249, 1), // GuestAuthNamedSubject: GuestAuthSubject
+        x::TypeEntry::structure(x::Name(0xd44d10), x::Name(0xbb9c0b), 250, 0), // GuestAuthSubject: DynamicData
+        x::TypeEntry::structure(x::Name(0xd45e13), x::Name(0xbb9c0b), 250, 1), // GuestAuthentication: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4721c), x::Name(0xd5c314), 251, 2), // GuestAuthenticationChallenge: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd48f18), x::Name(0xd5c314), 253, 0), // GuestComponentsOutOfDate: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd4a80d), x::Name(0xbb9c0b), 253, 5), // GuestDiskInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4b613), x::Name(0xbb9c0b), 258, 3), // GuestFileAttributes: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4ca0d), x::Name(0xbb9c0b), 261, 4), // GuestFileInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd4d80d), 20, 3), // GuestFileType
+        x::TypeEntry::structure(x::Name(0xd4e609), x::Name(0xbb9c0b), 265, 27), // GuestInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd4f015), 23, 3), // GuestInfoAppStateType
+        x::TypeEntry::structure(x::Name(0xd5061a), x::Name(0xbb9c0b), 292, 4), // GuestInfoCustomizationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd5211c), 26, 5), // GuestInfoCustomizationStatus
+        x::TypeEntry::structure(x::Name(0xd53e20), x::Name(0xbb9c0b), 296, 2), // GuestInfoNamespaceGenerationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd55f1b), x::Name(0xbb9c0b), 298, 1), // GuestInfoVirtualDiskMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0xd57b11), x::Name(0xbb9c0b), 299, 2), // GuestListFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd58d12), x::Name(0xbb9c0b), 301, 3), // GuestMappedAliases: DynamicData
+        x::TypeEntry::structure(x::Name(0xd5a015), x::Name(0xd5c314), 304, 0), // GuestMultipleMappings: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd5b60c), x::Name(0xbb9c0b), 304, 8), // GuestNicInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd5c314), x::Name(0x1d94808), 312, 0), // GuestOperationsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xd5d81a), x::Name(0xd5c314), 312, 0), // GuestOperationsUnavailable: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd5f311), x::Name(0xbb9c0b), 312, 64), // GuestOsDescriptor: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd6051d), 31, 3), // GuestOsDescriptorFirmwareType
+        x::TypeEntry::enumeration(x::Name(0xd6231d), 34, 7), // GuestOsDescriptorSupportLevel
+        x::TypeEntry::structure(x::Name(0xd64115), x::Name(0xd5c314), 376, 0), // GuestPermissionDenied: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd65718), x::Name(0xd4b613), 376, 3), // GuestPosixFileAttributes: GuestFileAttributes
+        x::TypeEntry::structure(x::Name(0xd67010), x::Name(0xbb9c0b), 379, 7), // GuestProcessInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd68114), x::Name(0xd5c314), 386, 1), // GuestProcessNotFound: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd69610), x::Name(0xbb9c0b), 387, 4), // GuestProgramSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd6a720), 41, 1), // GuestQuiesceEndGuestQuiesceError
+        x::TypeEntry::structure(x::Name(0xd6c813), x::Name(0xbb9c0b), 391, 2), // GuestRegKeyNameSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd6dc15), x::Name(0xbb9c0b), 393, 2), // GuestRegKeyRecordSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd6f20f), x::Name(0xbb9c0b), 395, 3), // GuestRegKeySpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd70212), 42, 3), // GuestRegKeyWowSpec
+        x::TypeEntry::structure(x::Name(0xd71517), x::Name(0xd72d15), 398, 1), // GuestRegValueBinarySpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd72d15), x::Name(0xbb9c0b), 399, 0), // GuestRegValueDataSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd74316), x::Name(0xd72d15), 399, 1), // GuestRegValueDwordSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd75a1d), x::Name(0xd72d15), 400, 1), // GuestRegValueExpandStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd7781c), x::Name(0xd72d15), 401, 1), // GuestRegValueMultiStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd79515), x::Name(0xbb9c0b), 402, 2), // GuestRegValueNameSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd7ab16), x::Name(0xd72d15), 404, 1), // GuestRegValueQwordSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd7c211), x::Name(0xbb9c0b), 405, 2), // GuestRegValueSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd7d417), x::Name(0xd72d15), 407, 1), // GuestRegValueStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xd7ec12), x::Name(0xd5c314), 408, 1), // GuestRegistryFault: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xd7ff1d), x::Name(0xd81d15), 409, 0), // GuestRegistryKeyAlreadyExists: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xd81d15), x::Name(0xd7ec12), 409, 1), // GuestRegistryKeyFault: GuestRegistryFault
+        x::TypeEntry::structure(x::Name(0xd8331a), x::Name(0xd81d15), 410, 0), // GuestRegistryKeyHasSubkeys: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xd84e17), x::Name(0xd81d15), 410, 0), // GuestRegistryKeyInvalid: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xd8661e), x::Name(0xd81d15), 410, 0), // GuestRegistryKeyParentVolatile: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xd88517), x::Name(0xd7ec12), 410, 2), // GuestRegistryValueFault: GuestRegistryFault
+        x::TypeEntry::structure(x::Name(0xd89d1a), x::Name(0xd88517), 412, 0), // GuestRegistryValueNotFound: GuestRegistryValueFault
+        x::TypeEntry::structure(x::Name(0xd8b80f), x::Name(0xbb9c0b), 412, 2), // GuestScreenInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd8c80e), x::Name(0xbb9c0b), 414, 4), // GuestStackInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd8d71a), x::Name(0xd4b613), 418, 3), // GuestWindowsFileAttributes: GuestFileAttributes
+        x::TypeEntry::structure(x::Name(0xd8f217), x::Name(0xd69610), 421, 1), // GuestWindowsProgramSpec: GuestProgramSpec
     ],
     decoders: &[
         Some(x::decode_boxed::<FailToEnableSPBM>),
@@ -231,6 +239,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<FileBackedVirtualDiskSpec>),
         Some(x::decode_boxed::<FileFault>),
         Some(x::decode_boxed::<FileInfo>),
+        Some(x::decode_boxed::<FileLockInfo>),
+        Some(x::decode_boxed::<FileLockInfoResult>),
         Some(x::decode_boxed::<FileLocked>),
         Some(x::decode_boxed::<FileNameTooLong>),
         Some(x::decode_boxed::<FileNotFound>),
@@ -263,6 +273,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<FolderBatchAddStandaloneHostsResult>),
         Some(x::decode_boxed::<FolderDesiredHostState>),
         Some(x::decode_boxed::<FolderEventArgument>),
+        Some(x::decode_boxed::<FolderExternallyManagedFolderInfo>),
+        Some(x::decode_boxed::<FolderExternallyManagedFolderType>),
         Some(x::decode_boxed::<FolderFailedHostResult>),
         Some(x::decode_boxed::<FolderFileInfo>),
         Some(x::decode_boxed::<FolderFileQuery>),
@@ -271,6 +283,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // FormatVmfsRequestType
         Some(x::decode_boxed::<FtIssuesOnHost>),
         Some(x::decode_boxed::<FtIssuesOnHostHostSelectionType>),
+        Some(x::decode_boxed::<FtVmHostRuleViolation>),
         Some(x::decode_boxed::<FullStorageVMotionNotSupported>),
         Some(x::decode_boxed::<GatewayConnectFault>),
         Some(x::decode_boxed::<GatewayHostNotReachable>),
@@ -301,6 +314,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<GenericVmConfigFault>),
         None, // GetAlarmRequestType
         None, // GetAlarmStateRequestType
+        None, // GetCryptoKeyStatusRequestType
         None, // GetCustomizationSpecRequestType
         None, // GetDefaultKmsClusterRequestType
         None, // GetPublicKeyRequestType
@@ -308,6 +322,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // GetSiteInfoRequestType
         None, // GetSystemVMsRestrictedDatastoresRequestType
         None, // GetVchaClusterHealthRequestType
+        None, // GetVpcNetworkSpanRequestType
         None, // GetVsanObjExtAttrsRequestType
         Some(x::decode_boxed::<GhostDvsProxySwitchDetectedEvent>),
         Some(x::decode_boxed::<GhostDvsProxySwitchRemovedEvent>),
@@ -345,6 +360,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<GuestProcessInfo>),
         Some(x::decode_boxed::<GuestProcessNotFound>),
         Some(x::decode_boxed::<GuestProgramSpec>),
+        Some(x::decode_boxed::<GuestQuiesceEndGuestQuiesceError>),
         Some(x::decode_boxed::<GuestRegKeyNameSpec>),
         Some(x::decode_boxed::<GuestRegKeyRecordSpec>),
         Some(x::decode_boxed::<GuestRegKeySpec>),
@@ -372,430 +388,474 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<GuestWindowsProgramSpec>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x229b802), x::Name(0x1258216)), // cs: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x229bb06), x::Name(0x2f00106)), // csName: string
-        x::FieldEntry::repeated(x::Name(0x2678211), x::Name(0x716e22)), // hostLicenseStates: ComputeResourceHostSPBMLicenseInfo
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x206c50f), x::Name(0x1258216)), // alreadyLockedVm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21c3111), x::Name(0x803417)), // clusterIpSettings: CustomizationIPSettings
-        x::FieldEntry::optional(x::Name(0x251be0a), x::Name(0x803417)), // failoverIp: CustomizationIPSettings
-        x::FieldEntry::optional(x::Name(0x211ef08), x::Name(0x2f00106)), // biosUuid: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d51404), x::Name(0x2729103)), // role: int
-        x::FieldEntry::repeated(x::Name(0x272340d), x::Name(0x2f00106)), // instanceUuids: string
-        x::FieldEntry::repeated(x::Name(0x220ad0b), x::Name(0x2f00106)), // configPaths: string
-        x::FieldEntry::optional(x::Name(0x2ad8008), x::Name(0x212d207)), // orphaned: boolean
-        x::FieldEntry::optional(x::Name(0x2903e0c), x::Name(0xb68916)), // metaDataPath: FaultToleranceMetaSpec
-        x::FieldEntry::optional(x::Name(0x2d9e90f), x::Name(0xb77d1a)), // secondaryVmSpec: FaultToleranceVMConfigSpec
-        x::FieldEntry::required(x::Name(0x292f905), x::Name(0x212d207)), // model: boolean
-        x::FieldEntry::required(x::Name(0x252a406), x::Name(0x212d207)), // family: boolean
-        x::FieldEntry::required(x::Name(0x2edde08), x::Name(0x212d207)), // stepping: boolean
-        x::FieldEntry::required(x::Name(0x23e0704), x::Name(0x1b6c60d)), // disk: VirtualDevice
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2902c11), x::Name(0x1258216)), // metaDataDatastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x213de05), x::Name(0x2f00106)), // build: string
-        x::FieldEntry::repeated(x::Name(0x2d9c10b), x::Name(0x1258216)), // secondaries: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d9dd0b), x::Name(0x1258216)), // secondaryVm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c01609), x::Name(0x1258216)), // primaryVm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bffe09), x::Name(0x1258216)), // primaryVM: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bc8810), x::Name(0x212d207)), // powerOnAttempted: boolean
-        x::FieldEntry::optional(x::Name(0x2bc990d), x::Name(0x6cb916)), // powerOnResult: ClusterPowerOnVmResult
-        x::FieldEntry::optional(x::Name(0x3135d08), x::Name(0x1258216)), // vmConfig: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2404005), x::Name(0xb67216)), // disks: FaultToleranceDiskSpec
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2538e06), x::Name(0x1233814)), // faults: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2538e06), x::Name(0x1233814)), // faults: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c0470d), x::Name(0x2729103)), // priorityClass: int
-        x::FieldEntry::required(x::Name(0x2e5c109), x::Name(0x2f00106)), // sourceMac: string
-        x::FieldEntry::repeated(x::Name(0x312a209), x::Name(0xb81213)), // vlanRange: FcoeConfigVlanRange
-        x::FieldEntry::required(x::Name(0x2163b0c), x::Name(0xb7db1a)), // capabilities: FcoeConfigFcoeCapabilities
-        x::FieldEntry::required(x::Name(0x253bf0a), x::Name(0x212d207)), // fcoeActive: boolean
-        x::FieldEntry::required(x::Name(0x2c0470d), x::Name(0x212d207)), // priorityClass: boolean
-        x::FieldEntry::required(x::Name(0x2e5cb10), x::Name(0x212d207)), // sourceMacAddress: boolean
-        x::FieldEntry::required(x::Name(0x312a209), x::Name(0x212d207)), // vlanRange: boolean
-        x::FieldEntry::required(x::Name(0x301ad0e), x::Name(0x2f00106)), // underlyingPnic: string
-        x::FieldEntry::optional(x::Name(0x2c0470d), x::Name(0x2729103)), // priorityClass: int
-        x::FieldEntry::optional(x::Name(0x2e5c109), x::Name(0x2f00106)), // sourceMac: string
-        x::FieldEntry::repeated(x::Name(0x312a209), x::Name(0xb81213)), // vlanRange: FcoeConfigVlanRange
-        x::FieldEntry::required(x::Name(0x3125d07), x::Name(0x2729103)), // vlanLow: int
-        x::FieldEntry::required(x::Name(0x3124508), x::Name(0x2729103)), // vlanHigh: int
-        x::FieldEntry::required(x::Name(0x29dc709), x::Name(0x2f00106)), // nicDevice: string
-        x::FieldEntry::repeated(x::Name(0x2888a04), x::Name(0xd6290f)), // mask: HostFeatureMask
-        x::FieldEntry::repeated(x::Name(0x216480a), x::Name(0xd61315)), // capability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0x2cfcf0b), x::Name(0x1caa820)), // requirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::repeated(x::Name(0x2546d12), x::Name(0x1caa820)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2294208), x::Name(0x9ef824)), // criteria: DistributedVirtualSwitchPortCriteria
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2294208), x::Name(0x9ef824)), // criteria: DistributedVirtualSwitchPortCriteria
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x216b70a), x::Name(0x2857004)), // capacityKb: long
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
-        x::FieldEntry::required(x::Name(0x2556304), x::Name(0x2f00106)), // file: string
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
-        x::FieldEntry::optional(x::Name(0x255d108), x::Name(0x2857004)), // fileSize: long
-        x::FieldEntry::optional(x::Name(0x2931b0c), x::Name(0x2308208)), // modification: dateTime
-        x::FieldEntry::optional(x::Name(0x2b05e05), x::Name(0x2f00106)), // owner: string
-        x::FieldEntry::required(x::Name(0x2560508), x::Name(0x212d207)), // fileType: boolean
-        x::FieldEntry::required(x::Name(0x255d108), x::Name(0x212d207)), // fileSize: boolean
-        x::FieldEntry::required(x::Name(0x2931b0c), x::Name(0x212d207)), // modification: boolean
-        x::FieldEntry::optional(x::Name(0x255be09), x::Name(0x212d207)), // fileOwner: boolean
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x2f00106)), // datastore: string
-        x::FieldEntry::required(x::Name(0x255d108), x::Name(0x2857004)), // fileSize: long
-        x::FieldEntry::optional(x::Name(0x2898b0b), x::Name(0x2857004)), // maxFileSize: long
-        x::FieldEntry::required(x::Name(0x20c210a), x::Name(0xc21513)), // attributes: GuestFileAttributes
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1bb660d)), // disk: VirtualDiskId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2417107), x::Name(0x2f00106)), // dnsName: string
-        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2763902), x::Name(0x2f00106)), // ip: string
-        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x212d207)), // instanceUuid: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2417107), x::Name(0x2f00106)), // dnsName: string
-        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x275310d), x::Name(0x2f00106)), // inventoryPath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2763902), x::Name(0x2f00106)), // ip: string
-        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x212d207)), // instanceUuid: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d64107), x::Name(0xbb861d)), // ruleset: FirewallProfileRulesetProfile
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2916b03), x::Name(0x2580f05)), // min: float
-        x::FieldEntry::required(x::Name(0x288e303), x::Name(0x2580f05)), // max: float
-        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x2580f05)), // defaultValue: float
-        x::FieldEntry::repeated(x::Name(0x26a4713), x::Name(0x1258216)), // hostsAddedToCluster: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26a5b17), x::Name(0xbc4b16)), // hostsFailedInventoryAdd: FolderFailedHostResult
-        x::FieldEntry::repeated(x::Name(0x26a7318), x::Name(0xbc4b16)), // hostsFailedMoveToCluster: FolderFailedHostResult
-        x::FieldEntry::repeated(x::Name(0x202e00a), x::Name(0x1258216)), // addedHosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26a5b17), x::Name(0xbc4b16)), // hostsFailedInventoryAdd: FolderFailedHostResult
-        x::FieldEntry::required(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x224f507), x::Name(0x1230312)), // context: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2662e0b), x::Name(0xceb80f)), // hostCnxSpec: HostConnectSpec
-        x::FieldEntry::optional(x::Name(0x24d750a), x::Name(0x2f00106)), // esxLicense: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x106910c)), // createSpec: HostVffsSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x108af0c)), // createSpec: HostVmfsSpec
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1233814)), // errors: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x25c300b), x::Name(0x2f00106)), // gatewayType: string
-        x::FieldEntry::required(x::Name(0x25c0409), x::Name(0x2f00106)), // gatewayId: string
-        x::FieldEntry::required(x::Name(0x25c0e0b), x::Name(0x2f00106)), // gatewayInfo: string
-        x::FieldEntry::optional(x::Name(0x2387c07), x::Name(0x1230312)), // details: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x274a511), x::Name(0x2f00106)), // invalidProperties: string
-        x::FieldEntry::repeated(x::Name(0x2927411), x::Name(0x2f00106)), // missingProperties: string
-        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::required(x::Name(0x30dbe11), x::Name(0x2f00106)), // verificationToken: string
-        x::FieldEntry::repeated(x::Name(0x2c2d512), x::Name(0x11c0608)), // propertiesToVerify: KeyValue
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2406711), x::Name(0x2f00106)), // distinguishedName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3078318), x::Name(0x212d207)), // useIpAddressAsCommonName: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26a8c09), x::Name(0x18ffc18)), // hostsInfo: StructuredCustomizations
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27db10b), x::Name(0x11b5f0d)), // keyProvider: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26ec10e), x::Name(0x212d207)), // includeDefault: boolean
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::repeated(x::Name(0x266fd0a), x::Name(0x1233814)), // hostFaults: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2348a10), x::Name(0x212d207)), // defaultsToParent: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
-        x::FieldEntry::repeated(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
-        x::FieldEntry::repeated(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::optional(x::Name(0x2bf440b), x::Name(0x2f00106)), // prevMessage: string
-        x::FieldEntry::repeated(x::Name(0x2019a06), x::Name(0x5cc0b)), // action: AlarmAction
-        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
-        x::FieldEntry::repeated(x::Name(0x2053907), x::Name(0xc16f12)), // aliases: GuestAuthAliasInfo
-        x::FieldEntry::required(x::Name(0x2f04e07), x::Name(0xc1ac10)), // subject: GuestAuthSubject
-        x::FieldEntry::required(x::Name(0x21dc907), x::Name(0x2f00106)), // comment: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2731f12), x::Name(0x212d207)), // interactiveSession: boolean
-        x::FieldEntry::required(x::Name(0x2dc000f), x::Name(0xc1bd13)), // serverChallenge: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2dd7d09), x::Name(0x2857004)), // sessionID: long
-        x::FieldEntry::optional(x::Name(0x23f5608), x::Name(0x2f00106)), // diskPath: string
-        x::FieldEntry::optional(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
-        x::FieldEntry::optional(x::Name(0x2590e09), x::Name(0x2857004)), // freeSpace: long
-        x::FieldEntry::optional(x::Name(0x256280e), x::Name(0x2f00106)), // filesystemType: string
-        x::FieldEntry::repeated(x::Name(0x2881e08), x::Name(0xc2be1b)), // mappings: GuestInfoVirtualDiskMapping
-        x::FieldEntry::optional(x::Name(0x2932810), x::Name(0x2308208)), // modificationTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2013c0a), x::Name(0x2308208)), // accessTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2f69e0d), x::Name(0x2f00106)), // symlinkTarget: string
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x20c210a), x::Name(0xc21513)), // attributes: GuestFileAttributes
-        x::FieldEntry::optional(x::Name(0x2fc930b), x::Name(0x1d68019)), // toolsStatus: VirtualMachineToolsStatus
-        x::FieldEntry::optional(x::Name(0x2fcf212), x::Name(0x2f00106)), // toolsVersionStatus: string
-        x::FieldEntry::optional(x::Name(0x2fd0513), x::Name(0x2f00106)), // toolsVersionStatus2: string
-        x::FieldEntry::optional(x::Name(0x2fc8012), x::Name(0x2f00106)), // toolsRunningStatus: string
-        x::FieldEntry::optional(x::Name(0x2fce50c), x::Name(0x2f00106)), // toolsVersion: string
-        x::FieldEntry::optional(x::Name(0x2fc2610), x::Name(0x2f00106)), // toolsInstallType: string
-        x::FieldEntry::optional(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x25eab0b), x::Name(0x2f00106)), // guestFamily: string
-        x::FieldEntry::optional(x::Name(0x25ec50d), x::Name(0x2f00106)), // guestFullName: string
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::repeated(x::Name(0x2980903), x::Name(0xc3150c)), // net: GuestNicInfo
-        x::FieldEntry::repeated(x::Name(0x2778207), x::Name(0xc6060e)), // ipStack: GuestStackInfo
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0xc2070d)), // disk: GuestDiskInfo
-        x::FieldEntry::optional(x::Name(0x2d85a06), x::Name(0xc5f60f)), // screen: GuestScreenInfo
-        x::FieldEntry::required(x::Name(0x25fe20a), x::Name(0x2f00106)), // guestState: string
-        x::FieldEntry::optional(x::Name(0x2083612), x::Name(0x2f00106)), // appHeartbeatStatus: string
-        x::FieldEntry::optional(x::Name(0x25f3412), x::Name(0x212d207)), // guestKernelCrashed: boolean
-        x::FieldEntry::optional(x::Name(0x2086208), x::Name(0x2f00106)), // appState: string
-        x::FieldEntry::optional(x::Name(0x25fad14), x::Name(0x212d207)), // guestOperationsReady: boolean
-        x::FieldEntry::optional(x::Name(0x272ff1f), x::Name(0x212d207)), // interactiveGuestOperationsReady: boolean
-        x::FieldEntry::optional(x::Name(0x25fed19), x::Name(0x212d207)), // guestStateChangeSupported: boolean
-        x::FieldEntry::repeated(x::Name(0x25c5a0e), x::Name(0xc29d20)), // generationInfo: GuestInfoNamespaceGenerationInfo
-        x::FieldEntry::optional(x::Name(0x26be309), x::Name(0x2f00106)), // hwVersion: string
-        x::FieldEntry::optional(x::Name(0x22c4711), x::Name(0xc2651a)), // customizationInfo: GuestInfoCustomizationInfo
-        x::FieldEntry::required(x::Name(0x22c8513), x::Name(0x2f00106)), // customizationStatus: string
-        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24c9b08), x::Name(0x2f00106)), // errorMsg: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x25c690c), x::Name(0x2729103)), // generationNo: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::repeated(x::Name(0x2561705), x::Name(0xc2290d)), // files: GuestFileInfo
-        x::FieldEntry::required(x::Name(0x2cc0009), x::Name(0x2729103)), // remaining: int
-        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
-        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::repeated(x::Name(0x2f06208), x::Name(0xc1ac10)), // subjects: GuestAuthSubject
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x2862d0a), x::Name(0x2f00106)), // macAddress: string
-        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
-        x::FieldEntry::required(x::Name(0x238d10e), x::Name(0x2729103)), // deviceConfigId: int
-        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0x12f0710)), // dnsConfig: NetDnsConfigInfo
-        x::FieldEntry::optional(x::Name(0x2769308), x::Name(0x12f290f)), // ipConfig: NetIpConfigInfo
-        x::FieldEntry::optional(x::Name(0x298150d), x::Name(0x12e7d11)), // netBIOSConfig: NetBIOSConfigInfo
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x252a406), x::Name(0x2f00106)), // family: string
-        x::FieldEntry::required(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
-        x::FieldEntry::required(x::Name(0x2f27a10), x::Name(0x2729103)), // supportedMaxCPUs: int
-        x::FieldEntry::optional(x::Name(0x2a6131b), x::Name(0x2729103)), // numSupportedPhysicalSockets: int
-        x::FieldEntry::optional(x::Name(0x2a5de1a), x::Name(0x2729103)), // numSupportedCoresPerSocket: int
-        x::FieldEntry::required(x::Name(0x2f2bc11), x::Name(0x2729103)), // supportedMinMemMB: int
-        x::FieldEntry::required(x::Name(0x2f28b11), x::Name(0x2729103)), // supportedMaxMemMB: int
-        x::FieldEntry::required(x::Name(0x2c8b210), x::Name(0x2729103)), // recommendedMemMB: int
-        x::FieldEntry::required(x::Name(0x2c84015), x::Name(0x2729103)), // recommendedColorDepth: int
-        x::FieldEntry::repeated(x::Name(0x2f1cb1b), x::Name(0x2f00106)), // supportedDiskControllerList: string
-        x::FieldEntry::optional(x::Name(0x2c8e119), x::Name(0x2f00106)), // recommendedSCSIController: string
-        x::FieldEntry::required(x::Name(0x2c85619), x::Name(0x2f00106)), // recommendedDiskController: string
-        x::FieldEntry::required(x::Name(0x2f30211), x::Name(0x2729103)), // supportedNumDisks: int
-        x::FieldEntry::required(x::Name(0x2c87015), x::Name(0x2729103)), // recommendedDiskSizeMB: int
-        x::FieldEntry::optional(x::Name(0x2c8251a), x::Name(0x2f00106)), // recommendedCdromController: string
-        x::FieldEntry::repeated(x::Name(0x2f22b15), x::Name(0x2f00106)), // supportedEthernetCard: string
-        x::FieldEntry::optional(x::Name(0x2c88617), x::Name(0x2f00106)), // recommendedEthernetCard: string
-        x::FieldEntry::optional(x::Name(0x2f47f11), x::Name(0x212d207)), // supportsSlaveDisk: boolean
-        x::FieldEntry::repeated(x::Name(0x226ad0e), x::Name(0xcef30d)), // cpuFeatureMask: HostCpuIdInfo
-        x::FieldEntry::optional(x::Name(0x2e2680b), x::Name(0x212d207)), // smcRequired: boolean
-        x::FieldEntry::required(x::Name(0x2f4b811), x::Name(0x212d207)), // supportsWakeOnLan: boolean
-        x::FieldEntry::optional(x::Name(0x2f49f0b), x::Name(0x212d207)), // supportsVMI: boolean
-        x::FieldEntry::optional(x::Name(0x2f3fe14), x::Name(0x212d207)), // supportsMemoryHotAdd: boolean
-        x::FieldEntry::optional(x::Name(0x2f3c411), x::Name(0x212d207)), // supportsCpuHotAdd: boolean
-        x::FieldEntry::optional(x::Name(0x2f3d614), x::Name(0x212d207)), // supportsCpuHotRemove: boolean
-        x::FieldEntry::repeated(x::Name(0x2f24111), x::Name(0x2f00106)), // supportedFirmware: string
-        x::FieldEntry::optional(x::Name(0x2c89e13), x::Name(0x2f00106)), // recommendedFirmware: string
-        x::FieldEntry::repeated(x::Name(0x2f3841a), x::Name(0x2f00106)), // supportedUSBControllerList: string
-        x::FieldEntry::optional(x::Name(0x2c8fb18), x::Name(0x2f00106)), // recommendedUSBController: string
-        x::FieldEntry::optional(x::Name(0x2f3b90a), x::Name(0x212d207)), // supports3D: boolean
-        x::FieldEntry::optional(x::Name(0x2c8170d), x::Name(0x212d207)), // recommended3D: boolean
-        x::FieldEntry::optional(x::Name(0x2e2590e), x::Name(0x212d207)), // smcRecommended: boolean
-        x::FieldEntry::optional(x::Name(0x26ca210), x::Name(0x212d207)), // ich7mRecommended: boolean
-        x::FieldEntry::optional(x::Name(0x306d50e), x::Name(0x212d207)), // usbRecommended: boolean
-        x::FieldEntry::optional(x::Name(0x2f15d0c), x::Name(0x2f00106)), // supportLevel: string
-        x::FieldEntry::optional(x::Name(0x2f25312), x::Name(0x212d207)), // supportedForCreate: boolean
-        x::FieldEntry::optional(x::Name(0x30b2b0c), x::Name(0x1134d09)), // vRAMSizeInKB: IntOption
-        x::FieldEntry::optional(x::Name(0x2a5f919), x::Name(0x2729103)), // numSupportedFloppyDevices: int
-        x::FieldEntry::repeated(x::Name(0x3202615), x::Name(0x2f00106)), // wakeOnLanEthernetCard: string
-        x::FieldEntry::optional(x::Name(0x2f44c1f), x::Name(0x212d207)), // supportsPvscsiControllerForBoot: boolean
-        x::FieldEntry::optional(x::Name(0x240300f), x::Name(0x212d207)), // diskUuidEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2f3eb12), x::Name(0x212d207)), // supportsHotPlugPCI: boolean
-        x::FieldEntry::optional(x::Name(0x2f46c12), x::Name(0x212d207)), // supportsSecureBoot: boolean
-        x::FieldEntry::optional(x::Name(0x233df11), x::Name(0x212d207)), // defaultSecureBoot: boolean
-        x::FieldEntry::optional(x::Name(0x2b7ae19), x::Name(0x212d207)), // persistentMemorySupported: boolean
-        x::FieldEntry::optional(x::Name(0x2f2ce1e), x::Name(0x2857004)), // supportedMinPersistentMemoryMB: long
-        x::FieldEntry::optional(x::Name(0x2f29d1e), x::Name(0x2857004)), // supportedMaxPersistentMemoryMB: long
-        x::FieldEntry::optional(x::Name(0x2c8c31d), x::Name(0x2857004)), // recommendedPersistentMemoryMB: long
-        x::FieldEntry::optional(x::Name(0x2b70c1f), x::Name(0x212d207)), // persistentMemoryHotAddSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b77622), x::Name(0x212d207)), // persistentMemoryHotRemoveSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b6e823), x::Name(0x212d207)), // persistentMemoryColdGrowthSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b6c027), x::Name(0x2857004)), // persistentMemoryColdGrowthGranularityMB: long
-        x::FieldEntry::optional(x::Name(0x2b75322), x::Name(0x212d207)), // persistentMemoryHotGrowthSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b72c26), x::Name(0x2857004)), // persistentMemoryHotGrowthGranularityMB: long
-        x::FieldEntry::optional(x::Name(0x2a4e81d), x::Name(0x2729103)), // numRecommendedPhysicalSockets: int
-        x::FieldEntry::optional(x::Name(0x2a4cb1c), x::Name(0x2729103)), // numRecommendedCoresPerSocket: int
-        x::FieldEntry::optional(x::Name(0x31fc70d), x::Name(0x55d20a)), // vvtdSupported: BoolOption
-        x::FieldEntry::optional(x::Name(0x30cbc0c), x::Name(0x55d20a)), // vbsSupported: BoolOption
-        x::FieldEntry::optional(x::Name(0x31e350d), x::Name(0x55d20a)), // vsgxSupported: BoolOption
-        x::FieldEntry::optional(x::Name(0x2f4910d), x::Name(0x212d207)), // supportsTPM20: boolean
-        x::FieldEntry::optional(x::Name(0x31fd50d), x::Name(0x212d207)), // vwdtSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b06407), x::Name(0x2729103)), // ownerId: int
-        x::FieldEntry::optional(x::Name(0x25df207), x::Name(0x2729103)), // groupId: int
-        x::FieldEntry::optional(x::Name(0x2b68e0b), x::Name(0x2857004)), // permissions: long
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2b8c703), x::Name(0x2857004)), // pid: long
-        x::FieldEntry::required(x::Name(0x2b05e05), x::Name(0x2f00106)), // owner: string
-        x::FieldEntry::required(x::Name(0x21d5607), x::Name(0x2f00106)), // cmdLine: string
-        x::FieldEntry::required(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24ec908), x::Name(0x2729103)), // exitCode: int
-        x::FieldEntry::required(x::Name(0x2b8c703), x::Name(0x2857004)), // pid: long
-        x::FieldEntry::required(x::Name(0x2c2830b), x::Name(0x2f00106)), // programPath: string
-        x::FieldEntry::required(x::Name(0x2098f09), x::Name(0x2f00106)), // arguments: string
-        x::FieldEntry::optional(x::Name(0x323e710), x::Name(0x2f00106)), // workingDirectory: string
-        x::FieldEntry::repeated(x::Name(0x24c3a0c), x::Name(0x2f00106)), // envVariables: string
-        x::FieldEntry::required(x::Name(0x2cb4f0c), x::Name(0x2f00106)), // registryPath: string
-        x::FieldEntry::required(x::Name(0x3240d0a), x::Name(0x2f00106)), // wowBitness: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0xc4300f)), // key: GuestRegKeySpec
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x21b2309), x::Name(0x2f00106)), // classType: string
-        x::FieldEntry::required(x::Name(0x27f7b0b), x::Name(0x2308208)), // lastWritten: dateTime
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x210f70c)), // value: base64Binary
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2729103)), // value: int
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::repeated(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2857004)), // value: long
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0xc4d315)), // name: GuestRegValueNameSpec
-        x::FieldEntry::required(x::Name(0x22e4204), x::Name(0xc46b15)), // data: GuestRegValueDataSpec
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x3236616), x::Name(0x2857004)), // windowsSystemErrorCode: long
-        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0x2f00106)), // keyName: string
-        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0x2f00106)), // keyName: string
-        x::FieldEntry::required(x::Name(0x30c8f09), x::Name(0x2f00106)), // valueName: string
-        x::FieldEntry::required(x::Name(0x320d105), x::Name(0x2729103)), // width: int
-        x::FieldEntry::required(x::Name(0x2652006), x::Name(0x2729103)), // height: int
-        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0x12f0710)), // dnsConfig: NetDnsConfigInfo
-        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0x12fbd14)), // ipRouteConfig: NetIpRouteConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2778a0d), x::Name(0x11c0608)), // ipStackConfig: KeyValue
-        x::FieldEntry::optional(x::Name(0x239ee0a), x::Name(0x12ea511)), // dhcpConfig: NetDhcpConfigInfo
-        x::FieldEntry::optional(x::Name(0x2653806), x::Name(0x212d207)), // hidden: boolean
-        x::FieldEntry::optional(x::Name(0x2c72808), x::Name(0x212d207)), // readOnly: boolean
-        x::FieldEntry::optional(x::Name(0x228de0a), x::Name(0x2308208)), // createTime: dateTime
-        x::FieldEntry::required(x::Name(0x2eb440e), x::Name(0x212d207)), // startMinimized: boolean
+        x::FieldEntry::required(x::Name(0x2591d02), x::Name(0x13ff016)), // cs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2592006), x::Name(0x3344606)), // csName: string
+        x::FieldEntry::repeated(x::Name(0x29d7211), x::Name(0x792622)), // hostLicenseStates: ComputeResourceHostSPBMLicenseInfo
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x233450f), x::Name(0x13ff016)), // alreadyLockedVm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24a4011), x::Name(0x89dd17)), // clusterIpSettings: CustomizationIPSettings
+        x::FieldEntry::optional(x::Name(0x285c90a), x::Name(0x89dd17)), // failoverIp: CustomizationIPSettings
+        x::FieldEntry::optional(x::Name(0x23f7b08), x::Name(0x3344606)), // biosUuid: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3167d04), x::Name(0x2a94603)), // role: int
+        x::FieldEntry::repeated(x::Name(0x2a8d60d), x::Name(0x3344606)), // instanceUuids: string
+        x::FieldEntry::repeated(x::Name(0x24f440b), x::Name(0x3344606)), // configPaths: string
+        x::FieldEntry::optional(x::Name(0x2eac308), x::Name(0x2405e07)), // orphaned: boolean
+        x::FieldEntry::optional(x::Name(0x2c9fa0c), x::Name(0xc85716)), // metaDataPath: FaultToleranceMetaSpec
+        x::FieldEntry::optional(x::Name(0x31bc40f), x::Name(0xc94b1a)), // secondaryVmSpec: FaultToleranceVMConfigSpec
+        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
+        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x2405e07)), // model: boolean
+        x::FieldEntry::required(x::Name(0x286af06), x::Name(0x2405e07)), // family: boolean
+        x::FieldEntry::required(x::Name(0x331c508), x::Name(0x2405e07)), // stepping: boolean
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x1dc1a0d)), // disk: VirtualDevice
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c9e811), x::Name(0x13ff016)), // metaDataDatastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2418405), x::Name(0x3344606)), // build: string
+        x::FieldEntry::repeated(x::Name(0x31b9c0b), x::Name(0x13ff016)), // secondaries: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31bb80b), x::Name(0x13ff016)), // secondaryVm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ff1809), x::Name(0x13ff016)), // primaryVm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ff0009), x::Name(0x13ff016)), // primaryVM: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fb6410), x::Name(0x2405e07)), // powerOnAttempted: boolean
+        x::FieldEntry::optional(x::Name(0x2fb750d), x::Name(0x73fe16)), // powerOnResult: ClusterPowerOnVmResult
+        x::FieldEntry::optional(x::Name(0x35bf308), x::Name(0x13ff016)), // vmConfig: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2724c05), x::Name(0xc84016)), // disks: FaultToleranceDiskSpec
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2ff490d), x::Name(0x2a94603)), // priorityClass: int
+        x::FieldEntry::required(x::Name(0x328f809), x::Name(0x3344606)), // sourceMac: string
+        x::FieldEntry::repeated(x::Name(0x35b3809), x::Name(0xc9e013)), // vlanRange: FcoeConfigVlanRange
+        x::FieldEntry::required(x::Name(0x243e10c), x::Name(0xc9a91a)), // capabilities: FcoeConfigFcoeCapabilities
+        x::FieldEntry::required(x::Name(0x287e90a), x::Name(0x2405e07)), // fcoeActive: boolean
+        x::FieldEntry::required(x::Name(0x2ff490d), x::Name(0x2405e07)), // priorityClass: boolean
+        x::FieldEntry::required(x::Name(0x3290210), x::Name(0x2405e07)), // sourceMacAddress: boolean
+        x::FieldEntry::required(x::Name(0x35b3809), x::Name(0x2405e07)), // vlanRange: boolean
+        x::FieldEntry::required(x::Name(0x347e30e), x::Name(0x3344606)), // underlyingPnic: string
+        x::FieldEntry::optional(x::Name(0x2ff490d), x::Name(0x2a94603)), // priorityClass: int
+        x::FieldEntry::optional(x::Name(0x328f809), x::Name(0x3344606)), // sourceMac: string
+        x::FieldEntry::repeated(x::Name(0x35b3809), x::Name(0xc9e013)), // vlanRange: FcoeConfigVlanRange
+        x::FieldEntry::required(x::Name(0x35af307), x::Name(0x2a94603)), // vlanLow: int
+        x::FieldEntry::required(x::Name(0x35acc08), x::Name(0x2a94603)), // vlanHigh: int
+        x::FieldEntry::required(x::Name(0x2d95509), x::Name(0x3344606)), // nicDevice: string
+        x::FieldEntry::repeated(x::Name(0x2c19604), x::Name(0xeacc0f)), // mask: HostFeatureMask
+        x::FieldEntry::repeated(x::Name(0x243ee0a), x::Name(0xeab615)), // capability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x310d00b), x::Name(0x1f11720)), // requirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2587208), x::Name(0xb02324)), // criteria: DistributedVirtualSwitchPortCriteria
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2587208), x::Name(0xb02324)), // criteria: DistributedVirtualSwitchPortCriteria
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f0e08), x::Name(0x13ff016)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x2445d0a), x::Name(0x2be5304)), // capacityKb: long
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x31c230c), x::Name(0x3344606)), // sectorFormat: string
+        x::FieldEntry::required(x::Name(0x2899104), x::Name(0x3344606)), // file: string
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x28eb90c), x::Name(0x3344606)), // friendlyName: string
+        x::FieldEntry::optional(x::Name(0x289ff08), x::Name(0x2be5304)), // fileSize: long
+        x::FieldEntry::optional(x::Name(0x2cd480c), x::Name(0x2607608)), // modification: dateTime
+        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::required(x::Name(0x289f608), x::Name(0x3344606)), // filePath: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
+        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x36fc909), x::Name(0x3344606)), // worldName: string
+        x::FieldEntry::optional(x::Name(0x2edf707), x::Name(0x3344606)), // ownerId: string
+        x::FieldEntry::required(x::Name(0x2bd5408), x::Name(0x3344606)), // lockMode: string
+        x::FieldEntry::optional(x::Name(0x22d7408), x::Name(0x2607608)), // acquired: dateTime
+        x::FieldEntry::optional(x::Name(0x29ab709), x::Name(0x2607608)), // heartbeat: dateTime
+        x::FieldEntry::optional(x::Name(0x30ae108), x::Name(0x2a94603)), // refCount: int
+        x::FieldEntry::repeated(x::Name(0x2bd4b08), x::Name(0xcb4c0c)), // lockInfo: FileLockInfo
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x2405e07)), // fileType: boolean
+        x::FieldEntry::required(x::Name(0x289ff08), x::Name(0x2405e07)), // fileSize: boolean
+        x::FieldEntry::required(x::Name(0x2cd480c), x::Name(0x2405e07)), // modification: boolean
+        x::FieldEntry::optional(x::Name(0x289ec09), x::Name(0x2405e07)), // fileOwner: boolean
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x3344606)), // datastore: string
+        x::FieldEntry::required(x::Name(0x289ff08), x::Name(0x2be5304)), // fileSize: long
+        x::FieldEntry::optional(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
+        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0xd4b613)), // attributes: GuestFileAttributes
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1e1190d)), // disk: VirtualDiskId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2738d07), x::Name(0x3344606)), // dnsName: string
+        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ad6e02), x::Name(0x3344606)), // ip: string
+        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x2405e07)), // instanceUuid: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2738d07), x::Name(0x3344606)), // dnsName: string
+        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ac3d0d), x::Name(0x3344606)), // inventoryPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ad6e02), x::Name(0x3344606)), // ip: string
+        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x361b508), x::Name(0x2405e07)), // vmSearch: boolean
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x2405e07)), // instanceUuid: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0xcd741d)), // ruleset: FirewallProfileRulesetProfile
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2cb6003), x::Name(0x28c9105)), // min: float
+        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x28c9105)), // max: float
+        x::FieldEntry::required(x::Name(0x264950c), x::Name(0x28c9105)), // defaultValue: float
+        x::FieldEntry::repeated(x::Name(0x2a07813), x::Name(0x13ff016)), // hostsAddedToCluster: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a08c17), x::Name(0xce8416)), // hostsFailedInventoryAdd: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0x2a0a418), x::Name(0xce8416)), // hostsFailedMoveToCluster: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0x22ef60a), x::Name(0x13ff016)), // addedHosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a08c17), x::Name(0xce8416)), // hostsFailedInventoryAdd: FolderFailedHostResult
+        x::FieldEntry::required(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x253f507), x::Name(0x13d2d12)), // context: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29bf90b), x::Name(0xe28f0f)), // hostCnxSpec: HostConnectSpec
+        x::FieldEntry::optional(x::Name(0x281230a), x::Name(0x3344606)), // esxLicense: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257f30a), x::Name(0x11e1e0c)), // createSpec: HostVffsSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257f30a), x::Name(0x1203c0c)), // createSpec: HostVmfsSpec
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x29cfb09), x::Name(0x3344606)), // hostGroup: string
+        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
+        x::FieldEntry::required(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
+        x::FieldEntry::required(x::Name(0x291180b), x::Name(0x3344606)), // gatewayInfo: string
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0x13d2d12)), // details: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2ab9311), x::Name(0x3344606)), // invalidProperties: string
+        x::FieldEntry::repeated(x::Name(0x2cc9711), x::Name(0x3344606)), // missingProperties: string
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x355c711), x::Name(0x3344606)), // verificationToken: string
+        x::FieldEntry::repeated(x::Name(0x3021712), x::Name(0x134dd08)), // propertiesToVerify: KeyValue
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2727f11), x::Name(0x3344606)), // distinguishedName: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xdee625)), // spec: HostCertificateManagerCertificateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34ea318), x::Name(0x2405e07)), // useIpAddressAsCommonName: boolean
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xdee625)), // spec: HostCertificateManagerCertificateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x30f5d07), x::Name(0x849f20)), // request: CryptoManagerKmipCertSignRequest
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a0bd09), x::Name(0x1b14918)), // hostsInfo: StructuredCustomizations
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b58f0b), x::Name(0x134210d)), // keyProvider: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x85f324)), // spec: CryptoManagerKmipCustomAttributeSpec
+        x::FieldEntry::optional(x::Name(0x2b5b407), x::Name(0x861820)), // keySpec: CryptoManagerKmipGenerateKeySpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a50f0e), x::Name(0x2405e07)), // includeDefault: boolean
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x30f5d07), x::Name(0x849f20)), // request: CryptoManagerKmipCertSignRequest
+        x::FieldEntry::repeated(x::Name(0x29cd50a), x::Name(0x13d6214)), // hostFaults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b5cd04), x::Name(0x83cb0b)), // keys: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x264e210), x::Name(0x2405e07)), // defaultsToParent: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32adb06), x::Name(0x3344606)), // spanId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::repeated(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::optional(x::Name(0x2fe460b), x::Name(0x3344606)), // prevMessage: string
+        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x5d30b)), // action: AlarmAction
+        x::FieldEntry::required(x::Name(0x23e860a), x::Name(0x3344606)), // base64Cert: string
+        x::FieldEntry::repeated(x::Name(0x2319507), x::Name(0xd41012)), // aliases: GuestAuthAliasInfo
+        x::FieldEntry::required(x::Name(0x334ae07), x::Name(0xd44d10)), // subject: GuestAuthSubject
+        x::FieldEntry::required(x::Name(0x24bf007), x::Name(0x3344606)), // comment: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2a9dd12), x::Name(0x2405e07)), // interactiveSession: boolean
+        x::FieldEntry::required(x::Name(0x31e290f), x::Name(0xd45e13)), // serverChallenge: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x31fcd09), x::Name(0x2be5304)), // sessionID: long
+        x::FieldEntry::optional(x::Name(0x2714c08), x::Name(0x3344606)), // diskPath: string
+        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::optional(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
+        x::FieldEntry::optional(x::Name(0x28a560e), x::Name(0x3344606)), // filesystemType: string
+        x::FieldEntry::repeated(x::Name(0x2c12308), x::Name(0xd55f1b)), // mappings: GuestInfoVirtualDiskMapping
+        x::FieldEntry::optional(x::Name(0x2cd5510), x::Name(0x2607608)), // modificationTime: dateTime
+        x::FieldEntry::optional(x::Name(0x22cee0a), x::Name(0x2607608)), // accessTime: dateTime
+        x::FieldEntry::optional(x::Name(0x33b8f0d), x::Name(0x3344606)), // symlinkTarget: string
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0xd4b613)), // attributes: GuestFileAttributes
+        x::FieldEntry::optional(x::Name(0x342670b), x::Name(0x1fd2f19)), // toolsStatus: VirtualMachineToolsStatus
+        x::FieldEntry::optional(x::Name(0x342c612), x::Name(0x3344606)), // toolsVersionStatus: string
+        x::FieldEntry::optional(x::Name(0x342d913), x::Name(0x3344606)), // toolsVersionStatus2: string
+        x::FieldEntry::optional(x::Name(0x3425412), x::Name(0x3344606)), // toolsRunningStatus: string
+        x::FieldEntry::optional(x::Name(0x342b90c), x::Name(0x3344606)), // toolsVersion: string
+        x::FieldEntry::optional(x::Name(0x341fa10), x::Name(0x3344606)), // toolsInstallType: string
+        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x294030b), x::Name(0x3344606)), // guestFamily: string
+        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x2954e11), x::Name(0x1f4281f)), // guestRebootStatus: VirtualMachineGuestRebootStatus
+        x::FieldEntry::optional(x::Name(0x293f111), x::Name(0x3344606)), // guestDetailedData: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x2d30003), x::Name(0xd5b60c)), // net: GuestNicInfo
+        x::FieldEntry::repeated(x::Name(0x2aed507), x::Name(0xd8c80e)), // ipStack: GuestStackInfo
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0xd4a80d)), // disk: GuestDiskInfo
+        x::FieldEntry::optional(x::Name(0x31a3506), x::Name(0xd8b80f)), // screen: GuestScreenInfo
+        x::FieldEntry::required(x::Name(0x2956e0a), x::Name(0x3344606)), // guestState: string
+        x::FieldEntry::optional(x::Name(0x234e912), x::Name(0x3344606)), // appHeartbeatStatus: string
+        x::FieldEntry::optional(x::Name(0x2948c12), x::Name(0x2405e07)), // guestKernelCrashed: boolean
+        x::FieldEntry::optional(x::Name(0x2351508), x::Name(0x3344606)), // appState: string
+        x::FieldEntry::optional(x::Name(0x2950514), x::Name(0x2405e07)), // guestOperationsReady: boolean
+        x::FieldEntry::optional(x::Name(0x2a9bd1f), x::Name(0x2405e07)), // interactiveGuestOperationsReady: boolean
+        x::FieldEntry::optional(x::Name(0x2957919), x::Name(0x2405e07)), // guestStateChangeSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x291730e), x::Name(0xd53e20)), // generationInfo: GuestInfoNamespaceGenerationInfo
+        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
+        x::FieldEntry::optional(x::Name(0x25bc211), x::Name(0xd5061a)), // customizationInfo: GuestInfoCustomizationInfo
+        x::FieldEntry::required(x::Name(0x25c0013), x::Name(0x3344606)), // customizationStatus: string
+        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2607608)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2803d08), x::Name(0x3344606)), // errorMsg: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x291820c), x::Name(0x2a94603)), // generationNo: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::repeated(x::Name(0x28a4505), x::Name(0xd4ca0d)), // files: GuestFileInfo
+        x::FieldEntry::required(x::Name(0x30c6909), x::Name(0x2a94603)), // remaining: int
+        x::FieldEntry::required(x::Name(0x23e860a), x::Name(0x3344606)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::repeated(x::Name(0x334da08), x::Name(0xd44d10)), // subjects: GuestAuthSubject
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x2698e0e), x::Name(0x2a94603)), // deviceConfigId: int
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0x149b110)), // dnsConfig: NetDnsConfigInfo
+        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0x149d30f)), // ipConfig: NetIpConfigInfo
+        x::FieldEntry::optional(x::Name(0x2d30c0d), x::Name(0x1492711)), // netBIOSConfig: NetBIOSConfigInfo
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::required(x::Name(0x2908108), x::Name(0x3344606)), // fullName: string
+        x::FieldEntry::required(x::Name(0x3373810), x::Name(0x2a94603)), // supportedMaxCPUs: int
+        x::FieldEntry::optional(x::Name(0x2e2481b), x::Name(0x2a94603)), // numSupportedPhysicalSockets: int
+        x::FieldEntry::optional(x::Name(0x2e2131a), x::Name(0x2a94603)), // numSupportedCoresPerSocket: int
+        x::FieldEntry::required(x::Name(0x3377a11), x::Name(0x2a94603)), // supportedMinMemMB: int
+        x::FieldEntry::required(x::Name(0x3374911), x::Name(0x2a94603)), // supportedMaxMemMB: int
+        x::FieldEntry::required(x::Name(0x308a510), x::Name(0x2a94603)), // recommendedMemMB: int
+        x::FieldEntry::required(x::Name(0x3083315), x::Name(0x2a94603)), // recommendedColorDepth: int
+        x::FieldEntry::repeated(x::Name(0x336891b), x::Name(0x3344606)), // supportedDiskControllerList: string
+        x::FieldEntry::optional(x::Name(0x308d419), x::Name(0x3344606)), // recommendedSCSIController: string
+        x::FieldEntry::required(x::Name(0x3084919), x::Name(0x3344606)), // recommendedDiskController: string
+        x::FieldEntry::required(x::Name(0x337c011), x::Name(0x2a94603)), // supportedNumDisks: int
+        x::FieldEntry::required(x::Name(0x3086315), x::Name(0x2a94603)), // recommendedDiskSizeMB: int
+        x::FieldEntry::optional(x::Name(0x308181a), x::Name(0x3344606)), // recommendedCdromController: string
+        x::FieldEntry::repeated(x::Name(0x336e915), x::Name(0x3344606)), // supportedEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x3087917), x::Name(0x3344606)), // recommendedEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x3395311), x::Name(0x2405e07)), // supportsSlaveDisk: boolean
+        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0xe2ca0d)), // cpuFeatureMask: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x325580b), x::Name(0x2405e07)), // smcRequired: boolean
+        x::FieldEntry::required(x::Name(0x3398c11), x::Name(0x2405e07)), // supportsWakeOnLan: boolean
+        x::FieldEntry::optional(x::Name(0x339730b), x::Name(0x2405e07)), // supportsVMI: boolean
+        x::FieldEntry::optional(x::Name(0x338d214), x::Name(0x2405e07)), // supportsMemoryHotAdd: boolean
+        x::FieldEntry::optional(x::Name(0x3389811), x::Name(0x2405e07)), // supportsCpuHotAdd: boolean
+        x::FieldEntry::optional(x::Name(0x338aa14), x::Name(0x2405e07)), // supportsCpuHotRemove: boolean
+        x::FieldEntry::repeated(x::Name(0x336ff11), x::Name(0x3344606)), // supportedFirmware: string
+        x::FieldEntry::optional(x::Name(0x3089113), x::Name(0x3344606)), // recommendedFirmware: string
+        x::FieldEntry::repeated(x::Name(0x338421a), x::Name(0x3344606)), // supportedUSBControllerList: string
+        x::FieldEntry::optional(x::Name(0x308ff18), x::Name(0x3344606)), // recommendedUSBController: string
+        x::FieldEntry::optional(x::Name(0x3388d0a), x::Name(0x2405e07)), // supports3D: boolean
+        x::FieldEntry::optional(x::Name(0x3080a0d), x::Name(0x2405e07)), // recommended3D: boolean
+        x::FieldEntry::optional(x::Name(0x325490e), x::Name(0x2405e07)), // smcRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x2a2e410), x::Name(0x2405e07)), // ich7mRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x34ddd0e), x::Name(0x2405e07)), // usbRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x3361b0c), x::Name(0x3344606)), // supportLevel: string
+        x::FieldEntry::optional(x::Name(0x3371112), x::Name(0x2405e07)), // supportedForCreate: boolean
+        x::FieldEntry::optional(x::Name(0x352f90c), x::Name(0x12bb409)), // vRAMSizeInKB: IntOption
+        x::FieldEntry::optional(x::Name(0x2e22e19), x::Name(0x2a94603)), // numSupportedFloppyDevices: int
+        x::FieldEntry::repeated(x::Name(0x36b9215), x::Name(0x3344606)), // wakeOnLanEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x339201f), x::Name(0x2405e07)), // supportsPvscsiControllerForBoot: boolean
+        x::FieldEntry::optional(x::Name(0x2723c0f), x::Name(0x2405e07)), // diskUuidEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x338bf12), x::Name(0x2405e07)), // supportsHotPlugPCI: boolean
+        x::FieldEntry::optional(x::Name(0x3394012), x::Name(0x2405e07)), // supportsSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x2643711), x::Name(0x2405e07)), // defaultSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x2f5cf19), x::Name(0x2405e07)), // persistentMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x3378c1e), x::Name(0x2be5304)), // supportedMinPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x3375b1e), x::Name(0x2be5304)), // supportedMaxPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x308b61d), x::Name(0x2be5304)), // recommendedPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x2f52d1f), x::Name(0x2405e07)), // persistentMemoryHotAddSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f59722), x::Name(0x2405e07)), // persistentMemoryHotRemoveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f50923), x::Name(0x2405e07)), // persistentMemoryColdGrowthSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f4e127), x::Name(0x2be5304)), // persistentMemoryColdGrowthGranularityMB: long
+        x::FieldEntry::optional(x::Name(0x2f57422), x::Name(0x2405e07)), // persistentMemoryHotGrowthSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f54d26), x::Name(0x2be5304)), // persistentMemoryHotGrowthGranularityMB: long
+        x::FieldEntry::optional(x::Name(0x2e11d1d), x::Name(0x2a94603)), // numRecommendedPhysicalSockets: int
+        x::FieldEntry::optional(x::Name(0x2e1001c), x::Name(0x2a94603)), // numRecommendedCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x36b330d), x::Name(0x5c290a)), // vvtdSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x354940c), x::Name(0x5c290a)), // vbsSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x369330d), x::Name(0x5c290a)), // vsgxSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x369141e), x::Name(0x2405e07)), // vsgxRemoteAttestationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x339650d), x::Name(0x2405e07)), // supportsTPM20: boolean
+        x::FieldEntry::optional(x::Name(0x308ee10), x::Name(0x2405e07)), // recommendedTPM20: boolean
+        x::FieldEntry::optional(x::Name(0x36b410d), x::Name(0x2405e07)), // vwdtSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2edf707), x::Name(0x2a94603)), // ownerId: int
+        x::FieldEntry::optional(x::Name(0x2931507), x::Name(0x2a94603)), // groupId: int
+        x::FieldEntry::optional(x::Name(0x2f4af0b), x::Name(0x2be5304)), // permissions: long
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f71503), x::Name(0x2be5304)), // pid: long
+        x::FieldEntry::required(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::required(x::Name(0x24b6507), x::Name(0x3344606)), // cmdLine: string
+        x::FieldEntry::required(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2607608)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x282ac08), x::Name(0x2a94603)), // exitCode: int
+        x::FieldEntry::required(x::Name(0x2f71503), x::Name(0x2be5304)), // pid: long
+        x::FieldEntry::required(x::Name(0x301920b), x::Name(0x3344606)), // programPath: string
+        x::FieldEntry::required(x::Name(0x2365609), x::Name(0x3344606)), // arguments: string
+        x::FieldEntry::optional(x::Name(0x36f9210), x::Name(0x3344606)), // workingDirectory: string
+        x::FieldEntry::repeated(x::Name(0x27fcb0c), x::Name(0x3344606)), // envVariables: string
+        x::FieldEntry::required(x::Name(0x30bb80c), x::Name(0x3344606)), // registryPath: string
+        x::FieldEntry::required(x::Name(0x36fd80a), x::Name(0x3344606)), // wowBitness: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0xd6f20f)), // key: GuestRegKeySpec
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x2493209), x::Name(0x3344606)), // classType: string
+        x::FieldEntry::required(x::Name(0x2b7e10b), x::Name(0x2607608)), // lastWritten: dateTime
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x23e790c)), // value: base64Binary
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x2a94603)), // value: int
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::repeated(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x2be5304)), // value: long
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0xd79515)), // name: GuestRegValueNameSpec
+        x::FieldEntry::required(x::Name(0x25ddf04), x::Name(0xd72d15)), // data: GuestRegValueDataSpec
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x36f1116), x::Name(0x2be5304)), // windowsSystemErrorCode: long
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0x3344606)), // keyName: string
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0x3344606)), // keyName: string
+        x::FieldEntry::required(x::Name(0x3546709), x::Name(0x3344606)), // valueName: string
+        x::FieldEntry::required(x::Name(0x36c3d05), x::Name(0x2a94603)), // width: int
+        x::FieldEntry::required(x::Name(0x29aeb06), x::Name(0x2a94603)), // height: int
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0x149b110)), // dnsConfig: NetDnsConfigInfo
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0x14a6714)), // ipRouteConfig: NetIpRouteConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2aedd0d), x::Name(0x134dd08)), // ipStackConfig: KeyValue
+        x::FieldEntry::optional(x::Name(0x26b290a), x::Name(0x1494f11)), // dhcpConfig: NetDhcpConfigInfo
+        x::FieldEntry::optional(x::Name(0x29b0306), x::Name(0x2405e07)), // hidden: boolean
+        x::FieldEntry::optional(x::Name(0x306b208), x::Name(0x2405e07)), // readOnly: boolean
+        x::FieldEntry::optional(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x32f0f0e), x::Name(0x2405e07)), // startMinimized: boolean
     ],
     values: &[
-        x::Name(0x250e406), // fabric
-        x::Name(0x2858504), // loop
-        x::Name(0x2ba1c0c), // pointToPoint
-        x::Name(0x3024f07), // unknown
-        x::Name(0x30bcb11), // vStorageSupported
-        x::Name(0x30bed13), // vStorageUnsupported
-        x::Name(0x30bdd0f), // vStorageUnknown
-        x::Name(0x286a30b), // maintenance
-        x::Name(0x29f3b0f), // non_maintenance
-        x::Name(0x307be04), // user
-        x::Name(0x30cc902), // vc
-        x::Name(0x242f103), // drs
-        x::Name(0x2556304), // file
-        x::Name(0x23bed09), // directory
-        x::Name(0x2f69607), // symlink
-        x::Name(0x29f4b04), // none
-        x::Name(0x2087d0a), // appStateOk
-        x::Name(0x2086b11), // appStateNeedReset
-        x::Name(0x1910a13), // TOOLSDEPLOYPKG_IDLE
-        x::Name(0x1911e16), // TOOLSDEPLOYPKG_PENDING
-        x::Name(0x1913516), // TOOLSDEPLOYPKG_RUNNING
-        x::Name(0x1914c18), // TOOLSDEPLOYPKG_SUCCEEDED
-        x::Name(0x190f415), // TOOLSDEPLOYPKG_FAILED
-        x::Name(0x211d804), // bios
-        x::Name(0x2463e03), // efi
-        x::Name(0x24f630c), // experimental
-        x::Name(0x2806306), // legacy
-        x::Name(0x2fa1b0a), // terminated
-        x::Name(0x2f16a09), // supported
-        x::Name(0x304650b), // unsupported
-        x::Name(0x235f90a), // deprecated
-        x::Name(0x2f9c00b), // techPreview
-        x::Name(0x1fef709), // WOWNative
-        x::Name(0x1feeb05), // WOW32
-        x::Name(0x1fef105), // WOW64
+        x::Name(0x284ef06), // fabric
+        x::Name(0x2be6804), // loop
+        x::Name(0x2f8d00c), // pointToPoint
+        x::Name(0x3488b07), // unknown
+        x::Name(0x353a311), // vStorageSupported
+        x::Name(0x353c513), // vStorageUnsupported
+        x::Name(0x353b50f), // vStorageUnknown
+        x::Name(0x2bf920b), // maintenance
+        x::Name(0x2daef0f), // non_maintenance
+        x::Name(0x15fc70c), // PROJECT_ROOT
+        x::Name(0x15fbf07), // PROJECT
+        x::Name(0x1d37c08), // VPC_ROOT
+        x::Name(0x1d37803), // VPC
+        x::Name(0x19bde06), // SUBNET
+        x::Name(0x19b6407), // SEGMENT
+        x::Name(0x19bef0a), // SUPERVISOR
+        x::Name(0x1d38a0b), // VSPHERE_POD
+        x::Name(0x34f2304), // user
+        x::Name(0x354a102), // vc
+        x::Name(0x2756303), // drs
+        x::Name(0x2899104), // file
+        x::Name(0x26d8309), // directory
+        x::Name(0x33b8707), // symlink
+        x::Name(0x2daff04), // none
+        x::Name(0x235300a), // appStateOk
+        x::Name(0x2351e11), // appStateNeedReset
+        x::Name(0x1b27713), // TOOLSDEPLOYPKG_IDLE
+        x::Name(0x1b28b16), // TOOLSDEPLOYPKG_PENDING
+        x::Name(0x1b2a216), // TOOLSDEPLOYPKG_RUNNING
+        x::Name(0x1b2b918), // TOOLSDEPLOYPKG_SUCCEEDED
+        x::Name(0x1b26115), // TOOLSDEPLOYPKG_FAILED
+        x::Name(0x23f5a04), // bios
+        x::Name(0x2791f03), // efi
+        x::Name(0x2592703), // csm
+        x::Name(0x283570c), // experimental
+        x::Name(0x2b8d506), // legacy
+        x::Name(0x33fd80a), // terminated
+        x::Name(0x3362809), // supported
+        x::Name(0x34adc0b), // unsupported
+        x::Name(0x2666c0a), // deprecated
+        x::Name(0x33f620b), // techPreview
+        x::Name(0x2863807), // failure
+        x::Name(0x22a6509), // WOWNative
+        x::Name(0x22a5905), // WOW32
+        x::Name(0x22a5f05), // WOW64
     ],
 };

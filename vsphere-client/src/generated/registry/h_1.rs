@@ -6,202 +6,194 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xc64b0e), x::Name(0x128b00e), 0, 0), // HAErrorsAtDest: MigrationFault
-        x::TypeEntry::structure(x::Name(0xc65e1d), x::Name::NONE, 0, 3), // HasMonitoredEntityRequestType
-        x::TypeEntry::structure(x::Name(0xc67c21), x::Name::NONE, 3, 4), // HasPrivilegeOnEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0xc69e1f), x::Name::NONE, 7, 4), // HasPrivilegeOnEntityRequestType
-        x::TypeEntry::structure(x::Name(0xc6be16), x::Name::NONE, 11, 2), // HasProviderRequestType
-        x::TypeEntry::structure(x::Name(0xc6d525), x::Name::NONE, 13, 4), // HasUserPrivilegeOnEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0xc6fb16), x::Name(0x60500d), 17, 12), // HbrDiskMigrationAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0xc7121b), x::Name(0xaa460b), 29, 4), // HbrManagerReplicationVmInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc72e21), x::Name(0xaa460b), 33, 6), // HbrManagerVmReplicationCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0xc75018), x::Name(0xb00605), 39, 5), // HealthStatusChangedEvent: Event
-        x::TypeEntry::structure(x::Name(0xc76913), x::Name(0xaa460b), 44, 2), // HealthSystemRuntime: DynamicData
-        x::TypeEntry::structure(x::Name(0xc77d0c), x::Name(0xaa460b), 46, 5), // HealthUpdate: DynamicData
-        x::TypeEntry::structure(x::Name(0xc78a10), x::Name(0xaa460b), 51, 3), // HealthUpdateInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xc79b1d), 0, 5), // HealthUpdateInfoComponentType
-        x::TypeEntry::structure(x::Name(0xc7b91c), x::Name(0xab990e), 54, 0), // HeterogenousHostsBlockingEVC: EVCConfigFault
-        x::TypeEntry::structure(x::Name(0xc7d616), x::Name(0xaa460b), 54, 3), // HostAccessControlEntry: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xc7ed0e), 5, 5), // HostAccessMode
-        x::TypeEntry::structure(x::Name(0xc7fc26), x::Name(0x1361f0c), 57, 1), // HostAccessRestrictedToManagementServer: NotSupported
-        x::TypeEntry::structure(x::Name(0xc8230f), x::Name(0xaa460b), 58, 3), // HostAccountSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc83313), x::Name(0xaa460b), 61, 2), // HostActiveDirectory: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xc84732), 10, 1), // HostActiveDirectoryAuthenticationCertificateDigest
-        x::TypeEntry::structure(x::Name(0xc87a17), x::Name(0xd35816), 63, 4), // HostActiveDirectoryInfo: HostDirectoryStoreInfo
-        x::TypeEntry::enumeration(x::Name(0xc8922d), 11, 7), // HostActiveDirectoryInfoDomainMembershipStatus
-        x::TypeEntry::structure(x::Name(0xc8c017), x::Name(0xaa460b), 67, 7), // HostActiveDirectorySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xc8d812), x::Name(0xd59909), 74, 1), // HostAddFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xc8eb0e), x::Name(0xd59909), 75, 0), // HostAddedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xc8fa15), x::Name(0xd59909), 75, 0), // HostAdminDisableEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xc91014), x::Name(0xd59909), 75, 0), // HostAdminEnableEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xc92510), x::Name(0xab90c), 75, 11), // HostApplyProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xc9361d), x::Name(0xaa460b), 86, 2), // HostAssignableHardwareBinding: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9541c), x::Name(0xaa460b), 88, 1), // HostAssignableHardwareConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9712d), x::Name(0xaa460b), 89, 3), // HostAssignableHardwareConfigAttributeOverride: DynamicData
-        x::TypeEntry::structure(x::Name(0xc99f1d), x::Name(0xaa460b), 92, 1), // HostAuthenticationManagerInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9bd1b), x::Name(0xaa460b), 93, 1), // HostAuthenticationStoreInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9d91a), x::Name(0xaa460b), 94, 2), // HostAutoStartManagerConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xc9f40c), x::Name(0xaa460b), 96, 7), // HostBIOSInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xca0b1f), x::Name(0x1003513), 103, 0), // HostBlockAdapterTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xca2b0c), x::Name(0xdaa312), 103, 0), // HostBlockHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xca380e), x::Name(0xaa460b), 103, 2), // HostBootDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0xca4712), x::Name(0xaa460b), 105, 2), // HostBootDeviceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xca5a1a), x::Name(0xaa460b), 107, 2), // HostCacheConfigurationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xca751a), x::Name(0xaa460b), 109, 2), // HostCacheConfigurationSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xca900e), x::Name(0xaa460b), 111, 134), // HostCapability: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xca9f21), 18, 9), // HostCapabilityFtUnsupportedReason
-        x::TypeEntry::enumeration(x::Name(0xcac122), 27, 3), // HostCapabilityUnmapMethodSupported
-        x::TypeEntry::enumeration(x::Name(0xcae42f), 30, 3), // HostCapabilityVmDirectPathGen2UnsupportedReason
-        x::TypeEntry::structure(x::Name(0xcb1425), x::Name(0xaa460b), 245, 5), // HostCertificateManagerCertificateInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xcb3a36), 33, 6), // HostCertificateManagerCertificateInfoCertificateStatus
-        x::TypeEntry::structure(x::Name(0xcb712e), x::Name::NONE, 250, 4), // HostClearVStorageObjectControlFlagsRequestType
-        x::TypeEntry::structure(x::Name(0xcba022), x::Name::NONE, 254, 4), // HostCloneVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xcbc31f), x::Name(0xd59909), 258, 0), // HostCnxFailedAccountFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcbe320), x::Name(0xd59909), 258, 1), // HostCnxFailedAlreadyManagedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcc041c), x::Name(0xd59909), 259, 0), // HostCnxFailedBadCcagentEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcc211d), x::Name(0xd59909), 259, 0), // HostCnxFailedBadUsernameEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcc3f1c), x::Name(0xd59909), 259, 0), // HostCnxFailedBadVersionEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcc5c20), x::Name(0xd59909), 259, 0), // HostCnxFailedCcagentUpgradeEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcc7d12), x::Name(0xd59909), 259, 0), // HostCnxFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcc901e), x::Name(0xd59909), 259, 0), // HostCnxFailedNetworkErrorEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xccaf1a), x::Name(0xd59909), 259, 0), // HostCnxFailedNoAccessEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xccca1e), x::Name(0xd59909), 259, 0), // HostCnxFailedNoConnectionEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcce91b), x::Name(0xd59909), 259, 0), // HostCnxFailedNoLicenseEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcd051a), x::Name(0xd59909), 259, 0), // HostCnxFailedNotFoundEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcd2019), x::Name(0xd59909), 259, 0), // HostCnxFailedTimeoutEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcd3a11), x::Name(0x17bee0c), 259, 0), // HostCommunication: RuntimeFault
-        x::TypeEntry::structure(x::Name(0xcd4c1a), x::Name(0xd59909), 259, 1), // HostComplianceCheckedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcd6712), x::Name(0xd59909), 260, 0), // HostCompliantEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcd7a16), x::Name(0xd59909), 260, 0), // HostConfigAppliedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcd9110), x::Name(0xaa460b), 260, 0), // HostConfigChange: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xcda214), 39, 2), // HostConfigChangeMode
-        x::TypeEntry::enumeration(x::Name(0xcdb719), 41, 4), // HostConfigChangeOperation
-        x::TypeEntry::structure(x::Name(0xcdd110), x::Name(0xcde20f), 260, 1), // HostConfigFailed: HostConfigFault
-        x::TypeEntry::structure(x::Name(0xcde20f), x::Name(0x1b42008), 261, 0), // HostConfigFault: VimFault
-        x::TypeEntry::structure(x::Name(0xcdf20e), x::Name(0xaa460b), 261, 57), // HostConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xce0111), x::Name(0xaa460b), 318, 39), // HostConfigManager: DynamicData
-        x::TypeEntry::structure(x::Name(0xce130e), x::Name(0xaa460b), 357, 19), // HostConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xce2211), x::Name(0xaa460b), 376, 9), // HostConfigSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xce3420), x::Name::NONE, 385, 2), // HostConfigVFlashCacheRequestType
-        x::TypeEntry::structure(x::Name(0xce5526), x::Name::NONE, 387, 2), // HostConfigureVFlashResourceRequestType
-        x::TypeEntry::structure(x::Name(0xce7c10), x::Name(0x1b42008), 389, 0), // HostConnectFault: VimFault
-        x::TypeEntry::structure(x::Name(0xce8d0f), x::Name(0xaa460b), 389, 10), // HostConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xce9d1a), x::Name(0xaa460b), 399, 1), // HostConnectInfoNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xceb80f), x::Name(0xaa460b), 400, 12), // HostConnectSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xcec812), x::Name(0xd59909), 412, 0), // HostConnectedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcedb17), x::Name(0xd59909), 412, 0), // HostConnectionLostEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcef30d), x::Name(0xaa460b), 412, 6), // HostCpuIdInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xcf010b), x::Name(0xaa460b), 418, 4), // HostCpuInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xcf0d0e), x::Name(0xaa460b), 422, 7), // HostCpuPackage: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xcf1c14), 45, 4), // HostCpuPackageVendor
-        x::TypeEntry::structure(x::Name(0xcf311a), x::Name(0xaa460b), 429, 2), // HostCpuPowerManagementInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xcf4c24), 49, 3), // HostCpuPowerManagementInfoPolicyType
-        x::TypeEntry::structure(x::Name(0xcf7119), x::Name::NONE, 431, 2), // HostCreateDiskRequestType
-        x::TypeEntry::enumeration(x::Name(0xcf8b0f), 52, 4), // HostCryptoState
-        x::TypeEntry::structure(x::Name(0xcf9b14), x::Name(0xd59909), 433, 0), // HostDasDisabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcfb015), x::Name(0xd59909), 433, 0), // HostDasDisablingEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcfc613), x::Name(0xd59909), 433, 0), // HostDasEnabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcfda14), x::Name(0xd59909), 433, 0), // HostDasEnablingEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xcfef11), x::Name(0xd59909), 433, 2), // HostDasErrorEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0xd00123), 56, 8), // HostDasErrorEventHostDasErrorReason
-        x::TypeEntry::structure(x::Name(0xd0250c), x::Name(0xd59909), 435, 0), // HostDasEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xd0320e), x::Name(0xd59909), 435, 0), // HostDasOkEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xd0411f), x::Name(0xaa460b), 435, 1), // HostDataTransportConnectionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd06121), x::Name(0xaa460b), 436, 3), // HostDatastoreBrowserSearchResults: DynamicData
-        x::TypeEntry::structure(x::Name(0xd0831e), x::Name(0xaa460b), 439, 5), // HostDatastoreBrowserSearchSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd0a218), x::Name(0xaa460b), 444, 1), // HostDatastoreConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd0bb1e), x::Name(0xd0a218), 445, 1), // HostDatastoreExistsConnectInfo: HostDatastoreConnectInfo
-        x::TypeEntry::structure(x::Name(0xd0da24), x::Name(0xd0a218), 446, 1), // HostDatastoreNameConflictConnectInfo: HostDatastoreConnectInfo
-        x::TypeEntry::structure(x::Name(0xd0ff1f), x::Name(0xaa460b), 447, 4), // HostDatastoreSystemCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xd11f22), x::Name(0xaa460b), 451, 2), // HostDatastoreSystemDatastoreResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xd14224), x::Name(0xaa460b), 453, 2), // HostDatastoreSystemVvolDatastoreSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd16712), x::Name(0xaa460b), 455, 8), // HostDateTimeConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xd17a10), x::Name(0xaa460b), 463, 15), // HostDateTimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd18b18), 64, 2), // HostDateTimeInfoProtocol
-        x::TypeEntry::structure(x::Name(0xd1a423), x::Name(0xaa460b), 478, 2), // HostDateTimeSystemServiceTestResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xd1c81a), x::Name(0xaa460b), 480, 4), // HostDateTimeSystemTimeZone: DynamicData
-        x::TypeEntry::structure(x::Name(0xd1e325), x::Name::NONE, 484, 3), // HostDeleteVStorageObjectExRequestType
-        x::TypeEntry::structure(x::Name(0xd20923), x::Name::NONE, 487, 3), // HostDeleteVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xd22d12), x::Name(0xaa460b), 490, 1), // HostDeploymentInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd2400a), x::Name(0xaa460b), 491, 2), // HostDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0xd24b0f), x::Name(0xaa460b), 493, 2), // HostDhcpService: DynamicData
-        x::TypeEntry::structure(x::Name(0xd25b15), x::Name(0xaa460b), 495, 3), // HostDhcpServiceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xd27113), x::Name(0xaa460b), 498, 8), // HostDhcpServiceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd28517), x::Name(0xaa460b), 506, 4), // HostDiagnosticPartition: DynamicData
-        x::TypeEntry::structure(x::Name(0xd29d28), x::Name(0xaa460b), 510, 3), // HostDiagnosticPartitionCreateDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0xd2c623), x::Name(0xaa460b), 513, 3), // HostDiagnosticPartitionCreateOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xd2ea21), x::Name(0xaa460b), 516, 5), // HostDiagnosticPartitionCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd30c0e), x::Name(0xaa460b), 521, 3), // HostDigestInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd31b1e), 66, 6), // HostDigestInfoDigestMethodType
-        x::TypeEntry::enumeration(x::Name(0xd33a1d), 72, 4), // HostDigestVerificationSetting
-        x::TypeEntry::structure(x::Name(0xd35816), x::Name(0xc9bd1b), 524, 0), // HostDirectoryStoreInfo: HostAuthenticationStoreInfo
-        x::TypeEntry::structure(x::Name(0xd36f15), x::Name(0xd59909), 524, 1), // HostDisconnectedEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0xd3851f), 76, 9), // HostDisconnectedEventReasonCode
-        x::TypeEntry::structure(x::Name(0xd3a51b), x::Name(0xaa460b), 525, 3), // HostDiskConfigurationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xd3c112), x::Name(0xaa460b), 528, 0), // HostDiskDimensions: DynamicData
-        x::TypeEntry::structure(x::Name(0xd3d415), x::Name(0xaa460b), 528, 3), // HostDiskDimensionsChs: DynamicData
-        x::TypeEntry::structure(x::Name(0xd3ea15), x::Name(0xaa460b), 531, 2), // HostDiskDimensionsLba: DynamicData
-        x::TypeEntry::structure(x::Name(0xd40013), x::Name(0xaa460b), 533, 3), // HostDiskMappingInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd41415), x::Name(0xaa460b), 536, 2), // HostDiskMappingOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xd42a1c), x::Name(0xaa460b), 538, 3), // HostDiskMappingPartitionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd4471e), x::Name(0xaa460b), 541, 3), // HostDiskMappingPartitionOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xd4661b), x::Name(0xaa460b), 544, 8), // HostDiskPartitionAttributes: DynamicData
-        x::TypeEntry::structure(x::Name(0xd4821b), x::Name(0xaa460b), 552, 4), // HostDiskPartitionBlockRange: DynamicData
-        x::TypeEntry::structure(x::Name(0xd49e15), x::Name(0xaa460b), 556, 3), // HostDiskPartitionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd4b424), 85, 3), // HostDiskPartitionInfoPartitionFormat
-        x::TypeEntry::enumeration(x::Name(0xd4d919), 88, 8), // HostDiskPartitionInfoType
-        x::TypeEntry::structure(x::Name(0xd4f317), x::Name(0xaa460b), 559, 2), // HostDiskPartitionLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0xd50b15), x::Name(0xaa460b), 561, 4), // HostDiskPartitionSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd5210d), x::Name(0xaa460b), 565, 7), // HostDnsConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xd52f11), x::Name(0xd5210d), 572, 2), // HostDnsConfigSpec: HostDnsConfig
-        x::TypeEntry::structure(x::Name(0xd5411a), x::Name(0xd59909), 574, 1), // HostEnableAdminFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xd55c1a), x::Name(0xaa460b), 575, 2), // HostEnterMaintenanceResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xd57721), x::Name(0xaa460b), 577, 2), // HostEsxAgentHostManagerConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd59909), x::Name(0xb00605), 579, 0), // HostEvent: Event
-        x::TypeEntry::structure(x::Name(0xd5a311), x::Name(0xaeb513), 579, 1), // HostEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0xd5b519), x::Name::NONE, 580, 4), // HostExtendDiskRequestType
-        x::TypeEntry::structure(x::Name(0xd5cf16), x::Name(0xd0250c), 584, 1), // HostExtraNetworksEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xd5e62c), x::Name(0xaa460b), 585, 2), // HostFaultToleranceManagerComponentHealthInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd61315), x::Name(0xaa460b), 587, 3), // HostFeatureCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0xd6290f), x::Name(0xaa460b), 590, 3), // HostFeatureMask: DynamicData
-        x::TypeEntry::structure(x::Name(0xd63916), x::Name(0xaa460b), 593, 2), // HostFeatureVersionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd65015), 96, 1), // HostFeatureVersionKey
-        x::TypeEntry::structure(x::Name(0xd66613), x::Name(0xdaa312), 595, 4), // HostFibreChannelHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xd67a1f), x::Name(0xd66613), 599, 4), // HostFibreChannelOverEthernetHba: HostFibreChannelHba
-        x::TypeEntry::structure(x::Name(0xd69a27), x::Name(0xaa460b), 603, 3), // HostFibreChannelOverEthernetHbaLinkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd6c22b), x::Name(0xd6ee1f), 606, 3), // HostFibreChannelOverEthernetTargetTransport: HostFibreChannelTargetTransport
-        x::TypeEntry::structure(x::Name(0xd6ee1f), x::Name(0x1003513), 609, 2), // HostFibreChannelTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xd70e0e), x::Name(0xaa460b), 611, 2), // HostFileAccess: DynamicData
-        x::TypeEntry::structure(x::Name(0xd71d17), x::Name(0xaa460b), 613, 3), // HostFileSystemMountInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd73514), x::Name(0xaa460b), 616, 3), // HostFileSystemVolume: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd74a22), 97, 10), // HostFileSystemVolumeFileSystemType
-        x::TypeEntry::structure(x::Name(0xd76d18), x::Name(0xaa460b), 619, 2), // HostFileSystemVolumeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd78612), x::Name(0xaa460b), 621, 2), // HostFirewallConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xd7991f), x::Name(0xaa460b), 623, 3), // HostFirewallConfigRuleSetConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xd7b919), x::Name(0xaa460b), 626, 2), // HostFirewallDefaultPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xd7d310), x::Name(0xaa460b), 628, 2), // HostFirewallInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd7e410), x::Name(0xaa460b), 630, 5), // HostFirewallRule: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd7f519), 107, 2), // HostFirewallRuleDirection
-        x::TypeEntry::enumeration(x::Name(0xd80f18), 109, 2), // HostFirewallRulePortType
-        x::TypeEntry::enumeration(x::Name(0xd82818), 111, 2), // HostFirewallRuleProtocol
-        x::TypeEntry::structure(x::Name(0xd84113), x::Name(0xaa460b), 635, 7), // HostFirewallRuleset: DynamicData
-        x::TypeEntry::structure(x::Name(0xd85519), x::Name(0xaa460b), 642, 3), // HostFirewallRulesetIpList: DynamicData
-        x::TypeEntry::structure(x::Name(0xd86f1c), x::Name(0xaa460b), 645, 2), // HostFirewallRulesetIpNetwork: DynamicData
-        x::TypeEntry::structure(x::Name(0xd88c1e), x::Name(0xaa460b), 647, 1), // HostFirewallRulesetRulesetSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd8ab0c), x::Name(0xaa460b), 648, 1), // HostFlagInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xd8b814), x::Name(0xaa460b), 649, 2), // HostForceMountedInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd8cd0e), 113, 3), // HostFruFruType
-        x::TypeEntry::structure(x::Name(0xd8dc0f), x::Name(0xaa460b), 651, 4), // HostGatewaySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xd8ec1b), x::Name(0xd59909), 655, 0), // HostGetShortNameFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xd9082b), x::Name::NONE, 655, 2), // HostGetVFlashModuleDefaultConfigRequestType
-        x::TypeEntry::structure(x::Name(0xd93412), x::Name(0xaa460b), 657, 3), // HostGraphicsConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xd9471c), x::Name(0xaa460b), 660, 2), // HostGraphicsConfigDeviceType: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd9641e), 116, 2), // HostGraphicsConfigGraphicsType
-        x::TypeEntry::enumeration(x::Name(0xd98330), 118, 2), // HostGraphicsConfigSharedPassthruAssignmentPolicy
-        x::TypeEntry::structure(x::Name(0xd9b410), x::Name(0xaa460b), 662, 6), // HostGraphicsInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd9c51c), 120, 4), // HostGraphicsInfoGraphicsType
-        x::TypeEntry::structure(x::Name(0xd9e217), x::Name(0xaa460b), 668, 2), // HostHardwareElementInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xd9fa19), 124, 4), // HostHardwareElementStatus
+        x::TypeEntry::structure(x::Name(0xd90d0e), x::Name(0x1431e0e), 0, 0), // HAErrorsAtDest: MigrationFault
+        x::TypeEntry::structure(x::Name(0xd9201d), x::Name::NONE, 0, 3), // HasMonitoredEntityRequestType
+        x::TypeEntry::structure(x::Name(0xd93e21), x::Name::NONE, 3, 4), // HasPrivilegeOnEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0xd9601f), x::Name::NONE, 7, 4), // HasPrivilegeOnEntityRequestType
+        x::TypeEntry::structure(x::Name(0xd98016), x::Name::NONE, 11, 2), // HasProviderRequestType
+        x::TypeEntry::structure(x::Name(0xd99725), x::Name::NONE, 13, 4), // HasUserPrivilegeOnEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0xd9bd16), x::Name(0x66cb0d), 17, 12), // HbrDiskMigrationAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0xd9d41b), x::Name(0xbb9c0b), 29, 4), // HbrManagerReplicationVmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd9f021), x::Name(0xbb9c0b), 33, 6), // HbrManagerVmReplicationCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0xda1218), x::Name(0xbb9c0b), 39, 0), // HbrReplicationTargetSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xda2b0d), x::Name(0xbb9c0b), 39, 2), // HbrTargetSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xda3918), x::Name(0xda1218), 41, 1), // HbrTargetSpecReplacement: HbrReplicationTargetSpec
+        x::TypeEntry::structure(x::Name(0xda5218), x::Name(0xc19905), 42, 5), // HealthStatusChangedEvent: Event
+        x::TypeEntry::structure(x::Name(0xda6b13), x::Name(0xbb9c0b), 47, 2), // HealthSystemRuntime: DynamicData
+        x::TypeEntry::structure(x::Name(0xda7f0c), x::Name(0xbb9c0b), 49, 5), // HealthUpdate: DynamicData
+        x::TypeEntry::structure(x::Name(0xda8c10), x::Name(0xbb9c0b), 54, 3), // HealthUpdateInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xda9d1d), 0, 5), // HealthUpdateInfoComponentType
+        x::TypeEntry::structure(x::Name(0xdabb1c), x::Name(0xbcef0e), 57, 0), // HeterogenousHostsBlockingEVC: EVCConfigFault
+        x::TypeEntry::structure(x::Name(0xdadd16), x::Name(0xbb9c0b), 57, 3), // HostAccessControlEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xdaf40e), 5, 5), // HostAccessMode
+        x::TypeEntry::structure(x::Name(0xdb0326), x::Name(0x1511d0c), 60, 1), // HostAccessRestrictedToManagementServer: NotSupported
+        x::TypeEntry::structure(x::Name(0xdb2a0f), x::Name(0xbb9c0b), 61, 3), // HostAccountSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xdb3a13), x::Name(0xbb9c0b), 64, 2), // HostActiveDirectory: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xdb4e32), 10, 1), // HostActiveDirectoryAuthenticationCertificateDigest
+        x::TypeEntry::structure(x::Name(0xdb8117), x::Name(0xe78b16), 66, 4), // HostActiveDirectoryInfo: HostDirectoryStoreInfo
+        x::TypeEntry::enumeration(x::Name(0xdb992d), 11, 7), // HostActiveDirectoryInfoDomainMembershipStatus
+        x::TypeEntry::structure(x::Name(0xdbc717), x::Name(0xbb9c0b), 70, 8), // HostActiveDirectorySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xdbdf12), x::Name(0xea3c09), 78, 1), // HostAddFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdbf20e), x::Name(0xea3c09), 79, 0), // HostAddedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdc0115), x::Name(0xea3c09), 79, 0), // HostAdminDisableEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdc1714), x::Name(0xea3c09), 79, 0), // HostAdminEnableEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdc2c10), x::Name(0xad70c), 79, 11), // HostApplyProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xdc3d1d), x::Name(0xbb9c0b), 90, 4), // HostAssignableHardwareBinding: DynamicData
+        x::TypeEntry::structure(x::Name(0xdc5b1c), x::Name(0xbb9c0b), 94, 1), // HostAssignableHardwareConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xdc782d), x::Name(0xbb9c0b), 95, 3), // HostAssignableHardwareConfigAttributeOverride: DynamicData
+        x::TypeEntry::structure(x::Name(0xdca616), x::Name(0xbb9c0b), 98, 3), // HostAuthenticationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xdcbd1d), x::Name(0xbb9c0b), 101, 1), // HostAuthenticationManagerInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xdcdb1b), x::Name(0xbb9c0b), 102, 1), // HostAuthenticationStoreInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xdcf71a), x::Name(0xbb9c0b), 103, 2), // HostAutoStartManagerConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xdd120c), x::Name(0xbb9c0b), 105, 8), // HostBIOSInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xdd1f18), 18, 2), // HostBIOSInfoFirmwareType
+        x::TypeEntry::structure(x::Name(0xdd421f), x::Name(0x1172c13), 113, 0), // HostBlockAdapterTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xdd620c), x::Name(0xefbc12), 113, 0), // HostBlockHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xdd6f0e), x::Name(0xbb9c0b), 113, 2), // HostBootDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xdd7e12), x::Name(0xbb9c0b), 115, 2), // HostBootDeviceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xdd911a), x::Name(0xbb9c0b), 117, 2), // HostCacheConfigurationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xddac1a), x::Name(0xbb9c0b), 119, 2), // HostCacheConfigurationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xddc70e), x::Name(0xbb9c0b), 121, 166), // HostCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xddd617), 20, 3), // HostCapabilityDRTMTypes
+        x::TypeEntry::enumeration(x::Name(0xddee21), 23, 9), // HostCapabilityFtUnsupportedReason
+        x::TypeEntry::enumeration(x::Name(0xde1022), 32, 3), // HostCapabilityUnmapMethodSupported
+        x::TypeEntry::enumeration(x::Name(0xde332f), 35, 3), // HostCapabilityVmDirectPathGen2UnsupportedReason
+        x::TypeEntry::structure(x::Name(0xde6325), x::Name(0xbb9c0b), 287, 6), // HostCertificateManagerCertificateInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xde8936), 38, 6), // HostCertificateManagerCertificateInfoCertificateStatus
+        x::TypeEntry::enumeration(x::Name(0xdec025), 44, 2), // HostCertificateManagerCertificateKind
+        x::TypeEntry::structure(x::Name(0xdee625), x::Name(0xbb9c0b), 293, 3), // HostCertificateManagerCertificateSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xdf0c25), 46, 3), // HostCertificateManagerCryptoAlgorithm
+        x::TypeEntry::structure(x::Name(0xdf322e), x::Name::NONE, 296, 4), // HostClearVStorageObjectControlFlagsRequestType
+        x::TypeEntry::structure(x::Name(0xdf6122), x::Name::NONE, 300, 4), // HostCloneVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xdf841f), x::Name(0xea3c09), 304, 0), // HostCnxFailedAccountFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdfa420), x::Name(0xea3c09), 304, 1), // HostCnxFailedAlreadyManagedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdfc51c), x::Name(0xea3c09), 305, 0), // HostCnxFailedBadCcagentEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdfe21d), x::Name(0xea3c09), 305, 0), // HostCnxFailedBadUsernameEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0001c), x::Name(0xea3c09), 305, 0), // HostCnxFailedBadVersionEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe01d20), x::Name(0xea3c09), 305, 0), // HostCnxFailedCcagentUpgradeEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe03e12), x::Name(0xea3c09), 305, 0), // HostCnxFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0511e), x::Name(0xea3c09), 305, 0), // HostCnxFailedNetworkErrorEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0701a), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoAccessEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe08b1e), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoConnectionEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0aa1b), x::Name(0xea3c09), 305, 0), // HostCnxFailedNoLicenseEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0c61a), x::Name(0xea3c09), 305, 0), // HostCnxFailedNotFoundEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0e119), x::Name(0xea3c09), 305, 0), // HostCnxFailedTimeoutEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe0fb11), x::Name(0x19b140c), 305, 0), // HostCommunication: RuntimeFault
+        x::TypeEntry::structure(x::Name(0xe10d1a), x::Name(0xea3c09), 305, 1), // HostComplianceCheckedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe12812), x::Name(0xea3c09), 306, 0), // HostCompliantEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe13b16), x::Name(0xea3c09), 306, 0), // HostConfigAppliedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe15210), x::Name(0xbb9c0b), 306, 0), // HostConfigChange: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe16314), 49, 2), // HostConfigChangeMode
+        x::TypeEntry::enumeration(x::Name(0xe17819), 51, 4), // HostConfigChangeOperation
+        x::TypeEntry::enumeration(x::Name(0xe19215), 55, 2), // HostConfigChangeOwner
+        x::TypeEntry::structure(x::Name(0xe1a810), x::Name(0xe1b90f), 306, 1), // HostConfigFailed: HostConfigFault
+        x::TypeEntry::structure(x::Name(0xe1b90f), x::Name(0x1d94808), 307, 0), // HostConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0xe1c90e), x::Name(0xbb9c0b), 307, 59), // HostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1d811), x::Name(0xbb9c0b), 366, 39), // HostConfigManager: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1ea0e), x::Name(0xbb9c0b), 405, 19), // HostConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1f911), x::Name(0xbb9c0b), 424, 10), // HostConfigSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xe20b20), x::Name::NONE, 434, 2), // HostConfigVFlashCacheRequestType
+        x::TypeEntry::structure(x::Name(0xe22c26), x::Name::NONE, 436, 2), // HostConfigureVFlashResourceRequestType
+        x::TypeEntry::structure(x::Name(0xe25310), x::Name(0x1d94808), 438, 0), // HostConnectFault: VimFault
+        x::TypeEntry::structure(x::Name(0xe2640f), x::Name(0xbb9c0b), 438, 10), // HostConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2741a), x::Name(0xbb9c0b), 448, 1), // HostConnectInfoNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe28f0f), x::Name(0xbb9c0b), 449, 13), // HostConnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe29f12), x::Name(0xea3c09), 462, 0), // HostConnectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe2b217), x::Name(0xea3c09), 462, 0), // HostConnectionLostEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe2ca0d), x::Name(0xbb9c0b), 462, 6), // HostCpuIdInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2d80b), x::Name(0xbb9c0b), 468, 4), // HostCpuInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2e40e), x::Name(0xbb9c0b), 472, 10), // HostCpuPackage: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe2f314), 57, 5), // HostCpuPackageVendor
+        x::TypeEntry::structure(x::Name(0xe3081a), x::Name(0xbb9c0b), 482, 2), // HostCpuPowerManagementInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe32324), 62, 3), // HostCpuPowerManagementInfoPolicyType
+        x::TypeEntry::structure(x::Name(0xe34814), x::Name(0xbb9c0b), 484, 1), // HostCpuSchedulerInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe35d2a), 65, 3), // HostCpuSchedulerInfoCpuSchedulerPolicyInfo
+        x::TypeEntry::structure(x::Name(0xe38819), x::Name::NONE, 485, 2), // HostCreateDiskRequestType
+        x::TypeEntry::enumeration(x::Name(0xe3a20f), 68, 4), // HostCryptoState
+        x::TypeEntry::enumeration(x::Name(0xe3b21b), 72, 2), // HostDVSConfigSpecSwitchMode
+        x::TypeEntry::structure(x::Name(0xe3ce14), x::Name(0xea3c09), 487, 0), // HostDasDisabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe3e315), x::Name(0xea3c09), 487, 0), // HostDasDisablingEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe3f913), x::Name(0xea3c09), 487, 0), // HostDasEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe40d14), x::Name(0xea3c09), 487, 0), // HostDasEnablingEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe42211), x::Name(0xea3c09), 487, 2), // HostDasErrorEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xe43423), 74, 8), // HostDasErrorEventHostDasErrorReason
+        x::TypeEntry::structure(x::Name(0xe4580c), x::Name(0xea3c09), 489, 0), // HostDasEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe4650e), x::Name(0xea3c09), 489, 0), // HostDasOkEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe4741f), x::Name(0xbb9c0b), 489, 1), // HostDataTransportConnectionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe49421), x::Name(0xbb9c0b), 490, 3), // HostDatastoreBrowserSearchResults: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4b61e), x::Name(0xbb9c0b), 493, 5), // HostDatastoreBrowserSearchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4d518), x::Name(0xbb9c0b), 498, 1), // HostDatastoreConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4ee1e), x::Name(0xe4d518), 499, 1), // HostDatastoreExistsConnectInfo: HostDatastoreConnectInfo
+        x::TypeEntry::structure(x::Name(0xe50d24), x::Name(0xe4d518), 500, 1), // HostDatastoreNameConflictConnectInfo: HostDatastoreConnectInfo
+        x::TypeEntry::structure(x::Name(0xe5321f), x::Name(0xbb9c0b), 501, 4), // HostDatastoreSystemCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xe55222), x::Name(0xbb9c0b), 505, 2), // HostDatastoreSystemDatastoreResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe57524), x::Name(0xbb9c0b), 507, 2), // HostDatastoreSystemVvolDatastoreSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe59a12), x::Name(0xbb9c0b), 509, 8), // HostDateTimeConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe5ad10), x::Name(0xbb9c0b), 517, 15), // HostDateTimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe5be18), 82, 2), // HostDateTimeInfoProtocol
+        x::TypeEntry::structure(x::Name(0xe5d723), x::Name(0xbb9c0b), 532, 2), // HostDateTimeSystemServiceTestResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe5fb1a), x::Name(0xbb9c0b), 534, 4), // HostDateTimeSystemTimeZone: DynamicData
+        x::TypeEntry::structure(x::Name(0xe61625), x::Name::NONE, 538, 4), // HostDeleteVStorageObjectExRequestType
+        x::TypeEntry::structure(x::Name(0xe63c23), x::Name::NONE, 542, 4), // HostDeleteVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xe66012), x::Name(0xbb9c0b), 546, 1), // HostDeploymentInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6730a), x::Name(0xbb9c0b), 547, 2), // HostDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xe67e0f), x::Name(0xbb9c0b), 549, 2), // HostDhcpService: DynamicData
+        x::TypeEntry::structure(x::Name(0xe68e15), x::Name(0xbb9c0b), 551, 3), // HostDhcpServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6a413), x::Name(0xbb9c0b), 554, 8), // HostDhcpServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6b817), x::Name(0xbb9c0b), 562, 4), // HostDiagnosticPartition: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6d028), x::Name(0xbb9c0b), 566, 3), // HostDiagnosticPartitionCreateDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6f923), x::Name(0xbb9c0b), 569, 3), // HostDiagnosticPartitionCreateOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe71d21), x::Name(0xbb9c0b), 572, 5), // HostDiagnosticPartitionCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe73f0e), x::Name(0xbb9c0b), 577, 3), // HostDigestInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe74e1e), 84, 6), // HostDigestInfoDigestMethodType
+        x::TypeEntry::enumeration(x::Name(0xe76d1d), 90, 4), // HostDigestVerificationSetting
+        x::TypeEntry::structure(x::Name(0xe78b16), x::Name(0xdcdb1b), 580, 0), // HostDirectoryStoreInfo: HostAuthenticationStoreInfo
+        x::TypeEntry::structure(x::Name(0xe7a215), x::Name(0xea3c09), 580, 1), // HostDisconnectedEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xe7b81f), 94, 9), // HostDisconnectedEventReasonCode
+        x::TypeEntry::structure(x::Name(0xe7d81b), x::Name(0xbb9c0b), 581, 3), // HostDiskConfigurationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe7f412), x::Name(0xbb9c0b), 584, 0), // HostDiskDimensions: DynamicData
+        x::TypeEntry::structure(x::Name(0xe80715), x::Name(0xbb9c0b), 584, 3), // HostDiskDimensionsChs: DynamicData
+        x::TypeEntry::structure(x::Name(0xe81d15), x::Name(0xbb9c0b), 587, 2), // HostDiskDimensionsLba: DynamicData
+        x::TypeEntry::structure(x::Name(0xe83313), x::Name(0xbb9c0b), 589, 3), // HostDiskMappingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe84715), x::Name(0xbb9c0b), 592, 2), // HostDiskMappingOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe85d1c), x::Name(0xbb9c0b), 594, 3), // HostDiskMappingPartitionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe87a1e), x::Name(0xbb9c0b), 597, 3), // HostDiskMappingPartitionOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8991b), x::Name(0xbb9c0b), 600, 8), // HostDiskPartitionAttributes: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8b51b), x::Name(0xbb9c0b), 608, 4), // HostDiskPartitionBlockRange: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8d115), x::Name(0xbb9c0b), 612, 3), // HostDiskPartitionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe8e724), 103, 3), // HostDiskPartitionInfoPartitionFormat
+        x::TypeEntry::enumeration(x::Name(0xe90c19), 106, 8), // HostDiskPartitionInfoType
+        x::TypeEntry::structure(x::Name(0xe92617), x::Name(0xbb9c0b), 615, 2), // HostDiskPartitionLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0xe93e15), x::Name(0xbb9c0b), 617, 5), // HostDiskPartitionSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe95431), 114, 3), // HostDistributedVirtualSwitchManagerFailoverReason
+        x::TypeEntry::enumeration(x::Name(0xe98630), 117, 1), // HostDistributedVirtualSwitchManagerFailoverStage
+        x::TypeEntry::structure(x::Name(0xe9b70d), x::Name(0xbb9c0b), 622, 7), // HostDnsConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9c511), x::Name(0xe9b70d), 629, 2), // HostDnsConfigSpec: HostDnsConfig
+        x::TypeEntry::structure(x::Name(0xe9d70c), x::Name(0xbb9c0b), 631, 4), // HostDvxClass: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9e41a), x::Name(0xea3c09), 635, 1), // HostEnableAdminFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe9ff1a), x::Name(0xbb9c0b), 636, 2), // HostEnterMaintenanceResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xea1a21), x::Name(0xbb9c0b), 638, 2), // HostEsxAgentHostManagerConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xea3c09), x::Name(0xc19905), 640, 0), // HostEvent: Event
+        x::TypeEntry::structure(x::Name(0xea4611), x::Name(0xc04213), 640, 1), // HostEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0xea5819), x::Name::NONE, 641, 4), // HostExtendDiskRequestType
+        x::TypeEntry::structure(x::Name(0xea7216), x::Name(0xe4580c), 645, 1), // HostExtraNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xea892c), x::Name(0xbb9c0b), 646, 2), // HostFaultToleranceManagerComponentHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xeab615), x::Name(0xbb9c0b), 648, 3), // HostFeatureCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0xeacc0f), x::Name(0xbb9c0b), 651, 3), // HostFeatureMask: DynamicData
+        x::TypeEntry::structure(x::Name(0xeadc16), x::Name(0xbb9c0b), 654, 2), // HostFeatureVersionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeaf315), 118, 1), // HostFeatureVersionKey
+        x::TypeEntry::structure(x::Name(0xeb0913), x::Name(0xefbc12), 656, 4), // HostFibreChannelHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xeb1d1f), x::Name(0xeb0913), 660, 4), // HostFibreChannelOverEthernetHba: HostFibreChannelHba
+        x::TypeEntry::structure(x::Name(0xeb3d27), x::Name(0xbb9c0b), 664, 3), // HostFibreChannelOverEthernetHbaLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xeb652b), x::Name(0xeb911f), 667, 3), // HostFibreChannelOverEthernetTargetTransport: HostFibreChannelTargetTransport
+        x::TypeEntry::structure(x::Name(0xeb911f), x::Name(0x1172c13), 670, 2), // HostFibreChannelTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xebb10e), x::Name(0xbb9c0b), 672, 2), // HostFileAccess: DynamicData
+        x::TypeEntry::structure(x::Name(0xebc017), x::Name(0xbb9c0b), 674, 3), // HostFileSystemMountInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xebd814), x::Name(0xbb9c0b), 677, 3), // HostFileSystemVolume: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xebed22), 119, 10), // HostFileSystemVolumeFileSystemType
+        x::TypeEntry::structure(x::Name(0xec1018), x::Name(0xbb9c0b), 680, 2), // HostFileSystemVolumeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xec2912), x::Name(0xbb9c0b), 682, 2), // HostFirewallConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xec3c1f), x::Name(0xbb9c0b), 684, 3), // HostFirewallConfigRuleSetConfig: DynamicData
     ],
     decoders: &[
         Some(x::decode_boxed::<HAErrorsAtDest>),
@@ -213,6 +205,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HbrDiskMigrationAction>),
         Some(x::decode_boxed::<HbrManagerReplicationVmInfo>),
         Some(x::decode_boxed::<HbrManagerVmReplicationCapability>),
+        Some(x::decode_boxed::<HbrReplicationTargetSpec>),
+        Some(x::decode_boxed::<HbrTargetSpec>),
+        Some(x::decode_boxed::<HbrTargetSpecReplacement>),
         Some(x::decode_boxed::<HealthStatusChangedEvent>),
         Some(x::decode_boxed::<HealthSystemRuntime>),
         Some(x::decode_boxed::<HealthUpdate>),
@@ -236,10 +231,12 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostAssignableHardwareBinding>),
         Some(x::decode_boxed::<HostAssignableHardwareConfig>),
         Some(x::decode_boxed::<HostAssignableHardwareConfigAttributeOverride>),
+        Some(x::decode_boxed::<HostAuthenticationInfo>),
         Some(x::decode_boxed::<HostAuthenticationManagerInfo>),
         Some(x::decode_boxed::<HostAuthenticationStoreInfo>),
         Some(x::decode_boxed::<HostAutoStartManagerConfig>),
         Some(x::decode_boxed::<HostBIOSInfo>),
+        Some(x::decode_boxed::<HostBIOSInfoFirmwareType>),
         Some(x::decode_boxed::<HostBlockAdapterTargetTransport>),
         Some(x::decode_boxed::<HostBlockHba>),
         Some(x::decode_boxed::<HostBootDevice>),
@@ -247,11 +244,15 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostCacheConfigurationInfo>),
         Some(x::decode_boxed::<HostCacheConfigurationSpec>),
         Some(x::decode_boxed::<HostCapability>),
+        Some(x::decode_boxed::<HostCapabilityDRTMTypes>),
         Some(x::decode_boxed::<HostCapabilityFtUnsupportedReason>),
         Some(x::decode_boxed::<HostCapabilityUnmapMethodSupported>),
         Some(x::decode_boxed::<HostCapabilityVmDirectPathGen2UnsupportedReason>),
         Some(x::decode_boxed::<HostCertificateManagerCertificateInfo>),
         Some(x::decode_boxed::<HostCertificateManagerCertificateInfoCertificateStatus>),
+        Some(x::decode_boxed::<HostCertificateManagerCertificateKind>),
+        Some(x::decode_boxed::<HostCertificateManagerCertificateSpec>),
+        Some(x::decode_boxed::<HostCertificateManagerCryptoAlgorithm>),
         None, // HostClearVStorageObjectControlFlagsRequestType
         None, // HostCloneVStorageObjectRequestType
         Some(x::decode_boxed::<HostCnxFailedAccountFailedEvent>),
@@ -274,6 +275,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostConfigChange>),
         Some(x::decode_boxed::<HostConfigChangeMode>),
         Some(x::decode_boxed::<HostConfigChangeOperation>),
+        Some(x::decode_boxed::<HostConfigChangeOwner>),
         Some(x::decode_boxed::<HostConfigFailed>),
         Some(x::decode_boxed::<HostConfigFault>),
         Some(x::decode_boxed::<HostConfigInfo>),
@@ -294,8 +296,11 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostCpuPackageVendor>),
         Some(x::decode_boxed::<HostCpuPowerManagementInfo>),
         Some(x::decode_boxed::<HostCpuPowerManagementInfoPolicyType>),
+        Some(x::decode_boxed::<HostCpuSchedulerInfo>),
+        Some(x::decode_boxed::<HostCpuSchedulerInfoCpuSchedulerPolicyInfo>),
         None, // HostCreateDiskRequestType
         Some(x::decode_boxed::<HostCryptoState>),
+        Some(x::decode_boxed::<HostDVSConfigSpecSwitchMode>),
         Some(x::decode_boxed::<HostDasDisabledEvent>),
         Some(x::decode_boxed::<HostDasDisablingEvent>),
         Some(x::decode_boxed::<HostDasEnabledEvent>),
@@ -350,8 +355,11 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostDiskPartitionInfoType>),
         Some(x::decode_boxed::<HostDiskPartitionLayout>),
         Some(x::decode_boxed::<HostDiskPartitionSpec>),
+        Some(x::decode_boxed::<HostDistributedVirtualSwitchManagerFailoverReason>),
+        Some(x::decode_boxed::<HostDistributedVirtualSwitchManagerFailoverStage>),
         Some(x::decode_boxed::<HostDnsConfig>),
         Some(x::decode_boxed::<HostDnsConfigSpec>),
+        Some(x::decode_boxed::<HostDvxClass>),
         Some(x::decode_boxed::<HostEnableAdminFailedEvent>),
         Some(x::decode_boxed::<HostEnterMaintenanceResult>),
         Some(x::decode_boxed::<HostEsxAgentHostManagerConfigInfo>),
@@ -376,831 +384,825 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostFileSystemVolumeInfo>),
         Some(x::decode_boxed::<HostFirewallConfig>),
         Some(x::decode_boxed::<HostFirewallConfigRuleSetConfig>),
-        Some(x::decode_boxed::<HostFirewallDefaultPolicy>),
-        Some(x::decode_boxed::<HostFirewallInfo>),
-        Some(x::decode_boxed::<HostFirewallRule>),
-        Some(x::decode_boxed::<HostFirewallRuleDirection>),
-        Some(x::decode_boxed::<HostFirewallRulePortType>),
-        Some(x::decode_boxed::<HostFirewallRuleProtocol>),
-        Some(x::decode_boxed::<HostFirewallRuleset>),
-        Some(x::decode_boxed::<HostFirewallRulesetIpList>),
-        Some(x::decode_boxed::<HostFirewallRulesetIpNetwork>),
-        Some(x::decode_boxed::<HostFirewallRulesetRulesetSpec>),
-        Some(x::decode_boxed::<HostFlagInfo>),
-        Some(x::decode_boxed::<HostForceMountedInfo>),
-        Some(x::decode_boxed::<HostFruFruType>),
-        Some(x::decode_boxed::<HostGatewaySpec>),
-        Some(x::decode_boxed::<HostGetShortNameFailedEvent>),
-        None, // HostGetVFlashModuleDefaultConfigRequestType
-        Some(x::decode_boxed::<HostGraphicsConfig>),
-        Some(x::decode_boxed::<HostGraphicsConfigDeviceType>),
-        Some(x::decode_boxed::<HostGraphicsConfigGraphicsType>),
-        Some(x::decode_boxed::<HostGraphicsConfigSharedPassthruAssignmentPolicy>),
-        Some(x::decode_boxed::<HostGraphicsInfo>),
-        Some(x::decode_boxed::<HostGraphicsInfoGraphicsType>),
-        Some(x::decode_boxed::<HostHardwareElementInfo>),
-        Some(x::decode_boxed::<HostHardwareElementStatus>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
-        x::FieldEntry::repeated(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
-        x::FieldEntry::repeated(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::repeated(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
-        x::FieldEntry::required(x::Name(0x21d700c), x::Name(0x2f00106)), // collectionId: string
-        x::FieldEntry::required(x::Name(0x21d7d0e), x::Name(0x2f00106)), // collectionName: string
-        x::FieldEntry::repeated(x::Name(0x23e9a07), x::Name(0x2f00106)), // diskIds: string
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e08d0f), x::Name(0x2857004)), // sizeTransferred: long
-        x::FieldEntry::optional(x::Name(0x2e77712), x::Name(0x2580f05)), // spaceUtilSrcBefore: float
-        x::FieldEntry::optional(x::Name(0x2e75212), x::Name(0x2580f05)), // spaceUtilDstBefore: float
-        x::FieldEntry::optional(x::Name(0x2e76511), x::Name(0x2580f05)), // spaceUtilSrcAfter: float
-        x::FieldEntry::optional(x::Name(0x2e74011), x::Name(0x2580f05)), // spaceUtilDstAfter: float
-        x::FieldEntry::optional(x::Name(0x2759212), x::Name(0x2580f05)), // ioLatencySrcBefore: float
-        x::FieldEntry::optional(x::Name(0x2757f12), x::Name(0x2580f05)), // ioLatencyDstBefore: float
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x2c2980c), x::Name(0x1702a19)), // progressInfo: ReplicationVmProgressInfo
-        x::FieldEntry::optional(x::Name(0x26d6107), x::Name(0x2f00106)), // imageId: string
-        x::FieldEntry::optional(x::Name(0x27ee209), x::Name(0x1233814)), // lastError: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f35f14), x::Name(0x2f00106)), // supportedQuiesceMode: string
-        x::FieldEntry::required(x::Name(0x21fae14), x::Name(0x212d207)), // compressionSupported: boolean
-        x::FieldEntry::required(x::Name(0x28bbc1e), x::Name(0x2857004)), // maxSupportedSourceDiskCapacity: long
-        x::FieldEntry::optional(x::Name(0x291ae06), x::Name(0x2857004)), // minRpo: long
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x21f4c0b), x::Name(0x2f00106)), // componentId: string
-        x::FieldEntry::required(x::Name(0x2aa9209), x::Name(0x2f00106)), // oldStatus: string
-        x::FieldEntry::required(x::Name(0x29ca709), x::Name(0x2f00106)), // newStatus: string
-        x::FieldEntry::required(x::Name(0x21f580d), x::Name(0x2f00106)), // componentName: string
-        x::FieldEntry::optional(x::Name(0x2dcdf09), x::Name(0x2f00106)), // serviceId: string
-        x::FieldEntry::optional(x::Name(0x2f74410), x::Name(0xfe5714)), // systemHealthInfo: HostSystemHealthInfo
-        x::FieldEntry::optional(x::Name(0x2623c12), x::Name(0xda2516)), // hardwareStatusInfo: HostHardwareStatusInfo
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x264c712), x::Name(0x2f00106)), // healthUpdateInfoId: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x2cc190b), x::Name(0x2f00106)), // remediation: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x21f660d), x::Name(0x2f00106)), // componentType: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
-        x::FieldEntry::required(x::Name(0x200fc0a), x::Name(0xc7ed0e)), // accessMode: HostAccessMode
-        x::FieldEntry::required(x::Name(0x2876e10), x::Name(0x2f00106)), // managementServer: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xc8c017)), // spec: HostActiveDirectorySpec
-        x::FieldEntry::optional(x::Name(0x27ce00c), x::Name(0x2f00106)), // joinedDomain: string
-        x::FieldEntry::repeated(x::Name(0x300450d), x::Name(0x2f00106)), // trustedDomain: string
-        x::FieldEntry::optional(x::Name(0x2422316), x::Name(0x2f00106)), // domainMembershipStatus: string
-        x::FieldEntry::optional(x::Name(0x2e1ed1e), x::Name(0x212d207)), // smartCardAuthenticationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
-        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::optional(x::Name(0x2159b09), x::Name(0x2f00106)), // camServer: string
-        x::FieldEntry::optional(x::Name(0x2fa9c0a), x::Name(0x2f00106)), // thumbprint: string
-        x::FieldEntry::optional(x::Name(0x2e1ed1e), x::Name(0x212d207)), // smartCardAuthenticationEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2e22d15), x::Name(0x2f00106)), // smartCardTrustAnchors: string
-        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
-        x::FieldEntry::optional(x::Name(0x28db106), x::Name(0xe50311)), // memory: HostMemoryProfile
-        x::FieldEntry::optional(x::Name(0x2ee0d07), x::Name(0x18f4a0e)), // storage: StorageProfile
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x131670e)), // network: NetworkProfile
-        x::FieldEntry::optional(x::Name(0x230b608), x::Name(0x8e0e0f)), // datetime: DateTimeProfile
-        x::FieldEntry::optional(x::Name(0x2570d08), x::Name(0xbb760f)), // firewall: FirewallProfile
-        x::FieldEntry::optional(x::Name(0x2da8b08), x::Name(0x1804b0f)), // security: SecurityProfile
-        x::FieldEntry::repeated(x::Name(0x2dc7407), x::Name(0x182290e)), // service: ServiceProfile
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b180d)), // option: OptionProfile
-        x::FieldEntry::repeated(x::Name(0x307c30b), x::Name(0x1a7c00b)), // userAccount: UserProfile
-        x::FieldEntry::repeated(x::Name(0x3093610), x::Name(0x1a72a10)), // usergroupAccount: UserGroupProfile
-        x::FieldEntry::optional(x::Name(0x20c420e), x::Name(0x52e915)), // authentication: AuthenticationProfile
-        x::FieldEntry::required(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x20c0f11), x::Name(0xc9712d)), // attributeOverride: HostAssignableHardwareConfigAttributeOverride
-        x::FieldEntry::required(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x207ef07)), // value: anyType
-        x::FieldEntry::repeated(x::Name(0x20c370a), x::Name(0xc9bd1b)), // authConfig: HostAuthenticationStoreInfo
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2348108), x::Name(0x537311)), // defaults: AutoStartDefaults
-        x::FieldEntry::repeated(x::Name(0x2bc4c09), x::Name(0x538512)), // powerInfo: AutoStartPowerInfo
-        x::FieldEntry::optional(x::Name(0x211f80b), x::Name(0x2f00106)), // biosVersion: string
-        x::FieldEntry::optional(x::Name(0x2cb7c0b), x::Name(0x2308208)), // releaseDate: dateTime
-        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x287000c), x::Name(0x2729103)), // majorRelease: int
-        x::FieldEntry::optional(x::Name(0x291ff0c), x::Name(0x2729103)), // minorRelease: int
-        x::FieldEntry::optional(x::Name(0x2574714), x::Name(0x2729103)), // firmwareMajorRelease: int
-        x::FieldEntry::optional(x::Name(0x2575c14), x::Name(0x2729103)), // firmwareMinorRelease: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::repeated(x::Name(0x212f50b), x::Name(0xca380e)), // bootDevices: HostBootDevice
-        x::FieldEntry::optional(x::Name(0x22a1114), x::Name(0x2f00106)), // currentBootDeviceKey: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f62008), x::Name(0x2857004)), // swapSize: long
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f62008), x::Name(0x2857004)), // swapSize: long
-        x::FieldEntry::required(x::Name(0x2ca421f), x::Name(0x212d207)), // recursiveResourcePoolsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2275b27), x::Name(0x212d207)), // cpuMemoryResourceConfigurationSupported: boolean
-        x::FieldEntry::required(x::Name(0x2c7c50f), x::Name(0x212d207)), // rebootSupported: boolean
-        x::FieldEntry::required(x::Name(0x2e02f11), x::Name(0x212d207)), // shutdownSupported: boolean
-        x::FieldEntry::required(x::Name(0x31bba10), x::Name(0x212d207)), // vmotionSupported: boolean
-        x::FieldEntry::required(x::Name(0x2ead210), x::Name(0x212d207)), // standbySupported: boolean
-        x::FieldEntry::optional(x::Name(0x278b20d), x::Name(0x212d207)), // ipmiSupported: boolean
-        x::FieldEntry::optional(x::Name(0x28bdb0f), x::Name(0x2729103)), // maxSupportedVMs: int
-        x::FieldEntry::optional(x::Name(0x28b4a0d), x::Name(0x2729103)), // maxRunningVMs: int
-        x::FieldEntry::optional(x::Name(0x28beb11), x::Name(0x2729103)), // maxSupportedVcpus: int
-        x::FieldEntry::optional(x::Name(0x28b2e10), x::Name(0x2729103)), // maxRegisteredVMs: int
-        x::FieldEntry::required(x::Name(0x22fa91b), x::Name(0x212d207)), // datastorePrincipalSupported: boolean
-        x::FieldEntry::required(x::Name(0x2d7370c), x::Name(0x212d207)), // sanSupported: boolean
-        x::FieldEntry::required(x::Name(0x29db60c), x::Name(0x212d207)), // nfsSupported: boolean
-        x::FieldEntry::required(x::Name(0x27c250e), x::Name(0x212d207)), // iscsiSupported: boolean
-        x::FieldEntry::required(x::Name(0x312c114), x::Name(0x212d207)), // vlanTaggingSupported: boolean
-        x::FieldEntry::required(x::Name(0x29e1313), x::Name(0x212d207)), // nicTeamingSupported: boolean
-        x::FieldEntry::required(x::Name(0x2654415), x::Name(0x212d207)), // highGuestMemSupported: boolean
-        x::FieldEntry::required(x::Name(0x286d718), x::Name(0x212d207)), // maintenanceModeSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f58c1a), x::Name(0x212d207)), // suspendedRelocateSupported: boolean
-        x::FieldEntry::required(x::Name(0x2d37923), x::Name(0x212d207)), // restrictedSnapshotRelocateSupported: boolean
-        x::FieldEntry::required(x::Name(0x2b5d30e), x::Name(0x212d207)), // perVmSwapFiles: boolean
-        x::FieldEntry::required(x::Name(0x283f61b), x::Name(0x212d207)), // localSwapDatastoreSupported: boolean
-        x::FieldEntry::required(x::Name(0x304481c), x::Name(0x212d207)), // unsharedSwapVMotionSupported: boolean
-        x::FieldEntry::required(x::Name(0x20f851c), x::Name(0x212d207)), // backgroundSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2bdc622), x::Name(0x212d207)), // preAssignedPCIUnitNumbersSupported: boolean
-        x::FieldEntry::required(x::Name(0x2d87f13), x::Name(0x212d207)), // screenshotSupported: boolean
-        x::FieldEntry::required(x::Name(0x2d79919), x::Name(0x212d207)), // scaledScreenshotSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2efca17), x::Name(0x212d207)), // storageVMotionSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31bd922), x::Name(0x212d207)), // vmotionWithStorageVMotionSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31b731d), x::Name(0x212d207)), // vmotionAcrossNetworkSupported: boolean
-        x::FieldEntry::optional(x::Name(0x28a5b13), x::Name(0x2729103)), // maxNumDisksSVMotion: int
-        x::FieldEntry::optional(x::Name(0x2634e18), x::Name(0x212d207)), // hbrNicSelectionSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31d461a), x::Name(0x212d207)), // vrNfcNicSelectionSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2c9f515), x::Name(0x212d207)), // recordReplaySupported: boolean
-        x::FieldEntry::optional(x::Name(0x25b110b), x::Name(0x212d207)), // ftSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2cdcb17), x::Name(0x2f00106)), // replayUnsupportedReason: string
-        x::FieldEntry::repeated(x::Name(0x2cd7f19), x::Name(0x2f00106)), // replayCompatibilityIssues: string
-        x::FieldEntry::optional(x::Name(0x2e28d0e), x::Name(0x212d207)), // smpFtSupported: boolean
-        x::FieldEntry::repeated(x::Name(0x259fc15), x::Name(0x2f00106)), // ftCompatibilityIssues: string
-        x::FieldEntry::repeated(x::Name(0x2e27418), x::Name(0x2f00106)), // smpFtCompatibilityIssues: string
-        x::FieldEntry::optional(x::Name(0x28c450f), x::Name(0x2729103)), // maxVcpusPerFtVm: int
-        x::FieldEntry::optional(x::Name(0x2852b1d), x::Name(0x212d207)), // loginBySSLThumbprintSupported: boolean
-        x::FieldEntry::optional(x::Name(0x21b7b1a), x::Name(0x212d207)), // cloneFromSnapshotSupported: boolean
-        x::FieldEntry::optional(x::Name(0x234f51a), x::Name(0x212d207)), // deltaDiskBackingsSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b59d23), x::Name(0x212d207)), // perVMNetworkTrafficShapingSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2fe600c), x::Name(0x212d207)), // tpmSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2fe6d0a), x::Name(0x2f00106)), // tpmVersion: string
-        x::FieldEntry::optional(x::Name(0x300de0a), x::Name(0x212d207)), // txtEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2f1a713), x::Name(0xcef30d)), // supportedCpuFeature: HostCpuIdInfo
-        x::FieldEntry::optional(x::Name(0x30fac19), x::Name(0x212d207)), // virtualExecUsageSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2eea914), x::Name(0x212d207)), // storageIORMSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3145719), x::Name(0x212d207)), // vmDirectPathGen2Supported: boolean
-        x::FieldEntry::repeated(x::Name(0x3148f21), x::Name(0x2f00106)), // vmDirectPathGen2UnsupportedReason: string
-        x::FieldEntry::optional(x::Name(0x314b129), x::Name(0x2f00106)), // vmDirectPathGen2UnsupportedReasonExtended: string
-        x::FieldEntry::repeated(x::Name(0x2f39f19), x::Name(0x2729103)), // supportedVmfsMajorVersion: int
-        x::FieldEntry::optional(x::Name(0x30b950f), x::Name(0x212d207)), // vStorageCapable: boolean
-        x::FieldEntry::optional(x::Name(0x2e3b819), x::Name(0x212d207)), // snapshotRelayoutSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2571618), x::Name(0x212d207)), // firewallIpRulesSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2dd041b), x::Name(0x212d207)), // servicePackageInfoSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2899711), x::Name(0x2729103)), // maxHostRunningVms: int
-        x::FieldEntry::optional(x::Name(0x289a915), x::Name(0x2729103)), // maxHostSupportedVcpus: int
-        x::FieldEntry::optional(x::Name(0x31a5919), x::Name(0x212d207)), // vmfsDatastoreMountCapable: boolean
-        x::FieldEntry::optional(x::Name(0x2468326), x::Name(0x212d207)), // eightPlusHostVmfsSharedAccessSupported: boolean
-        x::FieldEntry::optional(x::Name(0x297f711), x::Name(0x212d207)), // nestedHVSupported: boolean
-        x::FieldEntry::optional(x::Name(0x30b1d0d), x::Name(0x212d207)), // vPMCSupported: boolean
-        x::FieldEntry::optional(x::Name(0x272ca28), x::Name(0x212d207)), // interVMCommunicationThroughVMCISupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d7f721), x::Name(0x212d207)), // scheduledHardwareUpgradeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x253fc1c), x::Name(0x212d207)), // featureCapabilitiesSupported: boolean
-        x::FieldEntry::optional(x::Name(0x27fb61b), x::Name(0x212d207)), // latencySensitivitySupported: boolean
-        x::FieldEntry::optional(x::Name(0x2ef2316), x::Name(0x212d207)), // storagePolicySupported: boolean
-        x::FieldEntry::optional(x::Name(0x200ba10), x::Name(0x212d207)), // accel3dSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2cb8813), x::Name(0x212d207)), // reliableMemoryAware: boolean
-        x::FieldEntry::optional(x::Name(0x295bf25), x::Name(0x212d207)), // multipleNetworkStackInstanceSupported: boolean
-        x::FieldEntry::optional(x::Name(0x28fb218), x::Name(0x212d207)), // messageBusProxySupported: boolean
-        x::FieldEntry::optional(x::Name(0x31e070d), x::Name(0x212d207)), // vsanSupported: boolean
-        x::FieldEntry::optional(x::Name(0x30aee0f), x::Name(0x212d207)), // vFlashSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2659a1a), x::Name(0x212d207)), // hostAccessManagerSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2c3a221), x::Name(0x212d207)), // provisioningNicSelectionSupported: boolean
-        x::FieldEntry::optional(x::Name(0x29d1f0e), x::Name(0x212d207)), // nfs41Supported: boolean
-        x::FieldEntry::optional(x::Name(0x29d0b13), x::Name(0x212d207)), // nfs41Krb5iSupported: boolean
-        x::FieldEntry::optional(x::Name(0x300911b), x::Name(0x212d207)), // turnDiskLocatorLedSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3120a1f), x::Name(0x212d207)), // virtualVolumeDatastoreSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2884512), x::Name(0x212d207)), // markAsSsdSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2883014), x::Name(0x212d207)), // markAsLocalSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2e20c20), x::Name(0x212d207)), // smartCardAuthenticationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b11a0d), x::Name(0x212d207)), // pMemSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b10415), x::Name(0x212d207)), // pMemSnapshotSupported: boolean
-        x::FieldEntry::optional(x::Name(0x229a80f), x::Name(0x212d207)), // cryptoSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2aae217), x::Name(0x212d207)), // oneKVolumeAPIsSupported: boolean
-        x::FieldEntry::optional(x::Name(0x25c1a15), x::Name(0x212d207)), // gatewayOnNicSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3058c0d), x::Name(0x212d207)), // upitSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2271811), x::Name(0x212d207)), // cpuHwMmuSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2488519), x::Name(0x212d207)), // encryptedVMotionSupported: boolean
-        x::FieldEntry::optional(x::Name(0x248db24), x::Name(0x212d207)), // encryptionChangeOnAddRemoveSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2494f1f), x::Name(0x212d207)), // encryptionHotOperationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x249db20), x::Name(0x212d207)), // encryptionWithSnapshotsSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2491621), x::Name(0x212d207)), // encryptionFaultToleranceSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2497d1d), x::Name(0x212d207)), // encryptionMemorySaveSupported: boolean
-        x::FieldEntry::optional(x::Name(0x249aa16), x::Name(0x212d207)), // encryptionRDMSupported: boolean
-        x::FieldEntry::optional(x::Name(0x249c119), x::Name(0x212d207)), // encryptionVFlashSupported: boolean
-        x::FieldEntry::optional(x::Name(0x248c317), x::Name(0x212d207)), // encryptionCBRCSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2493816), x::Name(0x212d207)), // encryptionHBRSupported: boolean
-        x::FieldEntry::optional(x::Name(0x25a390e), x::Name(0x212d207)), // ftEfiSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3037214), x::Name(0x2f00106)), // unmapMethodSupported: string
-        x::FieldEntry::optional(x::Name(0x289f10f), x::Name(0x2729103)), // maxMemMBPerFtVm: int
-        x::FieldEntry::optional(x::Name(0x310d416), x::Name(0x212d207)), // virtualMmuUsageIgnored: boolean
-        x::FieldEntry::optional(x::Name(0x30f9417), x::Name(0x212d207)), // virtualExecUsageIgnored: boolean
-        x::FieldEntry::optional(x::Name(0x3138015), x::Name(0x212d207)), // vmCreateDateSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31a4711), x::Name(0x212d207)), // vmfs3EOLSupported: boolean
-        x::FieldEntry::optional(x::Name(0x25b480f), x::Name(0x212d207)), // ftVmcpSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2c5e312), x::Name(0x212d207)), // quickBootSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2487014), x::Name(0x212d207)), // encryptedFtSupported: boolean
-        x::FieldEntry::optional(x::Name(0x20ae71b), x::Name(0x212d207)), // assignableHardwareSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2f55d18), x::Name(0x212d207)), // suspendToMemorySupported: boolean
-        x::FieldEntry::optional(x::Name(0x3075617), x::Name(0x212d207)), // useFeatureReqsForOldHWv: boolean
-        x::FieldEntry::optional(x::Name(0x2885820), x::Name(0x212d207)), // markPerenniallyReservedSupported: boolean
-        x::FieldEntry::optional(x::Name(0x26b380f), x::Name(0x212d207)), // hppPspSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2397222), x::Name(0x212d207)), // deviceRebindWithoutRebootSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2ef061c), x::Name(0x212d207)), // storagePolicyChangeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2be701e), x::Name(0x212d207)), // precisionTimeProtocolSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2cc8b1c), x::Name(0x212d207)), // remoteDeviceVMotionSupported: boolean
-        x::FieldEntry::optional(x::Name(0x28c1314), x::Name(0x2729103)), // maxSupportedVmMemory: int
-        x::FieldEntry::optional(x::Name(0x204e916), x::Name(0x212d207)), // ahDeviceHintsSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2a87b14), x::Name(0x212d207)), // nvmeOverTcpSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2a8ab22), x::Name(0x212d207)), // nvmeStorageFabricServicesSupported: boolean
-        x::FieldEntry::optional(x::Name(0x20a7f1a), x::Name(0x212d207)), // assignHwPciConfigSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2fad613), x::Name(0x212d207)), // timeConfigSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2a85e1c), x::Name(0x212d207)), // nvmeBatchOperationsSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b0cd15), x::Name(0x212d207)), // pMemFailoverSupported: boolean
-        x::FieldEntry::optional(x::Name(0x266581d), x::Name(0x212d207)), // hostConfigEncryptionSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2c43912), x::Name(0x212d207)), // ptpConfigSupported: boolean
-        x::FieldEntry::optional(x::Name(0x28ba714), x::Name(0x2729103)), // maxSupportedPtpPorts: int
-        x::FieldEntry::optional(x::Name(0x2b0e320), x::Name(0x212d207)), // pMemIndependentSnapshotSupported: boolean
-        x::FieldEntry::optional(x::Name(0x27cb406), x::Name(0x2f00106)), // issuer: string
-        x::FieldEntry::optional(x::Name(0x29fd109), x::Name(0x2308208)), // notBefore: dateTime
-        x::FieldEntry::optional(x::Name(0x29f9a08), x::Name(0x2308208)), // notAfter: dateTime
-        x::FieldEntry::optional(x::Name(0x2f04e07), x::Name(0x2f00106)), // subject: string
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x224fd0c), x::Name(0x2f00106)), // controlFlags: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fd200d)), // spec: VslmCloneSpec
-        x::FieldEntry::required(x::Name(0x2dc240a), x::Name(0x2f00106)), // serverName: string
-        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x14dff14)), // profile: ProfileEventArgument
-        x::FieldEntry::repeated(x::Name(0x2522d07), x::Name(0x1233814)), // failure: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c14807), x::Name(0x10009)), // product: AboutInfo
-        x::FieldEntry::optional(x::Name(0x235ca0e), x::Name(0xd22d12)), // deploymentInfo: HostDeploymentInfo
-        x::FieldEntry::optional(x::Name(0x26bf30b), x::Name(0xdab61b)), // hyperThread: HostHyperThreadScheduleInfo
-        x::FieldEntry::optional(x::Name(0x223c812), x::Name(0x181821d)), // consoleReservation: ServiceConsoleReservationInfo
-        x::FieldEntry::optional(x::Name(0x3109319), x::Name(0x1ced523)), // virtualMachineReservation: VirtualMachineMemoryReservationInfo
-        x::FieldEntry::optional(x::Name(0x2ee760d), x::Name(0xfcf215)), // storageDevice: HostStorageDeviceInfo
-        x::FieldEntry::optional(x::Name(0x295620e), x::Name(0xe6e716)), // multipathState: HostMultipathStateInfo
-        x::FieldEntry::optional(x::Name(0x255f410), x::Name(0xd76d18)), // fileSystemVolume: HostFileSystemVolumeInfo
-        x::FieldEntry::repeated(x::Name(0x2f7390a), x::Name(0x2f00106)), // systemFile: string
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0xe8d20f)), // network: HostNetworkInfo
-        x::FieldEntry::optional(x::Name(0x31b6b07), x::Name(0x1052b0f)), // vmotion: HostVMotionInfo
-        x::FieldEntry::optional(x::Name(0x3116a15), x::Name(0x1070419)), // virtualNicManagerInfo: HostVirtualNicManagerInfo
-        x::FieldEntry::optional(x::Name(0x2163b0c), x::Name(0xe7f013)), // capabilities: HostNetCapabilities
-        x::FieldEntry::optional(x::Name(0x22ee915), x::Name(0xd0ff1f)), // datastoreCapabilities: HostDatastoreSystemCapabilities
-        x::FieldEntry::optional(x::Name(0x2a9dc13), x::Name(0xe8041a)), // offloadCapabilities: HostNetOffloadCapabilities
-        x::FieldEntry::optional(x::Name(0x2dc7407), x::Name(0xfa000f)), // service: HostServiceInfo
-        x::FieldEntry::optional(x::Name(0x2570d08), x::Name(0xd7d310)), // firewall: HostFirewallInfo
-        x::FieldEntry::optional(x::Name(0x20dd509), x::Name(0xc9d91a)), // autoStart: HostAutoStartManagerConfig
-        x::FieldEntry::optional(x::Name(0x201ea19), x::Name(0xd28517)), // activeDiagnosticPartition: HostDiagnosticPartition
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::repeated(x::Name(0x2ac7c09), x::Name(0x13b0e09)), // optionDef: OptionDef
-        x::FieldEntry::optional(x::Name(0x22f7d12), x::Name(0x2f00106)), // datastorePrincipal: string
-        x::FieldEntry::optional(x::Name(0x283e312), x::Name(0x1258216)), // localSwapDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f7ab17), x::Name(0xff3e1b)), // systemSwapConfiguration: HostSystemSwapConfiguration
-        x::FieldEntry::optional(x::Name(0x2f79b0f), x::Name(0xff2716)), // systemResources: HostSystemResourceInfo
-        x::FieldEntry::optional(x::Name(0x2309a0c), x::Name(0xd17a10)), // dateTimeInfo: HostDateTimeInfo
-        x::FieldEntry::optional(x::Name(0x257d105), x::Name(0xd8ab0c)), // flags: HostFlagInfo
-        x::FieldEntry::optional(x::Name(0x203530d), x::Name(0x212d207)), // adminDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x284b40c), x::Name(0xe28c10)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::optional(x::Name(0x278a404), x::Name(0xe1140c)), // ipmi: HostIpmiInfo
-        x::FieldEntry::optional(x::Name(0x2ea1511), x::Name(0xfc9415)), // sslThumbprintInfo: HostSslThumbprintInfo
-        x::FieldEntry::repeated(x::Name(0x2ea0311), x::Name(0xfc9415)), // sslThumbprintData: HostSslThumbprintInfo
-        x::FieldEntry::repeated(x::Name(0x217a80b), x::Name(0x2146004)), // certificate: byte
-        x::FieldEntry::repeated(x::Name(0x2b4950f), x::Name(0xeed713)), // pciPassthruInfo: HostPciPassthruInfo
-        x::FieldEntry::optional(x::Name(0x20c8219), x::Name(0xc99f1d)), // authenticationManagerInfo: HostAuthenticationManagerInfo
-        x::FieldEntry::repeated(x::Name(0x2549c0e), x::Name(0xd63916)), // featureVersion: HostFeatureVersionInfo
-        x::FieldEntry::optional(x::Name(0x2bd0115), x::Name(0x14bf815)), // powerSystemCapability: PowerSystemCapability
-        x::FieldEntry::optional(x::Name(0x2bd170f), x::Name(0x14c0e0f)), // powerSystemInfo: PowerSystemInfo
-        x::FieldEntry::repeated(x::Name(0x2152916), x::Name(0xca5a1a)), // cacheConfigurationInfo: HostCacheConfigurationInfo
-        x::FieldEntry::optional(x::Name(0x3200410), x::Name(0x212d207)), // wakeOnLanCapable: boolean
-        x::FieldEntry::repeated(x::Name(0x2541911), x::Name(0xd61315)), // featureCapability: HostFeatureCapability
-        x::FieldEntry::repeated(x::Name(0x2888f17), x::Name(0xd61315)), // maskedFeatureCapability: HostFeatureCapability
-        x::FieldEntry::optional(x::Name(0x30a6210), x::Name(0x1043921)), // vFlashConfigInfo: HostVFlashManagerVFlashConfigInfo
-        x::FieldEntry::optional(x::Name(0x31d930e), x::Name(0x1f81512)), // vsanHostConfig: VsanHostConfigInfo
-        x::FieldEntry::repeated(x::Name(0x242180a), x::Name(0x2f00106)), // domainList: string
-        x::FieldEntry::optional(x::Name(0x2d89a0e), x::Name(0x210f70c)), // scriptCheckSum: base64Binary
-        x::FieldEntry::optional(x::Name(0x2664512), x::Name(0x210f70c)), // hostConfigCheckSum: base64Binary
-        x::FieldEntry::optional(x::Name(0x2361e17), x::Name(0x210f70c)), // descriptionTreeCheckSum: base64Binary
-        x::FieldEntry::repeated(x::Name(0x25d4b0c), x::Name(0xd9b410)), // graphicsInfo: HostGraphicsInfo
-        x::FieldEntry::repeated(x::Name(0x2df6416), x::Name(0x2f00106)), // sharedPassthruGpuTypes: string
-        x::FieldEntry::optional(x::Name(0x25d3c0e), x::Name(0xd93412)), // graphicsConfig: HostGraphicsConfig
-        x::FieldEntry::repeated(x::Name(0x2df0815), x::Name(0xfacf19)), // sharedGpuCapabilities: HostSharedGpuCapabilities
-        x::FieldEntry::repeated(x::Name(0x275520c), x::Name(0xdfbe10)), // ioFilterInfo: HostIoFilterInfo
-        x::FieldEntry::repeated(x::Name(0x2e9a20f), x::Name(0xfc4f17)), // sriovDevicePool: HostSriovDevicePoolInfo
-        x::FieldEntry::repeated(x::Name(0x20a9a19), x::Name(0xc9361d)), // assignableHardwareBinding: HostAssignableHardwareBinding
-        x::FieldEntry::optional(x::Name(0x20ab418), x::Name(0xc9541c)), // assignableHardwareConfig: HostAssignableHardwareConfig
-        x::FieldEntry::optional(x::Name(0x227dd0c), x::Name(0x1258216)), // cpuScheduler: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x230010f), x::Name(0x1258216)), // datastoreSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28e4d0d), x::Name(0x1258216)), // memoryManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2efa20d), x::Name(0x1258216)), // storageSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x29bb60d), x::Name(0x1258216)), // networkSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x31bcb0d), x::Name(0x1258216)), // vmotionSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3115811), x::Name(0x1258216)), // virtualNicManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2dd2c0d), x::Name(0x1258216)), // serviceSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2572f0e), x::Name(0x1258216)), // firewallSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x203f70e), x::Name(0x1258216)), // advancedOption: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23a6510), x::Name(0x1258216)), // diagnosticSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x20ddf10), x::Name(0x1258216)), // autoStartManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e3dc0a), x::Name(0x1258216)), // snmpSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x230a70e), x::Name(0x1258216)), // dateTimeSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b4260c), x::Name(0x1258216)), // patchManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x26d4e12), x::Name(0x1258216)), // imageConfigManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x212e410), x::Name(0x1258216)), // bootDeviceSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x257710e), x::Name(0x1258216)), // firmwareSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2648f12), x::Name(0x1258216)), // healthStatusSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b4b411), x::Name(0x1258216)), // pciPassthruSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x281400e), x::Name(0x1258216)), // licenseManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27d3412), x::Name(0x1258216)), // kernelModuleSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x20c6c15), x::Name(0x1258216)), // authenticationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2bcf50b), x::Name(0x1258216)), // powerSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2154019), x::Name(0x1258216)), // cacheConfigurationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24d3b13), x::Name(0x1258216)), // esxAgentHostManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27c180c), x::Name(0x1258216)), // iscsiManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30a730d), x::Name(0x1258216)), // vFlashManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x31e150a), x::Name(0x1258216)), // vsanSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28fa20f), x::Name(0x1258216)), // messageBusProxy: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x308720d), x::Name(0x1258216)), // userDirectory: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2015a0e), x::Name(0x1258216)), // accountManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658811), x::Name(0x1258216)), // hostAccessManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25d580f), x::Name(0x1258216)), // graphicsManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x31db512), x::Name(0x1258216)), // vsanInternalSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x217b412), x::Name(0x1258216)), // certificateManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x229780d), x::Name(0x1258216)), // cryptoManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a82d0c), x::Name(0x1258216)), // nvdimmSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x20acd19), x::Name(0x1258216)), // assignableHardwareManager: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x296fc0c), x::Name(0xe72713)), // nasDatastore: HostNasVolumeConfig
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0xe88a11)), // network: HostNetworkConfig
-        x::FieldEntry::repeated(x::Name(0x29e2f10), x::Name(0x1073b25)), // nicTypeSelection: HostVirtualNicManagerNicTypeSelection
-        x::FieldEntry::repeated(x::Name(0x2dc7407), x::Name(0xf9ee11)), // service: HostServiceConfig
-        x::FieldEntry::optional(x::Name(0x2570d08), x::Name(0xd78612)), // firewall: HostFirewallConfig
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::optional(x::Name(0x22f7d12), x::Name(0x2f00106)), // datastorePrincipal: string
-        x::FieldEntry::optional(x::Name(0x22f9018), x::Name(0x2f00106)), // datastorePrincipalPasswd: string
-        x::FieldEntry::optional(x::Name(0x230b608), x::Name(0xd16712)), // datetime: HostDateTimeConfig
-        x::FieldEntry::optional(x::Name(0x2ee760d), x::Name(0xfcf215)), // storageDevice: HostStorageDeviceInfo
-        x::FieldEntry::optional(x::Name(0x280bf07), x::Name(0xe1a40f)), // license: HostLicenseSpec
-        x::FieldEntry::optional(x::Name(0x2da8b08), x::Name(0xf99910)), // security: HostSecuritySpec
-        x::FieldEntry::repeated(x::Name(0x307c30b), x::Name(0xc8230f)), // userAccount: HostAccountSpec
-        x::FieldEntry::repeated(x::Name(0x3093610), x::Name(0xc8230f)), // usergroupAccount: HostAccountSpec
-        x::FieldEntry::optional(x::Name(0x28db106), x::Name(0xe5150e)), // memory: HostMemorySpec
-        x::FieldEntry::repeated(x::Name(0x202040f), x::Name(0xc83313)), // activeDirectory: HostActiveDirectory
-        x::FieldEntry::repeated(x::Name(0x25c760d), x::Name(0x11b470b)), // genericConfig: KeyAnyValue
-        x::FieldEntry::optional(x::Name(0x25d3c0e), x::Name(0xd93412)), // graphicsConfig: HostGraphicsConfig
-        x::FieldEntry::optional(x::Name(0x20ab418), x::Name(0xc9541c)), // assignableHardwareConfig: HostAssignableHardwareConfig
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x2c14807), x::Name(0x10009)), // product: AboutInfo
-        x::FieldEntry::required(x::Name(0x31b910e), x::Name(0x212d207)), // vmotionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2532515), x::Name(0x212d207)), // faultToleranceEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2549c0e), x::Name(0xd63916)), // featureVersion: HostFeatureVersionInfo
-        x::FieldEntry::optional(x::Name(0x204ba10), x::Name(0x1258216)), // agentVmDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x204cb0e), x::Name(0x1258216)), // agentVmNetwork: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1041226)), // spec: HostVFlashManagerVFlashCacheConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1048529)), // spec: HostVFlashManagerVFlashResourceConfigSpec
-        x::FieldEntry::optional(x::Name(0x2dc1b08), x::Name(0x2f00106)), // serverIp: string
-        x::FieldEntry::optional(x::Name(0x26dc70c), x::Name(0x212d207)), // inDasCluster: boolean
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0xe1b40f)), // host: HostListSummary
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1d5ba15)), // vm: VirtualMachineSummary
-        x::FieldEntry::optional(x::Name(0x30ed216), x::Name(0x212d207)), // vimAccountNameRequired: boolean
-        x::FieldEntry::optional(x::Name(0x21d1910), x::Name(0x212d207)), // clusterSupported: boolean
-        x::FieldEntry::repeated(x::Name(0x2992207), x::Name(0xce9d1a)), // network: HostConnectInfoNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x22edf09), x::Name(0xd0a218)), // datastore: HostDatastoreConnectInfo
-        x::FieldEntry::optional(x::Name(0x280bf07), x::Name(0xe17516)), // license: HostLicenseConnectInfo
-        x::FieldEntry::optional(x::Name(0x216480a), x::Name(0xca900e)), // capability: HostCapability
-        x::FieldEntry::required(x::Name(0x2f0f207), x::Name(0x131c90e)), // summary: NetworkSummary
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::optional(x::Name(0x3153a08), x::Name(0x1258216)), // vmFolder: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::optional(x::Name(0x30ec30e), x::Name(0x2f00106)), // vimAccountName: string
-        x::FieldEntry::optional(x::Name(0x30ee912), x::Name(0x2f00106)), // vimAccountPassword: string
-        x::FieldEntry::optional(x::Name(0x287610c), x::Name(0x2f00106)), // managementIp: string
-        x::FieldEntry::optional(x::Name(0x284b40c), x::Name(0xe28c10)), // lockdownMode: HostLockdownMode
-        x::FieldEntry::optional(x::Name(0x267170b), x::Name(0xd8dc0f)), // hostGateway: HostGatewaySpec
-        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x2729103)), // level: int
-        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x245f903), x::Name(0x2f00106)), // eax: string
-        x::FieldEntry::optional(x::Name(0x245fd03), x::Name(0x2f00106)), // ebx: string
-        x::FieldEntry::optional(x::Name(0x2460103), x::Name(0x2f00106)), // ecx: string
-        x::FieldEntry::optional(x::Name(0x2461d03), x::Name(0x2f00106)), // edx: string
-        x::FieldEntry::required(x::Name(0x2a2960e), x::Name(0x2dfd105)), // numCpuPackages: short
-        x::FieldEntry::required(x::Name(0x2a2750b), x::Name(0x2dfd105)), // numCpuCores: short
-        x::FieldEntry::required(x::Name(0x2a2bf0d), x::Name(0x2dfd105)), // numCpuThreads: short
-        x::FieldEntry::required(x::Name(0x26c0a02), x::Name(0x2857004)), // hz: long
-        x::FieldEntry::required(x::Name(0x2702305), x::Name(0x2dfd105)), // index: short
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::required(x::Name(0x26c0a02), x::Name(0x2857004)), // hz: long
-        x::FieldEntry::required(x::Name(0x2143905), x::Name(0x2857004)), // busHz: long
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::repeated(x::Name(0x2fa9308), x::Name(0x2dfd105)), // threadId: short
-        x::FieldEntry::repeated(x::Name(0x226a20a), x::Name(0xcef30d)), // cpuFeature: HostCpuIdInfo
-        x::FieldEntry::optional(x::Name(0x22b800d), x::Name(0x2f00106)), // currentPolicy: string
-        x::FieldEntry::optional(x::Name(0x2624f0f), x::Name(0x2f00106)), // hardwareSupport: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fd2e0e)), // spec: VslmCreateSpec
-        x::FieldEntry::optional(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2ec8c14), x::Name(0x2857004)), // staticMemoryConsumed: long
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x258270a), x::Name(0x2f00106)), // folderPath: string
-        x::FieldEntry::repeated(x::Name(0x2556304), x::Name(0xb97508)), // file: FileInfo
-        x::FieldEntry::repeated(x::Name(0x2c55305), x::Name(0xb9b609)), // query: FileQuery
-        x::FieldEntry::optional(x::Name(0x2387c07), x::Name(0xb9c00e)), // details: FileQueryFlags
-        x::FieldEntry::optional(x::Name(0x2d97615), x::Name(0x212d207)), // searchCaseInsensitive: boolean
-        x::FieldEntry::repeated(x::Name(0x288d60c), x::Name(0x2f00106)), // matchPattern: string
-        x::FieldEntry::optional(x::Name(0x2e4d410), x::Name(0x212d207)), // sortFoldersFirst: boolean
-        x::FieldEntry::required(x::Name(0x2f0f207), x::Name(0x8db510)), // summary: DatastoreSummary
-        x::FieldEntry::required(x::Name(0x29c2110), x::Name(0x2f00106)), // newDatastoreName: string
-        x::FieldEntry::required(x::Name(0x29c2110), x::Name(0x2f00106)), // newDatastoreName: string
-        x::FieldEntry::required(x::Name(0x29d3b18), x::Name(0x212d207)), // nfsMountCreationRequired: boolean
-        x::FieldEntry::required(x::Name(0x29d5419), x::Name(0x212d207)), // nfsMountCreationSupported: boolean
-        x::FieldEntry::required(x::Name(0x283b717), x::Name(0x212d207)), // localDatastoreSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31a7e1c), x::Name(0x212d207)), // vmfsExtentExpansionSupported: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2d74d04), x::Name(0x2f00106)), // scId: string
-        x::FieldEntry::optional(x::Name(0x2fb2508), x::Name(0x2f00106)), // timeZone: string
-        x::FieldEntry::optional(x::Name(0x2a1ff09), x::Name(0xea840d)), // ntpConfig: HostNtpConfig
-        x::FieldEntry::optional(x::Name(0x2c42f09), x::Name(0xf4aa0d)), // ptpConfig: HostPtpConfig
-        x::FieldEntry::optional(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x23c350d), x::Name(0x212d207)), // disableEvents: boolean
-        x::FieldEntry::optional(x::Name(0x23c430f), x::Name(0x212d207)), // disableFallback: boolean
-        x::FieldEntry::optional(x::Name(0x2d15c16), x::Name(0x212d207)), // resetToFactoryDefaults: boolean
-        x::FieldEntry::required(x::Name(0x2fb2508), x::Name(0xd1c81a)), // timeZone: HostDateTimeSystemTimeZone
-        x::FieldEntry::optional(x::Name(0x2f71713), x::Name(0x2f00106)), // systemClockProtocol: string
-        x::FieldEntry::optional(x::Name(0x2a1ff09), x::Name(0xea840d)), // ntpConfig: HostNtpConfig
-        x::FieldEntry::optional(x::Name(0x2c42f09), x::Name(0xf4aa0d)), // ptpConfig: HostPtpConfig
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x23c350d), x::Name(0x212d207)), // disableEvents: boolean
-        x::FieldEntry::optional(x::Name(0x23c430f), x::Name(0x212d207)), // disableFallback: boolean
-        x::FieldEntry::optional(x::Name(0x26dd40f), x::Name(0x212d207)), // inFallbackState: boolean
-        x::FieldEntry::optional(x::Name(0x2dd200b), x::Name(0x212d207)), // serviceSync: boolean
-        x::FieldEntry::optional(x::Name(0x27f5f0c), x::Name(0x2308208)), // lastSyncTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2cce70f), x::Name(0x2f00106)), // remoteNtpServer: string
-        x::FieldEntry::optional(x::Name(0x2a2150a), x::Name(0x2857004)), // ntpRunTime: long
-        x::FieldEntry::optional(x::Name(0x2c4580a), x::Name(0x2857004)), // ptpRunTime: long
-        x::FieldEntry::optional(x::Name(0x2a2090b), x::Name(0x2f00106)), // ntpDuration: string
-        x::FieldEntry::optional(x::Name(0x2c44c0b), x::Name(0x2f00106)), // ptpDuration: string
-        x::FieldEntry::required(x::Name(0x323f80f), x::Name(0x212d207)), // workingNormally: boolean
-        x::FieldEntry::repeated(x::Name(0x2ce8006), x::Name(0x2f00106)), // report: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x25cef09), x::Name(0x2729103)), // gmtOffset: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2138b18), x::Name(0x212d207)), // bootedFromStatelessCache: boolean
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x239a30a), x::Name(0x2f00106)), // deviceType: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd27113)), // spec: HostDhcpServiceSpec
-        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd27113)), // spec: HostDhcpServiceSpec
-        x::FieldEntry::required(x::Name(0x311c70d), x::Name(0x2f00106)), // virtualSwitch: string
-        x::FieldEntry::required(x::Name(0x2332c14), x::Name(0x2729103)), // defaultLeaseDuration: int
-        x::FieldEntry::required(x::Name(0x280120c), x::Name(0x2f00106)), // leaseBeginIp: string
-        x::FieldEntry::required(x::Name(0x2801f0a), x::Name(0x2f00106)), // leaseEndIp: string
-        x::FieldEntry::required(x::Name(0x289cc10), x::Name(0x2729103)), // maxLeaseDuration: int
-        x::FieldEntry::required(x::Name(0x302b50e), x::Name(0x212d207)), // unlimitedLease: boolean
-        x::FieldEntry::required(x::Name(0x277a10c), x::Name(0x2f00106)), // ipSubnetAddr: string
-        x::FieldEntry::required(x::Name(0x277ae0c), x::Name(0x2f00106)), // ipSubnetMask: string
-        x::FieldEntry::required(x::Name(0x2efb00b), x::Name(0x2f00106)), // storageType: string
-        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x2e15505), x::Name(0x2729103)), // slots: int
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xf92d15)), // id: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x27fd906), x::Name(0xd4f317)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::required(x::Name(0x2402708), x::Name(0x2f00106)), // diskUuid: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd2ea21)), // spec: HostDiagnosticPartitionCreateSpec
-        x::FieldEntry::required(x::Name(0x2efb00b), x::Name(0x2f00106)), // storageType: string
-        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x23e0704), x::Name(0xf9200c)), // disk: HostScsiDisk
-        x::FieldEntry::required(x::Name(0x2efb00b), x::Name(0x2f00106)), // storageType: string
-        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xf92d15)), // id: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::optional(x::Name(0x201d706), x::Name(0x212d207)), // active: boolean
-        x::FieldEntry::required(x::Name(0x23aec0c), x::Name(0x2f00106)), // digestMethod: string
-        x::FieldEntry::repeated(x::Name(0x23b490b), x::Name(0x2146004)), // digestValue: byte
-        x::FieldEntry::optional(x::Name(0x2a92c0a), x::Name(0x2f00106)), // objectName: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x2f0e307), x::Name(0x212d207)), // success: boolean
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x22ca808), x::Name(0x2857004)), // cylinder: long
-        x::FieldEntry::required(x::Name(0x2638a04), x::Name(0x2729103)), // head: int
-        x::FieldEntry::required(x::Name(0x2da4106), x::Name(0x2729103)), // sector: int
-        x::FieldEntry::required(x::Name(0x2125209), x::Name(0x2729103)), // blockSize: int
-        x::FieldEntry::required(x::Name(0x2120405), x::Name(0x2857004)), // block: long
-        x::FieldEntry::optional(x::Name(0x2b88511), x::Name(0xd42a1c)), // physicalPartition: HostDiskMappingPartitionInfo
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x24ea309), x::Name(0x212d207)), // exclusive: boolean
-        x::FieldEntry::repeated(x::Name(0x2b88511), x::Name(0xd4471e)), // physicalPartition: HostDiskMappingPartitionOption
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x255da0a), x::Name(0x2f00106)), // fileSystem: string
-        x::FieldEntry::required(x::Name(0x2169d0c), x::Name(0x2857004)), // capacityInKb: long
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x255da0a), x::Name(0x2f00106)), // fileSystem: string
-        x::FieldEntry::required(x::Name(0x2169d0c), x::Name(0x2857004)), // capacityInKb: long
-        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0x2729103)), // partition: int
-        x::FieldEntry::required(x::Name(0x2eb7a0b), x::Name(0x2857004)), // startSector: long
-        x::FieldEntry::required(x::Name(0x24a2b09), x::Name(0x2857004)), // endSector: long
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2618e04), x::Name(0x2f00106)), // guid: string
-        x::FieldEntry::required(x::Name(0x2850b07), x::Name(0x212d207)), // logical: boolean
-        x::FieldEntry::required(x::Name(0x20c210a), x::Name(0x2146004)), // attributes: byte
-        x::FieldEntry::optional(x::Name(0x2b31712), x::Name(0x2857004)), // partitionAlignment: long
-        x::FieldEntry::optional(x::Name(0x2b30d09), x::Name(0x2729103)), // partition: int
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2eaf505), x::Name(0xd3ea15)), // start: HostDiskDimensionsLba
-        x::FieldEntry::required(x::Name(0x249fc03), x::Name(0xd3ea15)), // end: HostDiskDimensionsLba
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd50b15)), // spec: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x27fd906), x::Name(0xd4f317)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::optional(x::Name(0x2fd3a05), x::Name(0xd3ea15)), // total: HostDiskDimensionsLba
-        x::FieldEntry::repeated(x::Name(0x2b30d09), x::Name(0xd4821b)), // partition: HostDiskPartitionBlockRange
-        x::FieldEntry::optional(x::Name(0x2b32a0f), x::Name(0x2f00106)), // partitionFormat: string
-        x::FieldEntry::optional(x::Name(0x21af403), x::Name(0xd3d415)), // chs: HostDiskDimensionsChs
-        x::FieldEntry::optional(x::Name(0x2fdd50c), x::Name(0x2857004)), // totalSectors: long
-        x::FieldEntry::repeated(x::Name(0x2b30d09), x::Name(0xd4661b)), // partition: HostDiskPartitionAttributes
-        x::FieldEntry::required(x::Name(0x239e904), x::Name(0x212d207)), // dhcp: boolean
-        x::FieldEntry::optional(x::Name(0x3114710), x::Name(0x2f00106)), // virtualNicDevice: string
-        x::FieldEntry::optional(x::Name(0x27ac414), x::Name(0x2f00106)), // ipv6VirtualNicDevice: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
-        x::FieldEntry::repeated(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::repeated(x::Name(0x2d98c0c), x::Name(0x2f00106)), // searchDomain: string
-        x::FieldEntry::optional(x::Name(0x3111b14), x::Name(0x106d118)), // virtualNicConnection: HostVirtualNicConnection
-        x::FieldEntry::optional(x::Name(0x3113016), x::Name(0x106d118)), // virtualNicConnectionV6: HostVirtualNicConnection
-        x::FieldEntry::repeated(x::Name(0x2b68e0b), x::Name(0x147cd0a)), // permissions: Permission
-        x::FieldEntry::repeated(x::Name(0x3152a08), x::Name(0xb7c50a)), // vmFaults: FaultsByVM
-        x::FieldEntry::repeated(x::Name(0x266fd0a), x::Name(0xb7b80c)), // hostFaults: FaultsByHost
-        x::FieldEntry::optional(x::Name(0x204ba10), x::Name(0x1258216)), // agentVmDatastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x204cb0e), x::Name(0x1258216)), // agentVmNetwork: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29bf60f), x::Name(0x2857004)), // newCapacityInMB: long
-        x::FieldEntry::optional(x::Name(0x278c003), x::Name(0x2f00106)), // ips: string
-        x::FieldEntry::required(x::Name(0x27bb810), x::Name(0x212d207)), // isStorageHealthy: boolean
-        x::FieldEntry::required(x::Name(0x27b6810), x::Name(0x212d207)), // isNetworkHealthy: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x254610b), x::Name(0x2f00106)), // featureName: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x254610b), x::Name(0x2f00106)), // featureName: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2bbaa11), x::Name(0x2857004)), // portWorldWideName: long
-        x::FieldEntry::required(x::Name(0x29ed011), x::Name(0x2857004)), // nodeWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2bba108), x::Name(0xb90a14)), // portType: FibreChannelPortType
-        x::FieldEntry::required(x::Name(0x2e83005), x::Name(0x2857004)), // speed: long
-        x::FieldEntry::required(x::Name(0x3019f0d), x::Name(0x2f00106)), // underlyingNic: string
-        x::FieldEntry::required(x::Name(0x2827108), x::Name(0xd69a27)), // linkInfo: HostFibreChannelOverEthernetHbaLinkInfo
-        x::FieldEntry::required(x::Name(0x27ba90e), x::Name(0x212d207)), // isSoftwareFcoe: boolean
-        x::FieldEntry::required(x::Name(0x2887910), x::Name(0x212d207)), // markedForRemoval: boolean
-        x::FieldEntry::required(x::Name(0x31ca509), x::Name(0x2f00106)), // vnportMac: string
-        x::FieldEntry::required(x::Name(0x253b806), x::Name(0x2f00106)), // fcfMac: string
-        x::FieldEntry::required(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x31ca509), x::Name(0x2f00106)), // vnportMac: string
-        x::FieldEntry::required(x::Name(0x253b806), x::Name(0x2f00106)), // fcfMac: string
-        x::FieldEntry::required(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x2bbaa11), x::Name(0x2857004)), // portWorldWideName: long
-        x::FieldEntry::required(x::Name(0x29ed011), x::Name(0x2857004)), // nodeWorldWideName: long
-        x::FieldEntry::required(x::Name(0x320cd03), x::Name(0x2f00106)), // who: string
-        x::FieldEntry::required(x::Name(0x320c304), x::Name(0x2f00106)), // what: string
-        x::FieldEntry::required(x::Name(0x293cd09), x::Name(0xe5c20d)), // mountInfo: HostMountInfo
-        x::FieldEntry::required(x::Name(0x31d0606), x::Name(0xd73514)), // volume: HostFileSystemVolume
-        x::FieldEntry::optional(x::Name(0x30bbb0f), x::Name(0x2f00106)), // vStorageSupport: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
-        x::FieldEntry::repeated(x::Name(0x31d180e), x::Name(0x2f00106)), // volumeTypeList: string
-        x::FieldEntry::repeated(x::Name(0x293cd09), x::Name(0xd71d17)), // mountInfo: HostFileSystemMountInfo
-        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0xd7991f)), // rule: HostFirewallConfigRuleSetConfig
-        x::FieldEntry::required(x::Name(0x2321b15), x::Name(0xd7b919)), // defaultBlockingPolicy: HostFirewallDefaultPolicy
-        x::FieldEntry::required(x::Name(0x2d64909), x::Name(0x2f00106)), // rulesetId: string
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2069c0c), x::Name(0xd85519)), // allowedHosts: HostFirewallRulesetIpList
-        x::FieldEntry::optional(x::Name(0x26efe0f), x::Name(0x212d207)), // incomingBlocked: boolean
-        x::FieldEntry::optional(x::Name(0x2af1e0f), x::Name(0x212d207)), // outgoingBlocked: boolean
-        x::FieldEntry::required(x::Name(0x2334e0d), x::Name(0xd7b919)), // defaultPolicy: HostFirewallDefaultPolicy
-        x::FieldEntry::repeated(x::Name(0x2d64107), x::Name(0xd84113)), // ruleset: HostFirewallRuleset
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x24a1507), x::Name(0x2729103)), // endPort: int
-        x::FieldEntry::required(x::Name(0x23bd809), x::Name(0xd7f519)), // direction: HostFirewallRuleDirection
-        x::FieldEntry::optional(x::Name(0x2bba108), x::Name(0xd80f18)), // portType: HostFirewallRulePortType
-        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
-        x::FieldEntry::required(x::Name(0x2cf9908), x::Name(0x212d207)), // required: boolean
-        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0xd7e410)), // rule: HostFirewallRule
-        x::FieldEntry::optional(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2069c0c), x::Name(0xd85519)), // allowedHosts: HostFirewallRulesetIpList
-        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::repeated(x::Name(0x276cb09), x::Name(0xd86f1c)), // ipNetwork: HostFirewallRulesetIpNetwork
-        x::FieldEntry::required(x::Name(0x2057305), x::Name(0x212d207)), // allIp: boolean
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x2069c0c), x::Name(0xd85519)), // allowedHosts: HostFirewallRulesetIpList
-        x::FieldEntry::optional(x::Name(0x20f6a1a), x::Name(0x212d207)), // backgroundSnapshotsEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2b69a07), x::Name(0x212d207)), // persist: boolean
-        x::FieldEntry::required(x::Name(0x293f107), x::Name(0x212d207)), // mounted: boolean
-        x::FieldEntry::required(x::Name(0x25c300b), x::Name(0x2f00106)), // gatewayType: string
-        x::FieldEntry::optional(x::Name(0x25c0409), x::Name(0x2f00106)), // gatewayId: string
-        x::FieldEntry::optional(x::Name(0x3002e16), x::Name(0x2f00106)), // trustVerificationToken: string
-        x::FieldEntry::repeated(x::Name(0x265b50e), x::Name(0x11c0608)), // hostAuthParams: KeyValue
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30a810c), x::Name(0x2f00106)), // vFlashModule: string
-        x::FieldEntry::required(x::Name(0x266b317), x::Name(0x2f00106)), // hostDefaultGraphicsType: string
-        x::FieldEntry::required(x::Name(0x2df451e), x::Name(0x2f00106)), // sharedPassthruAssignmentPolicy: string
-        x::FieldEntry::repeated(x::Name(0x239a30a), x::Name(0xd9471c)), // deviceType: HostGraphicsConfigDeviceType
-        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
-        x::FieldEntry::required(x::Name(0x25d9b0c), x::Name(0x2f00106)), // graphicsType: string
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x30d650a), x::Name(0x2f00106)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x2b48005), x::Name(0x2f00106)), // pciId: string
-        x::FieldEntry::required(x::Name(0x25d9b0c), x::Name(0x2f00106)), // graphicsType: string
-        x::FieldEntry::required(x::Name(0x28ee60e), x::Name(0x2857004)), // memorySizeInKB: long
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0xac5712)), // status: ElementDescription
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
+        x::FieldEntry::repeated(x::Name(0x2ff8906), x::Name(0x3344606)), // privId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
+        x::FieldEntry::repeated(x::Name(0x2ff8906), x::Name(0x3344606)), // privId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f0e08), x::Name(0x13ff016)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::repeated(x::Name(0x2ff8906), x::Name(0x3344606)), // privId: string
+        x::FieldEntry::required(x::Name(0x24b7f0c), x::Name(0x3344606)), // collectionId: string
+        x::FieldEntry::required(x::Name(0x24b8c0e), x::Name(0x3344606)), // collectionName: string
+        x::FieldEntry::repeated(x::Name(0x2708207), x::Name(0x3344606)), // diskIds: string
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x13ff016)), // destination: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3235b0f), x::Name(0x2be5304)), // sizeTransferred: long
+        x::FieldEntry::optional(x::Name(0x32aae12), x::Name(0x28c9105)), // spaceUtilSrcBefore: float
+        x::FieldEntry::optional(x::Name(0x32a8912), x::Name(0x28c9105)), // spaceUtilDstBefore: float
+        x::FieldEntry::optional(x::Name(0x32a9c11), x::Name(0x28c9105)), // spaceUtilSrcAfter: float
+        x::FieldEntry::optional(x::Name(0x32a7711), x::Name(0x28c9105)), // spaceUtilDstAfter: float
+        x::FieldEntry::optional(x::Name(0x2aca712), x::Name(0x28c9105)), // ioLatencySrcBefore: float
+        x::FieldEntry::optional(x::Name(0x2ac9412), x::Name(0x28c9105)), // ioLatencyDstBefore: float
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x301b70c), x::Name(0x18e7d19)), // progressInfo: ReplicationVmProgressInfo
+        x::FieldEntry::optional(x::Name(0x2a3a307), x::Name(0x3344606)), // imageId: string
+        x::FieldEntry::optional(x::Name(0x2b71509), x::Name(0x13d6214)), // lastError: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3381d14), x::Name(0x3344606)), // supportedQuiesceMode: string
+        x::FieldEntry::required(x::Name(0x24e3114), x::Name(0x2405e07)), // compressionSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c5151e), x::Name(0x2be5304)), // maxSupportedSourceDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x2cba306), x::Name(0x2be5304)), // minRpo: long
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x33e2f08), x::Name(0x3344606)), // targetIP: string
+        x::FieldEntry::required(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::repeated(x::Name(0x32b5704), x::Name(0xda2b0d)), // spec: HbrTargetSpec
+        x::FieldEntry::required(x::Name(0x24dcf0b), x::Name(0x3344606)), // componentId: string
+        x::FieldEntry::required(x::Name(0x2e77509), x::Name(0x3344606)), // oldStatus: string
+        x::FieldEntry::required(x::Name(0x2d82109), x::Name(0x3344606)), // newStatus: string
+        x::FieldEntry::required(x::Name(0x24ddb0d), x::Name(0x3344606)), // componentName: string
+        x::FieldEntry::optional(x::Name(0x31f2309), x::Name(0x3344606)), // serviceId: string
+        x::FieldEntry::optional(x::Name(0x33c4310), x::Name(0x1154e14)), // systemHealthInfo: HostSystemHealthInfo
+        x::FieldEntry::optional(x::Name(0x297c812), x::Name(0xef3e16)), // hardwareStatusInfo: HostHardwareStatusInfo
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29a8812), x::Name(0x3344606)), // healthUpdateInfoId: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x30c820b), x::Name(0x3344606)), // remediation: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x24de90d), x::Name(0x3344606)), // componentType: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x2405e07)), // group: boolean
+        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0xdaf40e)), // accessMode: HostAccessMode
+        x::FieldEntry::required(x::Name(0x2c05d10), x::Name(0x3344606)), // managementServer: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xdbc717)), // spec: HostActiveDirectorySpec
+        x::FieldEntry::optional(x::Name(0x2b4a40c), x::Name(0x3344606)), // joinedDomain: string
+        x::FieldEntry::repeated(x::Name(0x346370d), x::Name(0x3344606)), // trustedDomain: string
+        x::FieldEntry::optional(x::Name(0x2743f16), x::Name(0x3344606)), // domainMembershipStatus: string
+        x::FieldEntry::optional(x::Name(0x324dd1e), x::Name(0x2405e07)), // smartCardAuthenticationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x2434109), x::Name(0x3344606)), // camServer: string
+        x::FieldEntry::optional(x::Name(0x3405d0a), x::Name(0x3344606)), // thumbprint: string
+        x::FieldEntry::optional(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::optional(x::Name(0x324dd1e), x::Name(0x2405e07)), // smartCardAuthenticationEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x3251d15), x::Name(0x3344606)), // smartCardTrustAnchors: string
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0xfa3e11)), // memory: HostMemoryProfile
+        x::FieldEntry::optional(x::Name(0x331f407), x::Name(0x1b0970e)), // storage: StorageProfile
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x14c110e)), // network: NetworkProfile
+        x::FieldEntry::optional(x::Name(0x260aa08), x::Name(0x998e0f)), // datetime: DateTimeProfile
+        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xcd640f)), // firewall: FirewallProfile
+        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0x1a0dc0f)), // security: SecurityProfile
+        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x1a2ca0e)), // service: ServiceProfile
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x1564a0d)), // option: OptionProfile
+        x::FieldEntry::repeated(x::Name(0x34f280b), x::Name(0x1ca520b)), // userAccount: UserProfile
+        x::FieldEntry::repeated(x::Name(0x350cb10), x::Name(0x1c9bc10)), // usergroupAccount: UserGroupProfile
+        x::FieldEntry::optional(x::Name(0x2393a0e), x::Name(0x58ac15)), // authentication: AuthenticationProfile
+        x::FieldEntry::required(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f26405), x::Name(0x3344606)), // pciId: string
+        x::FieldEntry::optional(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
+        x::FieldEntry::repeated(x::Name(0x238e811), x::Name(0xdc782d)), // attributeOverride: HostAssignableHardwareConfigAttributeOverride
+        x::FieldEntry::required(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x234a207)), // value: anyType
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::required(x::Name(0x2edff08), x::Name(0x3344606)), // ownerTag: string
+        x::FieldEntry::repeated(x::Name(0x32d660f), x::Name(0x3344606)), // sslCertificates: string
+        x::FieldEntry::repeated(x::Name(0x239220a), x::Name(0xdcdb1b)), // authConfig: HostAuthenticationStoreInfo
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x264d908), x::Name(0x59b811)), // defaults: AutoStartDefaults
+        x::FieldEntry::repeated(x::Name(0x2fb2809), x::Name(0x59ca12)), // powerInfo: AutoStartPowerInfo
+        x::FieldEntry::optional(x::Name(0x23f840b), x::Name(0x3344606)), // biosVersion: string
+        x::FieldEntry::optional(x::Name(0x30be50b), x::Name(0x2607608)), // releaseDate: dateTime
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x2bfef0c), x::Name(0x2a94603)), // majorRelease: int
+        x::FieldEntry::optional(x::Name(0x2cbf40c), x::Name(0x2a94603)), // minorRelease: int
+        x::FieldEntry::optional(x::Name(0x28b9014), x::Name(0x2a94603)), // firmwareMajorRelease: int
+        x::FieldEntry::optional(x::Name(0x28ba514), x::Name(0x2a94603)), // firmwareMinorRelease: int
+        x::FieldEntry::optional(x::Name(0x28bc90c), x::Name(0x3344606)), // firmwareType: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x240910b), x::Name(0xdd6f0e)), // bootDevices: HostBootDevice
+        x::FieldEntry::optional(x::Name(0x2597a14), x::Name(0x3344606)), // currentBootDeviceKey: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x33b1108), x::Name(0x2be5304)), // swapSize: long
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x33b1108), x::Name(0x2be5304)), // swapSize: long
+        x::FieldEntry::required(x::Name(0x30a6b1f), x::Name(0x2405e07)), // recursiveResourcePoolsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2567427), x::Name(0x2405e07)), // cpuMemoryResourceConfigurationSupported: boolean
+        x::FieldEntry::required(x::Name(0x307b80f), x::Name(0x2405e07)), // rebootSupported: boolean
+        x::FieldEntry::required(x::Name(0x322c811), x::Name(0x2405e07)), // shutdownSupported: boolean
+        x::FieldEntry::required(x::Name(0x3651210), x::Name(0x2405e07)), // vmotionSupported: boolean
+        x::FieldEntry::required(x::Name(0x32e5e10), x::Name(0x2405e07)), // standbySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b0050d), x::Name(0x2405e07)), // ipmiSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c5340f), x::Name(0x2a94603)), // maxSupportedVMs: int
+        x::FieldEntry::optional(x::Name(0x2c4600d), x::Name(0x2a94603)), // maxRunningVMs: int
+        x::FieldEntry::optional(x::Name(0x2c54411), x::Name(0x2a94603)), // maxSupportedVcpus: int
+        x::FieldEntry::optional(x::Name(0x2c44410), x::Name(0x2a94603)), // maxRegisteredVMs: int
+        x::FieldEntry::required(x::Name(0x25f9d1b), x::Name(0x2405e07)), // datastorePrincipalSupported: boolean
+        x::FieldEntry::required(x::Name(0x318f50c), x::Name(0x2405e07)), // sanSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d9440c), x::Name(0x2405e07)), // nfsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2b3d50e), x::Name(0x2405e07)), // iscsiSupported: boolean
+        x::FieldEntry::required(x::Name(0x35b5714), x::Name(0x2405e07)), // vlanTaggingSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d9a113), x::Name(0x2405e07)), // nicTeamingSupported: boolean
+        x::FieldEntry::required(x::Name(0x29b0f15), x::Name(0x2405e07)), // highGuestMemSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bfc618), x::Name(0x2405e07)), // maintenanceModeSupported: boolean
+        x::FieldEntry::required(x::Name(0x33a601a), x::Name(0x2405e07)), // suspendedRelocateSupported: boolean
+        x::FieldEntry::required(x::Name(0x3149b23), x::Name(0x2405e07)), // restrictedSnapshotRelocateSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f3c30e), x::Name(0x2405e07)), // perVmSwapFiles: boolean
+        x::FieldEntry::required(x::Name(0x2bcac1b), x::Name(0x2405e07)), // localSwapDatastoreSupported: boolean
+        x::FieldEntry::required(x::Name(0x34abf1c), x::Name(0x2405e07)), // unsharedSwapVMotionSupported: boolean
+        x::FieldEntry::required(x::Name(0x23cea1c), x::Name(0x2405e07)), // backgroundSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2fca722), x::Name(0x2405e07)), // preAssignedPCIUnitNumbersSupported: boolean
+        x::FieldEntry::required(x::Name(0x31a5a13), x::Name(0x2405e07)), // screenshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x3195719), x::Name(0x2405e07)), // scaledScreenshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x333c217), x::Name(0x2405e07)), // storageVMotionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3653122), x::Name(0x2405e07)), // vmotionWithStorageVMotionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x364cb1d), x::Name(0x2405e07)), // vmotionAcrossNetworkSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c36713), x::Name(0x2a94603)), // maxNumDisksSVMotion: int
+        x::FieldEntry::optional(x::Name(0x2c5d122), x::Name(0x2a94603)), // maxVirtualDiskDescVersionSupported: int
+        x::FieldEntry::optional(x::Name(0x2990f18), x::Name(0x2405e07)), // hbrNicSelectionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x367701a), x::Name(0x2405e07)), // vrNfcNicSelectionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x30a1e15), x::Name(0x2405e07)), // recordReplaySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2900a0b), x::Name(0x2405e07)), // ftSupported: boolean
+        x::FieldEntry::optional(x::Name(0x30e5017), x::Name(0x3344606)), // replayUnsupportedReason: string
+        x::FieldEntry::repeated(x::Name(0x30e0419), x::Name(0x3344606)), // replayCompatibilityIssues: string
+        x::FieldEntry::optional(x::Name(0x3257d0e), x::Name(0x2405e07)), // smpFtSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x28edb15), x::Name(0x3344606)), // ftCompatibilityIssues: string
+        x::FieldEntry::repeated(x::Name(0x3256418), x::Name(0x3344606)), // smpFtCompatibilityIssues: string
+        x::FieldEntry::optional(x::Name(0x2c5aa0f), x::Name(0x2a94603)), // maxVcpusPerFtVm: int
+        x::FieldEntry::optional(x::Name(0x2be0e1d), x::Name(0x2405e07)), // loginBySSLThumbprintSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2498a1a), x::Name(0x2405e07)), // cloneFromSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x265591a), x::Name(0x2405e07)), // deltaDiskBackingsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f38d23), x::Name(0x2405e07)), // perVMNetworkTrafficShapingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x344520c), x::Name(0x2405e07)), // tpmSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3445f0a), x::Name(0x3344606)), // tpmVersion: string
+        x::FieldEntry::optional(x::Name(0x346e30a), x::Name(0x2405e07)), // txtEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x275bf08), x::Name(0x3344606)), // drtmType: string
+        x::FieldEntry::repeated(x::Name(0x3366513), x::Name(0xe2ca0d)), // supportedCpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x3582719), x::Name(0x2405e07)), // virtualExecUsageSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3329014), x::Name(0x2405e07)), // storageIORMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x35ced19), x::Name(0x2405e07)), // vmDirectPathGen2Supported: boolean
+        x::FieldEntry::repeated(x::Name(0x35d2521), x::Name(0x3344606)), // vmDirectPathGen2UnsupportedReason: string
+        x::FieldEntry::optional(x::Name(0x35d4729), x::Name(0x3344606)), // vmDirectPathGen2UnsupportedReasonExtended: string
+        x::FieldEntry::repeated(x::Name(0x3387319), x::Name(0x2a94603)), // supportedVmfsMajorVersion: int
+        x::FieldEntry::optional(x::Name(0x3536d0f), x::Name(0x2405e07)), // vStorageCapable: boolean
+        x::FieldEntry::optional(x::Name(0x326a819), x::Name(0x2405e07)), // snapshotRelayoutSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28b5f18), x::Name(0x2405e07)), // firewallIpRulesSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31f481b), x::Name(0x2405e07)), // servicePackageInfoSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c2a311), x::Name(0x2a94603)), // maxHostRunningVms: int
+        x::FieldEntry::optional(x::Name(0x2c2b515), x::Name(0x2a94603)), // maxHostSupportedVcpus: int
+        x::FieldEntry::optional(x::Name(0x3632619), x::Name(0x2405e07)), // vmfsDatastoreMountCapable: boolean
+        x::FieldEntry::optional(x::Name(0x2799126), x::Name(0x2405e07)), // eightPlusHostVmfsSharedAccessSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d2d711), x::Name(0x2405e07)), // nestedHVSupported: boolean
+        x::FieldEntry::optional(x::Name(0x352eb0d), x::Name(0x2405e07)), // vPMCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2a98828), x::Name(0x2405e07)), // interVMCommunicationThroughVMCISupported: boolean
+        x::FieldEntry::optional(x::Name(0x319cb21), x::Name(0x2405e07)), // scheduledHardwareUpgradeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2882a1c), x::Name(0x2405e07)), // featureCapabilitiesSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b81c1b), x::Name(0x2405e07)), // latencySensitivitySupported: boolean
+        x::FieldEntry::optional(x::Name(0x3330a16), x::Name(0x2405e07)), // storagePolicySupported: boolean
+        x::FieldEntry::optional(x::Name(0x22c5e10), x::Name(0x2405e07)), // accel3dSupported: boolean
+        x::FieldEntry::optional(x::Name(0x30bf113), x::Name(0x2405e07)), // reliableMemoryAware: boolean
+        x::FieldEntry::optional(x::Name(0x2d05425), x::Name(0x2405e07)), // multipleNetworkStackInstanceSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c96e18), x::Name(0x2405e07)), // messageBusProxySupported: boolean
+        x::FieldEntry::optional(x::Name(0x368e60d), x::Name(0x2405e07)), // vsanSupported: boolean
+        x::FieldEntry::optional(x::Name(0x352900f), x::Name(0x2405e07)), // vFlashSupported: boolean
+        x::FieldEntry::optional(x::Name(0x29b651a), x::Name(0x2405e07)), // hostAccessManagerSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3030821), x::Name(0x2405e07)), // provisioningNicSelectionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d8ad0e), x::Name(0x2405e07)), // nfs41Supported: boolean
+        x::FieldEntry::optional(x::Name(0x2d88513), x::Name(0x2405e07)), // nfs41Krb5iSupported: boolean
+        x::FieldEntry::optional(x::Name(0x346831b), x::Name(0x2405e07)), // turnDiskLocatorLedSupported: boolean
+        x::FieldEntry::optional(x::Name(0x35a911f), x::Name(0x2405e07)), // virtualVolumeDatastoreSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c14a12), x::Name(0x2405e07)), // markAsSsdSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c13514), x::Name(0x2405e07)), // markAsLocalSupported: boolean
+        x::FieldEntry::optional(x::Name(0x324fc20), x::Name(0x2405e07)), // smartCardAuthenticationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2eead0d), x::Name(0x2405e07)), // pMemSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ee9715), x::Name(0x2405e07)), // pMemSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2590d0f), x::Name(0x2405e07)), // cryptoSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e7c517), x::Name(0x2405e07)), // oneKVolumeAPIsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2912415), x::Name(0x2405e07)), // gatewayOnNicSupported: boolean
+        x::FieldEntry::optional(x::Name(0x34c4c0d), x::Name(0x2405e07)), // upitSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2563111), x::Name(0x2405e07)), // cpuHwMmuSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27bba19), x::Name(0x2405e07)), // encryptedVMotionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27c1024), x::Name(0x2405e07)), // encryptionChangeOnAddRemoveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27c841f), x::Name(0x2405e07)), // encryptionHotOperationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27d1020), x::Name(0x2405e07)), // encryptionWithSnapshotsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27c4b21), x::Name(0x2405e07)), // encryptionFaultToleranceSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27cb21d), x::Name(0x2405e07)), // encryptionMemorySaveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27cdf16), x::Name(0x2405e07)), // encryptionRDMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27cf619), x::Name(0x2405e07)), // encryptionVFlashSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27bf817), x::Name(0x2405e07)), // encryptionCBRCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27c6d16), x::Name(0x2405e07)), // encryptionHBRSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28f180e), x::Name(0x2405e07)), // ftEfiSupported: boolean
+        x::FieldEntry::optional(x::Name(0x349c514), x::Name(0x3344606)), // unmapMethodSupported: string
+        x::FieldEntry::optional(x::Name(0x2c2fd0f), x::Name(0x2a94603)), // maxMemMBPerFtVm: int
+        x::FieldEntry::optional(x::Name(0x3594f16), x::Name(0x2405e07)), // virtualMmuUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x3580f17), x::Name(0x2405e07)), // virtualExecUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x35c1615), x::Name(0x2405e07)), // vmCreateDateSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3631411), x::Name(0x2405e07)), // vmfs3EOLSupported: boolean
+        x::FieldEntry::optional(x::Name(0x290410f), x::Name(0x2405e07)), // ftVmcpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3055212), x::Name(0x2405e07)), // quickBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27ba514), x::Name(0x2405e07)), // encryptedFtSupported: boolean
+        x::FieldEntry::optional(x::Name(0x237c01b), x::Name(0x2405e07)), // assignableHardwareSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33a3118), x::Name(0x2405e07)), // suspendToMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x34e5e17), x::Name(0x2405e07)), // useFeatureReqsForOldHWv: boolean
+        x::FieldEntry::optional(x::Name(0x2c15d20), x::Name(0x2405e07)), // markPerenniallyReservedSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2a1690f), x::Name(0x2405e07)), // hppPspSupported: boolean
+        x::FieldEntry::optional(x::Name(0x26a9022), x::Name(0x2405e07)), // deviceRebindWithoutRebootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x332ed1c), x::Name(0x2405e07)), // storagePolicyChangeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2fd511e), x::Name(0x2405e07)), // precisionTimeProtocolSupported: boolean
+        x::FieldEntry::optional(x::Name(0x30cf41c), x::Name(0x2405e07)), // remoteDeviceVMotionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c56c14), x::Name(0x2a94603)), // maxSupportedVmMemory: int
+        x::FieldEntry::optional(x::Name(0x2312d16), x::Name(0x2405e07)), // ahDeviceHintsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e53e14), x::Name(0x2405e07)), // nvmeOverTcpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e56e22), x::Name(0x2405e07)), // nvmeStorageFabricServicesSupported: boolean
+        x::FieldEntry::optional(x::Name(0x237581a), x::Name(0x2405e07)), // assignHwPciConfigSupported: boolean
+        x::FieldEntry::optional(x::Name(0x340aa13), x::Name(0x2405e07)), // timeConfigSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e5211c), x::Name(0x2405e07)), // nvmeBatchOperationsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ee6015), x::Name(0x2405e07)), // pMemFailoverSupported: boolean
+        x::FieldEntry::optional(x::Name(0x29c231d), x::Name(0x2405e07)), // hostConfigEncryptionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c4f51f), x::Name(0x2a94603)), // maxSupportedSimultaneousThreads: int
+        x::FieldEntry::optional(x::Name(0x3039f12), x::Name(0x2405e07)), // ptpConfigSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c4e014), x::Name(0x2a94603)), // maxSupportedPtpPorts: int
+        x::FieldEntry::optional(x::Name(0x3210a18), x::Name(0x2405e07)), // sgxRegistrationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ee7620), x::Name(0x2405e07)), // pMemIndependentSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ad5513), x::Name(0x2405e07)), // iommuSLDirtyCapable: boolean
+        x::FieldEntry::optional(x::Name(0x3646e16), x::Name(0x2405e07)), // vmknicBindingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x347751b), x::Name(0x2405e07)), // ultralowFixedUnmapSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e5a611), x::Name(0x2405e07)), // nvmeVvolSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28d7c13), x::Name(0x2405e07)), // fptHotplugSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c67f11), x::Name(0x2405e07)), // mconnectSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3688b14), x::Name(0x2405e07)), // vsanNicMgmtSupported: boolean
+        x::FieldEntry::optional(x::Name(0x36b0010), x::Name(0x2405e07)), // vvolNQNSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3340314), x::Name(0x2405e07)), // stretchedSCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3645815), x::Name(0x2405e07)), // vmknicBindingOnNFSv41: boolean
+        x::FieldEntry::optional(x::Name(0x3670e16), x::Name(0x2405e07)), // vpStatusCheckSupported: boolean
+        x::FieldEntry::optional(x::Name(0x278720f), x::Name(0x2405e07)), // e2e4knSupported: boolean
+        x::FieldEntry::optional(x::Name(0x367f81c), x::Name(0x2405e07)), // vsanDedicatedVmkNicSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d10a11), x::Name(0x2405e07)), // nConnectSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3503f10), x::Name(0x2405e07)), // userKeySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d2750d), x::Name(0x2405e07)), // ndcmSupported: boolean
+        x::FieldEntry::optional(x::Name(0x347620e), x::Name(0x2405e07)), // uefiSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x367551a), x::Name(0x2405e07)), // vpxdVmxGenerationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d89913), x::Name(0x2405e07)), // nfs41Krb5pSupported: boolean
+        x::FieldEntry::optional(x::Name(0x249040c), x::Name(0x2405e07)), // cimSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2dccc0d), x::Name(0x2405e07)), // npivSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27f1714), x::Name(0x2405e07)), // entitlementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2cdd813), x::Name(0x2405e07)), // monitorUnrestricted: boolean
+        x::FieldEntry::optional(x::Name(0x3661320), x::Name(0x2405e07)), // vnetworkingNicSelectionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x26d2d17), x::Name(0x2405e07)), // directPathInfoSupported: boolean
+        x::FieldEntry::optional(x::Name(0x287ca17), x::Name(0x2405e07)), // fcdLinkedCloneSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2796415), x::Name(0x2405e07)), // ehvQuickBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d2e916), x::Name(0x2405e07)), // nestedHvTieringEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b5ef04), x::Name(0x3344606)), // kind: string
+        x::FieldEntry::optional(x::Name(0x2b46406), x::Name(0x3344606)), // issuer: string
+        x::FieldEntry::optional(x::Name(0x2db9309), x::Name(0x2607608)), // notBefore: dateTime
+        x::FieldEntry::optional(x::Name(0x2db4e08), x::Name(0x2607608)), // notAfter: dateTime
+        x::FieldEntry::optional(x::Name(0x334ae07), x::Name(0x3344606)), // subject: string
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::required(x::Name(0x2b5ef04), x::Name(0x3344606)), // kind: string
+        x::FieldEntry::repeated(x::Name(0x334b617), x::Name(0x3344606)), // subjectAlternativeNames: string
+        x::FieldEntry::optional(x::Name(0x258b40f), x::Name(0x3344606)), // cryptoAlgorithm: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x253fd0c), x::Name(0x3344606)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228630d)), // spec: VslmCloneSpec
+        x::FieldEntry::required(x::Name(0x31e4d0a), x::Name(0x3344606)), // serverName: string
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
+        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x13d6214)), // failure: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
+        x::FieldEntry::optional(x::Name(0x2662e0e), x::Name(0xe66012)), // deploymentInfo: HostDeploymentInfo
+        x::FieldEntry::optional(x::Name(0x2a2240b), x::Name(0xefcf1b)), // hyperThread: HostHyperThreadScheduleInfo
+        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0xe34814)), // cpuScheduler: HostCpuSchedulerInfo
+        x::FieldEntry::optional(x::Name(0x2528c12), x::Name(0x1a2131d)), // consoleReservation: ServiceConsoleReservationInfo
+        x::FieldEntry::optional(x::Name(0x3590e19), x::Name(0x1f58423)), // virtualMachineReservation: VirtualMachineMemoryReservationInfo
+        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
+        x::FieldEntry::optional(x::Name(0x2cff70e), x::Name(0xfc4116)), // multipathState: HostMultipathStateInfo
+        x::FieldEntry::optional(x::Name(0x28a2210), x::Name(0xec1018)), // fileSystemVolume: HostFileSystemVolumeInfo
+        x::FieldEntry::repeated(x::Name(0x33c380a), x::Name(0x3344606)), // systemFile: string
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfe2c0f)), // network: HostNetworkInfo
+        x::FieldEntry::optional(x::Name(0x364c307), x::Name(0x11cb80f)), // vmotion: HostVMotionInfo
+        x::FieldEntry::optional(x::Name(0x359e515), x::Name(0x11e9119)), // virtualNicManagerInfo: HostVirtualNicManagerInfo
+        x::FieldEntry::optional(x::Name(0x243e10c), x::Name(0xfd4a13)), // capabilities: HostNetCapabilities
+        x::FieldEntry::optional(x::Name(0x25ecb15), x::Name(0xe5321f)), // datastoreCapabilities: HostDatastoreSystemCapabilities
+        x::FieldEntry::optional(x::Name(0x2e6b113), x::Name(0xfd5e1a)), // offloadCapabilities: HostNetOffloadCapabilities
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x110600f)), // service: HostServiceInfo
+        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec7610)), // firewall: HostFirewallInfo
+        x::FieldEntry::optional(x::Name(0x23b1809), x::Name(0xdcf71a)), // autoStart: HostAutoStartManagerConfig
+        x::FieldEntry::optional(x::Name(0x22dcd19), x::Name(0xe6b817)), // activeDiagnosticPartition: HostDiagnosticPartition
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::repeated(x::Name(0x2e98b09), x::Name(0x1564009)), // optionDef: OptionDef
+        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
+        x::FieldEntry::optional(x::Name(0x2bc9912), x::Name(0x13ff016)), // localSwapDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33cb717), x::Name(0x116351b)), // systemSwapConfiguration: HostSystemSwapConfiguration
+        x::FieldEntry::optional(x::Name(0x33c9a0f), x::Name(0x1161e16)), // systemResources: HostSystemResourceInfo
+        x::FieldEntry::optional(x::Name(0x2608e0c), x::Name(0xe5ad10)), // dateTimeInfo: HostDateTimeInfo
+        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0xed880c)), // flags: HostFlagInfo
+        x::FieldEntry::optional(x::Name(0x22f890d), x::Name(0x2405e07)), // adminDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::optional(x::Name(0x2aff704), x::Name(0xf62d0c)), // ipmi: HostIpmiInfo
+        x::FieldEntry::optional(x::Name(0x32d9611), x::Name(0x1138015)), // sslThumbprintInfo: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x32d8411), x::Name(0x1138015)), // sslThumbprintData: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x2396412), x::Name(0xdca616)), // authenticationData: HostAuthenticationInfo
+        x::FieldEntry::repeated(x::Name(0x2456c0b), x::Name(0x2420604)), // certificate: byte
+        x::FieldEntry::repeated(x::Name(0x2f2850f), x::Name(0x104b113)), // pciPassthruInfo: HostPciPassthruInfo
+        x::FieldEntry::optional(x::Name(0x2398d19), x::Name(0xdcbd1d)), // authenticationManagerInfo: HostAuthenticationManagerInfo
+        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
+        x::FieldEntry::optional(x::Name(0x2fbdd15), x::Name(0x167fb15)), // powerSystemCapability: PowerSystemCapability
+        x::FieldEntry::optional(x::Name(0x2fbf30f), x::Name(0x168110f)), // powerSystemInfo: PowerSystemInfo
+        x::FieldEntry::repeated(x::Name(0x242cf16), x::Name(0xdd911a)), // cacheConfigurationInfo: HostCacheConfigurationInfo
+        x::FieldEntry::optional(x::Name(0x36b7010), x::Name(0x2405e07)), // wakeOnLanCapable: boolean
+        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x2c19b17), x::Name(0xeab615)), // maskedFeatureCapability: HostFeatureCapability
+        x::FieldEntry::optional(x::Name(0x3520410), x::Name(0x11bc621)), // vFlashConfigInfo: HostVFlashManagerVFlashConfigInfo
+        x::FieldEntry::optional(x::Name(0x3683e0e), x::Name(0x2235812)), // vsanHostConfig: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x274340a), x::Name(0x3344606)), // domainList: string
+        x::FieldEntry::optional(x::Name(0x31a750e), x::Name(0x23e790c)), // scriptCheckSum: base64Binary
+        x::FieldEntry::optional(x::Name(0x29c1012), x::Name(0x23e790c)), // hostConfigCheckSum: base64Binary
+        x::FieldEntry::optional(x::Name(0x266a017), x::Name(0x23e790c)), // descriptionTreeCheckSum: base64Binary
+        x::FieldEntry::repeated(x::Name(0x2926e0c), x::Name(0xeeb410)), // graphicsInfo: HostGraphicsInfo
+        x::FieldEntry::repeated(x::Name(0x321fd16), x::Name(0x3344606)), // sharedPassthruGpuTypes: string
+        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
+        x::FieldEntry::repeated(x::Name(0x321a115), x::Name(0x111bb19)), // sharedGpuCapabilities: HostSharedGpuCapabilities
+        x::FieldEntry::repeated(x::Name(0x2ac670c), x::Name(0xf4d710)), // ioFilterInfo: HostIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0x32cfb0f), x::Name(0x1133b17)), // sriovDevicePool: HostSriovDevicePoolInfo
+        x::FieldEntry::repeated(x::Name(0x2377319), x::Name(0xdc3d1d)), // assignableHardwareBinding: HostAssignableHardwareBinding
+        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
+        x::FieldEntry::optional(x::Name(0x256f60c), x::Name(0x13ff016)), // cpuScheduler: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ff50f), x::Name(0x13ff016)), // datastoreSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c8090d), x::Name(0x13ff016)), // memoryManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3339a0d), x::Name(0x13ff016)), // storageSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d7180d), x::Name(0x13ff016)), // networkSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x365230d), x::Name(0x13ff016)), // vmotionSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x359d311), x::Name(0x13ff016)), // virtualNicManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31f7c0d), x::Name(0x13ff016)), // serviceSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28b780e), x::Name(0x13ff016)), // firewallSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2302d0e), x::Name(0x13ff016)), // advancedOption: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26ba010), x::Name(0x13ff016)), // diagnosticSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23b2210), x::Name(0x13ff016)), // autoStartManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x326cc0a), x::Name(0x13ff016)), // snmpSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2609b0e), x::Name(0x13ff016)), // dateTimeSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f20a0c), x::Name(0x13ff016)), // patchManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a39012), x::Name(0x13ff016)), // imageConfigManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2408010), x::Name(0x13ff016)), // bootDeviceSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28bba0e), x::Name(0x13ff016)), // firmwareSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29a5012), x::Name(0x13ff016)), // healthStatusSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f2a411), x::Name(0x13ff016)), // pciPassthruSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b9b20e), x::Name(0x13ff016)), // licenseManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b50a12), x::Name(0x13ff016)), // kernelModuleSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2397715), x::Name(0x13ff016)), // authenticationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2fbd10b), x::Name(0x13ff016)), // powerSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x242e619), x::Name(0x13ff016)), // cacheConfigurationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x280e913), x::Name(0x13ff016)), // esxAgentHostManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b3c80c), x::Name(0x13ff016)), // iscsiManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x352150d), x::Name(0x13ff016)), // vFlashManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x368f40a), x::Name(0x13ff016)), // vsanSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c95e0f), x::Name(0x13ff016)), // messageBusProxy: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x34fe80d), x::Name(0x13ff016)), // userDirectory: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22d0c0e), x::Name(0x13ff016)), // accountManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b5311), x::Name(0x13ff016)), // hostAccessManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2927b0f), x::Name(0x13ff016)), // graphicsManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3686012), x::Name(0x13ff016)), // vsanInternalSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2457812), x::Name(0x13ff016)), // certificateManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x258dd0d), x::Name(0x13ff016)), // cryptoManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e4e50c), x::Name(0x13ff016)), // nvdimmSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x237a619), x::Name(0x13ff016)), // assignableHardwareManager: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d1b90c), x::Name(0xfc8113)), // nasDatastore: HostNasVolumeConfig
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0xfde411)), // network: HostNetworkConfig
+        x::FieldEntry::repeated(x::Name(0x2d9bd10), x::Name(0x11ec825)), // nicTypeSelection: HostVirtualNicManagerNicTypeSelection
+        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x1104e11)), // service: HostServiceConfig
+        x::FieldEntry::optional(x::Name(0x28b5608), x::Name(0xec2912)), // firewall: HostFirewallConfig
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::optional(x::Name(0x25f7112), x::Name(0x3344606)), // datastorePrincipal: string
+        x::FieldEntry::optional(x::Name(0x25f8418), x::Name(0x3344606)), // datastorePrincipalPasswd: string
+        x::FieldEntry::optional(x::Name(0x260aa08), x::Name(0xe59a12)), // datetime: HostDateTimeConfig
+        x::FieldEntry::optional(x::Name(0x3325d0d), x::Name(0x113de15)), // storageDevice: HostStorageDeviceInfo
+        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf6bd0f)), // license: HostLicenseSpec
+        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0x10ff910)), // security: HostSecuritySpec
+        x::FieldEntry::repeated(x::Name(0x34f280b), x::Name(0xdb2a0f)), // userAccount: HostAccountSpec
+        x::FieldEntry::repeated(x::Name(0x350cb10), x::Name(0xdb2a0f)), // usergroupAccount: HostAccountSpec
+        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0xfa500e)), // memory: HostMemorySpec
+        x::FieldEntry::repeated(x::Name(0x22de70f), x::Name(0xdb3a13)), // activeDirectory: HostActiveDirectory
+        x::FieldEntry::repeated(x::Name(0x2918f0d), x::Name(0x134090b)), // genericConfig: KeyAnyValue
+        x::FieldEntry::optional(x::Name(0x2925f0e), x::Name(0xee1912)), // graphicsConfig: HostGraphicsConfig
+        x::FieldEntry::optional(x::Name(0x2378d18), x::Name(0xdc5b1c)), // assignableHardwareConfig: HostAssignableHardwareConfig
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x10709)), // product: AboutInfo
+        x::FieldEntry::required(x::Name(0x364e90e), x::Name(0x2405e07)), // vmotionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2873015), x::Name(0x2405e07)), // faultToleranceEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x288ca0e), x::Name(0xeadc16)), // featureVersion: HostFeatureVersionInfo
+        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11b9f26)), // spec: HostVFlashManagerVFlashCacheConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11c1229)), // spec: HostVFlashManagerVFlashResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x31e4408), x::Name(0x3344606)), // serverIp: string
+        x::FieldEntry::optional(x::Name(0x2a4090c), x::Name(0x2405e07)), // inDasCluster: boolean
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0xf6cd0f)), // host: HostListSummary
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x1fc6915)), // vm: VirtualMachineSummary
+        x::FieldEntry::optional(x::Name(0x3573b16), x::Name(0x2405e07)), // vimAccountNameRequired: boolean
+        x::FieldEntry::optional(x::Name(0x24b2810), x::Name(0x2405e07)), // clusterSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0xe2741a)), // network: HostConnectInfoNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0xe4d518)), // datastore: HostDatastoreConnectInfo
+        x::FieldEntry::optional(x::Name(0x2b93107), x::Name(0xf68e16)), // license: HostLicenseConnectInfo
+        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0xddc70e)), // capability: HostCapability
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x14c730e)), // summary: NetworkSummary
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x35dd008), x::Name(0x13ff016)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x3572c0e), x::Name(0x3344606)), // vimAccountName: string
+        x::FieldEntry::optional(x::Name(0x3575212), x::Name(0x3344606)), // vimAccountPassword: string
+        x::FieldEntry::optional(x::Name(0x2c0500c), x::Name(0x3344606)), // managementIp: string
+        x::FieldEntry::optional(x::Name(0x2bd850c), x::Name(0xf7a510)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::optional(x::Name(0x29cef0b), x::Name(0xedc10f)), // hostGateway: HostGatewaySpec
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x278da03), x::Name(0x3344606)), // eax: string
+        x::FieldEntry::optional(x::Name(0x278de03), x::Name(0x3344606)), // ebx: string
+        x::FieldEntry::optional(x::Name(0x278e203), x::Name(0x3344606)), // ecx: string
+        x::FieldEntry::optional(x::Name(0x278fe03), x::Name(0x3344606)), // edx: string
+        x::FieldEntry::required(x::Name(0x2de8c0e), x::Name(0x3226a05)), // numCpuPackages: short
+        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
+        x::FieldEntry::required(x::Name(0x2a6a005), x::Name(0x3226a05)), // index: short
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2a23b02), x::Name(0x2be5304)), // hz: long
+        x::FieldEntry::required(x::Name(0x241df05), x::Name(0x2be5304)), // busHz: long
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x3405408), x::Name(0x3226a05)), // threadId: short
+        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3226a05)), // family: short
+        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3226a05)), // model: short
+        x::FieldEntry::optional(x::Name(0x331c508), x::Name(0x3226a05)), // stepping: short
+        x::FieldEntry::optional(x::Name(0x25ae90d), x::Name(0x3344606)), // currentPolicy: string
+        x::FieldEntry::optional(x::Name(0x297db0f), x::Name(0x3344606)), // hardwareSupport: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228710e)), // spec: VslmCreateSpec
+        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x3306114), x::Name(0x2be5304)), // staticMemoryConsumed: long
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28ca90a), x::Name(0x3344606)), // folderPath: string
+        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0xcb4308)), // file: FileInfo
+        x::FieldEntry::repeated(x::Name(0x304c205), x::Name(0xcba409)), // query: FileQuery
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0xcbae0e)), // details: FileQueryFlags
+        x::FieldEntry::optional(x::Name(0x31b5115), x::Name(0x2405e07)), // searchCaseInsensitive: boolean
+        x::FieldEntry::repeated(x::Name(0x2c1e20c), x::Name(0x3344606)), // matchPattern: string
+        x::FieldEntry::optional(x::Name(0x327f910), x::Name(0x2405e07)), // sortFoldersFirst: boolean
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x993510)), // summary: DatastoreSummary
+        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
+        x::FieldEntry::required(x::Name(0x2d78c10), x::Name(0x3344606)), // newDatastoreName: string
+        x::FieldEntry::required(x::Name(0x2d8c918), x::Name(0x2405e07)), // nfsMountCreationRequired: boolean
+        x::FieldEntry::required(x::Name(0x2d8e219), x::Name(0x2405e07)), // nfsMountCreationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bc6d17), x::Name(0x2405e07)), // localDatastoreSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3634b1c), x::Name(0x2405e07)), // vmfsExtentExpansionSupported: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
+        x::FieldEntry::optional(x::Name(0x340f908), x::Name(0x3344606)), // timeZone: string
+        x::FieldEntry::optional(x::Name(0x2ddf509), x::Name(0xffde0d)), // ntpConfig: HostNtpConfig
+        x::FieldEntry::optional(x::Name(0x3039509), x::Name(0x10ae60d)), // ptpConfig: HostPtpConfig
+        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x26dcb0d), x::Name(0x2405e07)), // disableEvents: boolean
+        x::FieldEntry::optional(x::Name(0x26dd90f), x::Name(0x2405e07)), // disableFallback: boolean
+        x::FieldEntry::optional(x::Name(0x3127e16), x::Name(0x2405e07)), // resetToFactoryDefaults: boolean
+        x::FieldEntry::required(x::Name(0x340f908), x::Name(0xe5fb1a)), // timeZone: HostDateTimeSystemTimeZone
+        x::FieldEntry::optional(x::Name(0x33c0813), x::Name(0x3344606)), // systemClockProtocol: string
+        x::FieldEntry::optional(x::Name(0x2ddf509), x::Name(0xffde0d)), // ntpConfig: HostNtpConfig
+        x::FieldEntry::optional(x::Name(0x3039509), x::Name(0x10ae60d)), // ptpConfig: HostPtpConfig
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x26dcb0d), x::Name(0x2405e07)), // disableEvents: boolean
+        x::FieldEntry::optional(x::Name(0x26dd90f), x::Name(0x2405e07)), // disableFallback: boolean
+        x::FieldEntry::optional(x::Name(0x2a4160f), x::Name(0x2405e07)), // inFallbackState: boolean
+        x::FieldEntry::optional(x::Name(0x31f700b), x::Name(0x2405e07)), // serviceSync: boolean
+        x::FieldEntry::optional(x::Name(0x2b7c50c), x::Name(0x2607608)), // lastSyncTime: dateTime
+        x::FieldEntry::optional(x::Name(0x30d500f), x::Name(0x3344606)), // remoteNtpServer: string
+        x::FieldEntry::optional(x::Name(0x2de0b0a), x::Name(0x2be5304)), // ntpRunTime: long
+        x::FieldEntry::optional(x::Name(0x303be0a), x::Name(0x2be5304)), // ptpRunTime: long
+        x::FieldEntry::optional(x::Name(0x2ddff0b), x::Name(0x3344606)), // ntpDuration: string
+        x::FieldEntry::optional(x::Name(0x303b20b), x::Name(0x3344606)), // ptpDuration: string
+        x::FieldEntry::required(x::Name(0x36fa30f), x::Name(0x2405e07)), // workingNormally: boolean
+        x::FieldEntry::repeated(x::Name(0x30f0506), x::Name(0x3344606)), // report: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2921209), x::Name(0x2a94603)), // gmtOffset: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
+        x::FieldEntry::optional(x::Name(0x2412718), x::Name(0x2405e07)), // bootedFromStatelessCache: boolean
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x26ade0a), x::Name(0x3344606)), // deviceType: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe6a413)), // spec: HostDhcpServiceSpec
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe6a413)), // spec: HostDhcpServiceSpec
+        x::FieldEntry::required(x::Name(0x35a4e0d), x::Name(0x3344606)), // virtualSwitch: string
+        x::FieldEntry::required(x::Name(0x2638414), x::Name(0x2a94603)), // defaultLeaseDuration: int
+        x::FieldEntry::required(x::Name(0x2b8840c), x::Name(0x3344606)), // leaseBeginIp: string
+        x::FieldEntry::required(x::Name(0x2b8910a), x::Name(0x3344606)), // leaseEndIp: string
+        x::FieldEntry::required(x::Name(0x2c2d810), x::Name(0x2a94603)), // maxLeaseDuration: int
+        x::FieldEntry::required(x::Name(0x348f10e), x::Name(0x2405e07)), // unlimitedLease: boolean
+        x::FieldEntry::required(x::Name(0x2aef40c), x::Name(0x3344606)), // ipSubnetAddr: string
+        x::FieldEntry::required(x::Name(0x2af010c), x::Name(0x3344606)), // ipSubnetMask: string
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x3244505), x::Name(0x2a94603)), // slots: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe71d21)), // spec: HostDiagnosticPartitionCreateSpec
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x10f8d15)), // id: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::optional(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::required(x::Name(0x26c270c), x::Name(0x3344606)), // digestMethod: string
+        x::FieldEntry::repeated(x::Name(0x26c840b), x::Name(0x2420604)), // digestValue: byte
+        x::FieldEntry::optional(x::Name(0x2e6010a), x::Name(0x3344606)), // objectName: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x25c2308), x::Name(0x2be5304)), // cylinder: long
+        x::FieldEntry::required(x::Name(0x2994b04), x::Name(0x2a94603)), // head: int
+        x::FieldEntry::required(x::Name(0x31c1c06), x::Name(0x2a94603)), // sector: int
+        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::required(x::Name(0x23f9005), x::Name(0x2be5304)), // block: long
+        x::FieldEntry::optional(x::Name(0x2f6b311), x::Name(0xe85d1c)), // physicalPartition: HostDiskMappingPartitionInfo
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::repeated(x::Name(0x2f6b311), x::Name(0xe87a1e)), // physicalPartition: HostDiskMappingPartitionOption
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
+        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x28a080a), x::Name(0x3344606)), // fileSystem: string
+        x::FieldEntry::required(x::Name(0x244430c), x::Name(0x2be5304)), // capacityInKb: long
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::required(x::Name(0x32f450b), x::Name(0x2be5304)), // startSector: long
+        x::FieldEntry::required(x::Name(0x27d6009), x::Name(0x2be5304)), // endSector: long
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2971a04), x::Name(0x3344606)), // guid: string
+        x::FieldEntry::required(x::Name(0x2bddc07), x::Name(0x2405e07)), // logical: boolean
+        x::FieldEntry::required(x::Name(0x238fa0a), x::Name(0x2420604)), // attributes: byte
+        x::FieldEntry::optional(x::Name(0x2f0fb12), x::Name(0x2be5304)), // partitionAlignment: long
+        x::FieldEntry::optional(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x32e8f05), x::Name(0xe81d15)), // start: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x27d3103), x::Name(0xe81d15)), // end: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe93e15)), // spec: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x2b83f06), x::Name(0xe92617)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x3430e05), x::Name(0xe81d15)), // total: HostDiskDimensionsLba
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8b51b)), // partition: HostDiskPartitionBlockRange
+        x::FieldEntry::optional(x::Name(0x2f10e0f), x::Name(0x3344606)), // partitionFormat: string
+        x::FieldEntry::optional(x::Name(0x248e503), x::Name(0xe80715)), // chs: HostDiskDimensionsChs
+        x::FieldEntry::optional(x::Name(0x343b40c), x::Name(0x2be5304)), // totalSectors: long
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0xe8991b)), // partition: HostDiskPartitionAttributes
+        x::FieldEntry::optional(x::Name(0x31c300a), x::Name(0x2a94603)), // sectorSize: int
+        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x359c210), x::Name(0x3344606)), // virtualNicDevice: string
+        x::FieldEntry::optional(x::Name(0x2b21714), x::Name(0x3344606)), // ipv6VirtualNicDevice: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::repeated(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::repeated(x::Name(0x31b670c), x::Name(0x3344606)), // searchDomain: string
+        x::FieldEntry::optional(x::Name(0x3599614), x::Name(0x11e5e18)), // virtualNicConnection: HostVirtualNicConnection
+        x::FieldEntry::optional(x::Name(0x359ab16), x::Name(0x11e5e18)), // virtualNicConnectionV6: HostVirtualNicConnection
+        x::FieldEntry::required(x::Name(0x269650b), x::Name(0x3344606)), // deviceClass: string
+        x::FieldEntry::required(x::Name(0x2481a13), x::Name(0x2405e07)), // checkpointSupported: boolean
+        x::FieldEntry::required(x::Name(0x33a9d15), x::Name(0x2405e07)), // swDMATracingSupported: boolean
+        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
+        x::FieldEntry::repeated(x::Name(0x2f4af0b), x::Name(0x1635a0a)), // permissions: Permission
+        x::FieldEntry::repeated(x::Name(0x35dc008), x::Name(0xc9930a)), // vmFaults: FaultsByVM
+        x::FieldEntry::repeated(x::Name(0x29cd50a), x::Name(0xc9860c)), // hostFaults: FaultsByHost
+        x::FieldEntry::optional(x::Name(0x230fe10), x::Name(0x13ff016)), // agentVmDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2310f0e), x::Name(0x13ff016)), // agentVmNetwork: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
+        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
+        x::FieldEntry::required(x::Name(0x2b36810), x::Name(0x2405e07)), // isStorageHealthy: boolean
+        x::FieldEntry::required(x::Name(0x2b30b10), x::Name(0x2405e07)), // isNetworkHealthy: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2fa7508), x::Name(0xcad814)), // portType: FibreChannelPortType
+        x::FieldEntry::required(x::Name(0x32b7605), x::Name(0x2be5304)), // speed: long
+        x::FieldEntry::required(x::Name(0x347d50d), x::Name(0x3344606)), // underlyingNic: string
+        x::FieldEntry::required(x::Name(0x2baec08), x::Name(0xeb3d27)), // linkInfo: HostFibreChannelOverEthernetHbaLinkInfo
+        x::FieldEntry::required(x::Name(0x2b3590e), x::Name(0x2405e07)), // isSoftwareFcoe: boolean
+        x::FieldEntry::required(x::Name(0x2c17e10), x::Name(0x2405e07)), // markedForRemoval: boolean
+        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
+        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x3666009), x::Name(0x3344606)), // vnportMac: string
+        x::FieldEntry::required(x::Name(0x287e206), x::Name(0x3344606)), // fcfMac: string
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x36c3903), x::Name(0x3344606)), // who: string
+        x::FieldEntry::required(x::Name(0x36c2f04), x::Name(0x3344606)), // what: string
+        x::FieldEntry::required(x::Name(0x2ce5109), x::Name(0xfafd0d)), // mountInfo: HostMountInfo
+        x::FieldEntry::required(x::Name(0x366d906), x::Name(0xebd814)), // volume: HostFileSystemVolume
+        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::repeated(x::Name(0x366f40e), x::Name(0x3344606)), // volumeTypeList: string
+        x::FieldEntry::repeated(x::Name(0x2ce5109), x::Name(0xebc017)), // mountInfo: HostFileSystemMountInfo
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec3c1f)), // rule: HostFirewallConfigRuleSetConfig
+        x::FieldEntry::required(x::Name(0x2626415), x::Name(0xec5c19)), // defaultBlockingPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::required(x::Name(0x317dd09), x::Name(0x3344606)), // rulesetId: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
     ],
     values: &[
-        x::Name(0x126d806), // Memory
-        x::Name(0x14b2805), // Power
-        x::Name(0xb5d103), // Fan
-        x::Name(0x130ec07), // Network
-        x::Name(0x189fa07), // Storage
-        x::Name(0x201160a), // accessNone
-        x::Name(0x200e40b), // accessAdmin
-        x::Name(0x201070e), // accessNoAccess
-        x::Name(0x2012d0e), // accessReadOnly
-        x::Name(0x201210b), // accessOther
-        x::Name(0x17c2f04), // SHA1
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2aa0502), // ok
-        x::Name(0x29e7209), // noServers
-        x::Name(0x21b5111), // clientTrustBroken
-        x::Name(0x2dc4011), // serverTrustBroken
-        x::Name(0x26fa211), // inconsistentTrust
-        x::Name(0x2aecb0c), // otherProblem
-        x::Name(0x30afe12), // vMotionNotLicensed
-        x::Name(0x292a611), // missingVMotionNic
-        x::Name(0x2924813), // missingFTLoggingNic
-        x::Name(0x25ae20d), // ftNotLicensed
-        x::Name(0x261ae0c), // haAgentIssue
-        x::Name(0x3049e12), // unsupportedProduct
-        x::Name(0x2270710), // cpuHvUnsupported
-        x::Name(0x2272a13), // cpuHwmmuUnsupported
-        x::Name(0x226f90d), // cpuHvDisabled
-        x::Name(0x2c03e08), // priority
-        x::Name(0x2579605), // fixed
-        x::Name(0x2455107), // dynamic
-        x::Name(0x2689b1a), // hostNptIncompatibleProduct
-        x::Name(0x2687f1b), // hostNptIncompatibleHardware
-        x::Name(0x2686f0f), // hostNptDisabled
-        x::Name(0x3024f07), // unknown
-        x::Name(0x24f9d07), // expired
-        x::Name(0x24faf08), // expiring
-        x::Name(0x24fb80f), // expiringShortly
-        x::Name(0x24f7f12), // expirationImminent
-        x::Name(0x25cf904), // good
-        x::Name(0x2935906), // modify
-        x::Name(0x2cd6e07), // replace
-        x::Name(0x202ae03), // add
-        x::Name(0x2cd1806), // remove
-        x::Name(0x2460504), // edit
-        x::Name(0x26d2606), // ignore
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2729f05), // intel
-        x::Name(0x2076303), // amd
-        x::Name(0x26bed05), // hygon
-        x::Name(0x2a9ab03), // off
-        x::Name(0x2ecc60c), // staticPolicy
-        x::Name(0x245820d), // dynamicPolicy
-        x::Name(0x26eb709), // incapable
-        x::Name(0x2bee608), // prepared
-        x::Name(0x2d6c404), // safe
-        x::Name(0x2b53810), // pendingIncapable
-        x::Name(0x220420c), // configFailed
-        x::Name(0x2fb2e07), // timeout
-        x::Name(0x21de917), // communicationInitFailed
-        x::Name(0x2642517), // healthCheckScriptFailed
-        x::Name(0x2047a0b), // agentFailed
-        x::Name(0x2049f0d), // agentShutdown
-        x::Name(0x27c751a), // isolationAddressUnpingable
-        x::Name(0x2ad9905), // other
-        x::Name(0x2a1fb03), // ntp
-        x::Name(0x2c42b03), // ptp
-        x::Name(0x17c2f04), // SHA1
-        x::Name(0x1249d03), // MD5
-        x::Name(0x17c3406), // SHA256
-        x::Name(0x17c3b06), // SHA384
-        x::Name(0x17c4206), // SHA512
-        x::Name(0x17c4907), // SM3_256
-        x::Name(0x23ab00e), // digestDisabled
-        x::Name(0x263d90a), // headerOnly
-        x::Name(0x22ea908), // dataOnly
-        x::Name(0x2638f0d), // headerAndData
-        x::Name(0x2ea2719), // sslThumbprintVerifyFailed
-        x::Name(0x280ee0e), // licenseExpired
-        x::Name(0x204ad0c), // agentUpgrade
-        x::Name(0x308f90b), // userRequest
-        x::Name(0x2727c14), // insufficientLicenses
-        x::Name(0x204900e), // agentOutOfDate
-        x::Name(0x2b3e516), // passwordDecryptFailure
-        x::Name(0x3024f07), // unknown
-        x::Name(0x30cdd16), // vcVRAMCapacityExceeded
-        x::Name(0x25cfe03), // gpt
-        x::Name(0x28ce003), // mbr
-        x::Name(0x3024f07), // unknown
-        x::Name(0x29f4b04), // none
-        x::Name(0x31a4204), // vmfs
-        x::Name(0x282a90b), // linuxNative
-        x::Name(0x282b509), // linuxSwap
-        x::Name(0x2501708), // extended
-        x::Name(0x2a1f604), // ntfs
-        x::Name(0x31b070d), // vmkDiagnostic
-        x::Name(0x30e1404), // vffs
-        x::Name(0x253160e), // faultTolerance
-        x::Name(0x1aac504), // VMFS
-        x::Name(0x12d8b03), // NFS
-        x::Name(0x12d8f05), // NFS41
-        x::Name(0x562204), // CIFS
-        x::Name(0x31d6104), // vsan
-        x::Name(0x1aa4704), // VFFS
-        x::Name(0x1b14d04), // VVOL
-        x::Name(0x1443404), // PMEM
-        x::Name(0x31d8005), // vsanD
-        x::Name(0x139e105), // OTHER
-        x::Name(0x26eaf07), // inbound
-        x::Name(0x2af1508), // outbound
-        x::Name(0x2e86103), // src
-        x::Name(0x2438303), // dst
-        x::Name(0x2f98403), // tcp
-        x::Name(0x3014803), // udp
-        x::Name(0x3019509), // undefined
-        x::Name(0x212c705), // board
-        x::Name(0x2c14807), // product
-        x::Name(0x2deea06), // shared
-        x::Name(0x2defb0c), // sharedDirect
-        x::Name(0x2b6770b), // performance
-        x::Name(0x224050d), // consolidation
-        x::Name(0x2114805), // basic
-        x::Name(0x2deea06), // shared
-        x::Name(0x23bc206), // direct
-        x::Name(0x2defb0c), // sharedDirect
-        x::Name(0x197ee07), // Unknown
-        x::Name(0xc14b05), // Green
-        x::Name(0x2007706), // Yellow
-        x::Name(0x1653803), // Red
+        x::Name(0x1414606), // Memory
+        x::Name(0x1672b05), // Power
+        x::Name(0xc79f03), // Fan
+        x::Name(0x14b9607), // Network
+        x::Name(0x1ab3c07), // Storage
+        x::Name(0x22cc80a), // accessNone
+        x::Name(0x22c880b), // accessAdmin
+        x::Name(0x22cb90e), // accessNoAccess
+        x::Name(0x22cdf0e), // accessReadOnly
+        x::Name(0x22cd30b), // accessOther
+        x::Name(0x19b6c04), // SHA1
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2e6e802), // ok
+        x::Name(0x2da1e09), // noServers
+        x::Name(0x2496011), // clientTrustBroken
+        x::Name(0x31e6911), // serverTrustBroken
+        x::Name(0x2a60c11), // inconsistentTrust
+        x::Name(0x2ec5a0c), // otherProblem
+        x::Name(0x5a3e04), // BIOS
+        x::Name(0x1b91904), // UEFI
+        x::Name(0x2daff04), // none
+        x::Name(0x2a95a08), // intelTxt
+        x::Name(0x233e709), // amdSkinit
+        x::Name(0x352cc12), // vMotionNotLicensed
+        x::Name(0x2ccc911), // missingVMotionNic
+        x::Name(0x2cc5913), // missingFTLoggingNic
+        x::Name(0x28fdb0d), // ftNotLicensed
+        x::Name(0x2973a0c), // haAgentIssue
+        x::Name(0x34b2e12), // unsupportedProduct
+        x::Name(0x2562010), // cpuHvUnsupported
+        x::Name(0x2564313), // cpuHwmmuUnsupported
+        x::Name(0x256120d), // cpuHvDisabled
+        x::Name(0x2ff4008), // priority
+        x::Name(0x28bec05), // fixed
+        x::Name(0x2780907), // dynamic
+        x::Name(0x29e8b1a), // hostNptIncompatibleProduct
+        x::Name(0x29e6f1b), // hostNptIncompatibleHardware
+        x::Name(0x29e5f0f), // hostNptDisabled
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2839107), // expired
+        x::Name(0x283a308), // expiring
+        x::Name(0x283ac0f), // expiringShortly
+        x::Name(0x2837312), // expirationImminent
+        x::Name(0x2921c04), // good
+        x::Name(0x13f1b07), // Machine
+        x::Name(0x1caa70a), // VASAClient
+        x::Name(0x17e0908), // RSA_2048
+        x::Name(0x17e1208), // RSA_3072
+        x::Name(0x17e1b08), // RSA_4096
+        x::Name(0x2cd8606), // modify
+        x::Name(0x30df307), // replace
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x278e604), // edit
+        x::Name(0x2a36806), // ignore
+        x::Name(0x1483603), // NSX
+        x::Name(0x1d38504), // VSAN
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2a95405), // intel
+        x::Name(0x233e303), // amd
+        x::Name(0x2a21e05), // hygon
+        x::Name(0x2366003), // arm
+        x::Name(0x2e68003), // off
+        x::Name(0x3309b0c), // staticPolicy
+        x::Name(0x278530d), // dynamicPolicy
+        x::Name(0x33c2a0d), // systemDefault
+        x::Name(0x3197905), // scav1
+        x::Name(0x3197f05), // scav2
+        x::Name(0x2a50509), // incapable
+        x::Name(0x2fde008), // prepared
+        x::Name(0x3187904), // safe
+        x::Name(0x2f32810), // pendingIncapable
+        x::Name(0x2db2606), // normal
+        x::Name(0x2d10603), // mux
+        x::Name(0x24ec50c), // configFailed
+        x::Name(0x3410207), // timeout
+        x::Name(0x24c1b17), // communicationInitFailed
+        x::Name(0x299e617), // healthCheckScriptFailed
+        x::Name(0x230be0b), // agentFailed
+        x::Name(0x230e30d), // agentShutdown
+        x::Name(0x2b4251a), // isolationAddressUnpingable
+        x::Name(0x2eadc05), // other
+        x::Name(0x2ddf103), // ntp
+        x::Name(0x3039103), // ptp
+        x::Name(0x19b6c04), // SHA1
+        x::Name(0x13ec703), // MD5
+        x::Name(0x19b7106), // SHA256
+        x::Name(0x19b7806), // SHA384
+        x::Name(0x19b7f06), // SHA512
+        x::Name(0x19b8607), // SM3_256
+        x::Name(0x26beb0e), // digestDisabled
+        x::Name(0x2999a0a), // headerOnly
+        x::Name(0x25e4608), // dataOnly
+        x::Name(0x299500d), // headerAndData
+        x::Name(0x32da819), // sslThumbprintVerifyFailed
+        x::Name(0x2b9600e), // licenseExpired
+        x::Name(0x230f10c), // agentUpgrade
+        x::Name(0x3508e0b), // userRequest
+        x::Name(0x2a91e14), // insufficientLicenses
+        x::Name(0x230d40e), // agentOutOfDate
+        x::Name(0x2f1c916), // passwordDecryptFailure
+        x::Name(0x3488b07), // unknown
+        x::Name(0x354b516), // vcVRAMCapacityExceeded
+        x::Name(0x2922103), // gpt
+        x::Name(0x2c67b03), // mbr
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2daff04), // none
+        x::Name(0x3630f04), // vmfs
+        x::Name(0x2bb5f0b), // linuxNative
+        x::Name(0x2bb6b09), // linuxSwap
+        x::Name(0x2842208), // extended
+        x::Name(0x2ddec04), // ntfs
+        x::Name(0x363d40d), // vmkDiagnostic
+        x::Name(0x3562704), // vffs
+        x::Name(0x2572a05), // crash
+        x::Name(0x2bae308), // linkDown
+        x::Name(0x350060d), // userInitiated
+        x::Name(0x19bcf07), // STAGE_1
+        x::Name(0x287210e), // faultTolerance
+        x::Name(0x1cdcd04), // VMFS
+        x::Name(0x1480f03), // NFS
+        x::Name(0x1481305), // NFS41
+        x::Name(0x5c7904), // CIFS
+        x::Name(0x3678b04), // vsan
+        x::Name(0x1cd4f04), // VFFS
+        x::Name(0x1d67504), // VVOL
+        x::Name(0x15fa304), // PMEM
+        x::Name(0x367f205), // vsanD
+        x::Name(0x154fe05), // OTHER
     ],
 };

@@ -6,214 +6,239 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xda1410), x::Name(0xaa460b), 0, 16), // HostHardwareInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xda2516), x::Name(0xaa460b), 16, 3), // HostHardwareStatusInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xda3c13), x::Name(0xaa460b), 19, 12), // HostHardwareSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xda5017), x::Name(0x1b42008), 31, 3), // HostHasComponentFailure: VimFault
-        x::TypeEntry::enumeration(x::Name(0xda6828), 0, 1), // HostHasComponentFailureHostComponentType
-        x::TypeEntry::structure(x::Name(0xda9111), x::Name(0xaa460b), 34, 0), // HostHbaCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xdaa312), x::Name(0xaa460b), 34, 8), // HostHostBusAdapter: DynamicData
-        x::TypeEntry::structure(x::Name(0xdab61b), x::Name(0xaa460b), 42, 3), // HostHyperThreadScheduleInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xdad218), 1, 4), // HostImageAcceptanceLevel
-        x::TypeEntry::structure(x::Name(0xdaeb27), x::Name::NONE, 45, 1), // HostImageConfigGetAcceptanceRequestType
-        x::TypeEntry::structure(x::Name(0xdb1324), x::Name::NONE, 46, 1), // HostImageConfigGetProfileRequestType
-        x::TypeEntry::structure(x::Name(0xdb3817), x::Name(0xaa460b), 47, 2), // HostImageProfileSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xdb5014), x::Name(0xd59909), 49, 0), // HostInAuditModeEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xdb650c), x::Name(0xcde20f), 49, 0), // HostInDomain: HostConfigFault
-        x::TypeEntry::structure(x::Name(0xdb7221), x::Name(0x1ebab15), 49, 2), // HostIncompatibleForFaultTolerance: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0xdb9427), 5, 2), // HostIncompatibleForFaultToleranceReason
-        x::TypeEntry::structure(x::Name(0xdbbc1f), x::Name(0x1b42008), 51, 2), // HostIncompatibleForRecordReplay: VimFault
-        x::TypeEntry::enumeration(x::Name(0xdbdc25), 7, 2), // HostIncompatibleForRecordReplayReason
-        x::TypeEntry::structure(x::Name(0xdc021a), x::Name::NONE, 53, 3), // HostInflateDiskRequestType
-        x::TypeEntry::structure(x::Name(0xdc3113), x::Name(0xdaa312), 56, 19), // HostInternetScsiHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xdc452d), x::Name(0xaa460b), 75, 7), // HostInternetScsiHbaAuthenticationCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xdc732b), x::Name(0xaa460b), 82, 9), // HostInternetScsiHbaAuthenticationProperties: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xdc9f29), 9, 4), // HostInternetScsiHbaChapAuthenticationType
-        x::TypeEntry::structure(x::Name(0xdcc925), x::Name(0xaa460b), 91, 4), // HostInternetScsiHbaDigestCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xdcef23), x::Name(0xaa460b), 95, 4), // HostInternetScsiHbaDigestProperties: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xdd131d), 13, 4), // HostInternetScsiHbaDigestType
-        x::TypeEntry::structure(x::Name(0xdd3128), x::Name(0xaa460b), 99, 4), // HostInternetScsiHbaDiscoveryCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xdd5a26), x::Name(0xaa460b), 103, 8), // HostInternetScsiHbaDiscoveryProperties: DynamicData
-        x::TypeEntry::structure(x::Name(0xdd8121), x::Name(0xaa460b), 111, 20), // HostInternetScsiHbaIPCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xdda31f), x::Name(0xaa460b), 131, 16), // HostInternetScsiHbaIPProperties: DynamicData
-        x::TypeEntry::structure(x::Name(0xddc321), x::Name(0xaa460b), 147, 5), // HostInternetScsiHbaIPv6Properties: DynamicData
-        x::TypeEntry::structure(x::Name(0xdde523), x::Name(0xaa460b), 152, 4), // HostInternetScsiHbaIscsiIpv6Address: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xde093b), 17, 4), // HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType
-        x::TypeEntry::enumeration(x::Name(0xde4537), 21, 2), // HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation
-        x::TypeEntry::enumeration(x::Name(0xde7d2c), 23, 3), // HostInternetScsiHbaNetworkBindingSupportType
-        x::TypeEntry::structure(x::Name(0xdeaa1d), x::Name(0x13b310b), 156, 1), // HostInternetScsiHbaParamValue: OptionValue
-        x::TypeEntry::structure(x::Name(0xdec81d), x::Name(0xaa460b), 157, 7), // HostInternetScsiHbaSendTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0xdee61f), x::Name(0xaa460b), 164, 9), // HostInternetScsiHbaStaticTarget: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xdf0634), 26, 5), // HostInternetScsiHbaStaticTargetTargetDiscoveryMethod
-        x::TypeEntry::structure(x::Name(0xdf3b1c), x::Name(0xaa460b), 173, 2), // HostInternetScsiHbaTargetSet: DynamicData
-        x::TypeEntry::structure(x::Name(0xdf581f), x::Name(0x1003513), 175, 3), // HostInternetScsiTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xdf7811), x::Name(0x135a811), 178, 1), // HostInventoryFull: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0xdf8a16), x::Name(0x11dda0c), 179, 1), // HostInventoryFullEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0xdfa11c), x::Name(0xb00605), 180, 0), // HostInventoryUnreadableEvent: Event
-        x::TypeEntry::structure(x::Name(0xdfbe10), x::Name(0x1182c0c), 180, 1), // HostIoFilterInfo: IoFilterInfo
-        x::TypeEntry::structure(x::Name(0xdfcf12), x::Name(0xd59909), 181, 2), // HostIpChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xdfe20c), x::Name(0xaa460b), 183, 4), // HostIpConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xdfef17), x::Name(0xaa460b), 187, 6), // HostIpConfigIpV6Address: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe00721), 31, 5), // HostIpConfigIpV6AddressConfigType
-        x::TypeEntry::structure(x::Name(0xe02924), x::Name(0xaa460b), 193, 3), // HostIpConfigIpV6AddressConfiguration: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe04e1d), 36, 7), // HostIpConfigIpV6AddressStatus
-        x::TypeEntry::structure(x::Name(0xe06c17), x::Name(0xd59909), 196, 2), // HostIpInconsistentEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe08411), x::Name(0xaa460b), 198, 4), // HostIpRouteConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe09615), x::Name(0xe08411), 202, 2), // HostIpRouteConfigSpec: HostIpRouteConfig
-        x::TypeEntry::structure(x::Name(0xe0ac10), x::Name(0xaa460b), 204, 4), // HostIpRouteEntry: DynamicData
-        x::TypeEntry::structure(x::Name(0xe0bd0d), x::Name(0xaa460b), 208, 2), // HostIpRouteOp: DynamicData
-        x::TypeEntry::structure(x::Name(0xe0cb16), x::Name(0xaa460b), 210, 2), // HostIpRouteTableConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe0e214), x::Name(0xaa460b), 212, 2), // HostIpRouteTableInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe0f71c), x::Name(0xd59909), 214, 0), // HostIpToShortNameFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xe1140c), x::Name(0xaa460b), 214, 4), // HostIpmiInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1211e), x::Name(0xd0250c), 218, 1), // HostIsolationIpPingFailedEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xe1401a), x::Name(0xaa460b), 219, 1), // HostLicensableResourceInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe15b19), 43, 6), // HostLicensableResourceKey
-        x::TypeEntry::structure(x::Name(0xe17516), x::Name(0xaa460b), 220, 3), // HostLicenseConnectInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe18c17), x::Name(0x11dda0c), 223, 0), // HostLicenseExpiredEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0xe1a40f), x::Name(0xaa460b), 223, 4), // HostLicenseSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1b40f), x::Name(0xaa460b), 227, 15), // HostListSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1c41d), x::Name(0xaa460b), 242, 2), // HostListSummaryGatewaySummary: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1e219), x::Name(0xaa460b), 244, 6), // HostListSummaryQuickStats: DynamicData
-        x::TypeEntry::structure(x::Name(0xe1fc21), x::Name::NONE, 250, 2), // HostListVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xe21e1b), x::Name(0xc9bd1b), 252, 0), // HostLocalAuthenticationInfo: HostAuthenticationStoreInfo
-        x::TypeEntry::structure(x::Name(0xe23a19), x::Name(0xd73514), 252, 1), // HostLocalFileSystemVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0xe2541d), x::Name(0xaa460b), 253, 2), // HostLocalFileSystemVolumeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe27219), x::Name(0xa36408), 255, 1), // HostLocalPortCreatedEvent: DvsEvent
-        x::TypeEntry::enumeration(x::Name(0xe28c10), 49, 3), // HostLockdownMode
-        x::TypeEntry::structure(x::Name(0xe29d2d), x::Name(0xaa460b), 256, 5), // HostLowLevelProvisioningManagerDiskLayoutSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe2cb2f), x::Name(0xaa460b), 261, 2), // HostLowLevelProvisioningManagerFileDeleteResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe2fb2d), x::Name(0xaa460b), 263, 2), // HostLowLevelProvisioningManagerFileDeleteSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe32930), x::Name(0xaa460b), 265, 3), // HostLowLevelProvisioningManagerFileReserveResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe35a2e), x::Name(0xaa460b), 268, 4), // HostLowLevelProvisioningManagerFileReserveSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe38927), 52, 3), // HostLowLevelProvisioningManagerFileType
-        x::TypeEntry::enumeration(x::Name(0xe3b12b), 55, 2), // HostLowLevelProvisioningManagerReloadTarget
-        x::TypeEntry::structure(x::Name(0xe3dd31), x::Name(0xaa460b), 272, 4), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe40f30), x::Name(0xaa460b), 276, 4), // HostLowLevelProvisioningManagerVmMigrationStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4402d), x::Name(0xaa460b), 280, 4), // HostLowLevelProvisioningManagerVmRecoveryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe46e13), x::Name(0xaa460b), 284, 2), // HostMaintenanceSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe4821a), 57, 1), // HostMaintenanceSpecPurpose
-        x::TypeEntry::structure(x::Name(0xe4af1b), x::Name(0xaa460b), 286, 1), // HostMemberHealthCheckResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4cb15), x::Name(0xaa460b), 287, 6), // HostMemberRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe4e121), x::Name(0xe4af1b), 293, 1), // HostMemberUplinkHealthCheckResult: HostMemberHealthCheckResult
-        x::TypeEntry::structure(x::Name(0xe50311), x::Name(0xab90c), 294, 0), // HostMemoryProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0xe5150e), x::Name(0xaa460b), 294, 1), // HostMemorySpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe52413), 58, 3), // HostMemoryTierFlags
-        x::TypeEntry::structure(x::Name(0xe53812), x::Name(0xaa460b), 295, 4), // HostMemoryTierInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe54b12), 61, 2), // HostMemoryTierType
-        x::TypeEntry::enumeration(x::Name(0xe55e15), 63, 2), // HostMemoryTieringType
-        x::TypeEntry::structure(x::Name(0xe58918), x::Name(0xd0250c), 299, 1), // HostMissingNetworksEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xe5a21f), x::Name(0x69680c), 300, 2), // HostMonitoringStateChangedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0xe5c20d), x::Name(0xaa460b), 302, 5), // HostMountInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe5d01f), 65, 3), // HostMountInfoInaccessibleReason
-        x::TypeEntry::enumeration(x::Name(0xe5f00d), 68, 2), // HostMountMode
-        x::TypeEntry::structure(x::Name(0xe5fe11), x::Name(0xaa460b), 307, 1), // HostMultipathInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe61027), x::Name(0xe67b22), 308, 1), // HostMultipathInfoFixedLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
-        x::TypeEntry::structure(x::Name(0xe63825), x::Name(0xe67b22), 309, 5), // HostMultipathInfoHppLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
-        x::TypeEntry::structure(x::Name(0xe65e1c), x::Name(0xaa460b), 314, 6), // HostMultipathInfoLogicalUnit: DynamicData
-        x::TypeEntry::structure(x::Name(0xe67b22), x::Name(0xaa460b), 320, 1), // HostMultipathInfoLogicalUnitPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xe69e32), x::Name(0xaa460b), 321, 1), // HostMultipathInfoLogicalUnitStorageArrayTypePolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6d115), x::Name(0xaa460b), 322, 8), // HostMultipathInfoPath: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6e716), x::Name(0xaa460b), 330, 1), // HostMultipathStateInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe6fe1a), x::Name(0xaa460b), 331, 2), // HostMultipathStateInfoPath: DynamicData
-        x::TypeEntry::structure(x::Name(0xe7190d), x::Name(0xd73514), 333, 6), // HostNasVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0xe72713), x::Name(0xaa460b), 339, 2), // HostNasVolumeConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe73b19), 70, 3), // HostNasVolumeSecurityType
-        x::TypeEntry::structure(x::Name(0xe75511), x::Name(0xaa460b), 341, 9), // HostNasVolumeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe76715), x::Name(0xaa460b), 350, 1), // HostNasVolumeUserInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe77d0e), x::Name(0xaa460b), 351, 2), // HostNatService: DynamicData
-        x::TypeEntry::structure(x::Name(0xe78c14), x::Name(0xaa460b), 353, 3), // HostNatServiceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe7a11d), x::Name(0xaa460b), 356, 8), // HostNatServiceNameServiceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe7bf1d), x::Name(0xaa460b), 364, 5), // HostNatServicePortForwardSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe7dd12), x::Name(0xaa460b), 369, 8), // HostNatServiceSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe7f013), x::Name(0xaa460b), 377, 14), // HostNetCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8041a), x::Name(0xaa460b), 391, 3), // HostNetOffloadCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xe81f14), x::Name(0xaa460b), 394, 8), // HostNetStackInstance: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xe83432), 73, 2), // HostNetStackInstanceCongestionControlAlgorithmType
-        x::TypeEntry::enumeration(x::Name(0xe86722), 75, 3), // HostNetStackInstanceSystemStackKey
-        x::TypeEntry::structure(x::Name(0xe88a11), x::Name(0xaa460b), 402, 15), // HostNetworkConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xe89c1d), x::Name(0xaa460b), 417, 2), // HostNetworkConfigNetStackSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8ba17), x::Name(0xaa460b), 419, 2), // HostNetworkConfigResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8d20f), x::Name(0xaa460b), 421, 21), // HostNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xe8fe11), x::Name(0xaa460b), 442, 4), // HostNetworkPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9101a), x::Name(0xaa460b), 446, 1), // HostNetworkResourceRuntime: DynamicData
-        x::TypeEntry::structure(x::Name(0xe92b19), x::Name(0xaa460b), 447, 3), // HostNetworkSecurityPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9451f), x::Name(0xaa460b), 450, 4), // HostNetworkTrafficShapingPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xe96519), x::Name(0xce9d1a), 454, 0), // HostNewNetworkConnectInfo: HostConnectInfoNetworkInfo
-        x::TypeEntry::structure(x::Name(0xe97f15), x::Name(0xd0411f), 454, 1), // HostNfcConnectionInfo: HostDataTransportConnectionInfo
-        x::TypeEntry::structure(x::Name(0xe99516), x::Name(0xaa460b), 455, 7), // HostNicFailureCriteria: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9ac12), x::Name(0xaa460b), 462, 2), // HostNicOrderPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9bf14), x::Name(0xaa460b), 464, 6), // HostNicTeamingPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xe9d41c), x::Name(0xd0250c), 470, 1), // HostNoAvailableNetworksEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xe9f11e), x::Name(0xd0250c), 471, 0), // HostNoHAEnabledPortGroupsEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xea1025), x::Name(0xd0250c), 471, 0), // HostNoRedundantManagementNetworkEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xea3615), x::Name(0xd59909), 471, 0), // HostNonCompliantEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xea4c10), x::Name(0xcd3a11), 471, 0), // HostNotConnected: HostCommunication
-        x::TypeEntry::structure(x::Name(0xea5d15), x::Name(0xd0250c), 471, 0), // HostNotInClusterEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xea7310), x::Name(0xcd3a11), 471, 0), // HostNotReachable: HostCommunication
-        x::TypeEntry::structure(x::Name(0xea840d), x::Name(0xaa460b), 471, 2), // HostNtpConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xea920c), x::Name(0xaa460b), 473, 3), // HostNumaInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xea9f0c), x::Name(0xaa460b), 476, 5), // HostNumaNode: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xeaac1c), 78, 4), // HostNumericSensorHealthState
-        x::TypeEntry::structure(x::Name(0xeac915), x::Name(0xaa460b), 481, 9), // HostNumericSensorInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xeadf15), 82, 13), // HostNumericSensorType
-        x::TypeEntry::structure(x::Name(0xeaf513), x::Name(0xec4f0c), 490, 4), // HostNvmeConnectSpec: HostNvmeSpec
-        x::TypeEntry::structure(x::Name(0xeb0912), x::Name(0xaa460b), 494, 14), // HostNvmeController: DynamicData
-        x::TypeEntry::structure(x::Name(0xeb1c16), x::Name(0xaa460b), 508, 3), // HostNvmeDisconnectSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xeb3314), x::Name(0xec4f0c), 511, 2), // HostNvmeDiscoverSpec: HostNvmeSpec
-        x::TypeEntry::structure(x::Name(0xeb4814), x::Name(0xaa460b), 513, 2), // HostNvmeDiscoveryLog: DynamicData
-        x::TypeEntry::structure(x::Name(0xeb5d19), x::Name(0xaa460b), 515, 8), // HostNvmeDiscoveryLogEntry: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xeb7721), 95, 2), // HostNvmeDiscoveryLogSubsystemType
-        x::TypeEntry::enumeration(x::Name(0xeb9929), 97, 3), // HostNvmeDiscoveryLogTransportRequirements
-        x::TypeEntry::structure(x::Name(0xebc311), x::Name(0xaa460b), 523, 5), // HostNvmeNamespace: DynamicData
-        x::TypeEntry::structure(x::Name(0xebd521), x::Name(0xec871b), 528, 5), // HostNvmeOpaqueTransportParameters: HostNvmeTransportParameters
-        x::TypeEntry::structure(x::Name(0xebf722), x::Name(0xec871b), 533, 2), // HostNvmeOverFibreChannelParameters: HostNvmeTransportParameters
-        x::TypeEntry::structure(x::Name(0xec1a1a), x::Name(0xec871b), 535, 3), // HostNvmeOverRdmaParameters: HostNvmeTransportParameters
-        x::TypeEntry::structure(x::Name(0xec3519), x::Name(0xec871b), 538, 3), // HostNvmeOverTcpParameters: HostNvmeTransportParameters
-        x::TypeEntry::structure(x::Name(0xec4f0c), x::Name(0xaa460b), 541, 2), // HostNvmeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xec5c10), x::Name(0xaa460b), 543, 1), // HostNvmeTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0xec6d19), x::Name(0xaa460b), 544, 3), // HostNvmeTopologyInterface: DynamicData
-        x::TypeEntry::structure(x::Name(0xec871b), x::Name(0xaa460b), 547, 0), // HostNvmeTransportParameters: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xeca32c), 100, 6), // HostNvmeTransportParametersNvmeAddressFamily
-        x::TypeEntry::enumeration(x::Name(0xecd015), 106, 6), // HostNvmeTransportType
-        x::TypeEntry::structure(x::Name(0xece615), x::Name(0xaa460b), 547, 6), // HostOpaqueNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xecfc10), x::Name(0xaa460b), 553, 8), // HostOpaqueSwitch: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xed0d21), 112, 4), // HostOpaqueSwitchOpaqueSwitchState
-        x::TypeEntry::structure(x::Name(0xed2f1f), x::Name(0xaa460b), 561, 2), // HostOpaqueSwitchPhysicalNicZone: DynamicData
-        x::TypeEntry::structure(x::Name(0xed4f16), x::Name(0x6c8819), 563, 0), // HostOvercommittedEvent: ClusterOvercommittedEvent
-        x::TypeEntry::structure(x::Name(0xed660e), x::Name(0xd73514), 563, 2), // HostPMemVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0xed7513), x::Name(0xdaa312), 565, 0), // HostParallelScsiHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xed891f), x::Name(0x1003513), 565, 0), // HostParallelScsiTargetTransport: HostTargetTransport
-        x::TypeEntry::enumeration(x::Name(0xeda91c), 116, 2), // HostPatchManagerInstallState
-        x::TypeEntry::enumeration(x::Name(0xedc61f), 118, 7), // HostPatchManagerIntegrityStatus
-        x::TypeEntry::structure(x::Name(0xede617), x::Name(0xaa460b), 565, 2), // HostPatchManagerLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0xedfe29), x::Name(0xaa460b), 567, 5), // HostPatchManagerPatchManagerOperationSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xee2816), 125, 6), // HostPatchManagerReason
-        x::TypeEntry::structure(x::Name(0xee3f16), x::Name(0xaa460b), 572, 3), // HostPatchManagerResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xee5616), x::Name(0xaa460b), 575, 11), // HostPatchManagerStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0xee6d27), x::Name(0xaa460b), 586, 2), // HostPatchManagerStatusPrerequisitePatch: DynamicData
-        x::TypeEntry::structure(x::Name(0xee951d), x::Name(0xaa460b), 588, 1), // HostPathSelectionPolicyOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xeeb30d), x::Name(0xaa460b), 589, 12), // HostPciDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0xeec115), x::Name(0xaa460b), 601, 4), // HostPciPassthruConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xeed713), x::Name(0xaa460b), 605, 6), // HostPciPassthruInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xeeeb0b), x::Name(0xdaa312), 611, 0), // HostPcieHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xeef717), x::Name(0x1003513), 611, 0), // HostPcieTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xef0f18), x::Name(0xaa460b), 611, 2), // HostPersistentMemoryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xef281e), x::Name(0xaa460b), 613, 3), // HostPlacedVirtualNicIdentifier: DynamicData
-        x::TypeEntry::structure(x::Name(0xef4715), x::Name(0xaa460b), 616, 5), // HostPlugStoreTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0xef5d1c), x::Name(0xaa460b), 621, 3), // HostPlugStoreTopologyAdapter: DynamicData
-        x::TypeEntry::structure(x::Name(0xef7a1b), x::Name(0xaa460b), 624, 3), // HostPlugStoreTopologyDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0xef9619), x::Name(0xaa460b), 627, 8), // HostPlugStoreTopologyPath: DynamicData
-        x::TypeEntry::structure(x::Name(0xefb01b), x::Name(0xaa460b), 635, 4), // HostPlugStoreTopologyPlugin: DynamicData
-        x::TypeEntry::structure(x::Name(0xefcc1b), x::Name(0xaa460b), 639, 2), // HostPlugStoreTopologyTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0xefe81b), x::Name(0xaa460b), 641, 4), // HostPnicNetworkResourceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf0040d), x::Name(0xaa460b), 645, 5), // HostPortGroup: DynamicData
-        x::TypeEntry::structure(x::Name(0xf01213), x::Name(0xaa460b), 650, 2), // HostPortGroupConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf02611), x::Name(0xaa460b), 652, 3), // HostPortGroupPort: DynamicData
-        x::TypeEntry::structure(x::Name(0xf03814), x::Name(0x14acf10), 655, 1), // HostPortGroupProfile: PortGroupProfile
-        x::TypeEntry::structure(x::Name(0xf04d11), x::Name(0xaa460b), 656, 4), // HostPortGroupSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xec5c19), x::Name(0xbb9c0b), 0, 2), // HostFirewallDefaultPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xec7610), x::Name(0xbb9c0b), 2, 2), // HostFirewallInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xec8710), x::Name(0xbb9c0b), 4, 5), // HostFirewallRule: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xec9819), 0, 2), // HostFirewallRuleDirection
+        x::TypeEntry::enumeration(x::Name(0xecb218), 2, 2), // HostFirewallRulePortType
+        x::TypeEntry::enumeration(x::Name(0xeccb18), 4, 2), // HostFirewallRuleProtocol
+        x::TypeEntry::structure(x::Name(0xece413), x::Name(0xbb9c0b), 9, 9), // HostFirewallRuleset: DynamicData
+        x::TypeEntry::structure(x::Name(0xecf819), x::Name(0xbb9c0b), 18, 3), // HostFirewallRulesetIpList: DynamicData
+        x::TypeEntry::structure(x::Name(0xed121c), x::Name(0xbb9c0b), 21, 2), // HostFirewallRulesetIpNetwork: DynamicData
+        x::TypeEntry::structure(x::Name(0xed2f1e), x::Name(0xbb9c0b), 23, 1), // HostFirewallRulesetRulesetSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xed4e1b), 6, 4), // HostFirewallSystemRuleSetId
+        x::TypeEntry::enumeration(x::Name(0xed6a1d), 10, 1), // HostFirewallSystemServiceName
+        x::TypeEntry::structure(x::Name(0xed880c), x::Name(0xbb9c0b), 24, 1), // HostFlagInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xed9514), x::Name(0xbb9c0b), 25, 2), // HostForceMountedInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xedaa07), x::Name(0xbb9c0b), 27, 6), // HostFru: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xedb20e), 11, 3), // HostFruFruType
+        x::TypeEntry::structure(x::Name(0xedc10f), x::Name(0xbb9c0b), 33, 4), // HostGatewaySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xedd11b), x::Name(0xea3c09), 37, 0), // HostGetShortNameFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xeded2b), x::Name::NONE, 37, 2), // HostGetVFlashModuleDefaultConfigRequestType
+        x::TypeEntry::structure(x::Name(0xee1912), x::Name(0xbb9c0b), 39, 3), // HostGraphicsConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xee2c1c), x::Name(0xbb9c0b), 42, 3), // HostGraphicsConfigDeviceType: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xee491e), 14, 2), // HostGraphicsConfigGraphicsType
+        x::TypeEntry::enumeration(x::Name(0xee6830), 16, 2), // HostGraphicsConfigSharedPassthruAssignmentPolicy
+        x::TypeEntry::enumeration(x::Name(0xee991a), 18, 2), // HostGraphicsConfigVgpuMode
+        x::TypeEntry::structure(x::Name(0xeeb410), x::Name(0xbb9c0b), 45, 7), // HostGraphicsInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeec51c), 20, 4), // HostGraphicsInfoGraphicsType
+        x::TypeEntry::enumeration(x::Name(0xeee218), 24, 4), // HostGraphicsInfoVgpuMode
+        x::TypeEntry::structure(x::Name(0xeefb17), x::Name(0xbb9c0b), 52, 2), // HostHardwareElementInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xef1319), 28, 4), // HostHardwareElementStatus
+        x::TypeEntry::structure(x::Name(0xef2d10), x::Name(0xbb9c0b), 54, 18), // HostHardwareInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xef3e16), x::Name(0xbb9c0b), 72, 4), // HostHardwareStatusInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xef5513), x::Name(0xbb9c0b), 76, 13), // HostHardwareSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xef6917), x::Name(0x1d94808), 89, 3), // HostHasComponentFailure: VimFault
+        x::TypeEntry::enumeration(x::Name(0xef8128), 32, 1), // HostHasComponentFailureHostComponentType
+        x::TypeEntry::structure(x::Name(0xefaa11), x::Name(0xbb9c0b), 92, 0), // HostHbaCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xefbc12), x::Name(0xbb9c0b), 92, 10), // HostHostBusAdapter: DynamicData
+        x::TypeEntry::structure(x::Name(0xefcf1b), x::Name(0xbb9c0b), 102, 3), // HostHyperThreadScheduleInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xefeb18), 33, 4), // HostImageAcceptanceLevel
+        x::TypeEntry::structure(x::Name(0xf00427), x::Name::NONE, 105, 1), // HostImageConfigGetAcceptanceRequestType
+        x::TypeEntry::structure(x::Name(0xf02c24), x::Name::NONE, 106, 1), // HostImageConfigGetProfileRequestType
+        x::TypeEntry::structure(x::Name(0xf05117), x::Name(0xbb9c0b), 107, 2), // HostImageProfileSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xf06914), x::Name(0xea3c09), 109, 0), // HostInAuditModeEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf07e0c), x::Name(0xe1b90f), 109, 0), // HostInDomain: HostConfigFault
+        x::TypeEntry::structure(x::Name(0xf08b21), x::Name(0x2153a15), 109, 2), // HostIncompatibleForFaultTolerance: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0xf0ad27), 37, 2), // HostIncompatibleForFaultToleranceReason
+        x::TypeEntry::structure(x::Name(0xf0d51f), x::Name(0x1d94808), 111, 2), // HostIncompatibleForRecordReplay: VimFault
+        x::TypeEntry::enumeration(x::Name(0xf0f525), 39, 2), // HostIncompatibleForRecordReplayReason
+        x::TypeEntry::structure(x::Name(0xf11b1a), x::Name::NONE, 113, 3), // HostInflateDiskRequestType
+        x::TypeEntry::structure(x::Name(0xf14a13), x::Name(0xefbc12), 116, 19), // HostInternetScsiHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xf15e2d), x::Name(0xbb9c0b), 135, 7), // HostInternetScsiHbaAuthenticationCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xf18c2b), x::Name(0xbb9c0b), 142, 9), // HostInternetScsiHbaAuthenticationProperties: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf1b829), 41, 4), // HostInternetScsiHbaChapAuthenticationType
+        x::TypeEntry::structure(x::Name(0xf1e225), x::Name(0xbb9c0b), 151, 4), // HostInternetScsiHbaDigestCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xf20823), x::Name(0xbb9c0b), 155, 4), // HostInternetScsiHbaDigestProperties: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf22c1d), 45, 4), // HostInternetScsiHbaDigestType
+        x::TypeEntry::structure(x::Name(0xf24a28), x::Name(0xbb9c0b), 159, 4), // HostInternetScsiHbaDiscoveryCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xf27326), x::Name(0xbb9c0b), 163, 8), // HostInternetScsiHbaDiscoveryProperties: DynamicData
+        x::TypeEntry::structure(x::Name(0xf29a21), x::Name(0xbb9c0b), 171, 20), // HostInternetScsiHbaIPCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xf2bc1f), x::Name(0xbb9c0b), 191, 16), // HostInternetScsiHbaIPProperties: DynamicData
+        x::TypeEntry::structure(x::Name(0xf2dc21), x::Name(0xbb9c0b), 207, 5), // HostInternetScsiHbaIPv6Properties: DynamicData
+        x::TypeEntry::structure(x::Name(0xf2fe23), x::Name(0xbb9c0b), 212, 4), // HostInternetScsiHbaIscsiIpv6Address: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf3223b), 49, 4), // HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType
+        x::TypeEntry::enumeration(x::Name(0xf35e37), 53, 2), // HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation
+        x::TypeEntry::enumeration(x::Name(0xf3962c), 55, 3), // HostInternetScsiHbaNetworkBindingSupportType
+        x::TypeEntry::structure(x::Name(0xf3c31d), x::Name(0x156630b), 216, 1), // HostInternetScsiHbaParamValue: OptionValue
+        x::TypeEntry::structure(x::Name(0xf3e11d), x::Name(0xbb9c0b), 217, 7), // HostInternetScsiHbaSendTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0xf3ff1f), x::Name(0xbb9c0b), 224, 9), // HostInternetScsiHbaStaticTarget: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf41f34), 58, 5), // HostInternetScsiHbaStaticTargetTargetDiscoveryMethod
+        x::TypeEntry::structure(x::Name(0xf4541c), x::Name(0xbb9c0b), 233, 2), // HostInternetScsiHbaTargetSet: DynamicData
+        x::TypeEntry::structure(x::Name(0xf4711f), x::Name(0x1172c13), 235, 3), // HostInternetScsiTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xf49111), x::Name(0x1508f11), 238, 1), // HostInventoryFull: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0xf4a316), x::Name(0x137ff0c), 239, 1), // HostInventoryFullEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0xf4ba1c), x::Name(0xc19905), 240, 0), // HostInventoryUnreadableEvent: Event
+        x::TypeEntry::structure(x::Name(0xf4d710), x::Name(0x130b50c), 240, 1), // HostIoFilterInfo: IoFilterInfo
+        x::TypeEntry::structure(x::Name(0xf4e812), x::Name(0xea3c09), 241, 2), // HostIpChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf4fb0c), x::Name(0xbb9c0b), 243, 4), // HostIpConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf50817), x::Name(0xbb9c0b), 247, 6), // HostIpConfigIpV6Address: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf52021), 63, 5), // HostIpConfigIpV6AddressConfigType
+        x::TypeEntry::structure(x::Name(0xf54224), x::Name(0xbb9c0b), 253, 3), // HostIpConfigIpV6AddressConfiguration: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf5671d), 68, 7), // HostIpConfigIpV6AddressStatus
+        x::TypeEntry::structure(x::Name(0xf58517), x::Name(0xea3c09), 256, 2), // HostIpInconsistentEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf59d11), x::Name(0xbb9c0b), 258, 4), // HostIpRouteConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf5af15), x::Name(0xf59d11), 262, 2), // HostIpRouteConfigSpec: HostIpRouteConfig
+        x::TypeEntry::structure(x::Name(0xf5c510), x::Name(0xbb9c0b), 264, 4), // HostIpRouteEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0xf5d60d), x::Name(0xbb9c0b), 268, 2), // HostIpRouteOp: DynamicData
+        x::TypeEntry::structure(x::Name(0xf5e416), x::Name(0xbb9c0b), 270, 2), // HostIpRouteTableConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf5fb14), x::Name(0xbb9c0b), 272, 2), // HostIpRouteTableInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6101c), x::Name(0xea3c09), 274, 0), // HostIpToShortNameFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf62d0c), x::Name(0xbb9c0b), 274, 4), // HostIpmiInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf63a1e), x::Name(0xe4580c), 278, 1), // HostIsolationIpPingFailedEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xf6591a), x::Name(0xbb9c0b), 279, 1), // HostLicensableResourceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf67419), 75, 7), // HostLicensableResourceKey
+        x::TypeEntry::structure(x::Name(0xf68e16), x::Name(0xbb9c0b), 280, 3), // HostLicenseConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6a517), x::Name(0x137ff0c), 283, 0), // HostLicenseExpiredEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0xf6bd0f), x::Name(0xbb9c0b), 283, 4), // HostLicenseSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6cd0f), x::Name(0xbb9c0b), 287, 17), // HostListSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6dd1d), x::Name(0xbb9c0b), 304, 2), // HostListSummaryGatewaySummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6fb19), x::Name(0xbb9c0b), 306, 6), // HostListSummaryQuickStats: DynamicData
+        x::TypeEntry::structure(x::Name(0xf71521), x::Name::NONE, 312, 2), // HostListVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xf7371b), x::Name(0xdcdb1b), 314, 0), // HostLocalAuthenticationInfo: HostAuthenticationStoreInfo
+        x::TypeEntry::structure(x::Name(0xf75319), x::Name(0xebd814), 314, 1), // HostLocalFileSystemVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0xf76d1d), x::Name(0xbb9c0b), 315, 2), // HostLocalFileSystemVolumeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf78b19), x::Name(0xb4ba08), 317, 1), // HostLocalPortCreatedEvent: DvsEvent
+        x::TypeEntry::enumeration(x::Name(0xf7a510), 82, 3), // HostLockdownMode
+        x::TypeEntry::structure(x::Name(0xf7b62d), x::Name(0xbb9c0b), 318, 5), // HostLowLevelProvisioningManagerDiskLayoutSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf7e42f), x::Name(0xbb9c0b), 323, 2), // HostLowLevelProvisioningManagerFileDeleteResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xf8142d), x::Name(0xbb9c0b), 325, 2), // HostLowLevelProvisioningManagerFileDeleteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf84230), x::Name(0xbb9c0b), 327, 3), // HostLowLevelProvisioningManagerFileReserveResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xf8732e), x::Name(0xbb9c0b), 330, 4), // HostLowLevelProvisioningManagerFileReserveSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf8a227), 85, 3), // HostLowLevelProvisioningManagerFileType
+        x::TypeEntry::enumeration(x::Name(0xf8ca2b), 88, 2), // HostLowLevelProvisioningManagerReloadTarget
+        x::TypeEntry::structure(x::Name(0xf8f631), x::Name(0xbb9c0b), 334, 4), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf92830), x::Name(0xbb9c0b), 338, 4), // HostLowLevelProvisioningManagerVmMigrationStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0xf9592d), x::Name(0xbb9c0b), 342, 4), // HostLowLevelProvisioningManagerVmRecoveryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf98713), x::Name(0xbb9c0b), 346, 3), // HostMaintenanceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf99b21), x::Name(0xbb9c0b), 349, 1), // HostMaintenanceSpecEvacuationMode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf9bd1a), 90, 1), // HostMaintenanceSpecPurpose
+        x::TypeEntry::structure(x::Name(0xf9ea1b), x::Name(0xbb9c0b), 350, 1), // HostMemberHealthCheckResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xfa0615), x::Name(0xbb9c0b), 351, 8), // HostMemberRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfa1c21), x::Name(0xf9ea1b), 359, 1), // HostMemberUplinkHealthCheckResult: HostMemberHealthCheckResult
+        x::TypeEntry::structure(x::Name(0xfa3e11), x::Name(0xad70c), 360, 0), // HostMemoryProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xfa500e), x::Name(0xbb9c0b), 360, 1), // HostMemorySpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfa5f13), 91, 4), // HostMemoryTierFlags
+        x::TypeEntry::structure(x::Name(0xfa7312), x::Name(0xbb9c0b), 361, 5), // HostMemoryTierInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfa8612), 95, 4), // HostMemoryTierType
+        x::TypeEntry::enumeration(x::Name(0xfa9915), 99, 3), // HostMemoryTieringType
+        x::TypeEntry::structure(x::Name(0xfac418), x::Name(0xe4580c), 366, 1), // HostMissingNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xfadd1f), x::Name(0x70950c), 367, 2), // HostMonitoringStateChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0xfafd0d), x::Name(0xbb9c0b), 369, 9), // HostMountInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfb0b1f), 102, 3), // HostMountInfoInaccessibleReason
+        x::TypeEntry::enumeration(x::Name(0xfb2b1e), 105, 9), // HostMountInfoMountFailedReason
+        x::TypeEntry::enumeration(x::Name(0xfb4a0d), 114, 2), // HostMountMode
+        x::TypeEntry::structure(x::Name(0xfb5811), x::Name(0xbb9c0b), 378, 1), // HostMultipathInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfb6a27), x::Name(0xfbd522), 379, 1), // HostMultipathInfoFixedLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
+        x::TypeEntry::structure(x::Name(0xfb9225), x::Name(0xfbd522), 380, 5), // HostMultipathInfoHppLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
+        x::TypeEntry::structure(x::Name(0xfbb81c), x::Name(0xbb9c0b), 385, 6), // HostMultipathInfoLogicalUnit: DynamicData
+        x::TypeEntry::structure(x::Name(0xfbd522), x::Name(0xbb9c0b), 391, 1), // HostMultipathInfoLogicalUnitPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfbf832), x::Name(0xbb9c0b), 392, 1), // HostMultipathInfoLogicalUnitStorageArrayTypePolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc2b15), x::Name(0xbb9c0b), 393, 8), // HostMultipathInfoPath: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc4116), x::Name(0xbb9c0b), 401, 1), // HostMultipathStateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc581a), x::Name(0xbb9c0b), 402, 2), // HostMultipathStateInfoPath: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc730d), x::Name(0xebd814), 404, 6), // HostNasVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0xfc8113), x::Name(0xbb9c0b), 410, 2), // HostNasVolumeConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfc9519), 116, 4), // HostNasVolumeSecurityType
+        x::TypeEntry::structure(x::Name(0xfcaf11), x::Name(0xbb9c0b), 412, 12), // HostNasVolumeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfcc115), x::Name(0xbb9c0b), 424, 1), // HostNasVolumeUserInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfcd70e), x::Name(0xbb9c0b), 425, 2), // HostNatService: DynamicData
+        x::TypeEntry::structure(x::Name(0xfce614), x::Name(0xbb9c0b), 427, 3), // HostNatServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xfcfb1d), x::Name(0xbb9c0b), 430, 8), // HostNatServiceNameServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd191d), x::Name(0xbb9c0b), 438, 5), // HostNatServicePortForwardSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd3712), x::Name(0xbb9c0b), 443, 8), // HostNatServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd4a13), x::Name(0xbb9c0b), 451, 14), // HostNetCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd5e1a), x::Name(0xbb9c0b), 465, 3), // HostNetOffloadCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd7914), x::Name(0xbb9c0b), 468, 9), // HostNetStackInstance: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfd8e32), 120, 2), // HostNetStackInstanceCongestionControlAlgorithmType
+        x::TypeEntry::enumeration(x::Name(0xfdc122), 122, 6), // HostNetStackInstanceSystemStackKey
+        x::TypeEntry::structure(x::Name(0xfde411), x::Name(0xbb9c0b), 477, 15), // HostNetworkConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xfdf61d), x::Name(0xbb9c0b), 492, 2), // HostNetworkConfigNetStackSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe1417), x::Name(0xbb9c0b), 494, 2), // HostNetworkConfigResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe2c0f), x::Name(0xbb9c0b), 496, 21), // HostNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe5811), x::Name(0xbb9c0b), 517, 4), // HostNetworkPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe6a1a), x::Name(0xbb9c0b), 521, 1), // HostNetworkResourceRuntime: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe8519), x::Name(0xbb9c0b), 522, 3), // HostNetworkSecurityPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe9f1f), x::Name(0xbb9c0b), 525, 4), // HostNetworkTrafficShapingPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xfebf19), x::Name(0xe2741a), 529, 0), // HostNewNetworkConnectInfo: HostConnectInfoNetworkInfo
+        x::TypeEntry::structure(x::Name(0xfed915), x::Name(0xe4741f), 529, 1), // HostNfcConnectionInfo: HostDataTransportConnectionInfo
+        x::TypeEntry::structure(x::Name(0xfeef16), x::Name(0xbb9c0b), 530, 7), // HostNicFailureCriteria: DynamicData
+        x::TypeEntry::structure(x::Name(0xff0612), x::Name(0xbb9c0b), 537, 2), // HostNicOrderPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xff1914), x::Name(0xbb9c0b), 539, 6), // HostNicTeamingPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xff2e1c), x::Name(0xe4580c), 545, 1), // HostNoAvailableNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xff4b1e), x::Name(0xe4580c), 546, 0), // HostNoHAEnabledPortGroupsEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xff6a25), x::Name(0xe4580c), 546, 0), // HostNoRedundantManagementNetworkEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xff9015), x::Name(0xea3c09), 546, 0), // HostNonCompliantEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xffa610), x::Name(0xe0fb11), 546, 0), // HostNotConnected: HostCommunication
+        x::TypeEntry::structure(x::Name(0xffb715), x::Name(0xe4580c), 546, 0), // HostNotInClusterEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xffcd10), x::Name(0xe0fb11), 546, 0), // HostNotReachable: HostCommunication
+        x::TypeEntry::structure(x::Name(0xffde0d), x::Name(0xbb9c0b), 546, 2), // HostNtpConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xffec0c), x::Name(0xbb9c0b), 548, 3), // HostNumaInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfff90c), x::Name(0xbb9c0b), 551, 6), // HostNumaNode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x100061c), 128, 4), // HostNumericSensorHealthState
+        x::TypeEntry::structure(x::Name(0x1002315), x::Name(0xbb9c0b), 557, 11), // HostNumericSensorInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1003915), 132, 13), // HostNumericSensorType
+        x::TypeEntry::structure(x::Name(0x1004f13), x::Name(0x101a90c), 568, 4), // HostNvmeConnectSpec: HostNvmeSpec
+        x::TypeEntry::structure(x::Name(0x1006312), x::Name(0xbb9c0b), 572, 14), // HostNvmeController: DynamicData
+        x::TypeEntry::structure(x::Name(0x1007616), x::Name(0xbb9c0b), 586, 3), // HostNvmeDisconnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1008d14), x::Name(0x101a90c), 589, 2), // HostNvmeDiscoverSpec: HostNvmeSpec
+        x::TypeEntry::structure(x::Name(0x100a214), x::Name(0xbb9c0b), 591, 2), // HostNvmeDiscoveryLog: DynamicData
+        x::TypeEntry::structure(x::Name(0x100b719), x::Name(0xbb9c0b), 593, 8), // HostNvmeDiscoveryLogEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x100d121), 145, 2), // HostNvmeDiscoveryLogSubsystemType
+        x::TypeEntry::enumeration(x::Name(0x100f329), 147, 3), // HostNvmeDiscoveryLogTransportRequirements
+        x::TypeEntry::structure(x::Name(0x1011d11), x::Name(0xbb9c0b), 601, 5), // HostNvmeNamespace: DynamicData
+        x::TypeEntry::structure(x::Name(0x1012f21), x::Name(0x101e11b), 606, 5), // HostNvmeOpaqueTransportParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0x1015122), x::Name(0x101e11b), 611, 2), // HostNvmeOverFibreChannelParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0x101741a), x::Name(0x101e11b), 613, 3), // HostNvmeOverRdmaParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0x1018f19), x::Name(0x101e11b), 616, 3), // HostNvmeOverTcpParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0x101a90c), x::Name(0xbb9c0b), 619, 2), // HostNvmeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x101b610), x::Name(0xbb9c0b), 621, 1), // HostNvmeTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x101c719), x::Name(0xbb9c0b), 622, 3), // HostNvmeTopologyInterface: DynamicData
+        x::TypeEntry::structure(x::Name(0x101e11b), x::Name(0xbb9c0b), 625, 0), // HostNvmeTransportParameters: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x101fd2c), 150, 6), // HostNvmeTransportParametersNvmeAddressFamily
+        x::TypeEntry::enumeration(x::Name(0x1022a15), 156, 6), // HostNvmeTransportType
+        x::TypeEntry::structure(x::Name(0x1024015), x::Name(0xbb9c0b), 625, 6), // HostOpaqueNetworkInfo: DynamicData
     ],
     decoders: &[
+        Some(x::decode_boxed::<HostFirewallDefaultPolicy>),
+        Some(x::decode_boxed::<HostFirewallInfo>),
+        Some(x::decode_boxed::<HostFirewallRule>),
+        Some(x::decode_boxed::<HostFirewallRuleDirection>),
+        Some(x::decode_boxed::<HostFirewallRulePortType>),
+        Some(x::decode_boxed::<HostFirewallRuleProtocol>),
+        Some(x::decode_boxed::<HostFirewallRuleset>),
+        Some(x::decode_boxed::<HostFirewallRulesetIpList>),
+        Some(x::decode_boxed::<HostFirewallRulesetIpNetwork>),
+        Some(x::decode_boxed::<HostFirewallRulesetRulesetSpec>),
+        Some(x::decode_boxed::<HostFirewallSystemRuleSetId>),
+        Some(x::decode_boxed::<HostFirewallSystemServiceName>),
+        Some(x::decode_boxed::<HostFlagInfo>),
+        Some(x::decode_boxed::<HostForceMountedInfo>),
+        Some(x::decode_boxed::<HostFru>),
+        Some(x::decode_boxed::<HostFruFruType>),
+        Some(x::decode_boxed::<HostGatewaySpec>),
+        Some(x::decode_boxed::<HostGetShortNameFailedEvent>),
+        None, // HostGetVFlashModuleDefaultConfigRequestType
+        Some(x::decode_boxed::<HostGraphicsConfig>),
+        Some(x::decode_boxed::<HostGraphicsConfigDeviceType>),
+        Some(x::decode_boxed::<HostGraphicsConfigGraphicsType>),
+        Some(x::decode_boxed::<HostGraphicsConfigSharedPassthruAssignmentPolicy>),
+        Some(x::decode_boxed::<HostGraphicsConfigVgpuMode>),
+        Some(x::decode_boxed::<HostGraphicsInfo>),
+        Some(x::decode_boxed::<HostGraphicsInfoGraphicsType>),
+        Some(x::decode_boxed::<HostGraphicsInfoVgpuMode>),
+        Some(x::decode_boxed::<HostHardwareElementInfo>),
+        Some(x::decode_boxed::<HostHardwareElementStatus>),
         Some(x::decode_boxed::<HostHardwareInfo>),
         Some(x::decode_boxed::<HostHardwareStatusInfo>),
         Some(x::decode_boxed::<HostHardwareSummary>),
@@ -300,6 +325,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostLowLevelProvisioningManagerVmMigrationStatus>),
         Some(x::decode_boxed::<HostLowLevelProvisioningManagerVmRecoveryInfo>),
         Some(x::decode_boxed::<HostMaintenanceSpec>),
+        Some(x::decode_boxed::<HostMaintenanceSpecEvacuationMode>),
         Some(x::decode_boxed::<HostMaintenanceSpecPurpose>),
         Some(x::decode_boxed::<HostMemberHealthCheckResult>),
         Some(x::decode_boxed::<HostMemberRuntimeInfo>),
@@ -314,6 +340,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostMonitoringStateChangedEvent>),
         Some(x::decode_boxed::<HostMountInfo>),
         Some(x::decode_boxed::<HostMountInfoInaccessibleReason>),
+        Some(x::decode_boxed::<HostMountInfoMountFailedReason>),
         Some(x::decode_boxed::<HostMountMode>),
         Some(x::decode_boxed::<HostMultipathInfo>),
         Some(x::decode_boxed::<HostMultipathInfoFixedLogicalUnitPolicy>),
@@ -385,835 +412,802 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostNvmeTransportParametersNvmeAddressFamily>),
         Some(x::decode_boxed::<HostNvmeTransportType>),
         Some(x::decode_boxed::<HostOpaqueNetworkInfo>),
-        Some(x::decode_boxed::<HostOpaqueSwitch>),
-        Some(x::decode_boxed::<HostOpaqueSwitchOpaqueSwitchState>),
-        Some(x::decode_boxed::<HostOpaqueSwitchPhysicalNicZone>),
-        Some(x::decode_boxed::<HostOvercommittedEvent>),
-        Some(x::decode_boxed::<HostPMemVolume>),
-        Some(x::decode_boxed::<HostParallelScsiHba>),
-        Some(x::decode_boxed::<HostParallelScsiTargetTransport>),
-        Some(x::decode_boxed::<HostPatchManagerInstallState>),
-        Some(x::decode_boxed::<HostPatchManagerIntegrityStatus>),
-        Some(x::decode_boxed::<HostPatchManagerLocator>),
-        Some(x::decode_boxed::<HostPatchManagerPatchManagerOperationSpec>),
-        Some(x::decode_boxed::<HostPatchManagerReason>),
-        Some(x::decode_boxed::<HostPatchManagerResult>),
-        Some(x::decode_boxed::<HostPatchManagerStatus>),
-        Some(x::decode_boxed::<HostPatchManagerStatusPrerequisitePatch>),
-        Some(x::decode_boxed::<HostPathSelectionPolicyOption>),
-        Some(x::decode_boxed::<HostPciDevice>),
-        Some(x::decode_boxed::<HostPciPassthruConfig>),
-        Some(x::decode_boxed::<HostPciPassthruInfo>),
-        Some(x::decode_boxed::<HostPcieHba>),
-        Some(x::decode_boxed::<HostPcieTargetTransport>),
-        Some(x::decode_boxed::<HostPersistentMemoryInfo>),
-        Some(x::decode_boxed::<HostPlacedVirtualNicIdentifier>),
-        Some(x::decode_boxed::<HostPlugStoreTopology>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyAdapter>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyDevice>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyPath>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyPlugin>),
-        Some(x::decode_boxed::<HostPlugStoreTopologyTarget>),
-        Some(x::decode_boxed::<HostPnicNetworkResourceInfo>),
-        Some(x::decode_boxed::<HostPortGroup>),
-        Some(x::decode_boxed::<HostPortGroupConfig>),
-        Some(x::decode_boxed::<HostPortGroupPort>),
-        Some(x::decode_boxed::<HostPortGroupProfile>),
-        Some(x::decode_boxed::<HostPortGroupSpec>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2f75e0a), x::Name(0xfeb00e)), // systemInfo: HostSystemInfo
-        x::FieldEntry::optional(x::Name(0x227a516), x::Name(0xcf311a)), // cpuPowerManagementInfo: HostCpuPowerManagementInfo
-        x::FieldEntry::required(x::Name(0x2274407), x::Name(0xcf010b)), // cpuInfo: HostCpuInfo
-        x::FieldEntry::repeated(x::Name(0x2279e06), x::Name(0xcf0d0e)), // cpuPkg: HostCpuPackage
-        x::FieldEntry::required(x::Name(0x28edb0a), x::Name(0x2857004)), // memorySize: long
-        x::FieldEntry::optional(x::Name(0x2a7ad08), x::Name(0xea920c)), // numaInfo: HostNumaInfo
-        x::FieldEntry::optional(x::Name(0x2e24e0a), x::Name(0x212d207)), // smcPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x2b47609), x::Name(0xeeb30d)), // pciDevice: HostPciDevice
-        x::FieldEntry::repeated(x::Name(0x226a20a), x::Name(0xcef30d)), // cpuFeature: HostCpuIdInfo
-        x::FieldEntry::optional(x::Name(0x211dd08), x::Name(0xc9f40c)), // biosInfo: HostBIOSInfo
-        x::FieldEntry::optional(x::Name(0x2cb9c12), x::Name(0xf62716)), // reliableMemoryInfo: HostReliableMemoryInfo
-        x::FieldEntry::optional(x::Name(0x2b79914), x::Name(0xef0f18)), // persistentMemoryInfo: HostPersistentMemoryInfo
-        x::FieldEntry::optional(x::Name(0x2de9407), x::Name(0xfa9a0b)), // sgxInfo: HostSgxInfo
-        x::FieldEntry::optional(x::Name(0x2de5b07), x::Name(0xfa7a0b)), // sevInfo: HostSevInfo
-        x::FieldEntry::optional(x::Name(0x28f7d11), x::Name(0x2f00106)), // memoryTieringType: string
-        x::FieldEntry::repeated(x::Name(0x28f4f0e), x::Name(0xe53812)), // memoryTierInfo: HostMemoryTierInfo
-        x::FieldEntry::repeated(x::Name(0x28f3310), x::Name(0xd9e217)), // memoryStatusInfo: HostHardwareElementInfo
-        x::FieldEntry::repeated(x::Name(0x227ea0d), x::Name(0xd9e217)), // cpuStatusInfo: HostHardwareElementInfo
-        x::FieldEntry::repeated(x::Name(0x2ef9011), x::Name(0xfd0816)), // storageStatusInfo: HostStorageElementInfo
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::required(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x2ae8a14), x::Name(0xfe6c1c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
-        x::FieldEntry::required(x::Name(0x28edb0a), x::Name(0x2857004)), // memorySize: long
-        x::FieldEntry::required(x::Name(0x2278a08), x::Name(0x2f00106)), // cpuModel: string
-        x::FieldEntry::required(x::Name(0x2278306), x::Name(0x2729103)), // cpuMhz: int
-        x::FieldEntry::required(x::Name(0x2a2a50a), x::Name(0x2dfd105)), // numCpuPkgs: short
-        x::FieldEntry::required(x::Name(0x2a2750b), x::Name(0x2dfd105)), // numCpuCores: short
-        x::FieldEntry::required(x::Name(0x2a2bf0d), x::Name(0x2dfd105)), // numCpuThreads: short
-        x::FieldEntry::required(x::Name(0x2a3eb07), x::Name(0x2729103)), // numNics: int
-        x::FieldEntry::required(x::Name(0x2a33107), x::Name(0x2729103)), // numHBAs: int
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x21f660d), x::Name(0x2f00106)), // componentType: string
-        x::FieldEntry::required(x::Name(0x21f580d), x::Name(0x2f00106)), // componentName: string
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2143503), x::Name(0x2729103)), // bus: int
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::required(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
-        x::FieldEntry::optional(x::Name(0x242e506), x::Name(0x2f00106)), // driver: string
-        x::FieldEntry::optional(x::Name(0x2b47203), x::Name(0x2f00106)), // pci: string
-        x::FieldEntry::optional(x::Name(0x2ef490f), x::Name(0x2f00106)), // storageProtocol: string
-        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x212d207)), // available: boolean
-        x::FieldEntry::required(x::Name(0x201d706), x::Name(0x212d207)), // active: boolean
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x212d207)), // config: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27b990f), x::Name(0x212d207)), // isSoftwareBased: boolean
-        x::FieldEntry::optional(x::Name(0x215a50d), x::Name(0x212d207)), // canBeDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2998a15), x::Name(0xde7d2c)), // networkBindingSupport: HostInternetScsiHbaNetworkBindingSupportType
-        x::FieldEntry::required(x::Name(0x23dcd15), x::Name(0xdd3128)), // discoveryCapabilities: HostInternetScsiHbaDiscoveryCapabilities
-        x::FieldEntry::required(x::Name(0x23df313), x::Name(0xdd5a26)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
-        x::FieldEntry::required(x::Name(0x20c511a), x::Name(0xdc452d)), // authenticationCapabilities: HostInternetScsiHbaAuthenticationCapabilities
-        x::FieldEntry::required(x::Name(0x20c9c18), x::Name(0xdc732b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x23a8c12), x::Name(0xdcc925)), // digestCapabilities: HostInternetScsiHbaDigestCapabilities
-        x::FieldEntry::optional(x::Name(0x23b2910), x::Name(0xdcef23)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::required(x::Name(0x276840e), x::Name(0xdd8121)), // ipCapabilities: HostInternetScsiHbaIPCapabilities
-        x::FieldEntry::required(x::Name(0x2771a0c), x::Name(0xdda31f)), // ipProperties: HostInternetScsiHbaIPProperties
-        x::FieldEntry::repeated(x::Name(0x2f17418), x::Name(0x13b0e09)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x204060f), x::Name(0xdeaa1d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::required(x::Name(0x26c3a09), x::Name(0x2f00106)), // iScsiName: string
-        x::FieldEntry::optional(x::Name(0x26c130a), x::Name(0x2f00106)), // iScsiAlias: string
-        x::FieldEntry::repeated(x::Name(0x2217d14), x::Name(0xdec81d)), // configuredSendTarget: HostInternetScsiHbaSendTarget
-        x::FieldEntry::repeated(x::Name(0x2219216), x::Name(0xdee61f)), // configuredStaticTarget: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::optional(x::Name(0x28b7d0a), x::Name(0x2729103)), // maxSpeedMb: int
-        x::FieldEntry::optional(x::Name(0x22bad0e), x::Name(0x2729103)), // currentSpeedMb: int
-        x::FieldEntry::required(x::Name(0x2191410), x::Name(0x212d207)), // chapAuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x27df810), x::Name(0x212d207)), // krb5AuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x2e9bf0f), x::Name(0x212d207)), // srpAuthSettable: boolean
-        x::FieldEntry::required(x::Name(0x2e84a10), x::Name(0x212d207)), // spkmAuthSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2965e12), x::Name(0x212d207)), // mutualChapSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2f82012), x::Name(0x212d207)), // targetChapSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2f8dd18), x::Name(0x212d207)), // targetMutualChapSettable: boolean
-        x::FieldEntry::required(x::Name(0x219040f), x::Name(0x212d207)), // chapAuthEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2195a08), x::Name(0x2f00106)), // chapName: string
-        x::FieldEntry::optional(x::Name(0x2198d0a), x::Name(0x2f00106)), // chapSecret: string
-        x::FieldEntry::optional(x::Name(0x2192516), x::Name(0x2f00106)), // chapAuthenticationType: string
-        x::FieldEntry::optional(x::Name(0x2194c0d), x::Name(0x212d207)), // chapInherited: boolean
-        x::FieldEntry::optional(x::Name(0x2963e0e), x::Name(0x2f00106)), // mutualChapName: string
-        x::FieldEntry::optional(x::Name(0x2964d10), x::Name(0x2f00106)), // mutualChapSecret: string
-        x::FieldEntry::optional(x::Name(0x2960d1c), x::Name(0x2f00106)), // mutualChapAuthenticationType: string
-        x::FieldEntry::optional(x::Name(0x2962a13), x::Name(0x212d207)), // mutualChapInherited: boolean
-        x::FieldEntry::optional(x::Name(0x263b314), x::Name(0x212d207)), // headerDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x22e6712), x::Name(0x212d207)), // dataDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2f8a31a), x::Name(0x212d207)), // targetHeaderDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2f84618), x::Name(0x212d207)), // targetDataDigestSettable: boolean
-        x::FieldEntry::optional(x::Name(0x263c810), x::Name(0x2f00106)), // headerDigestType: string
-        x::FieldEntry::optional(x::Name(0x2639d15), x::Name(0x212d207)), // headerDigestInherited: boolean
-        x::FieldEntry::optional(x::Name(0x22e7a0e), x::Name(0x2f00106)), // dataDigestType: string
-        x::FieldEntry::optional(x::Name(0x22e5313), x::Name(0x212d207)), // dataDigestInherited: boolean
-        x::FieldEntry::required(x::Name(0x26c7615), x::Name(0x212d207)), // iSnsDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x2e1af14), x::Name(0x212d207)), // slpDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x2ecfc1d), x::Name(0x212d207)), // staticTargetDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x2db831c), x::Name(0x212d207)), // sendTargetsDiscoverySettable: boolean
-        x::FieldEntry::required(x::Name(0x26c4d14), x::Name(0x212d207)), // iSnsDiscoveryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x26c6213), x::Name(0x2f00106)), // iSnsDiscoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x26c8c08), x::Name(0x2f00106)), // iSnsHost: string
-        x::FieldEntry::required(x::Name(0x2e18813), x::Name(0x212d207)), // slpDiscoveryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2e19c12), x::Name(0x2f00106)), // slpDiscoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x2e1c407), x::Name(0x2f00106)), // slpHost: string
-        x::FieldEntry::required(x::Name(0x2ecdf1c), x::Name(0x212d207)), // staticTargetDiscoveryEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2db671b), x::Name(0x212d207)), // sendTargetsDiscoveryEnabled: boolean
-        x::FieldEntry::required(x::Name(0x203310f), x::Name(0x212d207)), // addressSettable: boolean
-        x::FieldEntry::required(x::Name(0x2769c1d), x::Name(0x212d207)), // ipConfigurationMethodSettable: boolean
-        x::FieldEntry::required(x::Name(0x2f08b12), x::Name(0x212d207)), // subnetMaskSettable: boolean
-        x::FieldEntry::required(x::Name(0x232d716), x::Name(0x212d207)), // defaultGatewaySettable: boolean
-        x::FieldEntry::required(x::Name(0x2bfd11f), x::Name(0x212d207)), // primaryDnsServerAddressSettable: boolean
-        x::FieldEntry::required(x::Name(0x206ef21), x::Name(0x212d207)), // alternateDnsServerAddressSettable: boolean
-        x::FieldEntry::optional(x::Name(0x27ab60d), x::Name(0x212d207)), // ipv6Supported: boolean
-        x::FieldEntry::optional(x::Name(0x209b213), x::Name(0x212d207)), // arpRedirectSettable: boolean
-        x::FieldEntry::optional(x::Name(0x294ce0b), x::Name(0x212d207)), // mtuSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2685717), x::Name(0x212d207)), // hostNameAsTargetAddress: boolean
-        x::FieldEntry::optional(x::Name(0x2967611), x::Name(0x212d207)), // nameAliasSettable: boolean
-        x::FieldEntry::optional(x::Name(0x278d412), x::Name(0x212d207)), // ipv4EnableSettable: boolean
-        x::FieldEntry::optional(x::Name(0x2797812), x::Name(0x212d207)), // ipv6EnableSettable: boolean
-        x::FieldEntry::optional(x::Name(0x27a2b18), x::Name(0x212d207)), // ipv6PrefixLengthSettable: boolean
-        x::FieldEntry::optional(x::Name(0x27a1a10), x::Name(0x2729103)), // ipv6PrefixLength: int
-        x::FieldEntry::optional(x::Name(0x2795a1d), x::Name(0x212d207)), // ipv6DhcpConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x279d326), x::Name(0x212d207)), // ipv6LinkLocalAutoConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x27a7a2c), x::Name(0x212d207)), // ipv6RouterAdvertisementConfigurationSettable: boolean
-        x::FieldEntry::optional(x::Name(0x279221a), x::Name(0x212d207)), // ipv6DefaultGatewaySettable: boolean
-        x::FieldEntry::optional(x::Name(0x279fa1f), x::Name(0x2729103)), // ipv6MaxStaticAddressesSupported: int
-        x::FieldEntry::optional(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
-        x::FieldEntry::optional(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::required(x::Name(0x239f918), x::Name(0x212d207)), // dhcpConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2f0800a), x::Name(0x2f00106)), // subnetMask: string
-        x::FieldEntry::optional(x::Name(0x232c80e), x::Name(0x2f00106)), // defaultGateway: string
-        x::FieldEntry::optional(x::Name(0x2bfb917), x::Name(0x2f00106)), // primaryDnsServerAddress: string
-        x::FieldEntry::optional(x::Name(0x206d519), x::Name(0x2f00106)), // alternateDnsServerAddress: string
-        x::FieldEntry::optional(x::Name(0x278f80b), x::Name(0x2f00106)), // ipv6Address: string
-        x::FieldEntry::optional(x::Name(0x27aa70e), x::Name(0x2f00106)), // ipv6SubnetMask: string
-        x::FieldEntry::optional(x::Name(0x2790f12), x::Name(0x2f00106)), // ipv6DefaultGateway: string
-        x::FieldEntry::optional(x::Name(0x2099f12), x::Name(0x212d207)), // arpRedirectEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
-        x::FieldEntry::optional(x::Name(0x27cfe12), x::Name(0x212d207)), // jumboFramesEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x278e70b), x::Name(0x212d207)), // ipv4Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2798b0b), x::Name(0x212d207)), // ipv6Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x27ad90e), x::Name(0xddc321)), // ipv6properties: HostInternetScsiHbaIPv6Properties
-        x::FieldEntry::repeated(x::Name(0x27c0710), x::Name(0xdde523)), // iscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
-        x::FieldEntry::optional(x::Name(0x2793d1c), x::Name(0x212d207)), // ipv6DhcpConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x279ad25), x::Name(0x212d207)), // ipv6LinkLocalAutoConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x27a4e2b), x::Name(0x212d207)), // ipv6RouterAdvertisementConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2790f12), x::Name(0x2f00106)), // ipv6DefaultGateway: string
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x2ad7906), x::Name(0x2f00106)), // origin: string
-        x::FieldEntry::optional(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::optional(x::Name(0x27b480b), x::Name(0x212d207)), // isInherited: boolean
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x20c9c18), x::Name(0xdc732b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x23b2910), x::Name(0xdcef23)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::repeated(x::Name(0x2f17418), x::Name(0x13b0e09)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x204060f), x::Name(0xdeaa1d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x2f00106)), // parent: string
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::required(x::Name(0x26c3a09), x::Name(0x2f00106)), // iScsiName: string
-        x::FieldEntry::optional(x::Name(0x23de30f), x::Name(0x2f00106)), // discoveryMethod: string
-        x::FieldEntry::optional(x::Name(0x20c9c18), x::Name(0xdc732b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x23b2910), x::Name(0xdcef23)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::repeated(x::Name(0x2f17418), x::Name(0x13b0e09)), // supportedAdvancedOptions: OptionDef
-        x::FieldEntry::repeated(x::Name(0x204060f), x::Name(0xdeaa1d)), // advancedOptions: HostInternetScsiHbaParamValue
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x2f00106)), // parent: string
-        x::FieldEntry::repeated(x::Name(0x2ed1a0d), x::Name(0xdee61f)), // staticTargets: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::repeated(x::Name(0x2db5b0b), x::Name(0xdec81d)), // sendTargets: HostInternetScsiHbaSendTarget
-        x::FieldEntry::required(x::Name(0x26c3a09), x::Name(0x2f00106)), // iScsiName: string
-        x::FieldEntry::required(x::Name(0x26c130a), x::Name(0x2f00106)), // iScsiAlias: string
-        x::FieldEntry::repeated(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2729103)), // capacity: int
-        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2729103)), // capacity: int
-        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x212d207)), // available: boolean
-        x::FieldEntry::required(x::Name(0x2aa2905), x::Name(0x2f00106)), // oldIP: string
-        x::FieldEntry::required(x::Name(0x29c3b05), x::Name(0x2f00106)), // newIP: string
-        x::FieldEntry::required(x::Name(0x239e904), x::Name(0x212d207)), // dhcp: boolean
-        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x2f0800a), x::Name(0x2f00106)), // subnetMask: string
-        x::FieldEntry::optional(x::Name(0x277c70a), x::Name(0xe02924)), // ipV6Config: HostIpConfigIpV6AddressConfiguration
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::optional(x::Name(0x2ad7906), x::Name(0x2f00106)), // origin: string
-        x::FieldEntry::optional(x::Name(0x22cb108), x::Name(0x2f00106)), // dadState: string
-        x::FieldEntry::optional(x::Name(0x281fd08), x::Name(0x2308208)), // lifetime: dateTime
-        x::FieldEntry::optional(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::repeated(x::Name(0x277bb0b), x::Name(0xdfef17)), // ipV6Address: HostIpConfigIpV6Address
-        x::FieldEntry::optional(x::Name(0x20d2f18), x::Name(0x212d207)), // autoConfigurationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x23a450d), x::Name(0x212d207)), // dhcpV6Enabled: boolean
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x276460a), x::Name(0x2f00106)), // ipAddress2: string
-        x::FieldEntry::optional(x::Name(0x232c80e), x::Name(0x2f00106)), // defaultGateway: string
-        x::FieldEntry::optional(x::Name(0x25bde0d), x::Name(0x2f00106)), // gatewayDevice: string
-        x::FieldEntry::optional(x::Name(0x277d212), x::Name(0x2f00106)), // ipV6DefaultGateway: string
-        x::FieldEntry::optional(x::Name(0x277f111), x::Name(0x2f00106)), // ipV6GatewayDevice: string
-        x::FieldEntry::optional(x::Name(0x25bec17), x::Name(0x106d118)), // gatewayDeviceConnection: HostVirtualNicConnection
-        x::FieldEntry::optional(x::Name(0x278031b), x::Name(0x106d118)), // ipV6GatewayDeviceConnection: HostVirtualNicConnection
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x25bd607), x::Name(0x2f00106)), // gateway: string
-        x::FieldEntry::optional(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x2d5c105), x::Name(0xe0ac10)), // route: HostIpRouteEntry
-        x::FieldEntry::repeated(x::Name(0x2773e07), x::Name(0xe0bd0d)), // ipRoute: HostIpRouteOp
-        x::FieldEntry::repeated(x::Name(0x27a4409), x::Name(0xe0bd0d)), // ipv6Route: HostIpRouteOp
-        x::FieldEntry::repeated(x::Name(0x2773e07), x::Name(0xe0ac10)), // ipRoute: HostIpRouteEntry
-        x::FieldEntry::repeated(x::Name(0x27a4409), x::Name(0xe0ac10)), // ipv6Route: HostIpRouteEntry
-        x::FieldEntry::optional(x::Name(0x212ac0c), x::Name(0x2f00106)), // bmcIpAddress: string
-        x::FieldEntry::optional(x::Name(0x212b90d), x::Name(0x2f00106)), // bmcMacAddress: string
-        x::FieldEntry::optional(x::Name(0x2852505), x::Name(0x2f00106)), // login: string
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::required(x::Name(0x27c900b), x::Name(0x2f00106)), // isolationIp: string
-        x::FieldEntry::repeated(x::Name(0x2d1c608), x::Name(0x11b470b)), // resource: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x280bf07), x::Name(0x11ea619)), // license: LicenseManagerLicenseInfo
-        x::FieldEntry::required(x::Name(0x24db30a), x::Name(0x11e891c)), // evaluation: LicenseManagerEvaluationInfo
-        x::FieldEntry::optional(x::Name(0x2d1c608), x::Name(0xe1401a)), // resource: HostLicensableResourceInfo
-        x::FieldEntry::optional(x::Name(0x2e4f406), x::Name(0x11fca0d)), // source: LicenseSource
-        x::FieldEntry::optional(x::Name(0x246120a), x::Name(0x2f00106)), // editionKey: string
-        x::FieldEntry::repeated(x::Name(0x23d0f12), x::Name(0x2f00106)), // disabledFeatureKey: string
-        x::FieldEntry::repeated(x::Name(0x247c511), x::Name(0x2f00106)), // enabledFeatureKey: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x261dc08), x::Name(0xda3c13)), // hardware: HostHardwareSummary
-        x::FieldEntry::optional(x::Name(0x2d68907), x::Name(0xf7e10f)), // runtime: HostRuntimeInfo
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xce2211)), // config: HostConfigSummary
-        x::FieldEntry::required(x::Name(0x2c5f60a), x::Name(0xe1e219)), // quickStats: HostListSummaryQuickStats
-        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x2c7a60e), x::Name(0x212d207)), // rebootRequired: boolean
-        x::FieldEntry::repeated(x::Name(0x22c170b), x::Name(0x7e3010)), // customValue: CustomFieldValue
-        x::FieldEntry::optional(x::Name(0x2877f12), x::Name(0x2f00106)), // managementServerIp: string
-        x::FieldEntry::optional(x::Name(0x289460d), x::Name(0x2f00106)), // maxEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x22aa511), x::Name(0x2f00106)), // currentEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x22a8b19), x::Name(0x2f00106)), // currentEVCGraphicsModeKey: string
-        x::FieldEntry::optional(x::Name(0x25bd607), x::Name(0xe1c41d)), // gateway: HostListSummaryGatewaySummary
-        x::FieldEntry::optional(x::Name(0x2fe140e), x::Name(0x1008016)), // tpmAttestation: HostTpmAttestationInfo
-        x::FieldEntry::repeated(x::Name(0x3000f1e), x::Name(0x101ab21)), // trustAuthorityAttestationInfos: HostTrustAuthorityAttestationInfo
-        x::FieldEntry::required(x::Name(0x25c300b), x::Name(0x2f00106)), // gatewayType: string
-        x::FieldEntry::required(x::Name(0x25c0409), x::Name(0x2f00106)), // gatewayId: string
-        x::FieldEntry::optional(x::Name(0x2af6a0f), x::Name(0x2729103)), // overallCpuUsage: int
-        x::FieldEntry::optional(x::Name(0x2af7a12), x::Name(0x2729103)), // overallMemoryUsage: int
-        x::FieldEntry::optional(x::Name(0x2409316), x::Name(0x2729103)), // distributedCpuFairness: int
-        x::FieldEntry::optional(x::Name(0x240c719), x::Name(0x2729103)), // distributedMemoryFairness: int
-        x::FieldEntry::optional(x::Name(0x20eb515), x::Name(0x2729103)), // availablePMemCapacity: int
-        x::FieldEntry::optional(x::Name(0x3069606), x::Name(0x2729103)), // uptime: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x283d909), x::Name(0x2f00106)), // localPath: string
-        x::FieldEntry::required(x::Name(0x267ae0d), x::Name(0x86ac14)), // hostLocalPort: DVSHostLocalPortInfo
-        x::FieldEntry::required(x::Name(0x2254e0e), x::Name(0x2f00106)), // controllerType: string
-        x::FieldEntry::required(x::Name(0x2144809), x::Name(0x2729103)), // busNumber: int
-        x::FieldEntry::required(x::Name(0x302350a), x::Name(0x2729103)), // unitNumber: int
-        x::FieldEntry::required(x::Name(0x2e8f00b), x::Name(0x2f00106)), // srcFilename: string
-        x::FieldEntry::required(x::Name(0x243a40b), x::Name(0x2f00106)), // dstFilename: string
-        x::FieldEntry::required(x::Name(0x2559408), x::Name(0x2f00106)), // fileName: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2559408), x::Name(0x2f00106)), // fileName: string
-        x::FieldEntry::required(x::Name(0x2560508), x::Name(0x2f00106)), // fileType: string
-        x::FieldEntry::required(x::Name(0x2113508), x::Name(0x2f00106)), // baseName: string
-        x::FieldEntry::required(x::Name(0x2b28609), x::Name(0x2f00106)), // parentDir: string
-        x::FieldEntry::required(x::Name(0x2d1390c), x::Name(0x2f00106)), // reservedName: string
-        x::FieldEntry::required(x::Name(0x2113508), x::Name(0x2f00106)), // baseName: string
-        x::FieldEntry::required(x::Name(0x2b28609), x::Name(0x2f00106)), // parentDir: string
-        x::FieldEntry::required(x::Name(0x2560508), x::Name(0x2f00106)), // fileType: string
-        x::FieldEntry::required(x::Name(0x2ef3a0e), x::Name(0x2f00106)), // storageProfile: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
-        x::FieldEntry::required(x::Name(0x2e8f00b), x::Name(0x2f00106)), // srcFilename: string
-        x::FieldEntry::required(x::Name(0x243a40b), x::Name(0x2f00106)), // dstFilename: string
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0xe29d2d)), // disk: HostLowLevelProvisioningManagerDiskLayoutSpec
-        x::FieldEntry::required(x::Name(0x2912c0b), x::Name(0x2857004)), // migrationId: long
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x212d207)), // source: boolean
-        x::FieldEntry::required(x::Name(0x2236f14), x::Name(0x212d207)), // consideredSuccessful: boolean
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x211e608), x::Name(0x2f00106)), // biosUUID: string
-        x::FieldEntry::required(x::Name(0x2721a0c), x::Name(0x2f00106)), // instanceUUID: string
-        x::FieldEntry::optional(x::Name(0x25a9d06), x::Name(0xb62218)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x31dc808), x::Name(0x1f8aa18)), // vsanMode: VsanHostDecommissionMode
-        x::FieldEntry::optional(x::Name(0x2c49b07), x::Name(0x2f00106)), // purpose: string
-        x::FieldEntry::optional(x::Name(0x2f0f207), x::Name(0x2f00106)), // summary: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::optional(x::Name(0x2edb60c), x::Name(0x2f00106)), // statusDetail: string
-        x::FieldEntry::optional(x::Name(0x2a1c60a), x::Name(0x2f00106)), // nsxtStatus: string
-        x::FieldEntry::optional(x::Name(0x2a1d110), x::Name(0x2f00106)), // nsxtStatusDetail: string
-        x::FieldEntry::repeated(x::Name(0x2641311), x::Name(0xe4af1b)), // healthCheckResult: HostMemberHealthCheckResult
-        x::FieldEntry::required(x::Name(0x305c10d), x::Name(0x2f00106)), // uplinkPortKey: string
-        x::FieldEntry::optional(x::Name(0x2dc9419), x::Name(0x2857004)), // serviceConsoleReservation: long
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::repeated(x::Name(0x257d105), x::Name(0x2f00106)), // flags: string
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::optional(x::Name(0x278c003), x::Name(0x2f00106)), // ips: string
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x2bfa209), x::Name(0x2f00106)), // prevState: string
-        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x200fc0a), x::Name(0x2f00106)), // accessMode: string
-        x::FieldEntry::optional(x::Name(0x293f107), x::Name(0x212d207)), // mounted: boolean
-        x::FieldEntry::optional(x::Name(0x201470a), x::Name(0x212d207)), // accessible: boolean
-        x::FieldEntry::optional(x::Name(0x26e8212), x::Name(0x2f00106)), // inaccessibleReason: string
-        x::FieldEntry::repeated(x::Name(0x285f403), x::Name(0xe65e1c)), // lun: HostMultipathInfoLogicalUnit
-        x::FieldEntry::required(x::Name(0x2be8f06), x::Name(0x2f00106)), // prefer: string
-        x::FieldEntry::optional(x::Name(0x2146505), x::Name(0x2857004)), // bytes: long
-        x::FieldEntry::optional(x::Name(0x2763404), x::Name(0x2857004)), // iops: long
-        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x27f930f), x::Name(0x2857004)), // latencyEvalTime: long
-        x::FieldEntry::optional(x::Name(0x2d70412), x::Name(0x2857004)), // samplingIosPerPath: long
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x285f403), x::Name(0x2f00106)), // lun: string
-        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0xe6d115)), // path: HostMultipathInfoPath
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xe67b22)), // policy: HostMultipathInfoLogicalUnitPolicy
-        x::FieldEntry::optional(x::Name(0x2ee4d16), x::Name(0xe69e32)), // storageArrayTypePolicy: HostMultipathInfoLogicalUnitStorageArrayTypePolicy
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2b44909), x::Name(0x2f00106)), // pathState: string
-        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x27bf30d), x::Name(0x212d207)), // isWorkingPath: boolean
-        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
-        x::FieldEntry::required(x::Name(0x285f403), x::Name(0x2f00106)), // lun: string
-        x::FieldEntry::optional(x::Name(0x2fefb09), x::Name(0x1003513)), // transport: HostTargetTransport
-        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0xe6fe1a)), // path: HostMultipathStateInfoPath
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2b44909), x::Name(0x2f00106)), // pathState: string
-        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
-        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::repeated(x::Name(0x2ccb30f), x::Name(0x2f00106)), // remoteHostNames: string
-        x::FieldEntry::optional(x::Name(0x2dad30c), x::Name(0x2f00106)), // securityType: string
-        x::FieldEntry::optional(x::Name(0x2c35d10), x::Name(0x212d207)), // protocolEndpoint: boolean
-        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xe75511)), // spec: HostNasVolumeSpec
-        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
-        x::FieldEntry::required(x::Name(0x283d909), x::Name(0x2f00106)), // localPath: string
-        x::FieldEntry::required(x::Name(0x200fc0a), x::Name(0x2f00106)), // accessMode: string
-        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::repeated(x::Name(0x2ccb30f), x::Name(0x2f00106)), // remoteHostNames: string
-        x::FieldEntry::optional(x::Name(0x2dad30c), x::Name(0x2f00106)), // securityType: string
-        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xe7dd12)), // spec: HostNatServiceSpec
-        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xe7dd12)), // spec: HostNatServiceSpec
-        x::FieldEntry::required(x::Name(0x2413c0d), x::Name(0x212d207)), // dnsAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x2418709), x::Name(0x2f00106)), // dnsPolicy: string
-        x::FieldEntry::required(x::Name(0x241910a), x::Name(0x2729103)), // dnsRetries: int
-        x::FieldEntry::required(x::Name(0x241c60a), x::Name(0x2729103)), // dnsTimeout: int
-        x::FieldEntry::repeated(x::Name(0x241790d), x::Name(0x2f00106)), // dnsNameServer: string
-        x::FieldEntry::required(x::Name(0x2977a0b), x::Name(0x2729103)), // nbdsTimeout: int
-        x::FieldEntry::required(x::Name(0x2978b0b), x::Name(0x2729103)), // nbnsRetries: int
-        x::FieldEntry::required(x::Name(0x297970b), x::Name(0x2729103)), // nbnsTimeout: int
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x268de08), x::Name(0x2729103)), // hostPort: int
-        x::FieldEntry::required(x::Name(0x25fca09), x::Name(0x2729103)), // guestPort: int
-        x::FieldEntry::required(x::Name(0x25f250e), x::Name(0x2f00106)), // guestIpAddress: string
-        x::FieldEntry::required(x::Name(0x311c70d), x::Name(0x2f00106)), // virtualSwitch: string
-        x::FieldEntry::required(x::Name(0x2022609), x::Name(0x212d207)), // activeFtp: boolean
-        x::FieldEntry::required(x::Name(0x205ec0b), x::Name(0x212d207)), // allowAnyOui: boolean
-        x::FieldEntry::required(x::Name(0x220b90a), x::Name(0x212d207)), // configPort: boolean
-        x::FieldEntry::required(x::Name(0x276ba10), x::Name(0x2f00106)), // ipGatewayAddress: string
-        x::FieldEntry::required(x::Name(0x3014c0a), x::Name(0x2729103)), // udpTimeout: int
-        x::FieldEntry::repeated(x::Name(0x2babb0b), x::Name(0xe7bf1d)), // portForward: HostNatServicePortForwardSpec
-        x::FieldEntry::optional(x::Name(0x296910b), x::Name(0xe7a11d)), // nameService: HostNatServiceNameServiceSpec
-        x::FieldEntry::required(x::Name(0x215b31a), x::Name(0x212d207)), // canSetPhysicalNicLinkSpeed: boolean
-        x::FieldEntry::required(x::Name(0x2f43912), x::Name(0x212d207)), // supportsNicTeaming: boolean
-        x::FieldEntry::repeated(x::Name(0x29e0210), x::Name(0x2f00106)), // nicTeamingPolicy: string
-        x::FieldEntry::required(x::Name(0x2f4ab0c), x::Name(0x212d207)), // supportsVlan: boolean
-        x::FieldEntry::required(x::Name(0x3095615), x::Name(0x212d207)), // usesServiceConsoleNic: boolean
-        x::FieldEntry::required(x::Name(0x2f42414), x::Name(0x212d207)), // supportsNetworkHints: boolean
-        x::FieldEntry::optional(x::Name(0x28ae217), x::Name(0x2729103)), // maxPortGroupsPerVswitch: int
-        x::FieldEntry::required(x::Name(0x31f7916), x::Name(0x212d207)), // vswitchConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x31c7e13), x::Name(0x212d207)), // vnicConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2775416), x::Name(0x212d207)), // ipRouteConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2415412), x::Name(0x212d207)), // dnsConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x23a1213), x::Name(0x212d207)), // dhcpOnVnicSupported: boolean
-        x::FieldEntry::optional(x::Name(0x278280d), x::Name(0x212d207)), // ipV6Supported: boolean
-        x::FieldEntry::optional(x::Name(0x2101c16), x::Name(0x212d207)), // backupNfcNiocSupported: boolean
-        x::FieldEntry::optional(x::Name(0x229c20b), x::Name(0x212d207)), // csumOffload: boolean
-        x::FieldEntry::optional(x::Name(0x2f9910f), x::Name(0x212d207)), // tcpSegmentation: boolean
-        x::FieldEntry::optional(x::Name(0x324ca0c), x::Name(0x212d207)), // zeroCopyXmit: boolean
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0xd5210d)), // dnsConfig: HostDnsConfig
-        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0xe08411)), // ipRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x2cf101f), x::Name(0x2729103)), // requestedMaxNumberOfConnections: int
-        x::FieldEntry::optional(x::Name(0x222311a), x::Name(0x2f00106)), // congestionControlAlgorithm: string
-        x::FieldEntry::optional(x::Name(0x277e50b), x::Name(0x212d207)), // ipV6Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d5c710), x::Name(0xe0cb16)), // routeTableConfig: HostIpRouteTableConfig
-        x::FieldEntry::repeated(x::Name(0x31f7107), x::Name(0x1081417)), // vswitch: HostVirtualSwitchConfig
-        x::FieldEntry::repeated(x::Name(0x2c4120b), x::Name(0xf46315)), // proxySwitch: HostProxySwitchConfig
-        x::FieldEntry::repeated(x::Name(0x2bbc509), x::Name(0xf01213)), // portgroup: HostPortGroupConfig
-        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x1489511)), // pnic: PhysicalNicConfig
-        x::FieldEntry::repeated(x::Name(0x31c7904), x::Name(0x106bc14)), // vnic: HostVirtualNicConfig
-        x::FieldEntry::repeated(x::Name(0x223db0b), x::Name(0x106bc14)), // consoleVnic: HostVirtualNicConfig
-        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0xd5210d)), // dnsConfig: HostDnsConfig
-        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0xe08411)), // ipRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x2238414), x::Name(0xe08411)), // consoleIpRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x2d5c710), x::Name(0xe0cb16)), // routeTableConfig: HostIpRouteTableConfig
-        x::FieldEntry::repeated(x::Name(0x239e904), x::Name(0xd25b15)), // dhcp: HostDhcpServiceConfig
-        x::FieldEntry::repeated(x::Name(0x2971403), x::Name(0xe78c14)), // nat: HostNatServiceConfig
-        x::FieldEntry::optional(x::Name(0x277e50b), x::Name(0x212d207)), // ipV6Enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x298cd0c), x::Name(0xe89c1d)), // netStackSpec: HostNetworkConfigNetStackSpec
-        x::FieldEntry::optional(x::Name(0x291460f), x::Name(0x2f00106)), // migrationStatus: string
-        x::FieldEntry::required(x::Name(0x2988c10), x::Name(0xe81f14)), // netStackInstance: HostNetStackInstance
-        x::FieldEntry::optional(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::repeated(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::repeated(x::Name(0x223e711), x::Name(0x2f00106)), // consoleVnicDevice: string
-        x::FieldEntry::repeated(x::Name(0x31f7107), x::Name(0x1079411)), // vswitch: HostVirtualSwitch
-        x::FieldEntry::repeated(x::Name(0x2c4120b), x::Name(0xf4530f)), // proxySwitch: HostProxySwitch
-        x::FieldEntry::repeated(x::Name(0x2bbc509), x::Name(0xf0040d)), // portgroup: HostPortGroup
-        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x148570b)), // pnic: PhysicalNic
-        x::FieldEntry::repeated(x::Name(0x2c6ef0a), x::Name(0xf50d0e)), // rdmaDevice: HostRdmaDevice
-        x::FieldEntry::repeated(x::Name(0x31c7904), x::Name(0x106ad0e)), // vnic: HostVirtualNic
-        x::FieldEntry::repeated(x::Name(0x223db0b), x::Name(0x106ad0e)), // consoleVnic: HostVirtualNic
-        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0xd5210d)), // dnsConfig: HostDnsConfig
-        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0xe08411)), // ipRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x2238414), x::Name(0xe08411)), // consoleIpRouteConfig: HostIpRouteConfig
-        x::FieldEntry::optional(x::Name(0x2d5d80e), x::Name(0xe0e214)), // routeTableInfo: HostIpRouteTableInfo
-        x::FieldEntry::repeated(x::Name(0x239e904), x::Name(0xd24b0f)), // dhcp: HostDhcpService
-        x::FieldEntry::repeated(x::Name(0x2971403), x::Name(0xe77d0e)), // nat: HostNatService
-        x::FieldEntry::optional(x::Name(0x277e50b), x::Name(0x212d207)), // ipV6Enabled: boolean
-        x::FieldEntry::optional(x::Name(0x20b7111), x::Name(0x212d207)), // atBootIpV6Enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2988c10), x::Name(0xe81f14)), // netStackInstance: HostNetStackInstance
-        x::FieldEntry::repeated(x::Name(0x2ab820c), x::Name(0xecfc10)), // opaqueSwitch: HostOpaqueSwitch
-        x::FieldEntry::repeated(x::Name(0x2ab400d), x::Name(0xece615)), // opaqueNetwork: HostOpaqueNetworkInfo
-        x::FieldEntry::optional(x::Name(0x2a19512), x::Name(0x2f00106)), // nsxTransportNodeId: string
-        x::FieldEntry::optional(x::Name(0x2a83a1a), x::Name(0x212d207)), // nvdsToVdsMigrationRequired: boolean
-        x::FieldEntry::optional(x::Name(0x291460f), x::Name(0x2f00106)), // migrationStatus: string
-        x::FieldEntry::optional(x::Name(0x2da8b08), x::Name(0xe92b19)), // security: HostNetworkSecurityPolicy
-        x::FieldEntry::optional(x::Name(0x29df70a), x::Name(0xe9bf14)), // nicTeaming: HostNicTeamingPolicy
-        x::FieldEntry::optional(x::Name(0x2a9f00d), x::Name(0xe8041a)), // offloadPolicy: HostNetOffloadCapabilities
-        x::FieldEntry::optional(x::Name(0x2ded60d), x::Name(0xe9451f)), // shapingPolicy: HostNetworkTrafficShapingPolicy
-        x::FieldEntry::repeated(x::Name(0x2b9cc10), x::Name(0xefe81b)), // pnicResourceInfo: HostPnicNetworkResourceInfo
-        x::FieldEntry::optional(x::Name(0x2062010), x::Name(0x212d207)), // allowPromiscuous: boolean
-        x::FieldEntry::optional(x::Name(0x286380a), x::Name(0x212d207)), // macChanges: boolean
-        x::FieldEntry::optional(x::Name(0x2586c0f), x::Name(0x212d207)), // forgedTransmits: boolean
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x20f4e10), x::Name(0x2857004)), // averageBandwidth: long
-        x::FieldEntry::optional(x::Name(0x2b5050d), x::Name(0x2857004)), // peakBandwidth: long
-        x::FieldEntry::optional(x::Name(0x2142b09), x::Name(0x2857004)), // burstSize: long
-        x::FieldEntry::optional(x::Name(0x2efe917), x::Name(0x2857004)), // streamingMemoryConsumed: long
-        x::FieldEntry::optional(x::Name(0x219e90a), x::Name(0x2f00106)), // checkSpeed: string
-        x::FieldEntry::optional(x::Name(0x2e83005), x::Name(0x2729103)), // speed: int
-        x::FieldEntry::optional(x::Name(0x219ae0b), x::Name(0x212d207)), // checkDuplex: boolean
-        x::FieldEntry::optional(x::Name(0x25b5d0a), x::Name(0x212d207)), // fullDuplex: boolean
-        x::FieldEntry::optional(x::Name(0x219ba11), x::Name(0x212d207)), // checkErrorPercent: boolean
-        x::FieldEntry::optional(x::Name(0x2b61e0a), x::Name(0x2729103)), // percentage: int
-        x::FieldEntry::optional(x::Name(0x219a20b), x::Name(0x212d207)), // checkBeacon: boolean
-        x::FieldEntry::repeated(x::Name(0x2023d09), x::Name(0x2f00106)), // activeNic: string
-        x::FieldEntry::repeated(x::Name(0x2eac70a), x::Name(0x2f00106)), // standbyNic: string
-        x::FieldEntry::optional(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
-        x::FieldEntry::optional(x::Name(0x2d3bb0d), x::Name(0x212d207)), // reversePolicy: boolean
-        x::FieldEntry::optional(x::Name(0x2a0740e), x::Name(0x212d207)), // notifySwitches: boolean
-        x::FieldEntry::optional(x::Name(0x2d5500c), x::Name(0x212d207)), // rollingOrder: boolean
-        x::FieldEntry::optional(x::Name(0x252350f), x::Name(0xe99516)), // failureCriteria: HostNicFailureCriteria
-        x::FieldEntry::optional(x::Name(0x29dd808), x::Name(0xe9ac12)), // nicOrder: HostNicOrderPolicy
-        x::FieldEntry::optional(x::Name(0x278c003), x::Name(0x2f00106)), // ips: string
-        x::FieldEntry::repeated(x::Name(0x2dbe806), x::Name(0x2f00106)), // server: string
-        x::FieldEntry::repeated(x::Name(0x2204f0a), x::Name(0x2f00106)), // configFile: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2a3f308), x::Name(0x2729103)), // numNodes: int
-        x::FieldEntry::repeated(x::Name(0x2a7b608), x::Name(0xea9f0c)), // numaNode: HostNumaNode
-        x::FieldEntry::required(x::Name(0x300f906), x::Name(0x2146004)), // typeId: byte
-        x::FieldEntry::repeated(x::Name(0x2273e05), x::Name(0x2dfd105)), // cpuID: short
-        x::FieldEntry::required(x::Name(0x28e6a10), x::Name(0x2857004)), // memoryRangeBegin: long
-        x::FieldEntry::required(x::Name(0x28e7b11), x::Name(0x2857004)), // memoryRangeLength: long
-        x::FieldEntry::repeated(x::Name(0x2b48005), x::Name(0x2f00106)), // pciId: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x264760b), x::Name(0xac5712)), // healthState: ElementDescription
-        x::FieldEntry::required(x::Name(0x22b8e0e), x::Name(0x2857004)), // currentReading: long
-        x::FieldEntry::required(x::Name(0x302280c), x::Name(0x2729103)), // unitModifier: int
-        x::FieldEntry::required(x::Name(0x2113e09), x::Name(0x2f00106)), // baseUnits: string
-        x::FieldEntry::optional(x::Name(0x2c6a209), x::Name(0x2f00106)), // rateUnits: string
-        x::FieldEntry::required(x::Name(0x2dbb90a), x::Name(0x2f00106)), // sensorType: string
-        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::optional(x::Name(0x2fb0709), x::Name(0x2f00106)), // timeStamp: string
-        x::FieldEntry::required(x::Name(0x2f09e06), x::Name(0x2f00106)), // subnqn: string
-        x::FieldEntry::optional(x::Name(0x225220c), x::Name(0x2729103)), // controllerId: int
-        x::FieldEntry::optional(x::Name(0x2038c0e), x::Name(0x2729103)), // adminQueueSize: int
-        x::FieldEntry::optional(x::Name(0x27d2310), x::Name(0x2729103)), // keepAliveTimeout: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2253d10), x::Name(0x2729103)), // controllerNumber: int
-        x::FieldEntry::required(x::Name(0x2f09e06), x::Name(0x2f00106)), // subnqn: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x20b2711), x::Name(0x2f00106)), // associatedAdapter: string
-        x::FieldEntry::required(x::Name(0x2ff3d0d), x::Name(0x2f00106)), // transportType: string
-        x::FieldEntry::required(x::Name(0x25bbe17), x::Name(0x212d207)), // fusedOperationSupported: boolean
-        x::FieldEntry::required(x::Name(0x2a7ea0e), x::Name(0x2729103)), // numberOfQueues: int
-        x::FieldEntry::required(x::Name(0x2c5b309), x::Name(0x2729103)), // queueSize: int
-        x::FieldEntry::repeated(x::Name(0x20ba011), x::Name(0xebc311)), // attachedNamespace: HostNvmeNamespace
-        x::FieldEntry::optional(x::Name(0x30d5c08), x::Name(0x2f00106)), // vendorId: string
-        x::FieldEntry::optional(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
-        x::FieldEntry::optional(x::Name(0x2dbd40c), x::Name(0x2f00106)), // serialNumber: string
-        x::FieldEntry::optional(x::Name(0x257800f), x::Name(0x2f00106)), // firmwareVersion: string
-        x::FieldEntry::required(x::Name(0x2634207), x::Name(0x2f00106)), // hbaName: string
-        x::FieldEntry::optional(x::Name(0x2f09e06), x::Name(0x2f00106)), // subnqn: string
-        x::FieldEntry::optional(x::Name(0x2253d10), x::Name(0x2729103)), // controllerNumber: int
-        x::FieldEntry::optional(x::Name(0x20d480b), x::Name(0x212d207)), // autoConnect: boolean
-        x::FieldEntry::optional(x::Name(0x2d57217), x::Name(0x212d207)), // rootDiscoveryController: boolean
-        x::FieldEntry::repeated(x::Name(0x24c2405), x::Name(0xeb5d19)), // entry: HostNvmeDiscoveryLogEntry
-        x::FieldEntry::required(x::Name(0x21eca08), x::Name(0x212d207)), // complete: boolean
-        x::FieldEntry::required(x::Name(0x2f09e06), x::Name(0x2f00106)), // subnqn: string
-        x::FieldEntry::required(x::Name(0x2f0b50d), x::Name(0x2f00106)), // subsystemType: string
-        x::FieldEntry::required(x::Name(0x2f0a50f), x::Name(0x2729103)), // subsystemPortId: int
-        x::FieldEntry::required(x::Name(0x225220c), x::Name(0x2729103)), // controllerId: int
-        x::FieldEntry::required(x::Name(0x2037a11), x::Name(0x2729103)), // adminQueueMaxSize: int
-        x::FieldEntry::required(x::Name(0x2ff1313), x::Name(0xec871b)), // transportParameters: HostNvmeTransportParameters
-        x::FieldEntry::required(x::Name(0x2ff2715), x::Name(0x2f00106)), // transportRequirements: string
-        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
-        x::FieldEntry::required(x::Name(0x2125209), x::Name(0x2729103)), // blockSize: int
-        x::FieldEntry::required(x::Name(0x2166f10), x::Name(0x2857004)), // capacityInBlocks: long
-        x::FieldEntry::required(x::Name(0x2ffd606), x::Name(0x2f00106)), // trtype: string
-        x::FieldEntry::required(x::Name(0x2fe7e06), x::Name(0x2f00106)), // traddr: string
-        x::FieldEntry::required(x::Name(0x203f006), x::Name(0x2f00106)), // adrfam: string
-        x::FieldEntry::required(x::Name(0x2ffce07), x::Name(0x2f00106)), // trsvcid: string
-        x::FieldEntry::required(x::Name(0x3005304), x::Name(0x210f70c)), // tsas: base64Binary
-        x::FieldEntry::required(x::Name(0x29ed011), x::Name(0x2857004)), // nodeWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2bbaa11), x::Name(0x2857004)), // portWorldWideName: long
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::optional(x::Name(0x203090d), x::Name(0x2f00106)), // addressFamily: string
-        x::FieldEntry::optional(x::Name(0x2bb960a), x::Name(0x2729103)), // portNumber: int
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::optional(x::Name(0x2bb960a), x::Name(0x2729103)), // portNumber: int
-        x::FieldEntry::optional(x::Name(0x23b5512), x::Name(0x2f00106)), // digestVerification: string
-        x::FieldEntry::required(x::Name(0x2634207), x::Name(0x2f00106)), // hbaName: string
-        x::FieldEntry::required(x::Name(0x2ff1313), x::Name(0xec871b)), // transportParameters: HostNvmeTransportParameters
-        x::FieldEntry::repeated(x::Name(0x2029a07), x::Name(0xec6d19)), // adapter: HostNvmeTopologyInterface
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
-        x::FieldEntry::repeated(x::Name(0x222ca13), x::Name(0xeb0912)), // connectedController: HostNvmeController
-        x::FieldEntry::required(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
-        x::FieldEntry::required(x::Name(0x2ab5e11), x::Name(0x2f00106)), // opaqueNetworkName: string
-        x::FieldEntry::required(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
-        x::FieldEntry::repeated(x::Name(0x2b9e608), x::Name(0x2f00106)), // pnicZone: string
-        x::FieldEntry::optional(x::Name(0x216480a), x::Name(0x13a4217)), // capability: OpaqueNetworkCapability
-        x::FieldEntry::repeated(x::Name(0x250d80b), x::Name(0x13b310b)), // extraConfig: OptionValue
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
-        x::FieldEntry::repeated(x::Name(0x2b9e608), x::Name(0xed2f1f)), // pnicZone: HostOpaqueSwitchPhysicalNicZone
-        x::FieldEntry::optional(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::repeated(x::Name(0x31f9c04), x::Name(0x106ad0e)), // vtep: HostVirtualNic
-        x::FieldEntry::repeated(x::Name(0x250d80b), x::Name(0x13b310b)), // extraConfig: OptionValue
-        x::FieldEntry::repeated(x::Name(0x2541911), x::Name(0xd61315)), // featureCapability: HostFeatureCapability
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::repeated(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::optional(x::Name(0x2c3eb05), x::Name(0x2f00106)), // proxy: string
-        x::FieldEntry::optional(x::Name(0x2c3eb05), x::Name(0x2f00106)), // proxy: string
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::optional(x::Name(0x21d5e09), x::Name(0x2f00106)), // cmdOption: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::repeated(x::Name(0x2eda406), x::Name(0xee5616)), // status: HostPatchManagerStatus
-        x::FieldEntry::optional(x::Name(0x3246e09), x::Name(0x2f00106)), // xmlResult: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x208c00a), x::Name(0x212d207)), // applicable: boolean
-        x::FieldEntry::repeated(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2729509), x::Name(0x2f00106)), // integrity: string
-        x::FieldEntry::required(x::Name(0x271db09), x::Name(0x212d207)), // installed: boolean
-        x::FieldEntry::repeated(x::Name(0x271ce0c), x::Name(0x2f00106)), // installState: string
-        x::FieldEntry::repeated(x::Name(0x2bf0c11), x::Name(0xee6d27)), // prerequisitePatch: HostPatchManagerStatusPrerequisitePatch
-        x::FieldEntry::required(x::Name(0x2d3690f), x::Name(0x212d207)), // restartRequired: boolean
-        x::FieldEntry::required(x::Name(0x2c97611), x::Name(0x212d207)), // reconnectRequired: boolean
-        x::FieldEntry::required(x::Name(0x317fb0d), x::Name(0x212d207)), // vmOffRequired: boolean
-        x::FieldEntry::repeated(x::Name(0x2f14012), x::Name(0x2f00106)), // supersededPatchIds: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::repeated(x::Name(0x271ce0c), x::Name(0x2f00106)), // installState: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xac5712)), // policy: ElementDescription
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x21b1b07), x::Name(0x2dfd105)), // classId: short
-        x::FieldEntry::required(x::Name(0x2143503), x::Name(0x2146004)), // bus: byte
-        x::FieldEntry::required(x::Name(0x2e13104), x::Name(0x2146004)), // slot: byte
-        x::FieldEntry::required(x::Name(0x25bb508), x::Name(0x2146004)), // function: byte
-        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2dfd105)), // vendorId: short
-        x::FieldEntry::required(x::Name(0x2f0420b), x::Name(0x2dfd105)), // subVendorId: short
-        x::FieldEntry::required(x::Name(0x30d650a), x::Name(0x2f00106)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2dfd105)), // deviceId: short
-        x::FieldEntry::required(x::Name(0x2f0210b), x::Name(0x2dfd105)), // subDeviceId: short
-        x::FieldEntry::optional(x::Name(0x2b2660c), x::Name(0x2f00106)), // parentBridge: string
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2b3cc0f), x::Name(0x212d207)), // passthruEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x208e808), x::Name(0x212d207)), // applyNow: boolean
-        x::FieldEntry::optional(x::Name(0x261e50d), x::Name(0x2f00106)), // hardwareLabel: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2357e0f), x::Name(0x2f00106)), // dependentDevice: string
-        x::FieldEntry::required(x::Name(0x2b3cc0f), x::Name(0x212d207)), // passthruEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2b3bc0f), x::Name(0x212d207)), // passthruCapable: boolean
-        x::FieldEntry::required(x::Name(0x2b3ad0e), x::Name(0x212d207)), // passthruActive: boolean
-        x::FieldEntry::optional(x::Name(0x261e50d), x::Name(0x2f00106)), // hardwareLabel: string
-        x::FieldEntry::optional(x::Name(0x216aa0c), x::Name(0x2857004)), // capacityInMB: long
-        x::FieldEntry::optional(x::Name(0x31d270a), x::Name(0x2f00106)), // volumeUUID: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31c9d07), x::Name(0x2f00106)), // vnicKey: string
-        x::FieldEntry::optional(x::Name(0x2d05c0b), x::Name(0x2729103)), // reservation: int
-        x::FieldEntry::repeated(x::Name(0x2029a07), x::Name(0xef5d1c)), // adapter: HostPlugStoreTopologyAdapter
-        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0xef9619)), // path: HostPlugStoreTopologyPath
-        x::FieldEntry::repeated(x::Name(0x2f80b06), x::Name(0xefcc1b)), // target: HostPlugStoreTopologyTarget
-        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0xef7a1b)), // device: HostPlugStoreTopologyDevice
-        x::FieldEntry::repeated(x::Name(0x2b95a06), x::Name(0xefb01b)), // plugin: HostPlugStoreTopologyPlugin
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
-        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x285f403), x::Name(0x2f00106)), // lun: string
-        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x218f60d), x::Name(0x2729103)), // channelNumber: int
-        x::FieldEntry::optional(x::Name(0x2f9010c), x::Name(0x2729103)), // targetNumber: int
-        x::FieldEntry::optional(x::Name(0x2860f09), x::Name(0x2729103)), // lunNumber: int
-        x::FieldEntry::optional(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
-        x::FieldEntry::optional(x::Name(0x2f80b06), x::Name(0x2f00106)), // target: string
-        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::repeated(x::Name(0x21b0f0b), x::Name(0x2f00106)), // claimedPath: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2fefb09), x::Name(0x1003513)), // transport: HostTargetTransport
-        x::FieldEntry::required(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
-        x::FieldEntry::optional(x::Name(0x20e561e), x::Name(0x2857004)), // availableBandwidthForVMTraffic: long
-        x::FieldEntry::optional(x::Name(0x304da1b), x::Name(0x2857004)), // unusedBandwidthForVMTraffic: long
-        x::FieldEntry::repeated(x::Name(0x2b8e411), x::Name(0xef281e)), // placedVirtualNics: HostPlacedVirtualNicIdentifier
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::repeated(x::Name(0x2ba9a04), x::Name(0xf02611)), // port: HostPortGroupPort
-        x::FieldEntry::optional(x::Name(0x31f7107), x::Name(0x2f00106)), // vswitch: string
-        x::FieldEntry::required(x::Name(0x220060e), x::Name(0xe8fe11)), // computedPolicy: HostNetworkPolicy
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xf04d11)), // spec: HostPortGroupSpec
-        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xf04d11)), // spec: HostPortGroupSpec
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::repeated(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2769308), x::Name(0x1187b10)), // ipConfig: IpAddressProfile
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x31f900b), x::Name(0x2f00106)), // vswitchName: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xe8fe11)), // policy: HostNetworkPolicy
+        x::FieldEntry::optional(x::Name(0x2a55d0f), x::Name(0x2405e07)), // incomingBlocked: boolean
+        x::FieldEntry::optional(x::Name(0x2ecad0f), x::Name(0x2405e07)), // outgoingBlocked: boolean
+        x::FieldEntry::required(x::Name(0x263a60d), x::Name(0xec5c19)), // defaultPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0xece413)), // ruleset: HostFirewallRuleset
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x27d4a07), x::Name(0x2a94603)), // endPort: int
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0xec9819)), // direction: HostFirewallRuleDirection
+        x::FieldEntry::optional(x::Name(0x2fa7508), x::Name(0xecb218)), // portType: HostFirewallRulePortType
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x3109a08), x::Name(0x2405e07)), // required: boolean
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0xec8710)), // rule: HostFirewallRule
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x34f5a10), x::Name(0x2405e07)), // userControllable: boolean
+        x::FieldEntry::optional(x::Name(0x2ae0716), x::Name(0x2405e07)), // ipListUserConfigurable: boolean
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x2ae1e09), x::Name(0xed121c)), // ipNetwork: HostFirewallRulesetIpNetwork
+        x::FieldEntry::required(x::Name(0x231cf05), x::Name(0x2405e07)), // allIp: boolean
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2330a0c), x::Name(0xecf819)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x23ccf1a), x::Name(0x2405e07)), // backgroundSnapshotsEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2f4bb07), x::Name(0x2405e07)), // persist: boolean
+        x::FieldEntry::required(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2f06b08), x::Name(0x3344606)), // partName: string
+        x::FieldEntry::required(x::Name(0x2f0740a), x::Name(0x3344606)), // partNumber: string
+        x::FieldEntry::required(x::Name(0x2c1060c), x::Name(0x3344606)), // manufacturer: string
+        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::optional(x::Name(0x2ca750c), x::Name(0x2607608)), // mfgTimeStamp: dateTime
+        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
+        x::FieldEntry::optional(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
+        x::FieldEntry::optional(x::Name(0x3462016), x::Name(0x3344606)), // trustVerificationToken: string
+        x::FieldEntry::repeated(x::Name(0x29b800e), x::Name(0x134dd08)), // hostAuthParams: KeyValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
+        x::FieldEntry::required(x::Name(0x29c7e17), x::Name(0x3344606)), // hostDefaultGraphicsType: string
+        x::FieldEntry::required(x::Name(0x321de1e), x::Name(0x3344606)), // sharedPassthruAssignmentPolicy: string
+        x::FieldEntry::repeated(x::Name(0x26ade0a), x::Name(0xee2c1c)), // deviceType: HostGraphicsConfigDeviceType
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x292be0c), x::Name(0x3344606)), // graphicsType: string
+        x::FieldEntry::optional(x::Name(0x3566808), x::Name(0x3344606)), // vgpuMode: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x2f26405), x::Name(0x3344606)), // pciId: string
+        x::FieldEntry::required(x::Name(0x292be0c), x::Name(0x3344606)), // graphicsType: string
+        x::FieldEntry::optional(x::Name(0x3566808), x::Name(0x3344606)), // vgpuMode: string
+        x::FieldEntry::required(x::Name(0x2c8a20e), x::Name(0x2be5304)), // memorySizeInKB: long
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0xbdad12)), // status: ElementDescription
+        x::FieldEntry::required(x::Name(0x33c5d0a), x::Name(0x115a70e)), // systemInfo: HostSystemInfo
+        x::FieldEntry::optional(x::Name(0x256be16), x::Name(0xe3081a)), // cpuPowerManagementInfo: HostCpuPowerManagementInfo
+        x::FieldEntry::required(x::Name(0x2565d07), x::Name(0xe2d80b)), // cpuInfo: HostCpuInfo
+        x::FieldEntry::repeated(x::Name(0x256b706), x::Name(0xe2e40e)), // cpuPkg: HostCpuPackage
+        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
+        x::FieldEntry::optional(x::Name(0x2e40808), x::Name(0xffec0c)), // numaInfo: HostNumaInfo
+        x::FieldEntry::optional(x::Name(0x3253e0a), x::Name(0x2405e07)), // smcPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x2f25a09), x::Name(0x104710d)), // pciDevice: HostPciDevice
+        x::FieldEntry::repeated(x::Name(0x277fe0a), x::Name(0xe9d70c)), // dvxClasses: HostDvxClass
+        x::FieldEntry::repeated(x::Name(0x255bb0a), x::Name(0xe2ca0d)), // cpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x23f6908), x::Name(0xdd120c)), // biosInfo: HostBIOSInfo
+        x::FieldEntry::optional(x::Name(0x30c0512), x::Name(0x10c8716)), // reliableMemoryInfo: HostReliableMemoryInfo
+        x::FieldEntry::optional(x::Name(0x2f5ba14), x::Name(0x1053418)), // persistentMemoryInfo: HostPersistentMemoryInfo
+        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1111c0b)), // sgxInfo: HostSgxInfo
+        x::FieldEntry::optional(x::Name(0x320ab07), x::Name(0x110fc0b)), // sevInfo: HostSevInfo
+        x::FieldEntry::optional(x::Name(0x2c93911), x::Name(0x3344606)), // memoryTieringType: string
+        x::FieldEntry::repeated(x::Name(0x2c90b0e), x::Name(0xfa7312)), // memoryTierInfo: HostMemoryTierInfo
+        x::FieldEntry::optional(x::Name(0x33f2507), x::Name(0x117770b)), // tdxInfo: HostTdxInfo
+        x::FieldEntry::repeated(x::Name(0x2c8ef10), x::Name(0xeefb17)), // memoryStatusInfo: HostHardwareElementInfo
+        x::FieldEntry::repeated(x::Name(0x257030d), x::Name(0xeefb17)), // cpuStatusInfo: HostHardwareElementInfo
+        x::FieldEntry::repeated(x::Name(0x3338811), x::Name(0x113f416)), // storageStatusInfo: HostStorageElementInfo
+        x::FieldEntry::repeated(x::Name(0x275300d), x::Name(0xb1280d)), // dpuStatusInfo: DpuStatusInfo
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x2ec1914), x::Name(0x115631c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
+        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
+        x::FieldEntry::required(x::Name(0x256a308), x::Name(0x3344606)), // cpuModel: string
+        x::FieldEntry::required(x::Name(0x2569c06), x::Name(0x2a94603)), // cpuMhz: int
+        x::FieldEntry::required(x::Name(0x2de9b0a), x::Name(0x3226a05)), // numCpuPkgs: short
+        x::FieldEntry::required(x::Name(0x2de6b0b), x::Name(0x3226a05)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2decf0d), x::Name(0x3226a05)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x2e01707), x::Name(0x2a94603)), // numNics: int
+        x::FieldEntry::required(x::Name(0x2df5107), x::Name(0x2a94603)), // numHBAs: int
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x24de90d), x::Name(0x3344606)), // componentType: string
+        x::FieldEntry::required(x::Name(0x24ddb0d), x::Name(0x3344606)), // componentName: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x241db03), x::Name(0x2a94603)), // bus: int
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x2753e06), x::Name(0x3344606)), // driver: string
+        x::FieldEntry::optional(x::Name(0x2f25603), x::Name(0x3344606)), // pci: string
+        x::FieldEntry::optional(x::Name(0x333410f), x::Name(0x3344606)), // storageProtocol: string
+        x::FieldEntry::optional(x::Name(0x275500d), x::Name(0x3344606)), // driverVersion: string
+        x::FieldEntry::optional(x::Name(0x28bd60f), x::Name(0x3344606)), // firmwareVersion: string
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2405e07)), // available: boolean
+        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x2405e07)), // config: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b3490f), x::Name(0x2405e07)), // isSoftwareBased: boolean
+        x::FieldEntry::optional(x::Name(0x2434b0d), x::Name(0x2405e07)), // canBeDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d48115), x::Name(0xf3962c)), // networkBindingSupport: HostInternetScsiHbaNetworkBindingSupportType
+        x::FieldEntry::required(x::Name(0x26f7f15), x::Name(0xf24a28)), // discoveryCapabilities: HostInternetScsiHbaDiscoveryCapabilities
+        x::FieldEntry::required(x::Name(0x26fa513), x::Name(0xf27326)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
+        x::FieldEntry::required(x::Name(0x239491a), x::Name(0xf15e2d)), // authenticationCapabilities: HostInternetScsiHbaAuthenticationCapabilities
+        x::FieldEntry::required(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x26bc712), x::Name(0xf1e225)), // digestCapabilities: HostInternetScsiHbaDigestCapabilities
+        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::required(x::Name(0x2adb90e), x::Name(0xf29a21)), // ipCapabilities: HostInternetScsiHbaIPCapabilities
+        x::FieldEntry::required(x::Name(0x2ae6d0c), x::Name(0xf2bc1f)), // ipProperties: HostInternetScsiHbaIPProperties
+        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
+        x::FieldEntry::optional(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
+        x::FieldEntry::repeated(x::Name(0x2502614), x::Name(0xf3e11d)), // configuredSendTarget: HostInternetScsiHbaSendTarget
+        x::FieldEntry::repeated(x::Name(0x2503b16), x::Name(0xf3ff1f)), // configuredStaticTarget: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::optional(x::Name(0x2c4b60a), x::Name(0x2a94603)), // maxSpeedMb: int
+        x::FieldEntry::optional(x::Name(0x25b160e), x::Name(0x2a94603)), // currentSpeedMb: int
+        x::FieldEntry::required(x::Name(0x246f110), x::Name(0x2405e07)), // chapAuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x2b5f410), x::Name(0x2405e07)), // krb5AuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x32d210f), x::Name(0x2405e07)), // srpAuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x32ba310), x::Name(0x2405e07)), // spkmAuthSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2d0f312), x::Name(0x2405e07)), // mutualChapSettable: boolean
+        x::FieldEntry::optional(x::Name(0x33d6712), x::Name(0x2405e07)), // targetChapSettable: boolean
+        x::FieldEntry::optional(x::Name(0x33e4c18), x::Name(0x2405e07)), // targetMutualChapSettable: boolean
+        x::FieldEntry::required(x::Name(0x246e10f), x::Name(0x2405e07)), // chapAuthEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2473708), x::Name(0x3344606)), // chapName: string
+        x::FieldEntry::optional(x::Name(0x2476a0a), x::Name(0x3344606)), // chapSecret: string
+        x::FieldEntry::optional(x::Name(0x2470216), x::Name(0x3344606)), // chapAuthenticationType: string
+        x::FieldEntry::optional(x::Name(0x247290d), x::Name(0x2405e07)), // chapInherited: boolean
+        x::FieldEntry::optional(x::Name(0x2d0d30e), x::Name(0x3344606)), // mutualChapName: string
+        x::FieldEntry::optional(x::Name(0x2d0e210), x::Name(0x3344606)), // mutualChapSecret: string
+        x::FieldEntry::optional(x::Name(0x2d0a21c), x::Name(0x3344606)), // mutualChapAuthenticationType: string
+        x::FieldEntry::optional(x::Name(0x2d0bf13), x::Name(0x2405e07)), // mutualChapInherited: boolean
+        x::FieldEntry::optional(x::Name(0x2997414), x::Name(0x2405e07)), // headerDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x25e0412), x::Name(0x2405e07)), // dataDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x33e091a), x::Name(0x2405e07)), // targetHeaderDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x33d8d18), x::Name(0x2405e07)), // targetDataDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2998910), x::Name(0x3344606)), // headerDigestType: string
+        x::FieldEntry::optional(x::Name(0x2995e15), x::Name(0x2405e07)), // headerDigestInherited: boolean
+        x::FieldEntry::optional(x::Name(0x25e170e), x::Name(0x3344606)), // dataDigestType: string
+        x::FieldEntry::optional(x::Name(0x25df013), x::Name(0x2405e07)), // dataDigestInherited: boolean
+        x::FieldEntry::required(x::Name(0x2a2b815), x::Name(0x2405e07)), // iSnsDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x3249f14), x::Name(0x2405e07)), // slpDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x330d11d), x::Name(0x2405e07)), // staticTargetDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x31d7e1c), x::Name(0x2405e07)), // sendTargetsDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x2a28f14), x::Name(0x2405e07)), // iSnsDiscoveryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2a2a413), x::Name(0x3344606)), // iSnsDiscoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x2a2ce08), x::Name(0x3344606)), // iSnsHost: string
+        x::FieldEntry::required(x::Name(0x3247813), x::Name(0x2405e07)), // slpDiscoveryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3248c12), x::Name(0x3344606)), // slpDiscoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x324b407), x::Name(0x3344606)), // slpHost: string
+        x::FieldEntry::required(x::Name(0x330b41c), x::Name(0x2405e07)), // staticTargetDiscoveryEnabled: boolean
+        x::FieldEntry::required(x::Name(0x31d621b), x::Name(0x2405e07)), // sendTargetsDiscoveryEnabled: boolean
+        x::FieldEntry::required(x::Name(0x22f670f), x::Name(0x2405e07)), // addressSettable: boolean
+        x::FieldEntry::required(x::Name(0x2add11d), x::Name(0x2405e07)), // ipConfigurationMethodSettable: boolean
+        x::FieldEntry::required(x::Name(0x3353812), x::Name(0x2405e07)), // subnetMaskSettable: boolean
+        x::FieldEntry::required(x::Name(0x2632016), x::Name(0x2405e07)), // defaultGatewaySettable: boolean
+        x::FieldEntry::required(x::Name(0x2fed31f), x::Name(0x2405e07)), // primaryDnsServerAddressSettable: boolean
+        x::FieldEntry::required(x::Name(0x2336f21), x::Name(0x2405e07)), // alternateDnsServerAddressSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b2090d), x::Name(0x2405e07)), // ipv6Supported: boolean
+        x::FieldEntry::optional(x::Name(0x2367d13), x::Name(0x2405e07)), // arpRedirectSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2cf520b), x::Name(0x2405e07)), // mtuSettable: boolean
+        x::FieldEntry::optional(x::Name(0x29e4717), x::Name(0x2405e07)), // hostNameAsTargetAddress: boolean
+        x::FieldEntry::optional(x::Name(0x2d12111), x::Name(0x2405e07)), // nameAliasSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b02712), x::Name(0x2405e07)), // ipv4EnableSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b0cb12), x::Name(0x2405e07)), // ipv6EnableSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b17e18), x::Name(0x2405e07)), // ipv6PrefixLengthSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b16d10), x::Name(0x2a94603)), // ipv6PrefixLength: int
+        x::FieldEntry::optional(x::Name(0x2b0ad1d), x::Name(0x2405e07)), // ipv6DhcpConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b12626), x::Name(0x2405e07)), // ipv6LinkLocalAutoConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b1cd2c), x::Name(0x2405e07)), // ipv6RouterAdvertisementConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b0751a), x::Name(0x2405e07)), // ipv6DefaultGatewaySettable: boolean
+        x::FieldEntry::optional(x::Name(0x2b14d1f), x::Name(0x2a94603)), // ipv6MaxStaticAddressesSupported: int
+        x::FieldEntry::optional(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::optional(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x26b3418), x::Name(0x2405e07)), // dhcpConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
+        x::FieldEntry::optional(x::Name(0x263110e), x::Name(0x3344606)), // defaultGateway: string
+        x::FieldEntry::optional(x::Name(0x2febb17), x::Name(0x3344606)), // primaryDnsServerAddress: string
+        x::FieldEntry::optional(x::Name(0x2335519), x::Name(0x3344606)), // alternateDnsServerAddress: string
+        x::FieldEntry::optional(x::Name(0x2b04b0b), x::Name(0x3344606)), // ipv6Address: string
+        x::FieldEntry::optional(x::Name(0x2b1fa0e), x::Name(0x3344606)), // ipv6SubnetMask: string
+        x::FieldEntry::optional(x::Name(0x2b06212), x::Name(0x3344606)), // ipv6DefaultGateway: string
+        x::FieldEntry::optional(x::Name(0x2366a12), x::Name(0x2405e07)), // arpRedirectEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::optional(x::Name(0x2b4c212), x::Name(0x2405e07)), // jumboFramesEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b03a0b), x::Name(0x2405e07)), // ipv4Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b0de0b), x::Name(0x2405e07)), // ipv6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b22c0e), x::Name(0xf2dc21)), // ipv6properties: HostInternetScsiHbaIPv6Properties
+        x::FieldEntry::repeated(x::Name(0x2b3b710), x::Name(0xf2fe23)), // iscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
+        x::FieldEntry::optional(x::Name(0x2b0901c), x::Name(0x2405e07)), // ipv6DhcpConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b10025), x::Name(0x2405e07)), // ipv6LinkLocalAutoConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b1a12b), x::Name(0x2405e07)), // ipv6RouterAdvertisementConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b06212), x::Name(0x3344606)), // ipv6DefaultGateway: string
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::optional(x::Name(0x2b2c20b), x::Name(0x2405e07)), // isInherited: boolean
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
+        x::FieldEntry::optional(x::Name(0x26f950f), x::Name(0x3344606)), // discoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::repeated(x::Name(0x3363218), x::Name(0x1564009)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x2303c0f), x::Name(0xf3c31d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
+        x::FieldEntry::repeated(x::Name(0x330ef0d), x::Name(0xf3ff1f)), // staticTargets: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::repeated(x::Name(0x31d560b), x::Name(0xf3e11d)), // sendTargets: HostInternetScsiHbaSendTarget
+        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
+        x::FieldEntry::required(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
+        x::FieldEntry::repeated(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2405e07)), // available: boolean
+        x::FieldEntry::required(x::Name(0x2e70c05), x::Name(0x3344606)), // oldIP: string
+        x::FieldEntry::required(x::Name(0x2d7b505), x::Name(0x3344606)), // newIP: string
+        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x3352d0a), x::Name(0x3344606)), // subnetMask: string
+        x::FieldEntry::optional(x::Name(0x2af1a0a), x::Name(0xf54224)), // ipV6Config: HostIpConfigIpV6AddressConfiguration
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::optional(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
+        x::FieldEntry::optional(x::Name(0x25c2c08), x::Name(0x3344606)), // dadState: string
+        x::FieldEntry::optional(x::Name(0x2ba6f08), x::Name(0x2607608)), // lifetime: dateTime
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x2af0e0b), x::Name(0xf50817)), // ipV6Address: HostIpConfigIpV6Address
+        x::FieldEntry::optional(x::Name(0x23a3a18), x::Name(0x2405e07)), // autoConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x26b800d), x::Name(0x2405e07)), // dhcpV6Enabled: boolean
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2ad7b0a), x::Name(0x3344606)), // ipAddress2: string
+        x::FieldEntry::optional(x::Name(0x263110e), x::Name(0x3344606)), // defaultGateway: string
+        x::FieldEntry::optional(x::Name(0x290e80d), x::Name(0x3344606)), // gatewayDevice: string
+        x::FieldEntry::optional(x::Name(0x2af2512), x::Name(0x3344606)), // ipV6DefaultGateway: string
+        x::FieldEntry::optional(x::Name(0x2af4411), x::Name(0x3344606)), // ipV6GatewayDevice: string
+        x::FieldEntry::optional(x::Name(0x290f617), x::Name(0x11e5e18)), // gatewayDeviceConnection: HostVirtualNicConnection
+        x::FieldEntry::optional(x::Name(0x2af561b), x::Name(0x11e5e18)), // ipV6GatewayDeviceConnection: HostVirtualNicConnection
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x3175505), x::Name(0xf5c510)), // route: HostIpRouteEntry
+        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0xf5d60d)), // ipRoute: HostIpRouteOp
+        x::FieldEntry::repeated(x::Name(0x2b19709), x::Name(0xf5d60d)), // ipv6Route: HostIpRouteOp
+        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0xf5c510)), // ipRoute: HostIpRouteEntry
+        x::FieldEntry::repeated(x::Name(0x2b19709), x::Name(0xf5c510)), // ipv6Route: HostIpRouteEntry
+        x::FieldEntry::optional(x::Name(0x240380c), x::Name(0x3344606)), // bmcIpAddress: string
+        x::FieldEntry::optional(x::Name(0x240450d), x::Name(0x3344606)), // bmcMacAddress: string
+        x::FieldEntry::optional(x::Name(0x2be0805), x::Name(0x3344606)), // login: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::required(x::Name(0x2b4400b), x::Name(0x3344606)), // isolationIp: string
+        x::FieldEntry::repeated(x::Name(0x312e808), x::Name(0x134090b)), // resource: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x2b93107), x::Name(0x138cb19)), // license: LicenseManagerLicenseInfo
+        x::FieldEntry::required(x::Name(0x2816a0a), x::Name(0x138ae1c)), // evaluation: LicenseManagerEvaluationInfo
+        x::FieldEntry::optional(x::Name(0x312e808), x::Name(0xf6591a)), // resource: HostLicensableResourceInfo
+        x::FieldEntry::optional(x::Name(0x3281906), x::Name(0x139ef0d)), // source: LicenseSource
+        x::FieldEntry::optional(x::Name(0x278f30a), x::Name(0x3344606)), // editionKey: string
+        x::FieldEntry::repeated(x::Name(0x26ec112), x::Name(0x3344606)), // disabledFeatureKey: string
+        x::FieldEntry::repeated(x::Name(0x27afa11), x::Name(0x3344606)), // enabledFeatureKey: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2976808), x::Name(0xef5513)), // hardware: HostHardwareSummary
+        x::FieldEntry::optional(x::Name(0x3181d07), x::Name(0x10e410f)), // runtime: HostRuntimeInfo
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xe1f911)), // config: HostConfigSummary
+        x::FieldEntry::required(x::Name(0x305790a), x::Name(0xf6fb19)), // quickStats: HostListSummaryQuickStats
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x307840e), x::Name(0x2405e07)), // rebootRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x3079314), x::Name(0x13d2d12)), // rebootRequiredReason: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x2bfae17), x::Name(0x2405e07)), // maintenanceModeRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x25b920b), x::Name(0x87c010)), // customValue: CustomFieldValue
+        x::FieldEntry::optional(x::Name(0x2c06e12), x::Name(0x3344606)), // managementServerIp: string
+        x::FieldEntry::optional(x::Name(0x2c2520d), x::Name(0x3344606)), // maxEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x25a0e11), x::Name(0x3344606)), // currentEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x259f419), x::Name(0x3344606)), // currentEVCGraphicsModeKey: string
+        x::FieldEntry::optional(x::Name(0x290e007), x::Name(0xf6dd1d)), // gateway: HostListSummaryGatewaySummary
+        x::FieldEntry::optional(x::Name(0x343f30e), x::Name(0x1179716)), // tpmAttestation: HostTpmAttestationInfo
+        x::FieldEntry::repeated(x::Name(0x346011e), x::Name(0x1193821)), // trustAuthorityAttestationInfos: HostTrustAuthorityAttestationInfo
+        x::FieldEntry::required(x::Name(0x2913a0b), x::Name(0x3344606)), // gatewayType: string
+        x::FieldEntry::required(x::Name(0x2910e09), x::Name(0x3344606)), // gatewayId: string
+        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2a94603)), // overallCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x2ed0912), x::Name(0x2a94603)), // overallMemoryUsage: int
+        x::FieldEntry::optional(x::Name(0x272ab16), x::Name(0x2a94603)), // distributedCpuFairness: int
+        x::FieldEntry::optional(x::Name(0x272df19), x::Name(0x2a94603)), // distributedMemoryFairness: int
+        x::FieldEntry::optional(x::Name(0x23c1a15), x::Name(0x2a94603)), // availablePMemCapacity: int
+        x::FieldEntry::optional(x::Name(0x34d5606), x::Name(0x2a94603)), // uptime: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2bc8f09), x::Name(0x3344606)), // localPath: string
+        x::FieldEntry::required(x::Name(0x29d9e0d), x::Name(0x91c914)), // hostLocalPort: DVSHostLocalPortInfo
+        x::FieldEntry::required(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
+        x::FieldEntry::required(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::required(x::Name(0x32c490b), x::Name(0x3344606)), // srcFilename: string
+        x::FieldEntry::required(x::Name(0x276260b), x::Name(0x3344606)), // dstFilename: string
+        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
+        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x3344606)), // fileType: string
+        x::FieldEntry::required(x::Name(0x23eb708), x::Name(0x3344606)), // baseName: string
+        x::FieldEntry::required(x::Name(0x2f02809), x::Name(0x3344606)), // parentDir: string
+        x::FieldEntry::required(x::Name(0x3123a0c), x::Name(0x3344606)), // reservedName: string
+        x::FieldEntry::required(x::Name(0x23eb708), x::Name(0x3344606)), // baseName: string
+        x::FieldEntry::required(x::Name(0x2f02809), x::Name(0x3344606)), // parentDir: string
+        x::FieldEntry::required(x::Name(0x28a3308), x::Name(0x3344606)), // fileType: string
+        x::FieldEntry::required(x::Name(0x333210e), x::Name(0x3344606)), // storageProfile: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x32c490b), x::Name(0x3344606)), // srcFilename: string
+        x::FieldEntry::required(x::Name(0x276260b), x::Name(0x3344606)), // dstFilename: string
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0xf7b62d)), // disk: HostLowLevelProvisioningManagerDiskLayoutSpec
+        x::FieldEntry::required(x::Name(0x2cb210b), x::Name(0x2be5304)), // migrationId: long
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x2405e07)), // source: boolean
+        x::FieldEntry::required(x::Name(0x2523314), x::Name(0x2405e07)), // consideredSuccessful: boolean
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x23f7208), x::Name(0x3344606)), // biosUUID: string
+        x::FieldEntry::required(x::Name(0x2a8bc0c), x::Name(0x3344606)), // instanceUUID: string
+        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x3688208), x::Name(0x223ed18)), // vsanMode: VsanHostDecommissionMode
+        x::FieldEntry::optional(x::Name(0x3040107), x::Name(0x3344606)), // purpose: string
+        x::FieldEntry::optional(x::Name(0x2813b08), x::Name(0xf99b21)), // evacMode: HostMaintenanceSpecEvacuationMode
+        x::FieldEntry::required(x::Name(0x36fb315), x::Name(0x2405e07)), // workloadNonDisruptive: boolean
+        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::optional(x::Name(0x3319d0c), x::Name(0x3344606)), // statusDetail: string
+        x::FieldEntry::optional(x::Name(0x2ddbc0a), x::Name(0x3344606)), // nsxtStatus: string
+        x::FieldEntry::optional(x::Name(0x2ddc710), x::Name(0x3344606)), // nsxtStatusDetail: string
+        x::FieldEntry::repeated(x::Name(0x299d411), x::Name(0xf9ea1b)), // healthCheckResult: HostMemberHealthCheckResult
+        x::FieldEntry::repeated(x::Name(0x2a0130f), x::Name(0xaba331)), // hostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
+        x::FieldEntry::optional(x::Name(0x29ebb17), x::Name(0xab2939)), // hostPerfNicOffloadState: DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
+        x::FieldEntry::required(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
+        x::FieldEntry::optional(x::Name(0x31ecc19), x::Name(0x2be5304)), // serviceConsoleReservation: long
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::repeated(x::Name(0x28c4305), x::Name(0x3344606)), // flags: string
+        x::FieldEntry::repeated(x::Name(0x2aa390d), x::Name(0x3344606)), // internalFlags: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0x3344606)), // accessMode: string
+        x::FieldEntry::optional(x::Name(0x2ce7507), x::Name(0x2405e07)), // mounted: boolean
+        x::FieldEntry::optional(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::optional(x::Name(0x2a4d012), x::Name(0x3344606)), // inaccessibleReason: string
+        x::FieldEntry::optional(x::Name(0x3649c0a), x::Name(0x3344606)), // vmknicName: string
+        x::FieldEntry::optional(x::Name(0x3644b0c), x::Name(0x2405e07)), // vmknicActive: boolean
+        x::FieldEntry::optional(x::Name(0x2ce3f11), x::Name(0x3344606)), // mountFailedReason: string
+        x::FieldEntry::optional(x::Name(0x2e2b011), x::Name(0x2a94603)), // numTcpConnections: int
+        x::FieldEntry::repeated(x::Name(0x2bee303), x::Name(0xfbb81c)), // lun: HostMultipathInfoLogicalUnit
+        x::FieldEntry::required(x::Name(0x2fd8906), x::Name(0x3344606)), // prefer: string
+        x::FieldEntry::optional(x::Name(0x2420b05), x::Name(0x2be5304)), // bytes: long
+        x::FieldEntry::optional(x::Name(0x2ad6904), x::Name(0x2be5304)), // iops: long
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2b7f90f), x::Name(0x2be5304)), // latencyEvalTime: long
+        x::FieldEntry::optional(x::Name(0x318c212), x::Name(0x2be5304)), // samplingIosPerPath: long
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0xfc2b15)), // path: HostMultipathInfoPath
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfbd522)), // policy: HostMultipathInfoLogicalUnitPolicy
+        x::FieldEntry::optional(x::Name(0x3323416), x::Name(0xfbf832)), // storageArrayTypePolicy: HostMultipathInfoLogicalUnitStorageArrayTypePolicy
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f22d09), x::Name(0x3344606)), // pathState: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x2b3a30d), x::Name(0x2405e07)), // isWorkingPath: boolean
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
+        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0xfc581a)), // path: HostMultipathStateInfoPath
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2f22d09), x::Name(0x3344606)), // pathState: string
+        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::repeated(x::Name(0x30d1c0f), x::Name(0x3344606)), // remoteHostNames: string
+        x::FieldEntry::optional(x::Name(0x31cc60c), x::Name(0x3344606)), // securityType: string
+        x::FieldEntry::optional(x::Name(0x302ae10), x::Name(0x2405e07)), // protocolEndpoint: boolean
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xfcaf11)), // spec: HostNasVolumeSpec
+        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
+        x::FieldEntry::required(x::Name(0x2bc8f09), x::Name(0x3344606)), // localPath: string
+        x::FieldEntry::required(x::Name(0x22cae0a), x::Name(0x3344606)), // accessMode: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::repeated(x::Name(0x30d1c0f), x::Name(0x3344606)), // remoteHostNames: string
+        x::FieldEntry::optional(x::Name(0x31cc60c), x::Name(0x3344606)), // securityType: string
+        x::FieldEntry::optional(x::Name(0x364b60c), x::Name(0x3344606)), // vmknicToBind: string
+        x::FieldEntry::optional(x::Name(0x364850b), x::Name(0x2405e07)), // vmknicBound: boolean
+        x::FieldEntry::optional(x::Name(0x252270b), x::Name(0x2a94603)), // connections: int
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfd3712)), // spec: HostNatServiceSpec
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xfd3712)), // spec: HostNatServiceSpec
+        x::FieldEntry::required(x::Name(0x273580d), x::Name(0x2405e07)), // dnsAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x273a309), x::Name(0x3344606)), // dnsPolicy: string
+        x::FieldEntry::required(x::Name(0x273ad0a), x::Name(0x2a94603)), // dnsRetries: int
+        x::FieldEntry::required(x::Name(0x273e20a), x::Name(0x2a94603)), // dnsTimeout: int
+        x::FieldEntry::repeated(x::Name(0x273950d), x::Name(0x3344606)), // dnsNameServer: string
+        x::FieldEntry::required(x::Name(0x2d24c0b), x::Name(0x2a94603)), // nbdsTimeout: int
+        x::FieldEntry::required(x::Name(0x2d25d0b), x::Name(0x2a94603)), // nbnsRetries: int
+        x::FieldEntry::required(x::Name(0x2d2690b), x::Name(0x2a94603)), // nbnsTimeout: int
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x29ee608), x::Name(0x2a94603)), // hostPort: int
+        x::FieldEntry::required(x::Name(0x2953609), x::Name(0x2a94603)), // guestPort: int
+        x::FieldEntry::required(x::Name(0x2947d0e), x::Name(0x3344606)), // guestIpAddress: string
+        x::FieldEntry::required(x::Name(0x35a4e0d), x::Name(0x3344606)), // virtualSwitch: string
+        x::FieldEntry::required(x::Name(0x22e0909), x::Name(0x2405e07)), // activeFtp: boolean
+        x::FieldEntry::required(x::Name(0x232520b), x::Name(0x2405e07)), // allowAnyOui: boolean
+        x::FieldEntry::required(x::Name(0x24f500a), x::Name(0x2405e07)), // configPort: boolean
+        x::FieldEntry::required(x::Name(0x2adef10), x::Name(0x3344606)), // ipGatewayAddress: string
+        x::FieldEntry::required(x::Name(0x347570a), x::Name(0x2a94603)), // udpTimeout: int
+        x::FieldEntry::repeated(x::Name(0x2f98f0b), x::Name(0xfd191d)), // portForward: HostNatServicePortForwardSpec
+        x::FieldEntry::optional(x::Name(0x2d1430b), x::Name(0xfcfb1d)), // nameService: HostNatServiceNameServiceSpec
+        x::FieldEntry::required(x::Name(0x243591a), x::Name(0x2405e07)), // canSetPhysicalNicLinkSpeed: boolean
+        x::FieldEntry::required(x::Name(0x3390d12), x::Name(0x2405e07)), // supportsNicTeaming: boolean
+        x::FieldEntry::repeated(x::Name(0x2d99010), x::Name(0x3344606)), // nicTeamingPolicy: string
+        x::FieldEntry::required(x::Name(0x3397f0c), x::Name(0x2405e07)), // supportsVlan: boolean
+        x::FieldEntry::required(x::Name(0x350eb15), x::Name(0x2405e07)), // usesServiceConsoleNic: boolean
+        x::FieldEntry::required(x::Name(0x338f814), x::Name(0x2405e07)), // supportsNetworkHints: boolean
+        x::FieldEntry::optional(x::Name(0x2c3ee17), x::Name(0x2a94603)), // maxPortGroupsPerVswitch: int
+        x::FieldEntry::required(x::Name(0x36a8816), x::Name(0x2405e07)), // vswitchConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x3663913), x::Name(0x2405e07)), // vnicConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2aea716), x::Name(0x2405e07)), // ipRouteConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2737012), x::Name(0x2405e07)), // dnsConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x26b4d13), x::Name(0x2405e07)), // dhcpOnVnicSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2af7b0d), x::Name(0x2405e07)), // ipV6Supported: boolean
+        x::FieldEntry::optional(x::Name(0x23d8116), x::Name(0x2405e07)), // backupNfcNiocSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2592b0b), x::Name(0x2405e07)), // csumOffload: boolean
+        x::FieldEntry::optional(x::Name(0x33f0a0f), x::Name(0x2405e07)), // tcpSegmentation: boolean
+        x::FieldEntry::optional(x::Name(0x370a40c), x::Name(0x2405e07)), // zeroCopyXmit: boolean
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x30fae1f), x::Name(0x2a94603)), // requestedMaxNumberOfConnections: int
+        x::FieldEntry::optional(x::Name(0x250e91a), x::Name(0x3344606)), // congestionControlAlgorithm: string
+        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x3175b10), x::Name(0xf5e416)), // routeTableConfig: HostIpRouteTableConfig
+        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::repeated(x::Name(0x36a8007), x::Name(0x11fa117)), // vswitch: HostVirtualSwitchConfig
+        x::FieldEntry::repeated(x::Name(0x303780b), x::Name(0x10a8815)), // proxySwitch: HostProxySwitchConfig
+        x::FieldEntry::repeated(x::Name(0x2faa109), x::Name(0x1063713)), // portgroup: HostPortGroupConfig
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x1642211)), // pnic: PhysicalNicConfig
+        x::FieldEntry::repeated(x::Name(0x3663404), x::Name(0x11e4914)), // vnic: HostVirtualNicConfig
+        x::FieldEntry::repeated(x::Name(0x2529f0b), x::Name(0x11e4914)), // consoleVnic: HostVirtualNicConfig
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2524814), x::Name(0xf59d11)), // consoleIpRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x3175b10), x::Name(0xf5e416)), // routeTableConfig: HostIpRouteTableConfig
+        x::FieldEntry::repeated(x::Name(0x26b2404), x::Name(0xe68e15)), // dhcp: HostDhcpServiceConfig
+        x::FieldEntry::repeated(x::Name(0x2d1d103), x::Name(0xfce614)), // nat: HostNatServiceConfig
+        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2d3c40c), x::Name(0xfdf61d)), // netStackSpec: HostNetworkConfigNetStackSpec
+        x::FieldEntry::optional(x::Name(0x2cb3b0f), x::Name(0x3344606)), // migrationStatus: string
+        x::FieldEntry::required(x::Name(0x2d38310), x::Name(0xfd7914)), // netStackInstance: HostNetStackInstance
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::repeated(x::Name(0x252ab11), x::Name(0x3344606)), // consoleVnicDevice: string
+        x::FieldEntry::repeated(x::Name(0x36a8007), x::Name(0x11f2111)), // vswitch: HostVirtualSwitch
+        x::FieldEntry::repeated(x::Name(0x303780b), x::Name(0x10a780f)), // proxySwitch: HostProxySwitch
+        x::FieldEntry::repeated(x::Name(0x2faa109), x::Name(0x106290d)), // portgroup: HostPortGroup
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x163e40b)), // pnic: PhysicalNic
+        x::FieldEntry::repeated(x::Name(0x306790a), x::Name(0x10b6d0e)), // rdmaDevice: HostRdmaDevice
+        x::FieldEntry::repeated(x::Name(0x3663404), x::Name(0x11e3a0e)), // vnic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x2529f0b), x::Name(0x11e3a0e)), // consoleVnic: HostVirtualNic
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0xe9b70d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2524814), x::Name(0xf59d11)), // consoleIpRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x3176c0e), x::Name(0xf5fb14)), // routeTableInfo: HostIpRouteTableInfo
+        x::FieldEntry::repeated(x::Name(0x26b2404), x::Name(0xe67e0f)), // dhcp: HostDhcpService
+        x::FieldEntry::repeated(x::Name(0x2d1d103), x::Name(0xfcd70e)), // nat: HostNatService
+        x::FieldEntry::optional(x::Name(0x2af380b), x::Name(0x2405e07)), // ipV6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2384a11), x::Name(0x2405e07)), // atBootIpV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2d38310), x::Name(0xfd7914)), // netStackInstance: HostNetStackInstance
+        x::FieldEntry::repeated(x::Name(0x2e8820c), x::Name(0x1025610)), // opaqueSwitch: HostOpaqueSwitch
+        x::FieldEntry::repeated(x::Name(0x2e8400d), x::Name(0x1024015)), // opaqueNetwork: HostOpaqueNetworkInfo
+        x::FieldEntry::optional(x::Name(0x2dd8b12), x::Name(0x3344606)), // nsxTransportNodeId: string
+        x::FieldEntry::optional(x::Name(0x2e4f21a), x::Name(0x2405e07)), // nvdsToVdsMigrationRequired: boolean
+        x::FieldEntry::optional(x::Name(0x2cb3b0f), x::Name(0x3344606)), // migrationStatus: string
+        x::FieldEntry::optional(x::Name(0x31c7e08), x::Name(0xfe8519)), // security: HostNetworkSecurityPolicy
+        x::FieldEntry::optional(x::Name(0x2d9850a), x::Name(0xff1914)), // nicTeaming: HostNicTeamingPolicy
+        x::FieldEntry::optional(x::Name(0x2e6c50d), x::Name(0xfd5e1a)), // offloadPolicy: HostNetOffloadCapabilities
+        x::FieldEntry::optional(x::Name(0x3215d0d), x::Name(0xfe9f1f)), // shapingPolicy: HostNetworkTrafficShapingPolicy
+        x::FieldEntry::repeated(x::Name(0x2f82710), x::Name(0x1060d1b)), // pnicResourceInfo: HostPnicNetworkResourceInfo
+        x::FieldEntry::optional(x::Name(0x2328610), x::Name(0x2405e07)), // allowPromiscuous: boolean
+        x::FieldEntry::optional(x::Name(0x2bf270a), x::Name(0x2405e07)), // macChanges: boolean
+        x::FieldEntry::optional(x::Name(0x28cee0f), x::Name(0x2405e07)), // forgedTransmits: boolean
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23cb310), x::Name(0x2be5304)), // averageBandwidth: long
+        x::FieldEntry::optional(x::Name(0x2f2f50d), x::Name(0x2be5304)), // peakBandwidth: long
+        x::FieldEntry::optional(x::Name(0x241d109), x::Name(0x2be5304)), // burstSize: long
+        x::FieldEntry::optional(x::Name(0x333e117), x::Name(0x2be5304)), // streamingMemoryConsumed: long
+        x::FieldEntry::optional(x::Name(0x247c60a), x::Name(0x3344606)), // checkSpeed: string
+        x::FieldEntry::optional(x::Name(0x32b7605), x::Name(0x2a94603)), // speed: int
+        x::FieldEntry::optional(x::Name(0x2478b0b), x::Name(0x2405e07)), // checkDuplex: boolean
+        x::FieldEntry::optional(x::Name(0x290560a), x::Name(0x2405e07)), // fullDuplex: boolean
+        x::FieldEntry::optional(x::Name(0x2479711), x::Name(0x2405e07)), // checkErrorPercent: boolean
+        x::FieldEntry::optional(x::Name(0x2f40e0a), x::Name(0x2a94603)), // percentage: int
+        x::FieldEntry::optional(x::Name(0x2477f0b), x::Name(0x2405e07)), // checkBeacon: boolean
+        x::FieldEntry::repeated(x::Name(0x22e2009), x::Name(0x3344606)), // activeNic: string
+        x::FieldEntry::repeated(x::Name(0x32e530a), x::Name(0x3344606)), // standbyNic: string
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::optional(x::Name(0x315020d), x::Name(0x2405e07)), // reversePolicy: boolean
+        x::FieldEntry::optional(x::Name(0x2dc450e), x::Name(0x2405e07)), // notifySwitches: boolean
+        x::FieldEntry::optional(x::Name(0x316b90c), x::Name(0x2405e07)), // rollingOrder: boolean
+        x::FieldEntry::optional(x::Name(0x286400f), x::Name(0xfeef16)), // failureCriteria: HostNicFailureCriteria
+        x::FieldEntry::optional(x::Name(0x2d96608), x::Name(0xff0612)), // nicOrder: HostNicOrderPolicy
+        x::FieldEntry::optional(x::Name(0x2b01303), x::Name(0x3344606)), // ips: string
+        x::FieldEntry::repeated(x::Name(0x31dff06), x::Name(0x3344606)), // server: string
+        x::FieldEntry::repeated(x::Name(0x24ed20a), x::Name(0x3344606)), // configFile: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2e01f08), x::Name(0x2a94603)), // numNodes: int
+        x::FieldEntry::repeated(x::Name(0x2e41108), x::Name(0xfff90c)), // numaNode: HostNumaNode
+        x::FieldEntry::required(x::Name(0x346fe06), x::Name(0x2420604)), // typeId: byte
+        x::FieldEntry::repeated(x::Name(0x2565705), x::Name(0x3226a05)), // cpuID: short
+        x::FieldEntry::optional(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
+        x::FieldEntry::required(x::Name(0x2c82610), x::Name(0x2be5304)), // memoryRangeBegin: long
+        x::FieldEntry::required(x::Name(0x2c83711), x::Name(0x2be5304)), // memoryRangeLength: long
+        x::FieldEntry::repeated(x::Name(0x2f26405), x::Name(0x3344606)), // pciId: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x29a370b), x::Name(0xbdad12)), // healthState: ElementDescription
+        x::FieldEntry::required(x::Name(0x25af70e), x::Name(0x2be5304)), // currentReading: long
+        x::FieldEntry::required(x::Name(0x3485e0c), x::Name(0x2a94603)), // unitModifier: int
+        x::FieldEntry::required(x::Name(0x23ec009), x::Name(0x3344606)), // baseUnits: string
+        x::FieldEntry::optional(x::Name(0x3062509), x::Name(0x3344606)), // rateUnits: string
+        x::FieldEntry::required(x::Name(0x31dbd0a), x::Name(0x3344606)), // sensorType: string
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::optional(x::Name(0x31db00c), x::Name(0x2be5304)), // sensorNumber: long
+        x::FieldEntry::optional(x::Name(0x340db09), x::Name(0x3344606)), // timeStamp: string
+        x::FieldEntry::optional(x::Name(0x28ed403), x::Name(0xedaa07)), // fru: HostFru
+        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
+        x::FieldEntry::optional(x::Name(0x254220c), x::Name(0x2a94603)), // controllerId: int
+        x::FieldEntry::optional(x::Name(0x22fc20e), x::Name(0x2a94603)), // adminQueueSize: int
+        x::FieldEntry::optional(x::Name(0x2b4f910), x::Name(0x2a94603)), // keepAliveTimeout: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2543d10), x::Name(0x2a94603)), // controllerNumber: int
+        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2380011), x::Name(0x3344606)), // associatedAdapter: string
+        x::FieldEntry::required(x::Name(0x3452f0d), x::Name(0x3344606)), // transportType: string
+        x::FieldEntry::required(x::Name(0x290b717), x::Name(0x2405e07)), // fusedOperationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2e48a0e), x::Name(0x2a94603)), // numberOfQueues: int
+        x::FieldEntry::required(x::Name(0x3052209), x::Name(0x2a94603)), // queueSize: int
+        x::FieldEntry::repeated(x::Name(0x2387911), x::Name(0x1011d11)), // attachedNamespace: HostNvmeNamespace
+        x::FieldEntry::optional(x::Name(0x3556508), x::Name(0x3344606)), // vendorId: string
+        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::optional(x::Name(0x28bd60f), x::Name(0x3344606)), // firmwareVersion: string
+        x::FieldEntry::required(x::Name(0x2990307), x::Name(0x3344606)), // hbaName: string
+        x::FieldEntry::optional(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
+        x::FieldEntry::optional(x::Name(0x2543d10), x::Name(0x2a94603)), // controllerNumber: int
+        x::FieldEntry::optional(x::Name(0x23a530b), x::Name(0x2405e07)), // autoConnect: boolean
+        x::FieldEntry::optional(x::Name(0x316db17), x::Name(0x2405e07)), // rootDiscoveryController: boolean
+        x::FieldEntry::repeated(x::Name(0x27fb505), x::Name(0x100b719)), // entry: HostNvmeDiscoveryLogEntry
+        x::FieldEntry::required(x::Name(0x24d3908), x::Name(0x2405e07)), // complete: boolean
+        x::FieldEntry::required(x::Name(0x3354b06), x::Name(0x3344606)), // subnqn: string
+        x::FieldEntry::required(x::Name(0x335620d), x::Name(0x3344606)), // subsystemType: string
+        x::FieldEntry::required(x::Name(0x335520f), x::Name(0x2a94603)), // subsystemPortId: int
+        x::FieldEntry::required(x::Name(0x254220c), x::Name(0x2a94603)), // controllerId: int
+        x::FieldEntry::required(x::Name(0x22fb011), x::Name(0x2a94603)), // adminQueueMaxSize: int
+        x::FieldEntry::required(x::Name(0x3450513), x::Name(0x101e11b)), // transportParameters: HostNvmeTransportParameters
+        x::FieldEntry::required(x::Name(0x3451915), x::Name(0x3344606)), // transportRequirements: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::required(x::Name(0x2441510), x::Name(0x2be5304)), // capacityInBlocks: long
+        x::FieldEntry::required(x::Name(0x345c806), x::Name(0x3344606)), // trtype: string
+        x::FieldEntry::required(x::Name(0x3447006), x::Name(0x3344606)), // traddr: string
+        x::FieldEntry::required(x::Name(0x2302606), x::Name(0x3344606)), // adrfam: string
+        x::FieldEntry::required(x::Name(0x345c007), x::Name(0x3344606)), // trsvcid: string
+        x::FieldEntry::required(x::Name(0x3464504), x::Name(0x23e790c)), // tsas: base64Binary
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x2be5304)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2fa7e11), x::Name(0x2be5304)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x22f3f0d), x::Name(0x3344606)), // addressFamily: string
+        x::FieldEntry::optional(x::Name(0x2fa6a0a), x::Name(0x2a94603)), // portNumber: int
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x2fa6a0a), x::Name(0x2a94603)), // portNumber: int
+        x::FieldEntry::optional(x::Name(0x26c9012), x::Name(0x3344606)), // digestVerification: string
+        x::FieldEntry::required(x::Name(0x2990307), x::Name(0x3344606)), // hbaName: string
+        x::FieldEntry::required(x::Name(0x3450513), x::Name(0x101e11b)), // transportParameters: HostNvmeTransportParameters
+        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x101c719)), // adapter: HostNvmeTopologyInterface
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x2518213), x::Name(0x1006312)), // connectedController: HostNvmeController
+        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2e85e11), x::Name(0x3344606)), // opaqueNetworkName: string
+        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::repeated(x::Name(0x2f84108), x::Name(0x3344606)), // pnicZone: string
+        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0x1557417)), // capability: OpaqueNetworkCapability
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
     ],
     values: &[
-        x::Name(0x8b4e09), // Datastore
-        x::Name(0x31c5610), // vmware_certified
-        x::Name(0x31c460f), // vmware_accepted
-        x::Name(0x2b36a07), // partner
-        x::Name(0x21e1009), // community
-        x::Name(0x2c14807), // product
-        x::Name(0x2c13e09), // processor
-        x::Name(0x2c14807), // product
-        x::Name(0x2c13e09), // processor
-        x::Name(0x219710e), // chapProhibited
-        x::Name(0x2193c0f), // chapDiscouraged
-        x::Name(0x219630d), // chapPreferred
-        x::Name(0x219800c), // chapRequired
-        x::Name(0x23b1810), // digestProhibited
-        x::Name(0x23abf11), // digestDiscouraged
-        x::Name(0x23b080f), // digestPreferred
-        x::Name(0x23b3a0e), // digestRequired
-        x::Name(0x842e04), // DHCP
-        x::Name(0x53540e), // AutoConfigured
-        x::Name(0x1899706), // Static
-        x::Name(0x13b4f05), // Other
-        x::Name(0x202ae03), // add
-        x::Name(0x2cd1806), // remove
-        x::Name(0x2a0830c), // notsupported
-        x::Name(0x2ac9e08), // optional
-        x::Name(0x2cf9908), // required
-        x::Name(0x2ecb90c), // staticMethod
-        x::Name(0x2db4a10), // sendTargetMethod
-        x::Name(0x2e1d609), // slpMethod
-        x::Name(0x27c3d0a), // isnsMethod
-        x::Name(0x302650d), // unknownMethod
-        x::Name(0x2ad9905), // other
-        x::Name(0x2880706), // manual
-        x::Name(0x239e904), // dhcp
-        x::Name(0x2829409), // linklayer
-        x::Name(0x2c68106), // random
-        x::Name(0x2bea109), // preferred
-        x::Name(0x235f90a), // deprecated
-        x::Name(0x273be07), // invalid
-        x::Name(0x26e750c), // inaccessible
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2fa0709), // tentative
-        x::Name(0x243d909), // duplicate
-        x::Name(0x2a2960e), // numCpuPackages
-        x::Name(0x2a2750b), // numCpuCores
-        x::Name(0x28edb0a), // memorySize
-        x::Name(0x28e0e0c), // memoryForVms
-        x::Name(0x2a74d0d), // numVmsStarted
-        x::Name(0x2a75b0e), // numVmsStarting
-        x::Name(0x284a310), // lockdownDisabled
-        x::Name(0x284c10e), // lockdownNormal
-        x::Name(0x284d00e), // lockdownStrict
-        x::Name(0xb91f04), // File
-        x::Name(0x1b9e90b), // VirtualDisk
-        x::Name(0x959009), // Directory
-        x::Name(0x22a260d), // currentConfig
-        x::Name(0x2e2a50e), // snapshotConfig
-        x::Name(0x269f20b), // hostUpgrade
-        x::Name(0x28f440a), // memoryTier
-        x::Name(0x2b7ec0e), // persistentTier
-        x::Name(0x215790b), // cachingTier
-        x::Name(0x844304), // DRAM
-        x::Name(0x1443904), // PMem
-        x::Name(0x29e8609), // noTiering
-        x::Name(0x2625f0f), // hardwareTiering
-        x::Name(0x7db12), // AllPathsDown_Start
-        x::Name(0x7ee14), // AllPathsDown_Timeout
-        x::Name(0x147b913), // PermanentDeviceLoss
-        x::Name(0x2c76309), // readWrite
-        x::Name(0x2c72808), // readOnly
-        x::Name(0x9b08), // AUTH_SYS
-        x::Name(0x17c1c08), // SEC_KRB5
-        x::Name(0x17c2509), // SEC_KRB5I
-        x::Name(0x29ce907), // newreno
-        x::Name(0x229fc05), // cubic
-        x::Name(0x2341711), // defaultTcpipStack
-        x::Name(0x31b6b07), // vmotion
-        x::Name(0x30b5813), // vSphereProvisioning
-        x::Name(0x3024f07), // unknown
-        x::Name(0x25dce05), // green
-        x::Name(0x3248c06), // yellow
-        x::Name(0x2ca6203), // red
-        x::Name(0x252ab03), // fan
-        x::Name(0x2bc3105), // power
-        x::Name(0x2f9d90b), // temperature
-        x::Name(0x31cfe07), // voltage
-        x::Name(0x2ad9905), // other
-        x::Name(0x2c13e09), // processor
-        x::Name(0x28db106), // memory
-        x::Name(0x2ee0d07), // storage
-        x::Name(0x2f70b0b), // systemBoard
-        x::Name(0x2114e07), // battery
-        x::Name(0x211d804), // bios
-        x::Name(0x2151d05), // cable
-        x::Name(0x3207b08), // watchdog
-        x::Name(0x23dc309), // discovery
-        x::Name(0x2a85503), // nvm
-        x::Name(0x2da7515), // secureChannelRequired
-        x::Name(0x2da5c18), // secureChannelNotRequired
-        x::Name(0x2cfdb18), // requirementsNotSpecified
-        x::Name(0x278c404), // ipv4
-        x::Name(0x278f304), // ipv6
-        x::Name(0x270430a), // infiniBand
-        x::Name(0x253b502), // fc
-        x::Name(0x2858a08), // loopback
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2b4d404), // pcie
-        x::Name(0x255070c), // fibreChannel
-        x::Name(0x2c6ea04), // rdma
-        x::Name(0x2f98403), // tcp
-        x::Name(0x2858a08), // loopback
-        x::Name(0x304650b), // unsupported
-        x::Name(0x304f602), // up
-        x::Name(0x3204f07), // warning
-        x::Name(0x2426304), // down
-        x::Name(0x286a30b), // maintenance
-        x::Name(0x269370d), // hostRestarted
-        x::Name(0x26d420b), // imageActive
-        x::Name(0x30c3209), // validated
-        x::Name(0x27d9c0b), // keyNotFound
-        x::Name(0x27dbd0a), // keyRevoked
-        x::Name(0x27d7c0a), // keyExpired
-        x::Name(0x23af90e), // digestMismatch
-        x::Name(0x29fe913), // notEnoughSignatures
-        x::Name(0x30c470f), // validationError
-        x::Name(0x2a99809), // obsoleted
-        x::Name(0x292670c), // missingPatch
-        x::Name(0x2925c0a), // missingLib
-        x::Name(0x262ac11), // hasDependentPatch
-        x::Name(0x221ca0d), // conflictPatch
-        x::Name(0x221be0b), // conflictLib
+        x::Name(0x2a4fd07), // inbound
+        x::Name(0x2eca408), // outbound
+        x::Name(0x32bba03), // src
+        x::Name(0x2760503), // dst
+        x::Name(0x33efd03), // tcp
+        x::Name(0x3475303), // udp
+        x::Name(0x287210e), // faultTolerance
+        x::Name(0x2880f03), // fdm
+        x::Name(0x34be00d), // updateManager
+        x::Name(0x3673d0d), // vpxHeartbeats
+        x::Name(0x3674b04), // vpxa
+        x::Name(0x347cb09), // undefined
+        x::Name(0x2405305), // board
+        x::Name(0x3005707), // product
+        x::Name(0x3217106), // shared
+        x::Name(0x321820c), // sharedDirect
+        x::Name(0x2f4980b), // performance
+        x::Name(0x252f20d), // consolidation
+        x::Name(0x3188b08), // sameSize
+        x::Name(0x2ccfe09), // mixedSize
+        x::Name(0x23eca05), // basic
+        x::Name(0x3217106), // shared
+        x::Name(0x26cfd06), // direct
+        x::Name(0x321820c), // sharedDirect
+        x::Name(0x2daff04), // none
+        x::Name(0x3188b08), // sameSize
+        x::Name(0x2ccfe09), // mixedSize
+        x::Name(0x2cf7b10), // multiInstanceGpu
+        x::Name(0x1ba5107), // Unknown
+        x::Name(0xd3ec05), // Green
+        x::Name(0x22c1b06), // Yellow
+        x::Name(0x182f503), // Red
+        x::Name(0x969109), // Datastore
+        x::Name(0x365ae10), // vmware_certified
+        x::Name(0x3659e0f), // vmware_accepted
+        x::Name(0x2f14e07), // partner
+        x::Name(0x24c4209), // community
+        x::Name(0x3005707), // product
+        x::Name(0x3004d09), // processor
+        x::Name(0x3005707), // product
+        x::Name(0x3004d09), // processor
+        x::Name(0x2474e0e), // chapProhibited
+        x::Name(0x247190f), // chapDiscouraged
+        x::Name(0x247400d), // chapPreferred
+        x::Name(0x2475d0c), // chapRequired
+        x::Name(0x26c5310), // digestProhibited
+        x::Name(0x26bfa11), // digestDiscouraged
+        x::Name(0x26c430f), // digestPreferred
+        x::Name(0x26c750e), // digestRequired
+        x::Name(0x8e0f04), // DHCP
+        x::Name(0x59990e), // AutoConfigured
+        x::Name(0x1aad906), // Static
+        x::Name(0x1568105), // Other
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x2dc540c), // notsupported
+        x::Name(0x2e9ad08), // optional
+        x::Name(0x3109a08), // required
+        x::Name(0x3308e0c), // staticMethod
+        x::Name(0x31d4510), // sendTargetMethod
+        x::Name(0x324c609), // slpMethod
+        x::Name(0x2b3ed0a), // isnsMethod
+        x::Name(0x348a10d), // unknownMethod
+        x::Name(0x2eadc05), // other
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x26b2404), // dhcp
+        x::Name(0x2bb4a09), // linklayer
+        x::Name(0x3060406), // random
+        x::Name(0x2fd9b09), // preferred
+        x::Name(0x2666c0a), // deprecated
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2a4c30c), // inaccessible
+        x::Name(0x3488b07), // unknown
+        x::Name(0x33fa909), // tentative
+        x::Name(0x2765b09), // duplicate
+        x::Name(0x2de8c0e), // numCpuPackages
+        x::Name(0x2de6b0b), // numCpuCores
+        x::Name(0x2c8970a), // memorySize
+        x::Name(0x2c7ca0c), // memoryForVms
+        x::Name(0x2e3a80d), // numVmsStarted
+        x::Name(0x2e3b60e), // numVmsStarting
+        x::Name(0x367900c), // vsanCapacity
+        x::Name(0x2bd7410), // lockdownDisabled
+        x::Name(0x2bd920e), // lockdownNormal
+        x::Name(0x2bda10e), // lockdownStrict
+        x::Name(0xcaed04), // File
+        x::Name(0x1df7c0b), // VirtualDisk
+        x::Name(0xa53209), // Directory
+        x::Name(0x2598f0d), // currentConfig
+        x::Name(0x325950e), // snapshotConfig
+        x::Name(0x2a0070b), // hostUpgrade
+        x::Name(0x2c9000a), // memoryTier
+        x::Name(0x2f60d0e), // persistentTier
+        x::Name(0x2431f0b), // cachingTier
+        x::Name(0x349e80e), // unmappableTier
+        x::Name(0x8e2404), // DRAM
+        x::Name(0x15fa804), // PMem
+        x::Name(0x1483a04), // NVMe
+        x::Name(0x1614908), // Peaberry
+        x::Name(0x2da3209), // noTiering
+        x::Name(0x297eb0f), // hardwareTiering
+        x::Name(0x3274d0f), // softwareTiering
+        x::Name(0x7ee12), // AllPathsDown_Start
+        x::Name(0x80114), // AllPathsDown_Timeout
+        x::Name(0x1634613), // PermanentDeviceLoss
+        x::Name(0x5c950f), // CONNECT_FAILURE
+        x::Name(0x13ef313), // MOUNT_NOT_SUPPORTED
+        x::Name(0x1481911), // NFS_NOT_SUPPORTED
+        x::Name(0x13ecb0c), // MOUNT_DENIED
+        x::Name(0x13ee50d), // MOUNT_NOT_DIR
+        x::Name(0x1d36215), // VOLUME_LIMIT_EXCEEDED
+        x::Name(0x5ca513), // CONN_LIMIT_EXCEEDED
+        x::Name(0x13ed80c), // MOUNT_EXISTS
+        x::Name(0x1550406), // OTHERS
+        x::Name(0x306ed09), // readWrite
+        x::Name(0x306b208), // readOnly
+        x::Name(0xa208), // AUTH_SYS
+        x::Name(0x19b4708), // SEC_KRB5
+        x::Name(0x19b5009), // SEC_KRB5I
+        x::Name(0x19b5a09), // SEC_KRB5P
+        x::Name(0x2d86307), // newreno
+        x::Name(0x2596505), // cubic
+        x::Name(0x2646f11), // defaultTcpipStack
+        x::Name(0x364c307), // vmotion
+        x::Name(0x3533013), // vSphereProvisioning
+        x::Name(0x2cc1d06), // mirror
+        x::Name(0x2e95f03), // ops
+        x::Name(0x366070b), // vnetworking
+        x::Name(0x3488b07), // unknown
+        x::Name(0x292f105), // green
+        x::Name(0x3706606), // yellow
+        x::Name(0x30a8b03), // red
+        x::Name(0x286b603), // fan
+        x::Name(0x2fb0d05), // power
+        x::Name(0x33f7b0b), // temperature
+        x::Name(0x366d107), // voltage
+        x::Name(0x2eadc05), // other
+        x::Name(0x3004d09), // processor
+        x::Name(0x2c76d06), // memory
+        x::Name(0x331f407), // storage
+        x::Name(0x33bfc0b), // systemBoard
+        x::Name(0x23ed007), // battery
+        x::Name(0x23f5a04), // bios
+        x::Name(0x242c305), // cable
+        x::Name(0x36be708), // watchdog
+        x::Name(0x26f7509), // discovery
+        x::Name(0x2e51803), // nvm
+        x::Name(0x31c6815), // secureChannelRequired
+        x::Name(0x31c4f18), // secureChannelNotRequired
+        x::Name(0x310dc18), // requirementsNotSpecified
+        x::Name(0x2b01704), // ipv4
+        x::Name(0x2b04604), // ipv6
+        x::Name(0x2a6c00a), // infiniBand
+        x::Name(0x287c002), // fc
+        x::Name(0x2be6d08), // loopback
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2f2c404), // pcie
+        x::Name(0x289350c), // fibreChannel
+        x::Name(0x3067404), // rdma
+        x::Name(0x33efd03), // tcp
+        x::Name(0x2be6d08), // loopback
+        x::Name(0x34adc0b), // unsupported
     ],
 };

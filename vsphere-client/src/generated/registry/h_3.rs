@@ -6,250 +6,285 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0xf05f14), x::Name(0xc8230f), 0, 2), // HostPosixAccountSpec: HostAccountSpec
-        x::TypeEntry::structure(x::Name(0xf07411), x::Name(0x1b42008), 2, 0), // HostPowerOpFailed: VimFault
-        x::TypeEntry::enumeration(x::Name(0xf08616), 0, 2), // HostPowerOperationType
-        x::TypeEntry::structure(x::Name(0xf09d0f), x::Name(0xaa460b), 2, 4), // HostPowerPolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0xf0b921), x::Name(0xd0250c), 6, 1), // HostPrimaryAgentNotShortNameEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xf0db17), x::Name(0xd59909), 7, 1), // HostProfileAppliedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf0f31d), x::Name(0xf12715), 8, 7), // HostProfileCompleteConfigSpec: HostProfileConfigSpec
-        x::TypeEntry::structure(x::Name(0xf11115), x::Name(0x14d5011), 15, 6), // HostProfileConfigInfo: ProfileConfigInfo
-        x::TypeEntry::structure(x::Name(0xf12715), x::Name(0x14d6211), 21, 0), // HostProfileConfigSpec: ProfileCreateSpec
-        x::TypeEntry::structure(x::Name(0xf13d1e), x::Name(0xf12715), 21, 2), // HostProfileHostBasedConfigSpec: HostProfileConfigSpec
-        x::TypeEntry::enumeration(x::Name(0xf15c22), 2, 3), // HostProfileManagerAnswerFileStatus
-        x::TypeEntry::structure(x::Name(0xf17f23), x::Name(0xaa460b), 23, 2), // HostProfileManagerCompositionResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xf1a330), x::Name(0xaa460b), 25, 3), // HostProfileManagerCompositionResultResultElement: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf1d436), 5, 2), // HostProfileManagerCompositionResultResultElementStatus
-        x::TypeEntry::structure(x::Name(0xf20b2d), x::Name(0xaa460b), 28, 2), // HostProfileManagerCompositionValidationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xf2393a), x::Name(0xaa460b), 30, 10), // HostProfileManagerCompositionValidationResultResultElement: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf27440), 7, 2), // HostProfileManagerCompositionValidationResultResultElementStatus
-        x::TypeEntry::structure(x::Name(0xf2b520), x::Name(0xaa460b), 40, 3), // HostProfileManagerConfigTaskList: DynamicData
-        x::TypeEntry::structure(x::Name(0xf2d625), x::Name(0xaa460b), 43, 2), // HostProfileManagerHostToConfigSpecMap: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf2fc25), 9, 2), // HostProfileManagerTaskListRequirement
-        x::TypeEntry::structure(x::Name(0xf3222a), x::Name::NONE, 45, 1), // HostProfileResetValidationStateRequestType
-        x::TypeEntry::structure(x::Name(0xf34d24), x::Name(0x150241b), 46, 2), // HostProfileSerializedHostProfileSpec: ProfileSerializedCreateSpec
-        x::TypeEntry::structure(x::Name(0xf37220), x::Name(0xaa460b), 48, 7), // HostProfileValidationFailureInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf3932a), 11, 4), // HostProfileValidationFailureInfoUpdateType
-        x::TypeEntry::enumeration(x::Name(0xf3be1a), 15, 3), // HostProfileValidationState
-        x::TypeEntry::structure(x::Name(0xf3d920), x::Name(0xaa460b), 55, 0), // HostProfilesEntityCustomizations: DynamicData
-        x::TypeEntry::structure(x::Name(0xf3fa14), x::Name(0xaa460b), 55, 12), // HostProtocolEndpoint: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf40f1a), 18, 2), // HostProtocolEndpointPEType
-        x::TypeEntry::enumeration(x::Name(0xf42a28), 20, 3), // HostProtocolEndpointProtocolEndpointType
-        x::TypeEntry::structure(x::Name(0xf4530f), x::Name(0xaa460b), 67, 19), // HostProxySwitch: DynamicData
-        x::TypeEntry::structure(x::Name(0xf46315), x::Name(0xaa460b), 86, 3), // HostProxySwitchConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf4791c), x::Name(0xaa460b), 89, 3), // HostProxySwitchHostLagConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xf49613), x::Name(0xaa460b), 92, 1), // HostProxySwitchSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf4aa0d), x::Name(0xaa460b), 93, 2), // HostPtpConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf4b817), 23, 3), // HostPtpConfigDeviceType
-        x::TypeEntry::structure(x::Name(0xf4d014), x::Name(0xaa460b), 95, 4), // HostPtpConfigPtpPort: DynamicData
-        x::TypeEntry::structure(x::Name(0xf4e511), x::Name(0xaa460b), 99, 2), // HostQualifiedName: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf4f715), 26, 1), // HostQualifiedNameType
-        x::TypeEntry::structure(x::Name(0xf50d0e), x::Name(0xaa460b), 101, 7), // HostRdmaDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0xf51c15), x::Name(0xaa460b), 108, 0), // HostRdmaDeviceBacking: DynamicData
-        x::TypeEntry::structure(x::Name(0xf53218), x::Name(0xaa460b), 108, 3), // HostRdmaDeviceCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0xf54b1c), x::Name(0xaa460b), 111, 3), // HostRdmaDeviceConnectionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf5681d), 27, 6), // HostRdmaDeviceConnectionState
-        x::TypeEntry::structure(x::Name(0xf58619), x::Name(0xf51c15), 114, 1), // HostRdmaDevicePnicBacking: HostRdmaDeviceBacking
-        x::TypeEntry::structure(x::Name(0xf5a00b), x::Name(0xdaa312), 115, 1), // HostRdmaHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xf5ac17), x::Name(0x1003513), 116, 0), // HostRdmaTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xf5c42a), x::Name::NONE, 116, 2), // HostReconcileDatastoreInventoryRequestType
-        x::TypeEntry::structure(x::Name(0xf5ef1b), x::Name(0xd59909), 118, 0), // HostReconnectionFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf60b1b), x::Name::NONE, 118, 3), // HostRegisterDiskRequestType
-        x::TypeEntry::structure(x::Name(0xf62716), x::Name(0xaa460b), 121, 1), // HostReliableMemoryInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf63e25), x::Name::NONE, 122, 4), // HostRelocateVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xf66423), x::Name::NONE, 126, 1), // HostRemoveVFlashResourceRequestType
-        x::TypeEntry::structure(x::Name(0xf68810), x::Name(0xd59909), 127, 0), // HostRemovedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xf69923), x::Name::NONE, 127, 4), // HostRenameVStorageObjectRequestType
-        x::TypeEntry::enumeration(x::Name(0xf6bd1b), 33, 6), // HostReplayUnsupportedReason
-        x::TypeEntry::structure(x::Name(0xf6d91b), x::Name(0xaa460b), 131, 2), // HostResignatureRescanResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xf6f539), x::Name::NONE, 133, 2), // HostRetrieveVStorageInfrastructureObjectPolicyRequestType
-        x::TypeEntry::structure(x::Name(0xf72f2d), x::Name::NONE, 135, 5), // HostRetrieveVStorageObjectMetadataRequestType
-        x::TypeEntry::structure(x::Name(0xf75d32), x::Name::NONE, 140, 5), // HostRetrieveVStorageObjectMetadataValueRequestType
-        x::TypeEntry::structure(x::Name(0xf79025), x::Name::NONE, 145, 3), // HostRetrieveVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0xf7b62a), x::Name::NONE, 148, 3), // HostRetrieveVStorageObjectStateRequestType
-        x::TypeEntry::structure(x::Name(0xf7e10f), x::Name(0xaa460b), 151, 17), // HostRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf7f12a), x::Name(0xaa460b), 168, 5), // HostRuntimeInfoNetStackInstanceRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf81c2f), 39, 4), // HostRuntimeInfoNetStackInstanceRuntimeInfoState
-        x::TypeEntry::structure(x::Name(0xf84c21), x::Name(0xaa460b), 173, 2), // HostRuntimeInfoNetworkRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xf86e22), x::Name(0xaa460b), 175, 3), // HostRuntimeInfoStateEncryptionInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xf89130), 43, 2), // HostRuntimeInfoStateEncryptionInfoProtectionMode
-        x::TypeEntry::enumeration(x::Name(0xf8c22a), 45, 3), // HostRuntimeInfoStatelessNvdsMigrationState
-        x::TypeEntry::structure(x::Name(0xf8ed32), x::Name::NONE, 178, 2), // HostScheduleReconcileDatastoreInventoryRequestType
-        x::TypeEntry::structure(x::Name(0xf9200c), x::Name(0x17eea07), 180, 8), // HostScsiDisk: ScsiLun
-        x::TypeEntry::structure(x::Name(0xf92d15), x::Name(0xaa460b), 188, 2), // HostScsiDiskPartition: DynamicData
-        x::TypeEntry::structure(x::Name(0xf94310), x::Name(0xaa460b), 190, 1), // HostScsiTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0xf95419), x::Name(0xaa460b), 191, 3), // HostScsiTopologyInterface: DynamicData
-        x::TypeEntry::structure(x::Name(0xf96e13), x::Name(0xaa460b), 194, 3), // HostScsiTopologyLun: DynamicData
-        x::TypeEntry::structure(x::Name(0xf98216), x::Name(0xaa460b), 197, 4), // HostScsiTopologyTarget: DynamicData
-        x::TypeEntry::structure(x::Name(0xf99910), x::Name(0xaa460b), 201, 3), // HostSecuritySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xf9aa15), x::Name(0xdaa312), 204, 1), // HostSerialAttachedHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0xf9c021), x::Name(0x1003513), 205, 0), // HostSerialAttachedTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0xf9e20b), x::Name(0xaa460b), 205, 8), // HostService: DynamicData
-        x::TypeEntry::structure(x::Name(0xf9ee11), x::Name(0xaa460b), 213, 2), // HostServiceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0xfa000f), x::Name(0xaa460b), 215, 1), // HostServiceInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfa1011), 48, 3), // HostServicePolicy
-        x::TypeEntry::structure(x::Name(0xfa2218), x::Name(0xaa460b), 216, 2), // HostServiceSourcePackage: DynamicData
-        x::TypeEntry::structure(x::Name(0xfa3b11), x::Name(0xaa460b), 218, 6), // HostServiceTicket: DynamicData
-        x::TypeEntry::structure(x::Name(0xfa4d2c), x::Name::NONE, 224, 4), // HostSetVStorageObjectControlFlagsRequestType
-        x::TypeEntry::structure(x::Name(0xfa7a0b), x::Name(0xaa460b), 228, 2), // HostSevInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfa8613), 51, 3), // HostSevInfoSevState
-        x::TypeEntry::structure(x::Name(0xfa9a0b), x::Name(0xaa460b), 230, 4), // HostSgxInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfaa613), 54, 3), // HostSgxInfoFlcModes
-        x::TypeEntry::enumeration(x::Name(0xfaba14), 57, 8), // HostSgxInfoSgxStates
-        x::TypeEntry::structure(x::Name(0xfacf19), x::Name(0xaa460b), 234, 5), // HostSharedGpuCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0xfae91e), x::Name(0xd0250c), 239, 2), // HostShortNameInconsistentEvent: HostDasEvent
-        x::TypeEntry::structure(x::Name(0xfb081c), x::Name(0xd59909), 241, 1), // HostShortNameToIpFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xfb2511), x::Name(0xd59909), 242, 1), // HostShutdownEvent: HostEvent
-        x::TypeEntry::enumeration(x::Name(0xfb3717), 65, 3), // HostSnmpAgentCapability
-        x::TypeEntry::structure(x::Name(0xfb4f12), x::Name(0xaa460b), 243, 5), // HostSnmpConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfb6213), x::Name(0xaa460b), 248, 3), // HostSnmpDestination: DynamicData
-        x::TypeEntry::structure(x::Name(0xfb7619), x::Name(0xaa460b), 251, 5), // HostSnmpSystemAgentLimits: DynamicData
-        x::TypeEntry::structure(x::Name(0xfb9022), x::Name::NONE, 256, 3), // HostSpecGetUpdatedHostsRequestType
-        x::TypeEntry::structure(x::Name(0xfbb311), x::Name(0xaa460b), 259, 5), // HostSpecification: DynamicData
-        x::TypeEntry::structure(x::Name(0xfbc51d), x::Name(0xd59909), 264, 0), // HostSpecificationChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xfbe320), x::Name(0x1b42008), 264, 1), // HostSpecificationOperationFailed: VimFault
-        x::TypeEntry::structure(x::Name(0xfc041d), x::Name(0xd59909), 265, 0), // HostSpecificationRequireEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xfc221c), x::Name(0xd59909), 265, 1), // HostSpecificationUpdateEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xfc3f0f), x::Name(0xeec115), 266, 2), // HostSriovConfig: HostPciPassthruConfig
-        x::TypeEntry::structure(x::Name(0xfc4f17), x::Name(0xaa460b), 268, 1), // HostSriovDevicePoolInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfc670d), x::Name(0xeed713), 269, 6), // HostSriovInfo: HostPciPassthruInfo
-        x::TypeEntry::structure(x::Name(0xfc751e), x::Name(0xfc4f17), 275, 3), // HostSriovNetworkDevicePoolInfo: HostSriovDevicePoolInfo
-        x::TypeEntry::structure(x::Name(0xfc9415), x::Name(0xaa460b), 278, 3), // HostSslThumbprintInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfcaa0f), 68, 4), // HostStandbyMode
-        x::TypeEntry::structure(x::Name(0xfcba16), x::Name(0x6e1719), 281, 0), // HostStatusChangedEvent: ClusterStatusChangedEvent
-        x::TypeEntry::structure(x::Name(0xfcd120), x::Name(0xaa460b), 281, 1), // HostStorageArrayTypePolicyOption: DynamicData
-        x::TypeEntry::structure(x::Name(0xfcf215), x::Name(0xaa460b), 282, 7), // HostStorageDeviceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd0816), x::Name(0xd9e217), 289, 1), // HostStorageElementInfo: HostHardwareElementInfo
-        x::TypeEntry::structure(x::Name(0xfd1f1a), x::Name(0xaa460b), 290, 2), // HostStorageOperationalInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfd3a13), 72, 2), // HostStorageProtocol
-        x::TypeEntry::structure(x::Name(0xfd4e25), x::Name(0xaa460b), 292, 2), // HostStorageSystemDiskLocatorLedResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd741e), x::Name(0xaa460b), 294, 2), // HostStorageSystemScsiLunResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xfd9321), x::Name(0xaa460b), 296, 2), // HostStorageSystemVmfsVolumeResult: DynamicData
-        x::TypeEntry::structure(x::Name(0xfdb514), x::Name(0xaa460b), 298, 4), // HostSubSpecification: DynamicData
-        x::TypeEntry::structure(x::Name(0xfdca1f), x::Name(0xd59909), 302, 1), // HostSubSpecificationDeleteEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xfdea1f), x::Name(0xd59909), 303, 1), // HostSubSpecificationUpdateEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xfe0a13), x::Name(0xd59909), 304, 1), // HostSyncFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0xfe1e1e), x::Name(0xaa460b), 305, 2), // HostSystemComplianceCheckState: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfe3d19), 74, 3), // HostSystemConnectionState
-        x::TypeEntry::structure(x::Name(0xfe5714), x::Name(0xaa460b), 307, 1), // HostSystemHealthInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xfe6c1c), x::Name(0xaa460b), 308, 2), // HostSystemIdentificationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfe8926), 77, 5), // HostSystemIdentificationInfoIdentifier
-        x::TypeEntry::structure(x::Name(0xfeb00e), x::Name(0xaa460b), 310, 6), // HostSystemInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xfebf14), 82, 4), // HostSystemPowerState
-        x::TypeEntry::structure(x::Name(0xfed417), x::Name(0xaa460b), 316, 1), // HostSystemReconnectSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0xfeec1a), x::Name(0xaa460b), 317, 2), // HostSystemRemediationState: DynamicData
-        x::TypeEntry::enumeration(x::Name(0xff071f), 86, 6), // HostSystemRemediationStateState
-        x::TypeEntry::structure(x::Name(0xff2716), x::Name(0xaa460b), 319, 3), // HostSystemResourceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0xff3e1b), x::Name(0xaa460b), 322, 1), // HostSystemSwapConfiguration: DynamicData
-        x::TypeEntry::structure(x::Name(0xff5a2a), x::Name(0x100092b), 323, 1), // HostSystemSwapConfigurationDatastoreOption: HostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::structure(x::Name(0xff8529), x::Name(0x100092b), 324, 0), // HostSystemSwapConfigurationDisabledOption: HostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::structure(x::Name(0xffaf2a), x::Name(0x100092b), 324, 0), // HostSystemSwapConfigurationHostCacheOption: HostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::structure(x::Name(0xffda2e), x::Name(0x100092b), 324, 0), // HostSystemSwapConfigurationHostLocalSwapOption: HostSystemSwapConfigurationSystemSwapOption
-        x::TypeEntry::structure(x::Name(0x100092b), x::Name(0xaa460b), 324, 1), // HostSystemSwapConfigurationSystemSwapOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1003513), x::Name(0xaa460b), 325, 0), // HostTargetTransport: DynamicData
-        x::TypeEntry::structure(x::Name(0x100490a), x::Name(0xdaa312), 325, 1), // HostTcpHba: HostHostBusAdapter
-        x::TypeEntry::structure(x::Name(0x1005414), x::Name(0xda9111), 326, 1), // HostTcpHbaCreateSpec: HostHbaCreateSpec
-        x::TypeEntry::structure(x::Name(0x1006916), x::Name(0x1003513), 327, 0), // HostTcpTargetTransport: HostTargetTransport
-        x::TypeEntry::structure(x::Name(0x1008016), x::Name(0xaa460b), 327, 3), // HostTpmAttestationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1009726), 92, 2), // HostTpmAttestationInfoAcceptanceStatus
-        x::TypeEntry::structure(x::Name(0x100be18), x::Name(0xaa460b), 330, 3), // HostTpmAttestationReport: DynamicData
-        x::TypeEntry::structure(x::Name(0x100d725), x::Name(0x1012a13), 333, 1), // HostTpmBootSecurityOptionEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x100fd1a), x::Name(0x1012a13), 334, 1), // HostTpmCommandEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x1011811), x::Name(0xd30c0e), 335, 1), // HostTpmDigestInfo: HostDigestInfo
-        x::TypeEntry::structure(x::Name(0x1012a13), x::Name(0xaa460b), 336, 2), // HostTpmEventDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1013e14), x::Name(0xaa460b), 338, 2), // HostTpmEventLogEntry: DynamicData
-        x::TypeEntry::structure(x::Name(0x1015318), x::Name(0x100d725), 340, 0), // HostTpmNvTagEventDetails: HostTpmBootSecurityOptionEventDetails
-        x::TypeEntry::structure(x::Name(0x1016c19), x::Name(0x1012a13), 340, 2), // HostTpmOptionEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x1018624), x::Name(0x1012a13), 342, 4), // HostTpmSoftwareComponentEventDetails: HostTpmEventDetails
-        x::TypeEntry::structure(x::Name(0x101ab21), x::Name(0xaa460b), 346, 5), // HostTrustAuthorityAttestationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x101cd32), 94, 3), // HostTrustAuthorityAttestationInfoAttestationStatus
-        x::TypeEntry::structure(x::Name(0x1020018), x::Name(0xaa460b), 351, 8), // HostUnresolvedVmfsExtent: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1021928), 97, 2), // HostUnresolvedVmfsExtentUnresolvedReason
-        x::TypeEntry::structure(x::Name(0x1024221), x::Name(0xaa460b), 359, 1), // HostUnresolvedVmfsResignatureSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1026422), x::Name(0xaa460b), 360, 3), // HostUnresolvedVmfsResolutionResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1028720), x::Name(0xaa460b), 363, 2), // HostUnresolvedVmfsResolutionSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x102a832), 99, 2), // HostUnresolvedVmfsResolutionSpecVmfsUuidResolution
-        x::TypeEntry::structure(x::Name(0x102db18), x::Name(0xaa460b), 365, 5), // HostUnresolvedVmfsVolume: DynamicData
-        x::TypeEntry::structure(x::Name(0x102f425), x::Name(0xaa460b), 370, 3), // HostUnresolvedVmfsVolumeResolveStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x1031a2d), x::Name::NONE, 373, 5), // HostUpdateVStorageObjectMetadataExRequestType
-        x::TypeEntry::structure(x::Name(0x103482b), x::Name::NONE, 378, 5), // HostUpdateVStorageObjectMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x1037416), x::Name(0xd59909), 383, 0), // HostUpgradeFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1038b20), x::Name(0xd59909), 383, 0), // HostUserWorldSwapNotEnabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x103ac26), x::Name(0xaa460b), 383, 3), // HostVFlashManagerVFlashCacheConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x103d33e), x::Name(0xaa460b), 386, 8), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1041226), x::Name(0xaa460b), 394, 2), // HostVFlashManagerVFlashCacheConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1043921), x::Name(0xaa460b), 396, 2), // HostVFlashManagerVFlashConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1045b29), x::Name(0xaa460b), 398, 2), // HostVFlashManagerVFlashResourceConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1048529), x::Name(0xaa460b), 400, 1), // HostVFlashManagerVFlashResourceConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x104af2a), x::Name(0xaa460b), 401, 5), // HostVFlashManagerVFlashResourceRunTimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x104da25), x::Name(0xaa460b), 406, 3), // HostVFlashResourceConfigurationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1050018), x::Name(0xaa460b), 409, 2), // HostVMotionCompatibility: DynamicData
-        x::TypeEntry::structure(x::Name(0x1051911), x::Name(0xaa460b), 411, 2), // HostVMotionConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1052b0f), x::Name(0xaa460b), 413, 2), // HostVMotionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1053b27), x::Name(0xaa460b), 415, 10), // HostVMotionManagerDstInstantCloneResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1056327), x::Name(0xaa460b), 425, 5), // HostVMotionManagerSrcInstantCloneResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1058b14), x::Name(0xaa460b), 430, 2), // HostVMotionNetConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x105a033), x::Name::NONE, 432, 8), // HostVStorageObjectCreateDiskFromSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x105d42b), x::Name::NONE, 440, 4), // HostVStorageObjectCreateSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x106002b), x::Name::NONE, 444, 4), // HostVStorageObjectDeleteSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x1062c31), x::Name::NONE, 448, 3), // HostVStorageObjectRetrieveSnapshotInfoRequestType
-        x::TypeEntry::structure(x::Name(0x1065e23), x::Name::NONE, 451, 4), // HostVStorageObjectRevertRequestType
-        x::TypeEntry::structure(x::Name(0x106820e), x::Name(0xd73514), 455, 0), // HostVfatVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0x106910c), x::Name(0xaa460b), 455, 4), // HostVffsSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1069e0e), x::Name(0xd73514), 459, 4), // HostVffsVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0x106ad0e), x::Name(0xaa460b), 463, 5), // HostVirtualNic: DynamicData
-        x::TypeEntry::structure(x::Name(0x106bc14), x::Name(0xaa460b), 468, 4), // HostVirtualNicConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x106d118), x::Name(0xaa460b), 472, 3), // HostVirtualNicConnection: DynamicData
-        x::TypeEntry::structure(x::Name(0x106ea19), x::Name(0xaa460b), 475, 1), // HostVirtualNicIpRouteSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1070419), x::Name(0xaa460b), 476, 1), // HostVirtualNicManagerInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1071e1c), 101, 12), // HostVirtualNicManagerNicType
-        x::TypeEntry::structure(x::Name(0x1073b25), x::Name(0xaa460b), 477, 2), // HostVirtualNicManagerNicTypeSelection: DynamicData
-        x::TypeEntry::structure(x::Name(0x107611f), x::Name(0xaa460b), 479, 2), // HostVirtualNicOpaqueNetworkSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1078112), x::Name(0xaa460b), 481, 12), // HostVirtualNicSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1079411), x::Name(0xaa460b), 493, 8), // HostVirtualSwitch: DynamicData
-        x::TypeEntry::structure(x::Name(0x107a61b), x::Name(0x107fc17), 501, 1), // HostVirtualSwitchAutoBridge: HostVirtualSwitchBridge
-        x::TypeEntry::structure(x::Name(0x107c21d), x::Name(0xaa460b), 502, 1), // HostVirtualSwitchBeaconConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x107e01b), x::Name(0x107fc17), 503, 3), // HostVirtualSwitchBondBridge: HostVirtualSwitchBridge
-        x::TypeEntry::structure(x::Name(0x107fc17), x::Name(0xaa460b), 506, 0), // HostVirtualSwitchBridge: DynamicData
-        x::TypeEntry::structure(x::Name(0x1081417), x::Name(0xaa460b), 506, 3), // HostVirtualSwitchConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1082c1d), x::Name(0x107fc17), 509, 1), // HostVirtualSwitchSimpleBridge: HostVirtualSwitchBridge
-        x::TypeEntry::structure(x::Name(0x1084a15), x::Name(0xaa460b), 510, 4), // HostVirtualSwitchSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x108601f), x::Name(0xaa460b), 514, 3), // HostVmciAccessManagerAccessSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1088019), 113, 3), // HostVmciAccessManagerMode
-        x::TypeEntry::structure(x::Name(0x1089a14), x::Name(0xaa460b), 517, 2), // HostVmfsRescanResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x108af0c), x::Name(0xaa460b), 519, 8), // HostVmfsSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x108bc0e), x::Name(0xd73514), 527, 15), // HostVmfsVolume: HostFileSystemVolume
-        x::TypeEntry::enumeration(x::Name(0x108cb22), 116, 2), // HostVmfsVolumeUnmapBandwidthPolicy
-        x::TypeEntry::enumeration(x::Name(0x108ee1b), 118, 2), // HostVmfsVolumeUnmapPriority
-        x::TypeEntry::structure(x::Name(0x1090a28), x::Name(0xd59909), 542, 2), // HostVnicConnectedToCustomizedDVPortEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1093320), x::Name(0xaa460b), 544, 3), // HostVsanInternalSystemCmmdsQuery: DynamicData
-        x::TypeEntry::structure(x::Name(0x109542d), x::Name(0xaa460b), 547, 3), // HostVsanInternalSystemDeleteVsanObjectsResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x109822f), x::Name(0xaa460b), 550, 2), // HostVsanInternalSystemVsanObjectOperationResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x109b237), x::Name(0xaa460b), 552, 3), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x109ea0e), x::Name(0xd73514), 555, 4), // HostVvolVolume: HostFileSystemVolume
-        x::TypeEntry::structure(x::Name(0x109f91b), x::Name(0xaa460b), 559, 5), // HostVvolVolumeSpecification: DynamicData
-        x::TypeEntry::structure(x::Name(0x10a1513), x::Name(0xd59909), 564, 4), // HostWwnChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x10a2914), x::Name(0xd59909), 568, 3), // HostWwnConflictEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x10a3e1b), x::Name(0x186c818), 571, 0), // HotSnapshotMoveNotSupported: SnapshotCopyNotSupported
-        x::TypeEntry::structure(x::Name(0x10a5a13), x::Name(0x1652116), 571, 1), // HourlyTaskScheduler: RecurrentTaskScheduler
-        x::TypeEntry::structure(x::Name(0x10a6e09), x::Name(0x1b42008), 572, 2), // HttpFault: VimFault
-        x::TypeEntry::structure(x::Name(0x10a781c), x::Name::NONE, 574, 2), // HttpNfcLeaseAbortRequestType
-        x::TypeEntry::structure(x::Name(0x10a9518), x::Name(0xaa460b), 576, 2), // HttpNfcLeaseCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0x10aae1f), x::Name::NONE, 578, 1), // HttpNfcLeaseCompleteRequestType
-        x::TypeEntry::structure(x::Name(0x10ace1e), x::Name(0xaa460b), 579, 2), // HttpNfcLeaseDatastoreLeaseInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x10aed15), x::Name(0xaa460b), 581, 8), // HttpNfcLeaseDeviceUrl: DynamicData
-        x::TypeEntry::structure(x::Name(0x10b0322), x::Name::NONE, 589, 1), // HttpNfcLeaseGetManifestRequestType
-        x::TypeEntry::structure(x::Name(0x10b2614), x::Name(0xaa460b), 590, 2), // HttpNfcLeaseHostInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x10b3b10), x::Name(0xaa460b), 592, 6), // HttpNfcLeaseInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x10b4c19), x::Name(0xaa460b), 598, 8), // HttpNfcLeaseManifestEntry: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x10b6625), 120, 2), // HttpNfcLeaseManifestEntryChecksumType
-        x::TypeEntry::enumeration(x::Name(0x10b8c10), 122, 2), // HttpNfcLeaseMode
-        x::TypeEntry::structure(x::Name(0x10b9d17), x::Name(0xaa460b), 606, 1), // HttpNfcLeaseProbeResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x10bb520), x::Name::NONE, 607, 3), // HttpNfcLeaseProbeUrlsRequestType
-        x::TypeEntry::structure(x::Name(0x10bd61f), x::Name::NONE, 610, 2), // HttpNfcLeaseProgressRequestType
-        x::TypeEntry::structure(x::Name(0x10bf623), x::Name::NONE, 612, 2), // HttpNfcLeasePullFromUrlsRequestType
+        x::TypeEntry::structure(x::Name(0x1025610), x::Name(0xbb9c0b), 0, 8), // HostOpaqueSwitch: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1026721), 0, 4), // HostOpaqueSwitchOpaqueSwitchState
+        x::TypeEntry::structure(x::Name(0x102891f), x::Name(0xbb9c0b), 8, 2), // HostOpaqueSwitchPhysicalNicZone: DynamicData
+        x::TypeEntry::structure(x::Name(0x102a916), x::Name(0x73cd19), 10, 0), // HostOvercommittedEvent: ClusterOvercommittedEvent
+        x::TypeEntry::structure(x::Name(0x102c00e), x::Name(0xebd814), 10, 2), // HostPMemVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x102cf13), x::Name(0xefbc12), 12, 0), // HostParallelScsiHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x102e31f), x::Name(0x1172c13), 12, 0), // HostParallelScsiTargetTransport: HostTargetTransport
+        x::TypeEntry::enumeration(x::Name(0x103031c), 4, 3), // HostPartialMaintenanceModeId
+        x::TypeEntry::structure(x::Name(0x1032025), x::Name(0xbb9c0b), 12, 2), // HostPartialMaintenanceModeRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1034620), 7, 4), // HostPartialMaintenanceModeStatus
+        x::TypeEntry::enumeration(x::Name(0x103671c), 11, 2), // HostPatchManagerInstallState
+        x::TypeEntry::enumeration(x::Name(0x103841f), 13, 7), // HostPatchManagerIntegrityStatus
+        x::TypeEntry::structure(x::Name(0x103a417), x::Name(0xbb9c0b), 14, 2), // HostPatchManagerLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x103bc29), x::Name(0xbb9c0b), 16, 5), // HostPatchManagerPatchManagerOperationSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x103e616), 20, 6), // HostPatchManagerReason
+        x::TypeEntry::structure(x::Name(0x103fd16), x::Name(0xbb9c0b), 21, 3), // HostPatchManagerResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1041416), x::Name(0xbb9c0b), 24, 11), // HostPatchManagerStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x1042b27), x::Name(0xbb9c0b), 35, 2), // HostPatchManagerStatusPrerequisitePatch: DynamicData
+        x::TypeEntry::structure(x::Name(0x104531d), x::Name(0xbb9c0b), 37, 1), // HostPathSelectionPolicyOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x104710d), x::Name(0xbb9c0b), 38, 16), // HostPciDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1047f1b), x::Name(0xbb9c0b), 54, 4), // HostPciDeviceDirectPathInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1049b15), x::Name(0xbb9c0b), 58, 4), // HostPciPassthruConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x104b113), x::Name(0xbb9c0b), 62, 7), // HostPciPassthruInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x104c527), 26, 7), // HostPciPassthruInfoDirectPathDeviceMode
+        x::TypeEntry::structure(x::Name(0x104ed22), x::Name(0xbb9c0b), 69, 3), // HostPciPassthruInfoDirectPathState: DynamicData
+        x::TypeEntry::structure(x::Name(0x105100b), x::Name(0xefbc12), 72, 0), // HostPcieHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x1051c17), x::Name(0x1172c13), 72, 0), // HostPcieTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0x1053418), x::Name(0xbb9c0b), 72, 2), // HostPersistentMemoryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1054d1e), x::Name(0xbb9c0b), 74, 3), // HostPlacedVirtualNicIdentifier: DynamicData
+        x::TypeEntry::structure(x::Name(0x1056c15), x::Name(0xbb9c0b), 77, 5), // HostPlugStoreTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x105821c), x::Name(0xbb9c0b), 82, 3), // HostPlugStoreTopologyAdapter: DynamicData
+        x::TypeEntry::structure(x::Name(0x1059f1b), x::Name(0xbb9c0b), 85, 3), // HostPlugStoreTopologyDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x105bb19), x::Name(0xbb9c0b), 88, 8), // HostPlugStoreTopologyPath: DynamicData
+        x::TypeEntry::structure(x::Name(0x105d51b), x::Name(0xbb9c0b), 96, 4), // HostPlugStoreTopologyPlugin: DynamicData
+        x::TypeEntry::structure(x::Name(0x105f11b), x::Name(0xbb9c0b), 100, 2), // HostPlugStoreTopologyTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0x1060d1b), x::Name(0xbb9c0b), 102, 4), // HostPnicNetworkResourceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x106290d), x::Name(0xbb9c0b), 106, 5), // HostPortGroup: DynamicData
+        x::TypeEntry::structure(x::Name(0x1063713), x::Name(0xbb9c0b), 111, 2), // HostPortGroupConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1064b11), x::Name(0xbb9c0b), 113, 3), // HostPortGroupPort: DynamicData
+        x::TypeEntry::structure(x::Name(0x1065d14), x::Name(0x166d210), 116, 1), // HostPortGroupProfile: PortGroupProfile
+        x::TypeEntry::structure(x::Name(0x1067211), x::Name(0xbb9c0b), 117, 4), // HostPortGroupSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1068414), x::Name(0xdb2a0f), 121, 2), // HostPosixAccountSpec: HostAccountSpec
+        x::TypeEntry::structure(x::Name(0x1069911), x::Name(0x1d94808), 123, 0), // HostPowerOpFailed: VimFault
+        x::TypeEntry::enumeration(x::Name(0x106ab16), 33, 2), // HostPowerOperationType
+        x::TypeEntry::structure(x::Name(0x106c20f), x::Name(0xbb9c0b), 123, 4), // HostPowerPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x106de21), x::Name(0xe4580c), 127, 1), // HostPrimaryAgentNotShortNameEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0x1070017), x::Name(0xea3c09), 128, 1), // HostProfileAppliedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x107181d), x::Name(0x1074c15), 129, 7), // HostProfileCompleteConfigSpec: HostProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0x1073615), x::Name(0x1698411), 136, 6), // HostProfileConfigInfo: ProfileConfigInfo
+        x::TypeEntry::structure(x::Name(0x1074c15), x::Name(0x1699611), 142, 0), // HostProfileConfigSpec: ProfileCreateSpec
+        x::TypeEntry::structure(x::Name(0x107621e), x::Name(0x1074c15), 142, 2), // HostProfileHostBasedConfigSpec: HostProfileConfigSpec
+        x::TypeEntry::enumeration(x::Name(0x1078122), 35, 3), // HostProfileManagerAnswerFileStatus
+        x::TypeEntry::structure(x::Name(0x107a423), x::Name(0xbb9c0b), 144, 2), // HostProfileManagerCompositionResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x107c830), x::Name(0xbb9c0b), 146, 3), // HostProfileManagerCompositionResultResultElement: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x107f936), 38, 2), // HostProfileManagerCompositionResultResultElementStatus
+        x::TypeEntry::structure(x::Name(0x108302d), x::Name(0xbb9c0b), 149, 2), // HostProfileManagerCompositionValidationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1085e3a), x::Name(0xbb9c0b), 151, 10), // HostProfileManagerCompositionValidationResultResultElement: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1089940), 40, 2), // HostProfileManagerCompositionValidationResultResultElementStatus
+        x::TypeEntry::structure(x::Name(0x108da20), x::Name(0xbb9c0b), 161, 3), // HostProfileManagerConfigTaskList: DynamicData
+        x::TypeEntry::structure(x::Name(0x108fb25), x::Name(0xbb9c0b), 164, 2), // HostProfileManagerHostToConfigSpecMap: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1092125), 42, 2), // HostProfileManagerTaskListRequirement
+        x::TypeEntry::structure(x::Name(0x109472a), x::Name::NONE, 166, 1), // HostProfileResetValidationStateRequestType
+        x::TypeEntry::structure(x::Name(0x1097224), x::Name(0x16c581b), 167, 2), // HostProfileSerializedHostProfileSpec: ProfileSerializedCreateSpec
+        x::TypeEntry::structure(x::Name(0x1099720), x::Name(0xbb9c0b), 169, 7), // HostProfileValidationFailureInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x109b82a), 44, 4), // HostProfileValidationFailureInfoUpdateType
+        x::TypeEntry::enumeration(x::Name(0x109e31a), 48, 3), // HostProfileValidationState
+        x::TypeEntry::structure(x::Name(0x109fe20), x::Name(0xbb9c0b), 176, 0), // HostProfilesEntityCustomizations: DynamicData
+        x::TypeEntry::structure(x::Name(0x10a1f14), x::Name(0xbb9c0b), 176, 13), // HostProtocolEndpoint: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10a341a), 51, 2), // HostProtocolEndpointPEType
+        x::TypeEntry::enumeration(x::Name(0x10a4f28), 53, 3), // HostProtocolEndpointProtocolEndpointType
+        x::TypeEntry::structure(x::Name(0x10a780f), x::Name(0xbb9c0b), 189, 25), // HostProxySwitch: DynamicData
+        x::TypeEntry::structure(x::Name(0x10a8815), x::Name(0xbb9c0b), 214, 3), // HostProxySwitchConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x10a9e16), x::Name(0xbb9c0b), 217, 5), // HostProxySwitchEnsInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ab51c), x::Name(0xbb9c0b), 222, 3), // HostProxySwitchHostLagConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ad213), x::Name(0xbb9c0b), 225, 1), // HostProxySwitchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ae60d), x::Name(0xbb9c0b), 226, 2), // HostPtpConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10af417), 56, 3), // HostPtpConfigDeviceType
+        x::TypeEntry::structure(x::Name(0x10b0c14), x::Name(0xbb9c0b), 228, 4), // HostPtpConfigPtpPort: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b2111), x::Name(0xbb9c0b), 232, 2), // HostQualifiedName: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10b3315), 59, 2), // HostQualifiedNameType
+        x::TypeEntry::structure(x::Name(0x10b4923), x::Name::NONE, 234, 2), // HostQueryVirtualDiskUuidRequestType
+        x::TypeEntry::structure(x::Name(0x10b6d0e), x::Name(0xbb9c0b), 236, 7), // HostRdmaDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b7c15), x::Name(0xbb9c0b), 243, 0), // HostRdmaDeviceBacking: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b9218), x::Name(0xbb9c0b), 243, 3), // HostRdmaDeviceCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x10bab1c), x::Name(0xbb9c0b), 246, 3), // HostRdmaDeviceConnectionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10bc81d), 61, 6), // HostRdmaDeviceConnectionState
+        x::TypeEntry::structure(x::Name(0x10be619), x::Name(0x10b7c15), 249, 1), // HostRdmaDevicePnicBacking: HostRdmaDeviceBacking
+        x::TypeEntry::structure(x::Name(0x10c000b), x::Name(0xefbc12), 250, 1), // HostRdmaHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x10c0c17), x::Name(0x1172c13), 251, 0), // HostRdmaTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0x10c242a), x::Name::NONE, 251, 3), // HostReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0x10c4f1b), x::Name(0xea3c09), 254, 0), // HostReconnectionFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x10c6b1b), x::Name::NONE, 254, 5), // HostRegisterDiskRequestType
+        x::TypeEntry::structure(x::Name(0x10c8716), x::Name(0xbb9c0b), 259, 1), // HostReliableMemoryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10c9e25), x::Name::NONE, 260, 5), // HostRelocateVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x10cc423), x::Name::NONE, 265, 1), // HostRemoveVFlashResourceRequestType
+        x::TypeEntry::structure(x::Name(0x10ce810), x::Name(0xea3c09), 266, 0), // HostRemovedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x10cf923), x::Name::NONE, 266, 4), // HostRenameVStorageObjectRequestType
+        x::TypeEntry::enumeration(x::Name(0x10d1d1b), 67, 6), // HostReplayUnsupportedReason
+        x::TypeEntry::structure(x::Name(0x10d391b), x::Name(0xbb9c0b), 270, 2), // HostResignatureRescanResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x10d5539), x::Name::NONE, 272, 2), // HostRetrieveVStorageInfrastructureObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x10d8f2d), x::Name::NONE, 274, 5), // HostRetrieveVStorageObjectMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x10dbd32), x::Name::NONE, 279, 5), // HostRetrieveVStorageObjectMetadataValueRequestType
+        x::TypeEntry::structure(x::Name(0x10df025), x::Name::NONE, 284, 4), // HostRetrieveVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x10e162a), x::Name::NONE, 288, 3), // HostRetrieveVStorageObjectStateRequestType
+        x::TypeEntry::structure(x::Name(0x10e410f), x::Name(0xbb9c0b), 291, 19), // HostRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10e512a), x::Name(0xbb9c0b), 310, 5), // HostRuntimeInfoNetStackInstanceRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10e7c2f), 73, 4), // HostRuntimeInfoNetStackInstanceRuntimeInfoState
+        x::TypeEntry::structure(x::Name(0x10eac21), x::Name(0xbb9c0b), 315, 2), // HostRuntimeInfoNetworkRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ece22), x::Name(0xbb9c0b), 317, 3), // HostRuntimeInfoStateEncryptionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10ef130), 77, 2), // HostRuntimeInfoStateEncryptionInfoProtectionMode
+        x::TypeEntry::enumeration(x::Name(0x10f222a), 79, 3), // HostRuntimeInfoStatelessNvdsMigrationState
+        x::TypeEntry::structure(x::Name(0x10f4d32), x::Name::NONE, 320, 3), // HostScheduleReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0x10f800c), x::Name(0x19e5a07), 323, 9), // HostScsiDisk: ScsiLun
+        x::TypeEntry::structure(x::Name(0x10f8d15), x::Name(0xbb9c0b), 332, 2), // HostScsiDiskPartition: DynamicData
+        x::TypeEntry::structure(x::Name(0x10fa310), x::Name(0xbb9c0b), 334, 1), // HostScsiTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x10fb419), x::Name(0xbb9c0b), 335, 3), // HostScsiTopologyInterface: DynamicData
+        x::TypeEntry::structure(x::Name(0x10fce13), x::Name(0xbb9c0b), 338, 3), // HostScsiTopologyLun: DynamicData
+        x::TypeEntry::structure(x::Name(0x10fe216), x::Name(0xbb9c0b), 341, 4), // HostScsiTopologyTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0x10ff910), x::Name(0xbb9c0b), 345, 3), // HostSecuritySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1100a15), x::Name(0xefbc12), 348, 1), // HostSerialAttachedHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x1102021), x::Name(0x1172c13), 349, 0), // HostSerialAttachedTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0x110420b), x::Name(0xbb9c0b), 349, 8), // HostService: DynamicData
+        x::TypeEntry::structure(x::Name(0x1104e11), x::Name(0xbb9c0b), 357, 2), // HostServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x110600f), x::Name(0xbb9c0b), 359, 1), // HostServiceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1107011), 82, 3), // HostServicePolicy
+        x::TypeEntry::structure(x::Name(0x1108218), x::Name(0xbb9c0b), 360, 2), // HostServiceSourcePackage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1109b11), x::Name(0xbb9c0b), 362, 7), // HostServiceTicket: DynamicData
+        x::TypeEntry::structure(x::Name(0x110ad2c), x::Name::NONE, 369, 4), // HostSetVStorageObjectControlFlagsRequestType
+        x::TypeEntry::structure(x::Name(0x110da21), x::Name::NONE, 373, 3), // HostSetVirtualDiskUuidRequestType
+        x::TypeEntry::structure(x::Name(0x110fc0b), x::Name(0xbb9c0b), 376, 4), // HostSevInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1110813), 85, 4), // HostSevInfoSevState
+        x::TypeEntry::structure(x::Name(0x1111c0b), x::Name(0xbb9c0b), 380, 5), // HostSgxInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1112813), 89, 3), // HostSgxInfoFlcModes
+        x::TypeEntry::enumeration(x::Name(0x1113c14), 92, 8), // HostSgxInfoSgxStates
+        x::TypeEntry::structure(x::Name(0x1115117), x::Name(0xbb9c0b), 385, 6), // HostSgxRegistrationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1116929), 100, 3), // HostSgxRegistrationInfoRegistrationStatus
+        x::TypeEntry::enumeration(x::Name(0x1119327), 103, 2), // HostSgxRegistrationInfoRegistrationType
+        x::TypeEntry::structure(x::Name(0x111bb19), x::Name(0xbb9c0b), 391, 5), // HostSharedGpuCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x111d51e), x::Name(0xe4580c), 396, 2), // HostShortNameInconsistentEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0x111f41c), x::Name(0xea3c09), 398, 1), // HostShortNameToIpFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1121111), x::Name(0xea3c09), 399, 1), // HostShutdownEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0x1122317), 105, 3), // HostSnmpAgentCapability
+        x::TypeEntry::structure(x::Name(0x1123b12), x::Name(0xbb9c0b), 400, 5), // HostSnmpConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1124e13), x::Name(0xbb9c0b), 405, 3), // HostSnmpDestination: DynamicData
+        x::TypeEntry::structure(x::Name(0x1126219), x::Name(0xbb9c0b), 408, 5), // HostSnmpSystemAgentLimits: DynamicData
+        x::TypeEntry::structure(x::Name(0x1127c22), x::Name::NONE, 413, 3), // HostSpecGetUpdatedHostsRequestType
+        x::TypeEntry::structure(x::Name(0x1129f11), x::Name(0xbb9c0b), 416, 5), // HostSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0x112b11d), x::Name(0xea3c09), 421, 0), // HostSpecificationChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x112cf20), x::Name(0x1d94808), 421, 1), // HostSpecificationOperationFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x112f01d), x::Name(0xea3c09), 422, 0), // HostSpecificationRequireEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1130e1c), x::Name(0xea3c09), 422, 1), // HostSpecificationUpdateEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1132b0f), x::Name(0x1049b15), 423, 2), // HostSriovConfig: HostPciPassthruConfig
+        x::TypeEntry::structure(x::Name(0x1133b17), x::Name(0xbb9c0b), 425, 1), // HostSriovDevicePoolInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x113530d), x::Name(0x104b113), 426, 6), // HostSriovInfo: HostPciPassthruInfo
+        x::TypeEntry::structure(x::Name(0x113611e), x::Name(0x1133b17), 432, 3), // HostSriovNetworkDevicePoolInfo: HostSriovDevicePoolInfo
+        x::TypeEntry::structure(x::Name(0x1138015), x::Name(0xbb9c0b), 435, 3), // HostSslThumbprintInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x113960f), 108, 4), // HostStandbyMode
+        x::TypeEntry::structure(x::Name(0x113a616), x::Name(0x759619), 438, 0), // HostStatusChangedEvent: ClusterStatusChangedEvent
+        x::TypeEntry::structure(x::Name(0x113bd20), x::Name(0xbb9c0b), 438, 1), // HostStorageArrayTypePolicyOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x113de15), x::Name(0xbb9c0b), 439, 7), // HostStorageDeviceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x113f416), x::Name(0xeefb17), 446, 1), // HostStorageElementInfo: HostHardwareElementInfo
+        x::TypeEntry::structure(x::Name(0x1140b1a), x::Name(0xbb9c0b), 447, 2), // HostStorageOperationalInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1142613), 112, 2), // HostStorageProtocol
+        x::TypeEntry::structure(x::Name(0x1143a25), x::Name(0xbb9c0b), 449, 2), // HostStorageSystemDiskLocatorLedResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x114601e), x::Name(0xbb9c0b), 451, 2), // HostStorageSystemScsiLunResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1147f21), x::Name(0xbb9c0b), 453, 2), // HostStorageSystemVmfsVolumeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x114a114), x::Name(0xbb9c0b), 455, 4), // HostSubSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0x114b61f), x::Name(0xea3c09), 459, 1), // HostSubSpecificationDeleteEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x114d61f), x::Name(0xea3c09), 460, 1), // HostSubSpecificationUpdateEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x114f613), x::Name(0xea3c09), 461, 1), // HostSyncFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x115151e), x::Name(0xbb9c0b), 462, 2), // HostSystemComplianceCheckState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1153419), 114, 3), // HostSystemConnectionState
+        x::TypeEntry::structure(x::Name(0x1154e14), x::Name(0xbb9c0b), 464, 1), // HostSystemHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x115631c), x::Name(0xbb9c0b), 465, 2), // HostSystemIdentificationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1158026), 117, 5), // HostSystemIdentificationInfoIdentifier
+        x::TypeEntry::structure(x::Name(0x115a70e), x::Name(0xbb9c0b), 467, 10), // HostSystemInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x115b614), 122, 4), // HostSystemPowerState
+        x::TypeEntry::structure(x::Name(0x115cb17), x::Name(0xbb9c0b), 477, 1), // HostSystemReconnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x115e31a), x::Name(0xbb9c0b), 478, 2), // HostSystemRemediationState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x115fe1f), 126, 6), // HostSystemRemediationStateState
+        x::TypeEntry::structure(x::Name(0x1161e16), x::Name(0xbb9c0b), 480, 3), // HostSystemResourceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x116351b), x::Name(0xbb9c0b), 483, 1), // HostSystemSwapConfiguration: DynamicData
+        x::TypeEntry::structure(x::Name(0x116512a), x::Name(0x117002b), 484, 1), // HostSystemSwapConfigurationDatastoreOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x1167c29), x::Name(0x117002b), 485, 0), // HostSystemSwapConfigurationDisabledOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x116a62a), x::Name(0x117002b), 485, 0), // HostSystemSwapConfigurationHostCacheOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x116d12e), x::Name(0x117002b), 485, 0), // HostSystemSwapConfigurationHostLocalSwapOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x117002b), x::Name(0xbb9c0b), 485, 1), // HostSystemSwapConfigurationSystemSwapOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1172c13), x::Name(0xbb9c0b), 486, 0), // HostTargetTransport: DynamicData
+        x::TypeEntry::structure(x::Name(0x117400a), x::Name(0xefbc12), 486, 1), // HostTcpHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x1174b14), x::Name(0xefaa11), 487, 1), // HostTcpHbaCreateSpec: HostHbaCreateSpec
+        x::TypeEntry::structure(x::Name(0x1176016), x::Name(0x1172c13), 488, 0), // HostTcpTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0x117770b), x::Name(0xbb9c0b), 488, 2), // HostTdxInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1178313), 132, 5), // HostTdxInfoTdxState
+        x::TypeEntry::structure(x::Name(0x1179716), x::Name(0xbb9c0b), 490, 3), // HostTpmAttestationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x117ae26), 137, 2), // HostTpmAttestationInfoAcceptanceStatus
+        x::TypeEntry::structure(x::Name(0x117d518), x::Name(0xbb9c0b), 493, 3), // HostTpmAttestationReport: DynamicData
+        x::TypeEntry::structure(x::Name(0x117ee1f), x::Name(0x1186113), 496, 0), // HostTpmBootCompleteEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1180e25), x::Name(0x1186113), 496, 1), // HostTpmBootSecurityOptionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x118341a), x::Name(0x1186113), 497, 1), // HostTpmCommandEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1184f11), x::Name(0xe73f0e), 498, 1), // HostTpmDigestInfo: HostDigestInfo
+        x::TypeEntry::structure(x::Name(0x1186113), x::Name(0xbb9c0b), 499, 2), // HostTpmEventDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1187514), x::Name(0xbb9c0b), 501, 2), // HostTpmEventLogEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0x1188a18), x::Name(0x1180e25), 503, 0), // HostTpmNvTagEventDetails: HostTpmBootSecurityOptionEventDetails
+        x::TypeEntry::structure(x::Name(0x118a319), x::Name(0x1186113), 503, 2), // HostTpmOptionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x118bd19), x::Name(0x1180e25), 505, 0), // HostTpmSignerEventDetails: HostTpmBootSecurityOptionEventDetails
+        x::TypeEntry::structure(x::Name(0x118d724), x::Name(0x1186113), 505, 4), // HostTpmSoftwareComponentEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x118fc20), x::Name(0x1186113), 509, 1), // HostTpmSystemVersionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1191d1a), x::Name(0x1186113), 510, 1), // HostTpmVersionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1193821), x::Name(0xbb9c0b), 511, 5), // HostTrustAuthorityAttestationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1195a32), 139, 3), // HostTrustAuthorityAttestationInfoAttestationStatus
+        x::TypeEntry::structure(x::Name(0x1198d18), x::Name(0xbb9c0b), 516, 8), // HostUnresolvedVmfsExtent: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x119a628), 142, 2), // HostUnresolvedVmfsExtentUnresolvedReason
+        x::TypeEntry::structure(x::Name(0x119cf21), x::Name(0xbb9c0b), 524, 1), // HostUnresolvedVmfsResignatureSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x119f122), x::Name(0xbb9c0b), 525, 3), // HostUnresolvedVmfsResolutionResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x11a1420), x::Name(0xbb9c0b), 528, 2), // HostUnresolvedVmfsResolutionSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11a3532), 144, 2), // HostUnresolvedVmfsResolutionSpecVmfsUuidResolution
+        x::TypeEntry::structure(x::Name(0x11a6818), x::Name(0xbb9c0b), 530, 5), // HostUnresolvedVmfsVolume: DynamicData
+        x::TypeEntry::structure(x::Name(0x11a8125), x::Name(0xbb9c0b), 535, 3), // HostUnresolvedVmfsVolumeResolveStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x11aa72d), x::Name::NONE, 538, 5), // HostUpdateVStorageObjectMetadataExRequestType
+        x::TypeEntry::structure(x::Name(0x11ad52b), x::Name::NONE, 543, 5), // HostUpdateVStorageObjectMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x11b0116), x::Name(0xea3c09), 548, 0), // HostUpgradeFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x11b1820), x::Name(0xea3c09), 548, 0), // HostUserWorldSwapNotEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x11b3926), x::Name(0xbb9c0b), 548, 3), // HostVFlashManagerVFlashCacheConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11b603e), x::Name(0xbb9c0b), 551, 8), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x11b9f26), x::Name(0xbb9c0b), 559, 2), // HostVFlashManagerVFlashCacheConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11bc621), x::Name(0xbb9c0b), 561, 2), // HostVFlashManagerVFlashConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11be829), x::Name(0xbb9c0b), 563, 2), // HostVFlashManagerVFlashResourceConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c1229), x::Name(0xbb9c0b), 565, 1), // HostVFlashManagerVFlashResourceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c3c2a), x::Name(0xbb9c0b), 566, 5), // HostVFlashManagerVFlashResourceRunTimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c6725), x::Name(0xbb9c0b), 571, 3), // HostVFlashResourceConfigurationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c8d18), x::Name(0xbb9c0b), 574, 2), // HostVMotionCompatibility: DynamicData
+        x::TypeEntry::structure(x::Name(0x11ca611), x::Name(0xbb9c0b), 576, 2), // HostVMotionConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x11cb80f), x::Name(0xbb9c0b), 578, 2), // HostVMotionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11cc827), x::Name(0xbb9c0b), 580, 10), // HostVMotionManagerDstInstantCloneResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x11cf027), x::Name(0xbb9c0b), 590, 5), // HostVMotionManagerSrcInstantCloneResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x11d1814), x::Name(0xbb9c0b), 595, 2), // HostVMotionNetConfig: DynamicData
     ],
     decoders: &[
+        Some(x::decode_boxed::<HostOpaqueSwitch>),
+        Some(x::decode_boxed::<HostOpaqueSwitchOpaqueSwitchState>),
+        Some(x::decode_boxed::<HostOpaqueSwitchPhysicalNicZone>),
+        Some(x::decode_boxed::<HostOvercommittedEvent>),
+        Some(x::decode_boxed::<HostPMemVolume>),
+        Some(x::decode_boxed::<HostParallelScsiHba>),
+        Some(x::decode_boxed::<HostParallelScsiTargetTransport>),
+        Some(x::decode_boxed::<HostPartialMaintenanceModeId>),
+        Some(x::decode_boxed::<HostPartialMaintenanceModeRuntimeInfo>),
+        Some(x::decode_boxed::<HostPartialMaintenanceModeStatus>),
+        Some(x::decode_boxed::<HostPatchManagerInstallState>),
+        Some(x::decode_boxed::<HostPatchManagerIntegrityStatus>),
+        Some(x::decode_boxed::<HostPatchManagerLocator>),
+        Some(x::decode_boxed::<HostPatchManagerPatchManagerOperationSpec>),
+        Some(x::decode_boxed::<HostPatchManagerReason>),
+        Some(x::decode_boxed::<HostPatchManagerResult>),
+        Some(x::decode_boxed::<HostPatchManagerStatus>),
+        Some(x::decode_boxed::<HostPatchManagerStatusPrerequisitePatch>),
+        Some(x::decode_boxed::<HostPathSelectionPolicyOption>),
+        Some(x::decode_boxed::<HostPciDevice>),
+        Some(x::decode_boxed::<HostPciDeviceDirectPathInfo>),
+        Some(x::decode_boxed::<HostPciPassthruConfig>),
+        Some(x::decode_boxed::<HostPciPassthruInfo>),
+        Some(x::decode_boxed::<HostPciPassthruInfoDirectPathDeviceMode>),
+        Some(x::decode_boxed::<HostPciPassthruInfoDirectPathState>),
+        Some(x::decode_boxed::<HostPcieHba>),
+        Some(x::decode_boxed::<HostPcieTargetTransport>),
+        Some(x::decode_boxed::<HostPersistentMemoryInfo>),
+        Some(x::decode_boxed::<HostPlacedVirtualNicIdentifier>),
+        Some(x::decode_boxed::<HostPlugStoreTopology>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyAdapter>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyDevice>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyPath>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyPlugin>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyTarget>),
+        Some(x::decode_boxed::<HostPnicNetworkResourceInfo>),
+        Some(x::decode_boxed::<HostPortGroup>),
+        Some(x::decode_boxed::<HostPortGroupConfig>),
+        Some(x::decode_boxed::<HostPortGroupPort>),
+        Some(x::decode_boxed::<HostPortGroupProfile>),
+        Some(x::decode_boxed::<HostPortGroupSpec>),
         Some(x::decode_boxed::<HostPosixAccountSpec>),
         Some(x::decode_boxed::<HostPowerOpFailed>),
         Some(x::decode_boxed::<HostPowerOperationType>),
@@ -281,6 +316,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostProtocolEndpointProtocolEndpointType>),
         Some(x::decode_boxed::<HostProxySwitch>),
         Some(x::decode_boxed::<HostProxySwitchConfig>),
+        Some(x::decode_boxed::<HostProxySwitchEnsInfo>),
         Some(x::decode_boxed::<HostProxySwitchHostLagConfig>),
         Some(x::decode_boxed::<HostProxySwitchSpec>),
         Some(x::decode_boxed::<HostPtpConfig>),
@@ -288,6 +324,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostPtpConfigPtpPort>),
         Some(x::decode_boxed::<HostQualifiedName>),
         Some(x::decode_boxed::<HostQualifiedNameType>),
+        None, // HostQueryVirtualDiskUuidRequestType
         Some(x::decode_boxed::<HostRdmaDevice>),
         Some(x::decode_boxed::<HostRdmaDeviceBacking>),
         Some(x::decode_boxed::<HostRdmaDeviceCapability>),
@@ -335,11 +372,15 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostServiceSourcePackage>),
         Some(x::decode_boxed::<HostServiceTicket>),
         None, // HostSetVStorageObjectControlFlagsRequestType
+        None, // HostSetVirtualDiskUuidRequestType
         Some(x::decode_boxed::<HostSevInfo>),
         Some(x::decode_boxed::<HostSevInfoSevState>),
         Some(x::decode_boxed::<HostSgxInfo>),
         Some(x::decode_boxed::<HostSgxInfoFlcModes>),
         Some(x::decode_boxed::<HostSgxInfoSgxStates>),
+        Some(x::decode_boxed::<HostSgxRegistrationInfo>),
+        Some(x::decode_boxed::<HostSgxRegistrationInfoRegistrationStatus>),
+        Some(x::decode_boxed::<HostSgxRegistrationInfoRegistrationType>),
         Some(x::decode_boxed::<HostSharedGpuCapabilities>),
         Some(x::decode_boxed::<HostShortNameInconsistentEvent>),
         Some(x::decode_boxed::<HostShortNameToIpFailedEvent>),
@@ -394,9 +435,12 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostTcpHba>),
         Some(x::decode_boxed::<HostTcpHbaCreateSpec>),
         Some(x::decode_boxed::<HostTcpTargetTransport>),
+        Some(x::decode_boxed::<HostTdxInfo>),
+        Some(x::decode_boxed::<HostTdxInfoTdxState>),
         Some(x::decode_boxed::<HostTpmAttestationInfo>),
         Some(x::decode_boxed::<HostTpmAttestationInfoAcceptanceStatus>),
         Some(x::decode_boxed::<HostTpmAttestationReport>),
+        Some(x::decode_boxed::<HostTpmBootCompleteEventDetails>),
         Some(x::decode_boxed::<HostTpmBootSecurityOptionEventDetails>),
         Some(x::decode_boxed::<HostTpmCommandEventDetails>),
         Some(x::decode_boxed::<HostTpmDigestInfo>),
@@ -404,7 +448,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostTpmEventLogEntry>),
         Some(x::decode_boxed::<HostTpmNvTagEventDetails>),
         Some(x::decode_boxed::<HostTpmOptionEventDetails>),
+        Some(x::decode_boxed::<HostTpmSignerEventDetails>),
         Some(x::decode_boxed::<HostTpmSoftwareComponentEventDetails>),
+        Some(x::decode_boxed::<HostTpmSystemVersionEventDetails>),
+        Some(x::decode_boxed::<HostTpmVersionEventDetails>),
         Some(x::decode_boxed::<HostTrustAuthorityAttestationInfo>),
         Some(x::decode_boxed::<HostTrustAuthorityAttestationInfoAttestationStatus>),
         Some(x::decode_boxed::<HostUnresolvedVmfsExtent>),
@@ -433,806 +480,752 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<HostVMotionManagerDstInstantCloneResult>),
         Some(x::decode_boxed::<HostVMotionManagerSrcInstantCloneResult>),
         Some(x::decode_boxed::<HostVMotionNetConfig>),
-        None, // HostVStorageObjectCreateDiskFromSnapshotRequestType
-        None, // HostVStorageObjectCreateSnapshotRequestType
-        None, // HostVStorageObjectDeleteSnapshotRequestType
-        None, // HostVStorageObjectRetrieveSnapshotInfoRequestType
-        None, // HostVStorageObjectRevertRequestType
-        Some(x::decode_boxed::<HostVfatVolume>),
-        Some(x::decode_boxed::<HostVffsSpec>),
-        Some(x::decode_boxed::<HostVffsVolume>),
-        Some(x::decode_boxed::<HostVirtualNic>),
-        Some(x::decode_boxed::<HostVirtualNicConfig>),
-        Some(x::decode_boxed::<HostVirtualNicConnection>),
-        Some(x::decode_boxed::<HostVirtualNicIpRouteSpec>),
-        Some(x::decode_boxed::<HostVirtualNicManagerInfo>),
-        Some(x::decode_boxed::<HostVirtualNicManagerNicType>),
-        Some(x::decode_boxed::<HostVirtualNicManagerNicTypeSelection>),
-        Some(x::decode_boxed::<HostVirtualNicOpaqueNetworkSpec>),
-        Some(x::decode_boxed::<HostVirtualNicSpec>),
-        Some(x::decode_boxed::<HostVirtualSwitch>),
-        Some(x::decode_boxed::<HostVirtualSwitchAutoBridge>),
-        Some(x::decode_boxed::<HostVirtualSwitchBeaconConfig>),
-        Some(x::decode_boxed::<HostVirtualSwitchBondBridge>),
-        Some(x::decode_boxed::<HostVirtualSwitchBridge>),
-        Some(x::decode_boxed::<HostVirtualSwitchConfig>),
-        Some(x::decode_boxed::<HostVirtualSwitchSimpleBridge>),
-        Some(x::decode_boxed::<HostVirtualSwitchSpec>),
-        Some(x::decode_boxed::<HostVmciAccessManagerAccessSpec>),
-        Some(x::decode_boxed::<HostVmciAccessManagerMode>),
-        Some(x::decode_boxed::<HostVmfsRescanResult>),
-        Some(x::decode_boxed::<HostVmfsSpec>),
-        Some(x::decode_boxed::<HostVmfsVolume>),
-        Some(x::decode_boxed::<HostVmfsVolumeUnmapBandwidthPolicy>),
-        Some(x::decode_boxed::<HostVmfsVolumeUnmapPriority>),
-        Some(x::decode_boxed::<HostVnicConnectedToCustomizedDVPortEvent>),
-        Some(x::decode_boxed::<HostVsanInternalSystemCmmdsQuery>),
-        Some(x::decode_boxed::<HostVsanInternalSystemDeleteVsanObjectsResult>),
-        Some(x::decode_boxed::<HostVsanInternalSystemVsanObjectOperationResult>),
-        Some(x::decode_boxed::<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>),
-        Some(x::decode_boxed::<HostVvolVolume>),
-        Some(x::decode_boxed::<HostVvolVolumeSpecification>),
-        Some(x::decode_boxed::<HostWwnChangedEvent>),
-        Some(x::decode_boxed::<HostWwnConflictEvent>),
-        Some(x::decode_boxed::<HotSnapshotMoveNotSupported>),
-        Some(x::decode_boxed::<HourlyTaskScheduler>),
-        Some(x::decode_boxed::<HttpFault>),
-        None, // HttpNfcLeaseAbortRequestType
-        Some(x::decode_boxed::<HttpNfcLeaseCapabilities>),
-        None, // HttpNfcLeaseCompleteRequestType
-        Some(x::decode_boxed::<HttpNfcLeaseDatastoreLeaseInfo>),
-        Some(x::decode_boxed::<HttpNfcLeaseDeviceUrl>),
-        None, // HttpNfcLeaseGetManifestRequestType
-        Some(x::decode_boxed::<HttpNfcLeaseHostInfo>),
-        Some(x::decode_boxed::<HttpNfcLeaseInfo>),
-        Some(x::decode_boxed::<HttpNfcLeaseManifestEntry>),
-        Some(x::decode_boxed::<HttpNfcLeaseManifestEntryChecksumType>),
-        Some(x::decode_boxed::<HttpNfcLeaseMode>),
-        Some(x::decode_boxed::<HttpNfcLeaseProbeResult>),
-        None, // HttpNfcLeaseProbeUrlsRequestType
-        None, // HttpNfcLeaseProgressRequestType
-        None, // HttpNfcLeasePullFromUrlsRequestType
     ],
     fields: &[
-        x::FieldEntry::optional(x::Name(0x2bc0b07), x::Name(0x2729103)), // posixId: int
-        x::FieldEntry::optional(x::Name(0x2dfc50b), x::Name(0x212d207)), // shellAccess: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2dfd709), x::Name(0x2f00106)), // shortName: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x2bfac0c), x::Name(0x2f00106)), // primaryAgent: string
-        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x14dff14)), // profile: ProfileEventArgument
-        x::FieldEntry::optional(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x22be313), x::Name(0x705411)), // customComplyProfile: ComplianceProfile
-        x::FieldEntry::required(x::Name(0x23cf11d), x::Name(0x212d207)), // disabledExpressionListChanged: boolean
-        x::FieldEntry::repeated(x::Name(0x23cda16), x::Name(0x2f00106)), // disabledExpressionList: string
-        x::FieldEntry::optional(x::Name(0x30c6b0d), x::Name(0x1258216)), // validatorHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30c3c0a), x::Name(0x212d207)), // validating: boolean
-        x::FieldEntry::optional(x::Name(0x2663a0a), x::Name(0xf11115)), // hostConfig: HostProfileConfigInfo
-        x::FieldEntry::optional(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2324614), x::Name(0x705411)), // defaultComplyProfile: ComplianceProfile
-        x::FieldEntry::repeated(x::Name(0x2323114), x::Name(0x704211)), // defaultComplyLocator: ComplianceLocator
-        x::FieldEntry::optional(x::Name(0x22be313), x::Name(0x705411)), // customComplyProfile: ComplianceProfile
-        x::FieldEntry::repeated(x::Name(0x23cda16), x::Name(0x2f00106)), // disabledExpressionList: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x14dad12)), // description: ProfileDescription
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3076e14), x::Name(0x212d207)), // useHostProfileEngine: boolean
-        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1230312)), // errors: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x2d3a407), x::Name(0xf1a330)), // results: HostProfileManagerCompositionResultResultElement
-        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1230312)), // errors: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x2d3a407), x::Name(0xf2393a)), // results: HostProfileManagerCompositionValidationResultResultElement
-        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1230312)), // errors: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1230312)), // errors: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x2e54817), x::Name(0xc92510)), // sourceDiffForToBeMerged: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2f88017), x::Name(0xc92510)), // targetDiffForToBeMerged: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fb6809), x::Name(0xc92510)), // toBeAdded: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fb720b), x::Name(0xc92510)), // toBeDeleted: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fb7e0c), x::Name(0xc92510)), // toBeDisabled: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fb8b0b), x::Name(0xc92510)), // toBeEnabled: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fba20e), x::Name(0xc92510)), // toBeReenableCC: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2f9250f), x::Name(0x1230312)), // taskDescription: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x2f94e13), x::Name(0x2f00106)), // taskListRequirement: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x8e314)), // configSpec: AnswerFileCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30c6b0d), x::Name(0x1258216)), // validatorHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30c3c0a), x::Name(0x212d207)), // validating: boolean
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::required(x::Name(0x3053e0a), x::Name(0x2f00106)), // updateType: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
-        x::FieldEntry::repeated(x::Name(0x2527d08), x::Name(0x1506c20)), // failures: ProfileUpdateFailedUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x2538e06), x::Name(0x1233814)), // faults: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2b4fe06), x::Name(0x2f00106)), // peType: string
-        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x2676907), x::Name(0x1258216)), // hostKey: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ee290c), x::Name(0x2f00106)), // storageArray: string
-        x::FieldEntry::optional(x::Name(0x29d6e09), x::Name(0x2f00106)), // nfsServer: string
-        x::FieldEntry::optional(x::Name(0x29d3406), x::Name(0x2f00106)), // nfsDir: string
-        x::FieldEntry::optional(x::Name(0x29d990e), x::Name(0x2f00106)), // nfsServerScope: string
-        x::FieldEntry::optional(x::Name(0x29d8a0e), x::Name(0x2f00106)), // nfsServerMajor: string
-        x::FieldEntry::optional(x::Name(0x29d7811), x::Name(0x2f00106)), // nfsServerAuthType: string
-        x::FieldEntry::optional(x::Name(0x29da80d), x::Name(0x2f00106)), // nfsServerUser: string
-        x::FieldEntry::optional(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
-        x::FieldEntry::required(x::Name(0x2454007), x::Name(0x2f00106)), // dvsUuid: string
-        x::FieldEntry::required(x::Name(0x244eb07), x::Name(0x2f00106)), // dvsName: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2a48808), x::Name(0x2729103)), // numPorts: int
-        x::FieldEntry::optional(x::Name(0x220760e), x::Name(0x2729103)), // configNumPorts: int
-        x::FieldEntry::required(x::Name(0x2a49111), x::Name(0x2729103)), // numPortsAvailable: int
-        x::FieldEntry::repeated(x::Name(0x305b60a), x::Name(0x11c0608)), // uplinkPort: KeyValue
-        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
-        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xf49613)), // spec: HostProxySwitchSpec
-        x::FieldEntry::repeated(x::Name(0x2677107), x::Name(0xf4791c)), // hostLag: HostProxySwitchHostLagConfig
-        x::FieldEntry::optional(x::Name(0x29a3e1b), x::Name(0x212d207)), // networkReservationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2a1ba0b), x::Name(0x212d207)), // nsxtEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x24ab20a), x::Name(0x212d207)), // ensEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x24abd13), x::Name(0x212d207)), // ensInterruptEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2ff6f0e), x::Name(0x9bbc33)), // transportZones: DistributedVirtualSwitchHostMemberTransportZoneInfo
-        x::FieldEntry::repeated(x::Name(0x2a1a811), x::Name(0x2f00106)), // nsxUsedUplinkPort: string
-        x::FieldEntry::optional(x::Name(0x2a1c60a), x::Name(0x2f00106)), // nsxtStatus: string
-        x::FieldEntry::optional(x::Name(0x2a1d110), x::Name(0x2f00106)), // nsxtStatusDetail: string
-        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xf49613)), // spec: HostProxySwitchSpec
-        x::FieldEntry::required(x::Name(0x27eb406), x::Name(0x2f00106)), // lagKey: string
-        x::FieldEntry::optional(x::Name(0x27ebb07), x::Name(0x2f00106)), // lagName: string
-        x::FieldEntry::repeated(x::Name(0x305b60a), x::Name(0x11c0608)), // uplinkPort: KeyValue
-        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0x9a7b29)), // backing: DistributedVirtualSwitchHostMemberBacking
-        x::FieldEntry::optional(x::Name(0x241f106), x::Name(0x2729103)), // domain: int
-        x::FieldEntry::repeated(x::Name(0x2ba9a04), x::Name(0xf4d014)), // port: HostPtpConfigPtpPort
-        x::FieldEntry::required(x::Name(0x2702305), x::Name(0x2729103)), // index: int
-        x::FieldEntry::optional(x::Name(0x239a30a), x::Name(0x2f00106)), // deviceType: string
-        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::optional(x::Name(0x2769308), x::Name(0xdfe20c)), // ipConfig: HostIpConfig
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::optional(x::Name(0x242e506), x::Name(0x2f00106)), // driver: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0xf51c15)), // backing: HostRdmaDeviceBacking
-        x::FieldEntry::required(x::Name(0x2232f0e), x::Name(0xf54b1c)), // connectionInfo: HostRdmaDeviceConnectionInfo
-        x::FieldEntry::required(x::Name(0x216480a), x::Name(0xf53218)), // capability: HostRdmaDeviceCapability
-        x::FieldEntry::required(x::Name(0x2d4ea0d), x::Name(0x212d207)), // roceV1Capable: boolean
-        x::FieldEntry::required(x::Name(0x2d4f80d), x::Name(0x212d207)), // roceV2Capable: boolean
-        x::FieldEntry::required(x::Name(0x26c950c), x::Name(0x212d207)), // iWarpCapable: boolean
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::required(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
-        x::FieldEntry::required(x::Name(0x2e8360b), x::Name(0x2729103)), // speedInMbps: int
-        x::FieldEntry::required(x::Name(0x2b1f40c), x::Name(0x2f00106)), // pairedUplink: string
-        x::FieldEntry::optional(x::Name(0x20b5c14), x::Name(0x2f00106)), // associatedRdmaDevice: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x28edb0a), x::Name(0x2857004)), // memorySize: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fdb110)), // spec: VslmRelocateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2d00a06), x::Name(0x1089a14)), // rescan: HostVmfsRescanResult
-        x::FieldEntry::required(x::Name(0x2d39d06), x::Name(0x1258216)), // result: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
-        x::FieldEntry::optional(x::Name(0x2beab06), x::Name(0x2f00106)), // prefix: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2234e0f), x::Name(0xfe3d19)), // connectionState: HostSystemConnectionState
-        x::FieldEntry::required(x::Name(0x2bcea0a), x::Name(0xfebf14)), // powerState: HostSystemPowerState
-        x::FieldEntry::optional(x::Name(0x2eabb0b), x::Name(0x2f00106)), // standbyMode: string
-        x::FieldEntry::required(x::Name(0x26e0011), x::Name(0x212d207)), // inMaintenanceMode: boolean
-        x::FieldEntry::optional(x::Name(0x26e4210), x::Name(0x212d207)), // inQuarantineMode: boolean
-        x::FieldEntry::optional(x::Name(0x2137908), x::Name(0x2308208)), // bootTime: dateTime
-        x::FieldEntry::optional(x::Name(0x264a213), x::Name(0xc76913)), // healthSystemRuntime: HealthSystemRuntime
-        x::FieldEntry::optional(x::Name(0x22df00c), x::Name(0x66c616)), // dasHostState: ClusterDasFdmHostState
-        x::FieldEntry::repeated(x::Name(0x2fe3c0c), x::Name(0x1011811)), // tpmPcrValues: HostTpmDigestInfo
-        x::FieldEntry::optional(x::Name(0x31dd10f), x::Name(0x1f9b713)), // vsanRuntimeInfo: VsanHostRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x29b7b12), x::Name(0xf84c21)), // networkRuntimeInfo: HostRuntimeInfoNetworkRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x30ad419), x::Name(0x104af2a)), // vFlashResourceRuntimeInfo: HostVFlashManagerVFlashResourceRunTimeInfo
-        x::FieldEntry::optional(x::Name(0x267ce1a), x::Name(0x2857004)), // hostMaxVirtualDiskCapacity: long
-        x::FieldEntry::optional(x::Name(0x2299c0b), x::Name(0x2f00106)), // cryptoState: string
-        x::FieldEntry::optional(x::Name(0x2296c0b), x::Name(0x7b7d0b)), // cryptoKeyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x2ec341b), x::Name(0x2f00106)), // statelessNvdsMigrationReady: string
-        x::FieldEntry::optional(x::Name(0x2ebdc0f), x::Name(0xf86e22)), // stateEncryption: HostRuntimeInfoStateEncryptionInfo
-        x::FieldEntry::required(x::Name(0x2989d13), x::Name(0x2f00106)), // netStackInstanceKey: string
-        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::repeated(x::Name(0x31b600a), x::Name(0x2f00106)), // vmknicKeys: string
-        x::FieldEntry::optional(x::Name(0x28a9816), x::Name(0x2729103)), // maxNumberOfConnections: int
-        x::FieldEntry::optional(x::Name(0x22ae612), x::Name(0x212d207)), // currentIpV6Enabled: boolean
-        x::FieldEntry::repeated(x::Name(0x298b11b), x::Name(0xf7f12a)), // netStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x29b6416), x::Name(0xe9101a)), // networkResourceRuntime: HostNetworkResourceRuntime
-        x::FieldEntry::required(x::Name(0x2c3450e), x::Name(0x2f00106)), // protectionMode: string
-        x::FieldEntry::optional(x::Name(0x2cf8711), x::Name(0x212d207)), // requireSecureBoot: boolean
-        x::FieldEntry::optional(x::Name(0x2cf6118), x::Name(0x212d207)), // requireExecInstalledOnly: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2165308), x::Name(0xd3ea15)), // capacity: HostDiskDimensionsLba
-        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x2e9cf03), x::Name(0x212d207)), // ssd: boolean
-        x::FieldEntry::optional(x::Name(0x283cf09), x::Name(0x212d207)), // localDisk: boolean
-        x::FieldEntry::repeated(x::Name(0x2b86710), x::Name(0x2f00106)), // physicalLocation: string
-        x::FieldEntry::optional(x::Name(0x246dc15), x::Name(0x212d207)), // emulatedDIXDIFEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x31d860c), x::Name(0x1f9e814)), // vsanDiskInfo: VsanHostVsanDiskInfo
-        x::FieldEntry::optional(x::Name(0x2d8df0c), x::Name(0x2f00106)), // scsiDiskType: string
-        x::FieldEntry::required(x::Name(0x23f0c08), x::Name(0x2f00106)), // diskName: string
-        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0x2729103)), // partition: int
-        x::FieldEntry::repeated(x::Name(0x2029a07), x::Name(0xf95419)), // adapter: HostScsiTopologyInterface
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
-        x::FieldEntry::repeated(x::Name(0x2f80b06), x::Name(0xf98216)), // target: HostScsiTopologyTarget
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x285f403), x::Name(0x2729103)), // lun: int
-        x::FieldEntry::required(x::Name(0x2d91107), x::Name(0x2f00106)), // scsiLun: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x2729103)), // target: int
-        x::FieldEntry::repeated(x::Name(0x285f403), x::Name(0xf96e13)), // lun: HostScsiTopologyLun
-        x::FieldEntry::optional(x::Name(0x2fefb09), x::Name(0x1003513)), // transport: HostTargetTransport
-        x::FieldEntry::optional(x::Name(0x2036c0d), x::Name(0x2f00106)), // adminPassword: string
-        x::FieldEntry::repeated(x::Name(0x2cd3810), x::Name(0x147cd0a)), // removePermission: Permission
-        x::FieldEntry::repeated(x::Name(0x202cc0d), x::Name(0x147cd0a)), // addPermission: Permission
-        x::FieldEntry::required(x::Name(0x29ed011), x::Name(0x2f00106)), // nodeWorldWideName: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
-        x::FieldEntry::required(x::Name(0x2cf9908), x::Name(0x212d207)), // required: boolean
-        x::FieldEntry::required(x::Name(0x301fd0d), x::Name(0x212d207)), // uninstallable: boolean
-        x::FieldEntry::required(x::Name(0x2d68107), x::Name(0x212d207)), // running: boolean
-        x::FieldEntry::repeated(x::Name(0x2d64107), x::Name(0x2f00106)), // ruleset: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
-        x::FieldEntry::optional(x::Name(0x2e6180d), x::Name(0xfa2218)), // sourcePackage: HostServiceSourcePackage
-        x::FieldEntry::required(x::Name(0x2dcdf09), x::Name(0x2f00106)), // serviceId: string
-        x::FieldEntry::required(x::Name(0x2ebc30d), x::Name(0x2f00106)), // startupPolicy: string
-        x::FieldEntry::repeated(x::Name(0x2dc7407), x::Name(0xf9e20b)), // service: HostService
-        x::FieldEntry::required(x::Name(0x2e62611), x::Name(0x2f00106)), // sourcePackageName: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x2f00106)), // host: string
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
-        x::FieldEntry::required(x::Name(0x2dd510e), x::Name(0x2f00106)), // serviceVersion: string
-        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x224fd0c), x::Name(0x2f00106)), // controlFlags: string
-        x::FieldEntry::required(x::Name(0x2de6308), x::Name(0x2f00106)), // sevState: string
-        x::FieldEntry::required(x::Name(0x28b620e), x::Name(0x2857004)), // maxSevEsGuests: long
-        x::FieldEntry::required(x::Name(0x2de9c08), x::Name(0x2f00106)), // sgxState: string
-        x::FieldEntry::required(x::Name(0x2fd8d0e), x::Name(0x2857004)), // totalEpcMemory: long
-        x::FieldEntry::required(x::Name(0x257fe07), x::Name(0x2f00106)), // flcMode: string
-        x::FieldEntry::optional(x::Name(0x27ff00c), x::Name(0x2f00106)), // lePubKeyHash: string
-        x::FieldEntry::required(x::Name(0x30e2b04), x::Name(0x2f00106)), // vgpu: string
-        x::FieldEntry::required(x::Name(0x23fd615), x::Name(0x212d207)), // diskSnapshotSupported: boolean
-        x::FieldEntry::required(x::Name(0x28f0217), x::Name(0x212d207)), // memorySnapshotSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f54010), x::Name(0x212d207)), // suspendSupported: boolean
-        x::FieldEntry::required(x::Name(0x2910a10), x::Name(0x212d207)), // migrateSupported: boolean
-        x::FieldEntry::required(x::Name(0x2dfd709), x::Name(0x2f00106)), // shortName: string
-        x::FieldEntry::required(x::Name(0x2dfe10a), x::Name(0x2f00106)), // shortName2: string
-        x::FieldEntry::required(x::Name(0x2dfd709), x::Name(0x2f00106)), // shortName: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::repeated(x::Name(0x2c73113), x::Name(0x2f00106)), // readOnlyCommunities: string
-        x::FieldEntry::repeated(x::Name(0x2ff7e0b), x::Name(0xfb6213)), // trapTargets: HostSnmpDestination
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x11c0608)), // option: KeyValue
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::required(x::Name(0x21e1009), x::Name(0x2f00106)), // community: string
-        x::FieldEntry::required(x::Name(0x28b1716), x::Name(0x2729103)), // maxReadOnlyCommunities: int
-        x::FieldEntry::required(x::Name(0x28c2813), x::Name(0x2729103)), // maxTrapDestinations: int
-        x::FieldEntry::required(x::Name(0x288ff12), x::Name(0x2729103)), // maxCommunityLength: int
-        x::FieldEntry::required(x::Name(0x288f10d), x::Name(0x2729103)), // maxBufferSize: int
-        x::FieldEntry::optional(x::Name(0x216480a), x::Name(0xfb3717)), // capability: HostSnmpAgentCapability
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2eb1c0d), x::Name(0x2f00106)), // startChangeID: string
-        x::FieldEntry::optional(x::Name(0x24a090b), x::Name(0x2f00106)), // endChangeID: string
-        x::FieldEntry::required(x::Name(0x229060b), x::Name(0x2308208)), // createdTime: dateTime
-        x::FieldEntry::optional(x::Name(0x27f0e0c), x::Name(0x2308208)), // lastModified: dateTime
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f03908), x::Name(0xfdb514)), // subSpecs: HostSubSpecification
-        x::FieldEntry::optional(x::Name(0x2182308), x::Name(0x2f00106)), // changeID: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2697408), x::Name(0xfbb311)), // hostSpec: HostSpecification
-        x::FieldEntry::required(x::Name(0x2e9b20c), x::Name(0x212d207)), // sriovEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2a6b612), x::Name(0x2729103)), // numVirtualFunction: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2e9b20c), x::Name(0x212d207)), // sriovEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2e9950c), x::Name(0x212d207)), // sriovCapable: boolean
-        x::FieldEntry::required(x::Name(0x2e97c0b), x::Name(0x212d207)), // sriovActive: boolean
-        x::FieldEntry::required(x::Name(0x2a6c91b), x::Name(0x2729103)), // numVirtualFunctionRequested: int
-        x::FieldEntry::required(x::Name(0x2a6b612), x::Name(0x2729103)), // numVirtualFunction: int
-        x::FieldEntry::required(x::Name(0x28c6c1b), x::Name(0x2729103)), // maxVirtualFunctionSupported: int
-        x::FieldEntry::optional(x::Name(0x2f66409), x::Name(0x2f00106)), // switchKey: string
-        x::FieldEntry::optional(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
-        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x148570b)), // pnic: PhysicalNic
-        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
-        x::FieldEntry::optional(x::Name(0x2b06c08), x::Name(0x2f00106)), // ownerTag: string
-        x::FieldEntry::repeated(x::Name(0x2ea410e), x::Name(0x2f00106)), // sslThumbprints: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xac5712)), // policy: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x266010e), x::Name(0xdaa312)), // hostBusAdapter: HostHostBusAdapter
-        x::FieldEntry::repeated(x::Name(0x2d91107), x::Name(0x17eea07)), // scsiLun: ScsiLun
-        x::FieldEntry::optional(x::Name(0x2d9290c), x::Name(0xf94310)), // scsiTopology: HostScsiTopology
-        x::FieldEntry::optional(x::Name(0x2a8d60c), x::Name(0xec5c10)), // nvmeTopology: HostNvmeTopology
-        x::FieldEntry::optional(x::Name(0x295540d), x::Name(0xe5fe11)), // multipathInfo: HostMultipathInfo
-        x::FieldEntry::optional(x::Name(0x2b94811), x::Name(0xef4715)), // plugStoreTopology: HostPlugStoreTopology
-        x::FieldEntry::required(x::Name(0x2e41c1b), x::Name(0x212d207)), // softwareInternetScsiEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x2ac150f), x::Name(0xfd1f1a)), // operationalInfo: HostStorageOperationalInfo
-        x::FieldEntry::required(x::Name(0x2c2e808), x::Name(0x2f00106)), // property: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x229060b), x::Name(0x2308208)), // createdTime: dateTime
-        x::FieldEntry::repeated(x::Name(0x22e4204), x::Name(0x2146004)), // data: byte
-        x::FieldEntry::optional(x::Name(0x211cd0a), x::Name(0x210f70c)), // binaryData: base64Binary
-        x::FieldEntry::required(x::Name(0x2f02d0b), x::Name(0x2f00106)), // subSpecName: string
-        x::FieldEntry::required(x::Name(0x269a20b), x::Name(0xfdb514)), // hostSubSpec: HostSubSpecification
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::required(x::Name(0x219f409), x::Name(0x2308208)), // checkTime: dateTime
-        x::FieldEntry::repeated(x::Name(0x2a7f911), x::Name(0xeac915)), // numericSensorInfo: HostNumericSensorInfo
-        x::FieldEntry::required(x::Name(0x26ce80f), x::Name(0x2f00106)), // identifierValue: string
-        x::FieldEntry::required(x::Name(0x26cd90e), x::Name(0xac5712)), // identifierType: ElementDescription
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::required(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x2ae8a14), x::Name(0xfe6c1c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
-        x::FieldEntry::optional(x::Name(0x2dbd40c), x::Name(0x2f00106)), // serialNumber: string
-        x::FieldEntry::repeated(x::Name(0x2c5160d), x::Name(0xf4e511)), // qualifiedName: HostQualifiedName
-        x::FieldEntry::optional(x::Name(0x2f6ac09), x::Name(0x212d207)), // syncState: boolean
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::required(x::Name(0x2abf90d), x::Name(0x2308208)), // operationTime: dateTime
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2202206), x::Name(0x1731512)), // config: ResourceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x21a9a05), x::Name(0xff2716)), // child: HostSystemResourceInfo
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x100092b)), // option: HostSystemSwapConfigurationSystemSwapOption
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x2f00106)), // datastore: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::optional(x::Name(0x20b4d0e), x::Name(0x2f00106)), // associatedPnic: string
-        x::FieldEntry::required(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
-        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1009726)), // status: HostTpmAttestationInfoAcceptanceStatus
-        x::FieldEntry::optional(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x2fe3c0c), x::Name(0x1011811)), // tpmPcrValues: HostTpmDigestInfo
-        x::FieldEntry::repeated(x::Name(0x2fe2309), x::Name(0x1013e14)), // tpmEvents: HostTpmEventLogEntry
-        x::FieldEntry::required(x::Name(0x2fe2d0e), x::Name(0x212d207)), // tpmLogReliable: boolean
-        x::FieldEntry::required(x::Name(0x2136612), x::Name(0x2f00106)), // bootSecurityOption: string
-        x::FieldEntry::required(x::Name(0x21db10b), x::Name(0x2f00106)), // commandLine: string
-        x::FieldEntry::required(x::Name(0x2b4ec09), x::Name(0x2729103)), // pcrNumber: int
-        x::FieldEntry::repeated(x::Name(0x22e8908), x::Name(0x2146004)), // dataHash: byte
-        x::FieldEntry::optional(x::Name(0x22e920e), x::Name(0x2f00106)), // dataHashMethod: string
-        x::FieldEntry::required(x::Name(0x2b4e308), x::Name(0x2729103)), // pcrIndex: int
-        x::FieldEntry::required(x::Name(0x24e080c), x::Name(0x1012a13)), // eventDetails: HostTpmEventDetails
-        x::FieldEntry::required(x::Name(0x2acaf0f), x::Name(0x2f00106)), // optionsFileName: string
-        x::FieldEntry::repeated(x::Name(0x213010b), x::Name(0x2146004)), // bootOptions: byte
-        x::FieldEntry::required(x::Name(0x21f580d), x::Name(0x2f00106)), // componentName: string
-        x::FieldEntry::required(x::Name(0x30e5307), x::Name(0x2f00106)), // vibName: string
-        x::FieldEntry::required(x::Name(0x30e740a), x::Name(0x2f00106)), // vibVersion: string
-        x::FieldEntry::required(x::Name(0x30e6a09), x::Name(0x2f00106)), // vibVendor: string
-        x::FieldEntry::required(x::Name(0x20bcd11), x::Name(0x2f00106)), // attestationStatus: string
-        x::FieldEntry::optional(x::Name(0x2dcdf09), x::Name(0x2f00106)), // serviceId: string
-        x::FieldEntry::optional(x::Name(0x20be80a), x::Name(0x2308208)), // attestedAt: dateTime
-        x::FieldEntry::optional(x::Name(0x20bf30d), x::Name(0x2308208)), // attestedUntil: dateTime
-        x::FieldEntry::repeated(x::Name(0x2901508), x::Name(0x1230312)), // messages: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0xf92d15)), // device: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x27b3b0c), x::Name(0x212d207)), // isHeadExtent: boolean
-        x::FieldEntry::required(x::Name(0x2ad6907), x::Name(0x2729103)), // ordinal: int
-        x::FieldEntry::required(x::Name(0x2eb110a), x::Name(0x2729103)), // startBlock: int
-        x::FieldEntry::required(x::Name(0x24a0008), x::Name(0x2729103)), // endBlock: int
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::repeated(x::Name(0x250b310), x::Name(0x2f00106)), // extentDevicePath: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1028720)), // spec: HostUnresolvedVmfsResolutionSpec
-        x::FieldEntry::optional(x::Name(0x31a4204), x::Name(0x108bc0e)), // vmfs: HostVmfsVolume
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x250b310), x::Name(0x2f00106)), // extentDevicePath: string
-        x::FieldEntry::required(x::Name(0x3098a0e), x::Name(0x2f00106)), // uuidResolution: string
-        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0x1020018)), // extent: HostUnresolvedVmfsExtent
-        x::FieldEntry::required(x::Name(0x31a9b09), x::Name(0x2f00106)), // vmfsLabel: string
-        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x2fd400b), x::Name(0x2729103)), // totalBlocks: int
-        x::FieldEntry::required(x::Name(0x2d1b80d), x::Name(0x102f425)), // resolveStatus: HostUnresolvedVmfsVolumeResolveStatus
-        x::FieldEntry::required(x::Name(0x2d1ad0a), x::Name(0x212d207)), // resolvable: boolean
-        x::FieldEntry::optional(x::Name(0x26f9011), x::Name(0x212d207)), // incompleteExtents: boolean
-        x::FieldEntry::optional(x::Name(0x295710e), x::Name(0x212d207)), // multipleCopies: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2905408), x::Name(0x11c0608)), // metadata: KeyValue
-        x::FieldEntry::repeated(x::Name(0x234c10a), x::Name(0x2f00106)), // deleteKeys: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2905408), x::Name(0x11c0608)), // metadata: KeyValue
-        x::FieldEntry::repeated(x::Name(0x234c10a), x::Name(0x2f00106)), // deleteKeys: string
-        x::FieldEntry::repeated(x::Name(0x30a8e18), x::Name(0x103d33e)), // vFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::FieldEntry::optional(x::Name(0x2342913), x::Name(0x2f00106)), // defaultVFlashModule: string
-        x::FieldEntry::optional(x::Name(0x2f5c718), x::Name(0x2857004)), // swapCacheReservationInGB: long
-        x::FieldEntry::required(x::Name(0x30a810c), x::Name(0x2f00106)), // vFlashModule: string
-        x::FieldEntry::required(x::Name(0x30aa713), x::Name(0x2f00106)), // vFlashModuleVersion: string
-        x::FieldEntry::required(x::Name(0x291d319), x::Name(0x2f00106)), // minSupportedModuleVersion: string
-        x::FieldEntry::required(x::Name(0x2155a14), x::Name(0x5ef50c)), // cacheConsistencyType: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2156f09), x::Name(0x5ef50c)), // cacheMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2126a13), x::Name(0x124480a)), // blockSizeInKBOption: LongOption
-        x::FieldEntry::required(x::Name(0x2d0b315), x::Name(0x124480a)), // reservationInMBOption: LongOption
-        x::FieldEntry::required(x::Name(0x289360f), x::Name(0x2857004)), // maxDiskSizeInKB: long
-        x::FieldEntry::required(x::Name(0x2342913), x::Name(0x2f00106)), // defaultVFlashModule: string
-        x::FieldEntry::required(x::Name(0x2f5c718), x::Name(0x2857004)), // swapCacheReservationInGB: long
-        x::FieldEntry::optional(x::Name(0x30abb18), x::Name(0x1045b29)), // vFlashResourceConfigInfo: HostVFlashManagerVFlashResourceConfigInfo
-        x::FieldEntry::optional(x::Name(0x30a1d15), x::Name(0x103ac26)), // vFlashCacheConfigInfo: HostVFlashManagerVFlashCacheConfigInfo
-        x::FieldEntry::optional(x::Name(0x30e1404), x::Name(0x1069e0e)), // vffs: HostVffsVolume
-        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
-        x::FieldEntry::required(x::Name(0x30e2208), x::Name(0x2f00106)), // vffsUuid: string
-        x::FieldEntry::required(x::Name(0x306b305), x::Name(0x2857004)), // usage: long
-        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
-        x::FieldEntry::required(x::Name(0x201470a), x::Name(0x212d207)), // accessible: boolean
-        x::FieldEntry::required(x::Name(0x2165c12), x::Name(0x2857004)), // capacityForVmCache: long
-        x::FieldEntry::required(x::Name(0x258ff0e), x::Name(0x2857004)), // freeForVmCache: long
-        x::FieldEntry::repeated(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x30e1404), x::Name(0x1069e0e)), // vffs: HostVffsVolume
-        x::FieldEntry::repeated(x::Name(0x23e3317), x::Name(0xd3a51b)), // diskConfigurationResult: HostDiskConfigurationResult
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x21e740d), x::Name(0x2f00106)), // compatibility: string
-        x::FieldEntry::optional(x::Name(0x31ba00d), x::Name(0x2f00106)), // vmotionNicKey: string
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2984809), x::Name(0x1058b14)), // netConfig: HostVMotionNetConfig
-        x::FieldEntry::optional(x::Name(0x2769308), x::Name(0xdfe20c)), // ipConfig: HostIpConfig
-        x::FieldEntry::optional(x::Name(0x243ca07), x::Name(0x2729103)), // dstVmId: int
-        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2857004)), // startTime: long
-        x::FieldEntry::optional(x::Name(0x226090b), x::Name(0x2857004)), // cptLoadTime: long
-        x::FieldEntry::optional(x::Name(0x225f90f), x::Name(0x2857004)), // cptLoadDoneTime: long
-        x::FieldEntry::optional(x::Name(0x2cded14), x::Name(0x2857004)), // replicateMemDoneTime: long
-        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2857004)), // endTime: long
-        x::FieldEntry::optional(x::Name(0x226150b), x::Name(0x2857004)), // cptXferTime: long
-        x::FieldEntry::optional(x::Name(0x225ec0c), x::Name(0x2857004)), // cptCacheUsed: long
-        x::FieldEntry::optional(x::Name(0x2388410), x::Name(0x2857004)), // devCptStreamSize: long
-        x::FieldEntry::optional(x::Name(0x2389510), x::Name(0x2857004)), // devCptStreamTime: long
-        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2857004)), // startTime: long
-        x::FieldEntry::optional(x::Name(0x2c6390b), x::Name(0x2857004)), // quiesceTime: long
-        x::FieldEntry::optional(x::Name(0x2c6090f), x::Name(0x2857004)), // quiesceDoneTime: long
-        x::FieldEntry::optional(x::Name(0x2d3ac0e), x::Name(0x2857004)), // resumeDoneTime: long
-        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2857004)), // endTime: long
-        x::FieldEntry::repeated(x::Name(0x215f60d), x::Name(0x106ad0e)), // candidateVnic: HostVirtualNic
-        x::FieldEntry::optional(x::Name(0x2db0a0c), x::Name(0x2f00106)), // selectedVnic: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
-        x::FieldEntry::required(x::Name(0x31d0d0a), x::Name(0x2f00106)), // volumeName: string
-        x::FieldEntry::required(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1078112)), // spec: HostVirtualNicSpec
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2f00106)), // port: string
-        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0x1078112)), // spec: HostVirtualNicSpec
-        x::FieldEntry::optional(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
-        x::FieldEntry::optional(x::Name(0x2441606), x::Name(0x9ed126)), // dvPort: DistributedVirtualSwitchPortConnection
-        x::FieldEntry::optional(x::Name(0x2ab1c09), x::Name(0x107611f)), // opNetwork: HostVirtualNicOpaqueNetworkSpec
-        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0xe08411)), // ipRouteConfig: HostIpRouteConfig
-        x::FieldEntry::repeated(x::Name(0x2984809), x::Name(0x1da9f1a)), // netConfig: VirtualNicManagerNetConfig
-        x::FieldEntry::required(x::Name(0x31c7904), x::Name(0x106d118)), // vnic: HostVirtualNicConnection
-        x::FieldEntry::repeated(x::Name(0x29e2707), x::Name(0x2f00106)), // nicType: string
-        x::FieldEntry::required(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
-        x::FieldEntry::required(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
-        x::FieldEntry::optional(x::Name(0x2763902), x::Name(0xdfe20c)), // ip: HostIpConfig
-        x::FieldEntry::optional(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
-        x::FieldEntry::optional(x::Name(0x240e116), x::Name(0x9ed126)), // distributedVirtualPort: DistributedVirtualSwitchPortConnection
-        x::FieldEntry::optional(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
-        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
-        x::FieldEntry::optional(x::Name(0x300580a), x::Name(0x212d207)), // tsoEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2989d13), x::Name(0x2f00106)), // netStackInstanceKey: string
-        x::FieldEntry::optional(x::Name(0x2ab400d), x::Name(0x107611f)), // opaqueNetwork: HostVirtualNicOpaqueNetworkSpec
-        x::FieldEntry::optional(x::Name(0x250cd0a), x::Name(0x2f00106)), // externalId: string
-        x::FieldEntry::optional(x::Name(0x2b8d00a), x::Name(0x2f00106)), // pinnedPnic: string
-        x::FieldEntry::optional(x::Name(0x2776b0b), x::Name(0x106ea19)), // ipRouteSpec: HostVirtualNicIpRouteSpec
-        x::FieldEntry::optional(x::Name(0x2f78f0b), x::Name(0x212d207)), // systemOwned: boolean
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2a48808), x::Name(0x2729103)), // numPorts: int
-        x::FieldEntry::required(x::Name(0x2a49111), x::Name(0x2729103)), // numPortsAvailable: int
-        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
-        x::FieldEntry::repeated(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
-        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1084a15)), // spec: HostVirtualSwitchSpec
-        x::FieldEntry::repeated(x::Name(0x24e9111), x::Name(0x2f00106)), // excludedNicDevice: string
-        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x2729103)), // interval: int
-        x::FieldEntry::repeated(x::Name(0x29dc709), x::Name(0x2f00106)), // nicDevice: string
-        x::FieldEntry::optional(x::Name(0x2115606), x::Name(0x107c21d)), // beacon: HostVirtualSwitchBeaconConfig
-        x::FieldEntry::optional(x::Name(0x282551b), x::Name(0x120101b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
-        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0x1084a15)), // spec: HostVirtualSwitchSpec
-        x::FieldEntry::required(x::Name(0x29dc709), x::Name(0x2f00106)), // nicDevice: string
-        x::FieldEntry::required(x::Name(0x2a48808), x::Name(0x2729103)), // numPorts: int
-        x::FieldEntry::optional(x::Name(0x213b206), x::Name(0x107fc17)), // bridge: HostVirtualSwitchBridge
-        x::FieldEntry::optional(x::Name(0x2ba2906), x::Name(0xe8fe11)), // policy: HostNetworkPolicy
-        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2dd6008), x::Name(0x2f00106)), // services: string
-        x::FieldEntry::required(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::optional(x::Name(0x2127e0b), x::Name(0x2729103)), // blockSizeMb: int
-        x::FieldEntry::required(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
-        x::FieldEntry::required(x::Name(0x31d0d0a), x::Name(0x2f00106)), // volumeName: string
-        x::FieldEntry::optional(x::Name(0x2125209), x::Name(0x2729103)), // blockSize: int
-        x::FieldEntry::optional(x::Name(0x3034a10), x::Name(0x2729103)), // unmapGranularity: int
-        x::FieldEntry::optional(x::Name(0x303870d), x::Name(0x2f00106)), // unmapPriority: string
-        x::FieldEntry::optional(x::Name(0x3033712), x::Name(0x1f5d416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
-        x::FieldEntry::required(x::Name(0x2127e0b), x::Name(0x2729103)), // blockSizeMb: int
-        x::FieldEntry::optional(x::Name(0x2125209), x::Name(0x2729103)), // blockSize: int
-        x::FieldEntry::optional(x::Name(0x3034a10), x::Name(0x2729103)), // unmapGranularity: int
-        x::FieldEntry::optional(x::Name(0x303870d), x::Name(0x2f00106)), // unmapPriority: string
-        x::FieldEntry::optional(x::Name(0x3033712), x::Name(0x1f5d416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
-        x::FieldEntry::required(x::Name(0x288e709), x::Name(0x2729103)), // maxBlocks: int
-        x::FieldEntry::required(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x31ae50e), x::Name(0x212d207)), // vmfsUpgradable: boolean
-        x::FieldEntry::optional(x::Name(0x2585b10), x::Name(0xd8b814)), // forceMountedInfo: HostForceMountedInfo
-        x::FieldEntry::optional(x::Name(0x2e9cf03), x::Name(0x212d207)), // ssd: boolean
-        x::FieldEntry::optional(x::Name(0x283b105), x::Name(0x212d207)), // local: boolean
-        x::FieldEntry::optional(x::Name(0x2d8df0c), x::Name(0x2f00106)), // scsiDiskType: string
-        x::FieldEntry::required(x::Name(0x31c7904), x::Name(0x1f6f410)), // vnic: VnicPortArgument
-        x::FieldEntry::optional(x::Name(0x2bf500b), x::Name(0x2f00106)), // prevPortKey: string
-        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2b05e05), x::Name(0x2f00106)), // owner: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2f0e307), x::Name(0x212d207)), // success: boolean
-        x::FieldEntry::repeated(x::Name(0x252550d), x::Name(0x1230312)), // failureReason: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x252550d), x::Name(0x1230312)), // failureReason: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2402708), x::Name(0x2f00106)), // diskUuid: string
-        x::FieldEntry::required(x::Name(0x2f0e307), x::Name(0x212d207)), // success: boolean
-        x::FieldEntry::optional(x::Name(0x252550d), x::Name(0x2f00106)), // failureReason: string
-        x::FieldEntry::required(x::Name(0x2d74d04), x::Name(0x2f00106)), // scId: string
-        x::FieldEntry::repeated(x::Name(0x268c406), x::Name(0x1b1520a)), // hostPE: VVolHostPE
-        x::FieldEntry::repeated(x::Name(0x30ca010), x::Name(0x1b43913)), // vasaProviderInfo: VimVasaProviderInfo
-        x::FieldEntry::repeated(x::Name(0x2ee290c), x::Name(0x1a81510)), // storageArray: VASAStorageArray
-        x::FieldEntry::required(x::Name(0x28b710b), x::Name(0x2857004)), // maxSizeInMB: long
-        x::FieldEntry::required(x::Name(0x31d0d0a), x::Name(0x2f00106)), // volumeName: string
-        x::FieldEntry::repeated(x::Name(0x30ca010), x::Name(0x1b43913)), // vasaProviderInfo: VimVasaProviderInfo
-        x::FieldEntry::repeated(x::Name(0x2ee290c), x::Name(0x1a81510)), // storageArray: VASAStorageArray
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x2aa5b0b), x::Name(0x2857004)), // oldNodeWwns: long
-        x::FieldEntry::repeated(x::Name(0x2aa7d0b), x::Name(0x2857004)), // oldPortWwns: long
-        x::FieldEntry::repeated(x::Name(0x29c700b), x::Name(0x2857004)), // newNodeWwns: long
-        x::FieldEntry::repeated(x::Name(0x29c920b), x::Name(0x2857004)), // newPortWwns: long
-        x::FieldEntry::repeated(x::Name(0x222050d), x::Name(0x1e9660f)), // conflictedVms: VmEventArgument
-        x::FieldEntry::repeated(x::Name(0x221e80f), x::Name(0xd5a311)), // conflictedHosts: HostEventArgument
-        x::FieldEntry::required(x::Name(0x3246403), x::Name(0x2857004)), // wwn: long
-        x::FieldEntry::required(x::Name(0x2920c06), x::Name(0x2729103)), // minute: int
-        x::FieldEntry::required(x::Name(0x2edab0a), x::Name(0x2729103)), // statusCode: int
-        x::FieldEntry::required(x::Name(0x2edd00d), x::Name(0x2f00106)), // statusMessage: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c48911), x::Name(0x212d207)), // pullModeSupported: boolean
-        x::FieldEntry::required(x::Name(0x225930d), x::Name(0x212d207)), // corsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22f2b0c), x::Name(0x2f00106)), // datastoreKey: string
-        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x10b2614)), // hosts: HttpNfcLeaseHostInfo
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x26d8a09), x::Name(0x2f00106)), // importKey: string
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::required(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x23e0704), x::Name(0x212d207)), // disk: boolean
-        x::FieldEntry::optional(x::Name(0x2f8c908), x::Name(0x2f00106)), // targetId: string
-        x::FieldEntry::optional(x::Name(0x22f2b0c), x::Name(0x2f00106)), // datastoreKey: string
-        x::FieldEntry::optional(x::Name(0x255d108), x::Name(0x2857004)), // fileSize: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::required(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::required(x::Name(0x2800c05), x::Name(0x1258216)), // lease: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x239ae09), x::Name(0x10aed15)), // deviceUrl: HttpNfcLeaseDeviceUrl
-        x::FieldEntry::required(x::Name(0x2fd7715), x::Name(0x2857004)), // totalDiskCapacityInKB: long
-        x::FieldEntry::required(x::Name(0x2802a0c), x::Name(0x2729103)), // leaseTimeout: int
-        x::FieldEntry::repeated(x::Name(0x267c607), x::Name(0x10ace1e)), // hostMap: HttpNfcLeaseDatastoreLeaseInfo
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2deb304), x::Name(0x2f00106)), // sha1: string
-        x::FieldEntry::optional(x::Name(0x21a4b08), x::Name(0x2f00106)), // checksum: string
-        x::FieldEntry::optional(x::Name(0x21a8d0c), x::Name(0x2f00106)), // checksumType: string
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x23e0704), x::Name(0x212d207)), // disk: boolean
-        x::FieldEntry::optional(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
-        x::FieldEntry::optional(x::Name(0x2ba8c0d), x::Name(0x2857004)), // populatedSize: long
-        x::FieldEntry::required(x::Name(0x2dbef10), x::Name(0x212d207)), // serverAccessible: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2561705), x::Name(0x10c4916)), // files: HttpNfcLeaseSourceFile
-        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b5e207), x::Name(0x2729103)), // percent: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2561705), x::Name(0x10c4916)), // files: HttpNfcLeaseSourceFile
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::repeated(x::Name(0x2f84108), x::Name(0x102891f)), // pnicZone: HostOpaqueSwitchPhysicalNicZone
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x36aab04), x::Name(0x11e3a0e)), // vtep: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::repeated(x::Name(0x2884711), x::Name(0xeab615)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x29fac0a), x::Name(0x3344606)), // hostStatus: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::optional(x::Name(0x3035105), x::Name(0x3344606)), // proxy: string
+        x::FieldEntry::optional(x::Name(0x3035105), x::Name(0x3344606)), // proxy: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x24b6d09), x::Name(0x3344606)), // cmdOption: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::repeated(x::Name(0x3317906), x::Name(0x1041416)), // status: HostPatchManagerStatus
+        x::FieldEntry::optional(x::Name(0x3704809), x::Name(0x3344606)), // xmlResult: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x235730a), x::Name(0x2405e07)), // applicable: boolean
+        x::FieldEntry::repeated(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2a94a09), x::Name(0x3344606)), // integrity: string
+        x::FieldEntry::required(x::Name(0x2a87d09), x::Name(0x2405e07)), // installed: boolean
+        x::FieldEntry::repeated(x::Name(0x2a8700c), x::Name(0x3344606)), // installState: string
+        x::FieldEntry::repeated(x::Name(0x2fe0611), x::Name(0x1042b27)), // prerequisitePatch: HostPatchManagerStatusPrerequisitePatch
+        x::FieldEntry::required(x::Name(0x3148b0f), x::Name(0x2405e07)), // restartRequired: boolean
+        x::FieldEntry::required(x::Name(0x3099f11), x::Name(0x2405e07)), // reconnectRequired: boolean
+        x::FieldEntry::required(x::Name(0x3609c0d), x::Name(0x2405e07)), // vmOffRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x335fe12), x::Name(0x3344606)), // supersededPatchIds: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::repeated(x::Name(0x2a8700c), x::Name(0x3344606)), // installState: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xbdad12)), // policy: ElementDescription
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2492a07), x::Name(0x3226a05)), // classId: short
+        x::FieldEntry::required(x::Name(0x241db03), x::Name(0x2420604)), // bus: byte
+        x::FieldEntry::required(x::Name(0x3241104), x::Name(0x2420604)), // slot: byte
+        x::FieldEntry::optional(x::Name(0x2f6f50c), x::Name(0x2a94603)), // physicalSlot: int
+        x::FieldEntry::optional(x::Name(0x324160f), x::Name(0x3344606)), // slotDescription: string
+        x::FieldEntry::required(x::Name(0x290ae08), x::Name(0x2420604)), // function: byte
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x3226a05)), // vendorId: short
+        x::FieldEntry::required(x::Name(0x334a20b), x::Name(0x3226a05)), // subVendorId: short
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3226a05)), // deviceId: short
+        x::FieldEntry::required(x::Name(0x334810b), x::Name(0x3226a05)), // subDeviceId: short
+        x::FieldEntry::optional(x::Name(0x2f0080c), x::Name(0x3344606)), // parentBridge: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x269710f), x::Name(0x3344606)), // deviceClassName: string
+        x::FieldEntry::optional(x::Name(0x26d1e0e), x::Name(0x1047f1b)), // directPathInfo: HostPciDeviceDirectPathInfo
+        x::FieldEntry::optional(x::Name(0x2a9f010), x::Name(0x3344606)), // interconnectType: string
+        x::FieldEntry::optional(x::Name(0x275450a), x::Name(0x3344606)), // driverName: string
+        x::FieldEntry::optional(x::Name(0x275500d), x::Name(0x3344606)), // driverVersion: string
+        x::FieldEntry::optional(x::Name(0x23bf80f), x::Name(0x2a94603)), // availableMemory: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2f1b00f), x::Name(0x2405e07)), // passthruEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x235af08), x::Name(0x2405e07)), // applyNow: boolean
+        x::FieldEntry::optional(x::Name(0x297710d), x::Name(0x3344606)), // hardwareLabel: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x265e20f), x::Name(0x3344606)), // dependentDevice: string
+        x::FieldEntry::required(x::Name(0x2f1b00f), x::Name(0x2405e07)), // passthruEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2f1a00f), x::Name(0x2405e07)), // passthruCapable: boolean
+        x::FieldEntry::required(x::Name(0x2f1910e), x::Name(0x2405e07)), // passthruActive: boolean
+        x::FieldEntry::optional(x::Name(0x297710d), x::Name(0x3344606)), // hardwareLabel: string
+        x::FieldEntry::optional(x::Name(0x26d5e0f), x::Name(0x104ed22)), // directPathState: HostPciPassthruInfoDirectPathState
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::repeated(x::Name(0x24f8011), x::Name(0x3344606)), // configurableModes: string
+        x::FieldEntry::optional(x::Name(0x34f020a), x::Name(0x2a94603)), // usedMemory: int
+        x::FieldEntry::optional(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
+        x::FieldEntry::optional(x::Name(0x367030a), x::Name(0x3344606)), // volumeUUID: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3665807), x::Name(0x3344606)), // vnicKey: string
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2a94603)), // reservation: int
+        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x105821c)), // adapter: HostPlugStoreTopologyAdapter
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x105bb19)), // path: HostPlugStoreTopologyPath
+        x::FieldEntry::repeated(x::Name(0x33d5206), x::Name(0x105f11b)), // target: HostPlugStoreTopologyTarget
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1059f1b)), // device: HostPlugStoreTopologyDevice
+        x::FieldEntry::repeated(x::Name(0x2f7a806), x::Name(0x105d51b)), // plugin: HostPlugStoreTopologyPlugin
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x3344606)), // lun: string
+        x::FieldEntry::repeated(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x246d30d), x::Name(0x2a94603)), // channelNumber: int
+        x::FieldEntry::optional(x::Name(0x33e7a0c), x::Name(0x2a94603)), // targetNumber: int
+        x::FieldEntry::optional(x::Name(0x2befe09), x::Name(0x2a94603)), // lunNumber: int
+        x::FieldEntry::optional(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::optional(x::Name(0x33d5206), x::Name(0x3344606)), // target: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::repeated(x::Name(0x2491e0b), x::Name(0x3344606)), // claimedPath: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
+        x::FieldEntry::required(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::optional(x::Name(0x23b991e), x::Name(0x2be5304)), // availableBandwidthForVMTraffic: long
+        x::FieldEntry::optional(x::Name(0x34b7a1b), x::Name(0x2be5304)), // unusedBandwidthForVMTraffic: long
+        x::FieldEntry::repeated(x::Name(0x2f73211), x::Name(0x1054d1e)), // placedVirtualNics: HostPlacedVirtualNicIdentifier
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x1064b11)), // port: HostPortGroupPort
+        x::FieldEntry::optional(x::Name(0x36a8007), x::Name(0x3344606)), // vswitch: string
+        x::FieldEntry::required(x::Name(0x24e890e), x::Name(0xfe5811)), // computedPolicy: HostNetworkPolicy
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1067211)), // spec: HostPortGroupSpec
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x1067211)), // spec: HostPortGroupSpec
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2adc808), x::Name(0x1311c10)), // ipConfig: IpAddressProfile
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x36a9f0b), x::Name(0x3344606)), // vswitchName: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfe5811)), // policy: HostNetworkPolicy
+        x::FieldEntry::optional(x::Name(0x2fae707), x::Name(0x2a94603)), // posixId: int
+        x::FieldEntry::optional(x::Name(0x3225e0b), x::Name(0x2405e07)), // shellAccess: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2feae0c), x::Name(0x3344606)), // primaryAgent: string
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
+        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x25b4c13), x::Name(0x77fc11)), // customComplyProfile: ComplianceProfile
+        x::FieldEntry::required(x::Name(0x26ea31d), x::Name(0x2405e07)), // disabledExpressionListChanged: boolean
+        x::FieldEntry::repeated(x::Name(0x26e8c16), x::Name(0x3344606)), // disabledExpressionList: string
+        x::FieldEntry::optional(x::Name(0x354430d), x::Name(0x13ff016)), // validatorHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x354140a), x::Name(0x2405e07)), // validating: boolean
+        x::FieldEntry::optional(x::Name(0x29c050a), x::Name(0x1073615)), // hostConfig: HostProfileConfigInfo
+        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2628f14), x::Name(0x77fc11)), // defaultComplyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x2627a14), x::Name(0x77ea11)), // defaultComplyLocator: ComplianceLocator
+        x::FieldEntry::optional(x::Name(0x25b4c13), x::Name(0x77fc11)), // customComplyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x26e8c16), x::Name(0x3344606)), // disabledExpressionList: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x169e112)), // description: ProfileDescription
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x34e8e14), x::Name(0x2405e07)), // useHostProfileEngine: boolean
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x314c607), x::Name(0x107c830)), // results: HostProfileManagerCompositionResultResultElement
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x314c607), x::Name(0x1085e3a)), // results: HostProfileManagerCompositionValidationResultResultElement
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d2d12)), // errors: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x3287f17), x::Name(0xdc2c10)), // sourceDiffForToBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x33dd717), x::Name(0xdc2c10)), // targetDiffForToBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3413c09), x::Name(0xdc2c10)), // toBeAdded: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341520c), x::Name(0xdc2c10)), // toBeDisabled: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3415f0b), x::Name(0xdc2c10)), // toBeEnabled: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341760e), x::Name(0xdc2c10)), // toBeReenableCC: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x33e9e0f), x::Name(0x13d2d12)), // taskDescription: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x33ec713), x::Name(0x3344606)), // taskListRequirement: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x8f614)), // configSpec: AnswerFileCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x354430d), x::Name(0x13ff016)), // validatorHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x354140a), x::Name(0x2405e07)), // validating: boolean
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::required(x::Name(0x34bfe0a), x::Name(0x3344606)), // updateType: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::repeated(x::Name(0x2868808), x::Name(0x16ca020)), // failures: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2f2ee06), x::Name(0x3344606)), // peType: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x29d5907), x::Name(0x13ff016)), // hostKey: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x332100c), x::Name(0x3344606)), // storageArray: string
+        x::FieldEntry::optional(x::Name(0x2d8fc09), x::Name(0x3344606)), // nfsServer: string
+        x::FieldEntry::optional(x::Name(0x2d8c206), x::Name(0x3344606)), // nfsDir: string
+        x::FieldEntry::optional(x::Name(0x2d9270e), x::Name(0x3344606)), // nfsServerScope: string
+        x::FieldEntry::optional(x::Name(0x2d9180e), x::Name(0x3344606)), // nfsServerMajor: string
+        x::FieldEntry::optional(x::Name(0x2d90611), x::Name(0x3344606)), // nfsServerAuthType: string
+        x::FieldEntry::optional(x::Name(0x2d9360d), x::Name(0x3344606)), // nfsServerUser: string
+        x::FieldEntry::optional(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
+        x::FieldEntry::optional(x::Name(0x34edc18), x::Name(0x2405e07)), // usedByStretchedContainer: boolean
+        x::FieldEntry::required(x::Name(0x277c207), x::Name(0x3344606)), // dvsUuid: string
+        x::FieldEntry::required(x::Name(0x2776d07), x::Name(0x3344606)), // dvsName: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x2a94603)), // numPorts: int
+        x::FieldEntry::optional(x::Name(0x24f0d0e), x::Name(0x2a94603)), // configNumPorts: int
+        x::FieldEntry::required(x::Name(0x2e0c611), x::Name(0x2a94603)), // numPortsAvailable: int
+        x::FieldEntry::repeated(x::Name(0x34c760a), x::Name(0x134dd08)), // uplinkPort: KeyValue
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x10ad213)), // spec: HostProxySwitchSpec
+        x::FieldEntry::repeated(x::Name(0x29d6107), x::Name(0x10ab51c)), // hostLag: HostProxySwitchHostLagConfig
+        x::FieldEntry::optional(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ddb00b), x::Name(0x2405e07)), // nsxtEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x27e140a), x::Name(0x2405e07)), // ensEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x27e2713), x::Name(0x2405e07)), // ensInterruptEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x345610e), x::Name(0xac9433)), // transportZones: DistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::FieldEntry::repeated(x::Name(0x2dd9e11), x::Name(0x3344606)), // nsxUsedUplinkPort: string
+        x::FieldEntry::optional(x::Name(0x2ddbc0a), x::Name(0x3344606)), // nsxtStatus: string
+        x::FieldEntry::optional(x::Name(0x2ddc710), x::Name(0x3344606)), // nsxtStatusDetail: string
+        x::FieldEntry::optional(x::Name(0x27e1f07), x::Name(0x10a9e16)), // ensInfo: HostProxySwitchEnsInfo
+        x::FieldEntry::optional(x::Name(0x2d54b18), x::Name(0x2405e07)), // networkOffloadingEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2a0130f), x::Name(0xaba331)), // hostUplinkState: DistributedVirtualSwitchHostMemberHostUplinkState
+        x::FieldEntry::optional(x::Name(0x23a9a0f), x::Name(0x2405e07)), // autoDeployOwned: boolean
+        x::FieldEntry::optional(x::Name(0x29ebb17), x::Name(0xab2939)), // hostPerfNicOffloadState: DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
+        x::FieldEntry::optional(x::Name(0x33fc20b), x::Name(0x2405e07)), // teplessMode: boolean
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x10ad213)), // spec: HostProxySwitchSpec
+        x::FieldEntry::required(x::Name(0x2e9630a), x::Name(0x2be5304)), // opsVersion: long
+        x::FieldEntry::required(x::Name(0x2e07208), x::Name(0x2be5304)), // numPSOps: long
+        x::FieldEntry::required(x::Name(0x2dfac0b), x::Name(0x2be5304)), // numLcoreOps: long
+        x::FieldEntry::required(x::Name(0x280500b), x::Name(0x2be5304)), // errorStatus: long
+        x::FieldEntry::required(x::Name(0x2b8560b), x::Name(0x2be5304)), // lcoreStatus: long
+        x::FieldEntry::required(x::Name(0x2b6c306), x::Name(0x3344606)), // lagKey: string
+        x::FieldEntry::optional(x::Name(0x2b6ca07), x::Name(0x3344606)), // lagName: string
+        x::FieldEntry::repeated(x::Name(0x34c760a), x::Name(0x134dd08)), // uplinkPort: KeyValue
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0xaa7029)), // backing: DistributedVirtualSwitchHostMemberBacking
+        x::FieldEntry::optional(x::Name(0x2740d06), x::Name(0x2a94603)), // domain: int
+        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x10b0c14)), // port: HostPtpConfigPtpPort
+        x::FieldEntry::required(x::Name(0x2a6a005), x::Name(0x2a94603)), // index: int
+        x::FieldEntry::optional(x::Name(0x26ade0a), x::Name(0x3344606)), // deviceType: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0xf4fb0c)), // ipConfig: HostIpConfig
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x2753e06), x::Name(0x3344606)), // driver: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x10b7c15)), // backing: HostRdmaDeviceBacking
+        x::FieldEntry::required(x::Name(0x251e70e), x::Name(0x10bab1c)), // connectionInfo: HostRdmaDeviceConnectionInfo
+        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x10b9218)), // capability: HostRdmaDeviceCapability
+        x::FieldEntry::required(x::Name(0x316400d), x::Name(0x2405e07)), // roceV1Capable: boolean
+        x::FieldEntry::required(x::Name(0x3164e0d), x::Name(0x2405e07)), // roceV2Capable: boolean
+        x::FieldEntry::required(x::Name(0x2a2d70c), x::Name(0x2405e07)), // iWarpCapable: boolean
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::required(x::Name(0x32b7c0b), x::Name(0x2a94603)), // speedInMbps: int
+        x::FieldEntry::required(x::Name(0x2ef870c), x::Name(0x3344606)), // pairedUplink: string
+        x::FieldEntry::optional(x::Name(0x2383514), x::Name(0x3344606)), // associatedRdmaDevice: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x262330d), x::Name(0x2405e07)), // deepCleansing: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2cd8d12), x::Name(0x2405e07)), // modifyControlFlags: boolean
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228f410)), // spec: VslmRelocateSpec
+        x::FieldEntry::optional(x::Name(0x2b2ce12), x::Name(0x2405e07)), // isLcParentAttached: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x3110b06), x::Name(0x1202714)), // rescan: HostVmfsRescanResult
+        x::FieldEntry::required(x::Name(0x314bf06), x::Name(0x13ff016)), // result: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::optional(x::Name(0x2fda506), x::Name(0x3344606)), // prefix: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x270940d), x::Name(0x3344606)), // diskInfoFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x252060f), x::Name(0x1153419)), // connectionState: HostSystemConnectionState
+        x::FieldEntry::required(x::Name(0x2fbc60a), x::Name(0x115b614)), // powerState: HostSystemPowerState
+        x::FieldEntry::optional(x::Name(0x32e470b), x::Name(0x3344606)), // standbyMode: string
+        x::FieldEntry::required(x::Name(0x2a44211), x::Name(0x2405e07)), // inMaintenanceMode: boolean
+        x::FieldEntry::optional(x::Name(0x2a49010), x::Name(0x2405e07)), // inQuarantineMode: boolean
+        x::FieldEntry::optional(x::Name(0x2411508), x::Name(0x2607608)), // bootTime: dateTime
+        x::FieldEntry::optional(x::Name(0x29a6313), x::Name(0xda6b13)), // healthSystemRuntime: HealthSystemRuntime
+        x::FieldEntry::optional(x::Name(0x25d8d0c), x::Name(0x6df316)), // dasHostState: ClusterDasFdmHostState
+        x::FieldEntry::repeated(x::Name(0x3441b0c), x::Name(0x1184f11)), // tpmPcrValues: HostTpmDigestInfo
+        x::FieldEntry::optional(x::Name(0x368b00f), x::Name(0x224fa13)), // vsanRuntimeInfo: VsanHostRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x2d6dd12), x::Name(0x10eac21)), // networkRuntimeInfo: HostRuntimeInfoNetworkRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x3527619), x::Name(0x11c3c2a)), // vFlashResourceRuntimeInfo: HostVFlashManagerVFlashResourceRunTimeInfo
+        x::FieldEntry::optional(x::Name(0x29dbe1a), x::Name(0x2be5304)), // hostMaxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x259010b), x::Name(0x3344606)), // cryptoState: string
+        x::FieldEntry::optional(x::Name(0x258d10b), x::Name(0x83cb0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x330091b), x::Name(0x3344606)), // statelessNvdsMigrationReady: string
+        x::FieldEntry::repeated(x::Name(0x2f0a216), x::Name(0x1032025)), // partialMaintenanceMode: HostPartialMaintenanceModeRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x32fa70f), x::Name(0x10ece22)), // stateEncryption: HostRuntimeInfoStateEncryptionInfo
+        x::FieldEntry::optional(x::Name(0x2f87709), x::Name(0x1669209)), // podVMInfo: PodVMInfo
+        x::FieldEntry::required(x::Name(0x2d39413), x::Name(0x3344606)), // netStackInstanceKey: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::repeated(x::Name(0x364910a), x::Name(0x3344606)), // vmknicKeys: string
+        x::FieldEntry::optional(x::Name(0x2c3a416), x::Name(0x2a94603)), // maxNumberOfConnections: int
+        x::FieldEntry::optional(x::Name(0x25a4f12), x::Name(0x2405e07)), // currentIpV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2d3a81b), x::Name(0x10e512a)), // netStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x2d6c616), x::Name(0xfe6a1a)), // networkResourceRuntime: HostNetworkResourceRuntime
+        x::FieldEntry::required(x::Name(0x302960e), x::Name(0x3344606)), // protectionMode: string
+        x::FieldEntry::optional(x::Name(0x3106911), x::Name(0x2405e07)), // requireSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x3104318), x::Name(0x2405e07)), // requireExecInstalledOnly: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x262330d), x::Name(0x2405e07)), // deepCleansing: boolean
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0xe81d15)), // capacity: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x32d3103), x::Name(0x2405e07)), // ssd: boolean
+        x::FieldEntry::optional(x::Name(0x2bc8509), x::Name(0x2405e07)), // localDisk: boolean
+        x::FieldEntry::repeated(x::Name(0x2f68810), x::Name(0x3344606)), // physicalLocation: string
+        x::FieldEntry::optional(x::Name(0x279f015), x::Name(0x2405e07)), // emulatedDIXDIFEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x368150c), x::Name(0x2252b14)), // vsanDiskInfo: VsanHostVsanDiskInfo
+        x::FieldEntry::optional(x::Name(0x31aba0c), x::Name(0x3344606)), // scsiDiskType: string
+        x::FieldEntry::optional(x::Name(0x34ec813), x::Name(0x2405e07)), // usedByMemoryTiering: boolean
+        x::FieldEntry::required(x::Name(0x2710208), x::Name(0x3344606)), // diskName: string
+        x::FieldEntry::required(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::repeated(x::Name(0x22ea507), x::Name(0x10fb419)), // adapter: HostScsiTopologyInterface
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22ea507), x::Name(0x3344606)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x33d5206), x::Name(0x10fe216)), // target: HostScsiTopologyTarget
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2bee303), x::Name(0x2a94603)), // lun: int
+        x::FieldEntry::required(x::Name(0x31aec07), x::Name(0x3344606)), // scsiLun: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x2a94603)), // target: int
+        x::FieldEntry::repeated(x::Name(0x2bee303), x::Name(0x10fce13)), // lun: HostScsiTopologyLun
+        x::FieldEntry::optional(x::Name(0x344ed09), x::Name(0x1172c13)), // transport: HostTargetTransport
+        x::FieldEntry::optional(x::Name(0x22fa20d), x::Name(0x3344606)), // adminPassword: string
+        x::FieldEntry::repeated(x::Name(0x30dab10), x::Name(0x1635a0a)), // removePermission: Permission
+        x::FieldEntry::repeated(x::Name(0x22ee20d), x::Name(0x1635a0a)), // addPermission: Permission
+        x::FieldEntry::required(x::Name(0x2da7c11), x::Name(0x3344606)), // nodeWorldWideName: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x3109a08), x::Name(0x2405e07)), // required: boolean
+        x::FieldEntry::required(x::Name(0x348330d), x::Name(0x2405e07)), // uninstallable: boolean
+        x::FieldEntry::required(x::Name(0x3181507), x::Name(0x2405e07)), // running: boolean
+        x::FieldEntry::repeated(x::Name(0x317d507), x::Name(0x3344606)), // ruleset: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::optional(x::Name(0x3294f0d), x::Name(0x1108218)), // sourcePackage: HostServiceSourcePackage
+        x::FieldEntry::required(x::Name(0x31f2309), x::Name(0x3344606)), // serviceId: string
+        x::FieldEntry::required(x::Name(0x32f8e0d), x::Name(0x3344606)), // startupPolicy: string
+        x::FieldEntry::repeated(x::Name(0x31e9d07), x::Name(0x110420b)), // service: HostService
+        x::FieldEntry::required(x::Name(0x3295d11), x::Name(0x3344606)), // sourcePackageName: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x3344606)), // service: string
+        x::FieldEntry::required(x::Name(0x31fa10e), x::Name(0x3344606)), // serviceVersion: string
+        x::FieldEntry::required(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x253fd0c), x::Name(0x3344606)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x320d108), x::Name(0x3344606)), // sevState: string
+        x::FieldEntry::required(x::Name(0x2c4840e), x::Name(0x2be5304)), // maxSevEsGuests: long
+        x::FieldEntry::optional(x::Name(0x326e008), x::Name(0x3344606)), // snpState: string
+        x::FieldEntry::optional(x::Name(0x326e90c), x::Name(0x2405e07)), // snpSupported: boolean
+        x::FieldEntry::required(x::Name(0x3212308), x::Name(0x3344606)), // sgxState: string
+        x::FieldEntry::required(x::Name(0x3436c0e), x::Name(0x2be5304)), // totalEpcMemory: long
+        x::FieldEntry::required(x::Name(0x28c8007), x::Name(0x3344606)), // flcMode: string
+        x::FieldEntry::optional(x::Name(0x2b8620c), x::Name(0x3344606)), // lePubKeyHash: string
+        x::FieldEntry::optional(x::Name(0x30b8110), x::Name(0x1115117)), // registrationInfo: HostSgxRegistrationInfo
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::optional(x::Name(0x23f5f09), x::Name(0x2a94603)), // biosError: int
+        x::FieldEntry::optional(x::Name(0x30b920f), x::Name(0x3344606)), // registrationUrl: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2fca204), x::Name(0x3344606)), // ppid: string
+        x::FieldEntry::optional(x::Name(0x2b78312), x::Name(0x2607608)), // lastRegisteredTime: dateTime
+        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
+        x::FieldEntry::required(x::Name(0x271d915), x::Name(0x2405e07)), // diskSnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c8be17), x::Name(0x2405e07)), // memorySnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x33a1410), x::Name(0x2405e07)), // suspendSupported: boolean
+        x::FieldEntry::required(x::Name(0x2caf310), x::Name(0x2405e07)), // migrateSupported: boolean
+        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
+        x::FieldEntry::required(x::Name(0x3227a0a), x::Name(0x3344606)), // shortName2: string
+        x::FieldEntry::required(x::Name(0x3227009), x::Name(0x3344606)), // shortName: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::repeated(x::Name(0x306bb13), x::Name(0x3344606)), // readOnlyCommunities: string
+        x::FieldEntry::repeated(x::Name(0x345700b), x::Name(0x1124e13)), // trapTargets: HostSnmpDestination
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x134dd08)), // option: KeyValue
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x24c4209), x::Name(0x3344606)), // community: string
+        x::FieldEntry::required(x::Name(0x2c42d16), x::Name(0x2a94603)), // maxReadOnlyCommunities: int
+        x::FieldEntry::required(x::Name(0x2c58113), x::Name(0x2a94603)), // maxTrapDestinations: int
+        x::FieldEntry::required(x::Name(0x2c20b12), x::Name(0x2a94603)), // maxCommunityLength: int
+        x::FieldEntry::required(x::Name(0x2c1fd0d), x::Name(0x2a94603)), // maxBufferSize: int
+        x::FieldEntry::optional(x::Name(0x243ee0a), x::Name(0x1122317)), // capability: HostSnmpAgentCapability
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32eb60d), x::Name(0x3344606)), // startChangeID: string
+        x::FieldEntry::optional(x::Name(0x27d3e0b), x::Name(0x3344606)), // endChangeID: string
+        x::FieldEntry::required(x::Name(0x258360b), x::Name(0x2607608)), // createdTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2b7410c), x::Name(0x2607608)), // lastModified: dateTime
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3349908), x::Name(0x114a114)), // subSpecs: HostSubSpecification
+        x::FieldEntry::optional(x::Name(0x245e708), x::Name(0x3344606)), // changeID: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29f8908), x::Name(0x1129f11)), // hostSpec: HostSpecification
+        x::FieldEntry::required(x::Name(0x32d0b0c), x::Name(0x2405e07)), // sriovEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2e31112), x::Name(0x2a94603)), // numVirtualFunction: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x32d0b0c), x::Name(0x2405e07)), // sriovEnabled: boolean
+        x::FieldEntry::required(x::Name(0x32cee0c), x::Name(0x2405e07)), // sriovCapable: boolean
+        x::FieldEntry::required(x::Name(0x32cd50b), x::Name(0x2405e07)), // sriovActive: boolean
+        x::FieldEntry::required(x::Name(0x2e3241b), x::Name(0x2a94603)), // numVirtualFunctionRequested: int
+        x::FieldEntry::required(x::Name(0x2e31112), x::Name(0x2a94603)), // numVirtualFunction: int
+        x::FieldEntry::required(x::Name(0x2c5f41b), x::Name(0x2a94603)), // maxVirtualFunctionSupported: int
+        x::FieldEntry::optional(x::Name(0x33b5509), x::Name(0x3344606)), // switchKey: string
+        x::FieldEntry::optional(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x163e40b)), // pnic: PhysicalNic
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::optional(x::Name(0x2edff08), x::Name(0x3344606)), // ownerTag: string
+        x::FieldEntry::repeated(x::Name(0x32dc20e), x::Name(0x3344606)), // sslThumbprints: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xbdad12)), // policy: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x29bcc0e), x::Name(0xefbc12)), // hostBusAdapter: HostHostBusAdapter
+        x::FieldEntry::repeated(x::Name(0x31aec07), x::Name(0x19e5a07)), // scsiLun: ScsiLun
+        x::FieldEntry::optional(x::Name(0x31b040c), x::Name(0x10fa310)), // scsiTopology: HostScsiTopology
+        x::FieldEntry::optional(x::Name(0x2e5990c), x::Name(0x101b610)), // nvmeTopology: HostNvmeTopology
+        x::FieldEntry::optional(x::Name(0x2cfe90d), x::Name(0xfb5811)), // multipathInfo: HostMultipathInfo
+        x::FieldEntry::optional(x::Name(0x2f79611), x::Name(0x1056c15)), // plugStoreTopology: HostPlugStoreTopology
+        x::FieldEntry::required(x::Name(0x327221b), x::Name(0x2405e07)), // softwareInternetScsiEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2e9150f), x::Name(0x1140b1a)), // operationalInfo: HostStorageOperationalInfo
+        x::FieldEntry::required(x::Name(0x3022a08), x::Name(0x3344606)), // property: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x258360b), x::Name(0x2607608)), // createdTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x25ddf04), x::Name(0x2420604)), // data: byte
+        x::FieldEntry::optional(x::Name(0x23f4f0a), x::Name(0x23e790c)), // binaryData: base64Binary
+        x::FieldEntry::required(x::Name(0x3348d0b), x::Name(0x3344606)), // subSpecName: string
+        x::FieldEntry::required(x::Name(0x29fb70b), x::Name(0x114a114)), // hostSubSpec: HostSubSpecification
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x247d109), x::Name(0x2607608)), // checkTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x2e4b111), x::Name(0x1002315)), // numericSensorInfo: HostNumericSensorInfo
+        x::FieldEntry::required(x::Name(0x2a32a0f), x::Name(0x3344606)), // identifierValue: string
+        x::FieldEntry::required(x::Name(0x2a31b0e), x::Name(0xbdad12)), // identifierType: ElementDescription
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x2ec1914), x::Name(0x115631c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
+        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::repeated(x::Name(0x304850d), x::Name(0x10b2111)), // qualifiedName: HostQualifiedName
+        x::FieldEntry::optional(x::Name(0x36ac20b), x::Name(0x10b2111)), // vvolHostNQN: HostQualifiedName
+        x::FieldEntry::optional(x::Name(0x36ab70a), x::Name(0x3344606)), // vvolHostId: string
+        x::FieldEntry::optional(x::Name(0x240660f), x::Name(0x3344606)), // bootCommandLine: string
+        x::FieldEntry::optional(x::Name(0x33b9d09), x::Name(0x2405e07)), // syncState: boolean
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x2e8f90d), x::Name(0x2607608)), // operationTime: dateTime
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x24ea506), x::Name(0x191bc12)), // config: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x1161e16)), // child: HostSystemResourceInfo
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x117002b)), // option: HostSystemSwapConfigurationSystemSwapOption
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x3344606)), // datastore: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x238260e), x::Name(0x3344606)), // associatedPnic: string
+        x::FieldEntry::required(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::required(x::Name(0x33f2d08), x::Name(0x3344606)), // tdxState: string
+        x::FieldEntry::required(x::Name(0x2e28e13), x::Name(0x2a94603)), // numTDXPrivateKeyIDs: int
+        x::FieldEntry::required(x::Name(0x340a504), x::Name(0x2607608)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x117ae26)), // status: HostTpmAttestationInfoAcceptanceStatus
+        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x3441b0c), x::Name(0x1184f11)), // tpmPcrValues: HostTpmDigestInfo
+        x::FieldEntry::repeated(x::Name(0x3440209), x::Name(0x1187514)), // tpmEvents: HostTpmEventLogEntry
+        x::FieldEntry::required(x::Name(0x3440c0e), x::Name(0x2405e07)), // tpmLogReliable: boolean
+        x::FieldEntry::required(x::Name(0x2410212), x::Name(0x3344606)), // bootSecurityOption: string
+        x::FieldEntry::required(x::Name(0x24bd80b), x::Name(0x3344606)), // commandLine: string
+        x::FieldEntry::required(x::Name(0x2f2dc09), x::Name(0x2a94603)), // pcrNumber: int
+        x::FieldEntry::repeated(x::Name(0x25e2608), x::Name(0x2420604)), // dataHash: byte
+        x::FieldEntry::optional(x::Name(0x25e2f0e), x::Name(0x3344606)), // dataHashMethod: string
+        x::FieldEntry::required(x::Name(0x2f2d308), x::Name(0x2a94603)), // pcrIndex: int
+        x::FieldEntry::required(x::Name(0x281bf0c), x::Name(0x1186113)), // eventDetails: HostTpmEventDetails
+        x::FieldEntry::required(x::Name(0x2e9be0f), x::Name(0x3344606)), // optionsFileName: string
+        x::FieldEntry::repeated(x::Name(0x2409d0b), x::Name(0x2420604)), // bootOptions: byte
+        x::FieldEntry::required(x::Name(0x24ddb0d), x::Name(0x3344606)), // componentName: string
+        x::FieldEntry::required(x::Name(0x356a707), x::Name(0x3344606)), // vibName: string
+        x::FieldEntry::required(x::Name(0x356d40a), x::Name(0x3344606)), // vibVersion: string
+        x::FieldEntry::required(x::Name(0x356ca09), x::Name(0x3344606)), // vibVendor: string
+        x::FieldEntry::required(x::Name(0x33d1c0d), x::Name(0x3344606)), // systemVersion: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x23e790c)), // version: base64Binary
+        x::FieldEntry::required(x::Name(0x238a611), x::Name(0x3344606)), // attestationStatus: string
+        x::FieldEntry::optional(x::Name(0x31f2309), x::Name(0x3344606)), // serviceId: string
+        x::FieldEntry::optional(x::Name(0x238c10a), x::Name(0x2607608)), // attestedAt: dateTime
+        x::FieldEntry::optional(x::Name(0x238cc0d), x::Name(0x2607608)), // attestedUntil: dateTime
+        x::FieldEntry::repeated(x::Name(0x2c9d108), x::Name(0x13d2d12)), // messages: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x10f8d15)), // device: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2b2b50c), x::Name(0x2405e07)), // isHeadExtent: boolean
+        x::FieldEntry::required(x::Name(0x2ea8e07), x::Name(0x2a94603)), // ordinal: int
+        x::FieldEntry::required(x::Name(0x32eab0a), x::Name(0x2a94603)), // startBlock: int
+        x::FieldEntry::required(x::Name(0x27d3508), x::Name(0x2a94603)), // endBlock: int
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::repeated(x::Name(0x284be10), x::Name(0x3344606)), // extentDevicePath: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11a1420)), // spec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::optional(x::Name(0x3630f04), x::Name(0x120490e)), // vmfs: HostVmfsVolume
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x284be10), x::Name(0x3344606)), // extentDevicePath: string
+        x::FieldEntry::required(x::Name(0x3511f0e), x::Name(0x3344606)), // uuidResolution: string
+        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x1198d18)), // extent: HostUnresolvedVmfsExtent
+        x::FieldEntry::required(x::Name(0x3636809), x::Name(0x3344606)), // vmfsLabel: string
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x343140b), x::Name(0x2a94603)), // totalBlocks: int
+        x::FieldEntry::required(x::Name(0x312da0d), x::Name(0x11a8125)), // resolveStatus: HostUnresolvedVmfsVolumeResolveStatus
+        x::FieldEntry::required(x::Name(0x312cf0a), x::Name(0x2405e07)), // resolvable: boolean
+        x::FieldEntry::optional(x::Name(0x2a5fa11), x::Name(0x2405e07)), // incompleteExtents: boolean
+        x::FieldEntry::optional(x::Name(0x2d0060e), x::Name(0x2405e07)), // multipleCopies: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
+        x::FieldEntry::repeated(x::Name(0x265250a), x::Name(0x3344606)), // deleteKeys: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
+        x::FieldEntry::repeated(x::Name(0x265250a), x::Name(0x3344606)), // deleteKeys: string
+        x::FieldEntry::repeated(x::Name(0x3523018), x::Name(0x11b603e)), // vFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::FieldEntry::optional(x::Name(0x2648113), x::Name(0x3344606)), // defaultVFlashModule: string
+        x::FieldEntry::optional(x::Name(0x33ab818), x::Name(0x2be5304)), // swapCacheReservationInGB: long
+        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
+        x::FieldEntry::required(x::Name(0x3524913), x::Name(0x3344606)), // vFlashModuleVersion: string
+        x::FieldEntry::required(x::Name(0x2cbc819), x::Name(0x3344606)), // minSupportedModuleVersion: string
+        x::FieldEntry::required(x::Name(0x2430014), x::Name(0x65700c)), // cacheConsistencyType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2431509), x::Name(0x65700c)), // cacheMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x23ff613), x::Name(0x13e720a)), // blockSizeInKBOption: LongOption
+        x::FieldEntry::required(x::Name(0x311b415), x::Name(0x13e720a)), // reservationInMBOption: LongOption
+        x::FieldEntry::required(x::Name(0x2c2420f), x::Name(0x2be5304)), // maxDiskSizeInKB: long
+        x::FieldEntry::required(x::Name(0x2648113), x::Name(0x3344606)), // defaultVFlashModule: string
+        x::FieldEntry::required(x::Name(0x33ab818), x::Name(0x2be5304)), // swapCacheReservationInGB: long
+        x::FieldEntry::optional(x::Name(0x3525d18), x::Name(0x11be829)), // vFlashResourceConfigInfo: HostVFlashManagerVFlashResourceConfigInfo
+        x::FieldEntry::optional(x::Name(0x351bf15), x::Name(0x11b3926)), // vFlashCacheConfigInfo: HostVFlashManagerVFlashCacheConfigInfo
+        x::FieldEntry::optional(x::Name(0x3562704), x::Name(0x11e2b0e)), // vffs: HostVffsVolume
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x34dbb05), x::Name(0x2be5304)), // usage: long
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::required(x::Name(0x2440212), x::Name(0x2be5304)), // capacityForVmCache: long
+        x::FieldEntry::required(x::Name(0x28d950e), x::Name(0x2be5304)), // freeForVmCache: long
+        x::FieldEntry::repeated(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x3562704), x::Name(0x11e2b0e)), // vffs: HostVffsVolume
+        x::FieldEntry::repeated(x::Name(0x2701b17), x::Name(0xe7d81b)), // diskConfigurationResult: HostDiskConfigurationResult
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24cc50d), x::Name(0x3344606)), // compatibility: string
+        x::FieldEntry::optional(x::Name(0x364f80d), x::Name(0x3344606)), // vmotionNicKey: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d33f09), x::Name(0x11d1814)), // netConfig: HostVMotionNetConfig
+        x::FieldEntry::optional(x::Name(0x2adc808), x::Name(0xf4fb0c)), // ipConfig: HostIpConfig
+        x::FieldEntry::optional(x::Name(0x2764c07), x::Name(0x2a94603)), // dstVmId: int
+        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2be5304)), // startTime: long
+        x::FieldEntry::optional(x::Name(0x255220b), x::Name(0x2be5304)), // cptLoadTime: long
+        x::FieldEntry::optional(x::Name(0x255120f), x::Name(0x2be5304)), // cptLoadDoneTime: long
+        x::FieldEntry::optional(x::Name(0x30e7214), x::Name(0x2be5304)), // replicateMemDoneTime: long
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2be5304)), // endTime: long
+        x::FieldEntry::optional(x::Name(0x2552e0b), x::Name(0x2be5304)), // cptXferTime: long
+        x::FieldEntry::optional(x::Name(0x255050c), x::Name(0x2be5304)), // cptCacheUsed: long
+        x::FieldEntry::optional(x::Name(0x2691810), x::Name(0x2be5304)), // devCptStreamSize: long
+        x::FieldEntry::optional(x::Name(0x2692910), x::Name(0x2be5304)), // devCptStreamTime: long
+        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2be5304)), // startTime: long
+        x::FieldEntry::optional(x::Name(0x305bc0b), x::Name(0x2be5304)), // quiesceTime: long
+        x::FieldEntry::optional(x::Name(0x3058c0f), x::Name(0x2be5304)), // quiesceDoneTime: long
+        x::FieldEntry::optional(x::Name(0x314ce0e), x::Name(0x2be5304)), // resumeDoneTime: long
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2be5304)), // endTime: long
+        x::FieldEntry::repeated(x::Name(0x2439c0d), x::Name(0x11e3a0e)), // candidateVnic: HostVirtualNic
+        x::FieldEntry::optional(x::Name(0x31cfd0c), x::Name(0x3344606)), // selectedVnic: string
     ],
     values: &[
-        x::Name(0x2bc8007), // powerOn
-        x::Name(0x2bc5608), // powerOff
-        x::Name(0x30c0505), // valid
-        x::Name(0x273be07), // invalid
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2f0e307), // success
-        x::Name(0x24c8205), // error
-        x::Name(0x2f0e307), // success
-        x::Name(0x24c8205), // error
-        x::Name(0x286bf17), // maintenanceModeRequired
-        x::Name(0x2c7a60e), // rebootRequired
-        x::Name(0xca0109), // HostBased
-        x::Name(0x10cf906), // Import
-        x::Name(0xac3b04), // Edit
-        x::Name(0x708e07), // Compose
-        x::Name(0x161a105), // Ready
-        x::Name(0x17be607), // Running
-        x::Name(0xb59d06), // Failed
-        x::Name(0x2120405), // block
-        x::Name(0x296f803), // nas
-        x::Name(0x2d8b404), // scsi
-        x::Name(0x29d0703), // nfs
-        x::Name(0x29d2e05), // nfs4x
-        x::Name(0x29f4b04), // none
-        x::Name(0x311100a), // virtualNic
-        x::Name(0x2b4a50e), // pciPassthruNic
-        x::Name(0x2a89011), // nvmeQualifiedName
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2426304), // down
-        x::Name(0x270a504), // init
-        x::Name(0x2099905), // armed
-        x::Name(0x201d706), // active
-        x::Name(0x201de0b), // activeDefer
-        x::Name(0x26f6813), // incompatibleProduct
-        x::Name(0x26f1e0f), // incompatibleCpu
-        x::Name(0x26bc20a), // hvDisabled
-        x::Name(0x228030d), // cpuidLimitSet
-        x::Name(0x2aa0807), // oldBIOS
-        x::Name(0x3024f07), // unknown
-        x::Name(0x26e9508), // inactive
-        x::Name(0x201d706), // active
-        x::Name(0x230dc0c), // deactivating
-        x::Name(0x201bf0a), // activating
-        x::Name(0x29f4b04), // none
-        x::Name(0x2fe1003), // tpm
-        x::Name(0x2c76d05), // ready
-        x::Name(0x2a01a09), // notNeeded
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2aab402), // on
-        x::Name(0x20e2e09), // automatic
-        x::Name(0x2a9ab03), // off
-        x::Name(0x301e50d), // uninitialized
-        x::Name(0x271190b), // initialized
-        x::Name(0x323df07), // working
-        x::Name(0x2a9ab03), // off
-        x::Name(0x284df06), // locked
-        x::Name(0x302cb08), // unlocked
-        x::Name(0x2a0240a), // notPresent
-        x::Name(0x23caa0c), // disabledBIOS
-        x::Name(0x23cb70e), // disabledCFW101
-        x::Name(0x23cc613), // disabledCPUMismatch
-        x::Name(0x23d470d), // disabledNoFLC
-        x::Name(0x23d3511), // disabledNUMAUnsup
-        x::Name(0x23d2212), // disabledMaxEPCRegs
-        x::Name(0x247bd07), // enabled
-        x::Name(0x562708), // COMPLETE
-        x::Name(0x84330b), // DIAGNOSTICS
-        x::Name(0x56300d), // CONFIGURATION
-        x::Name(0x24b5d08), // entering
-        x::Name(0x24efd07), // exiting
-        x::Name(0x26db702), // in
-        x::Name(0x29f4b04), // none
-        x::Name(0x2d8b404), // scsi
-        x::Name(0x2a85904), // nvme
-        x::Name(0x222c009), // connected
-        x::Name(0x2a02f0d), // notResponding
-        x::Name(0x23da90c), // disconnected
-        x::Name(0x520108), // AssetTag
-        x::Name(0x182380a), // ServiceTag
-        x::Name(0x13a1e11), // OemSpecificString
-        x::Name(0xadbf18), // EnclosureSerialNumberTag
-        x::Name(0x1811f0f), // SerialNumberTag
-        x::Name(0x2bd9809), // poweredOn
-        x::Name(0x2bd270a), // poweredOff
-        x::Name(0x2ea8407), // standBy
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2cc3710), // remediationReady
-        x::Name(0x2be421a), // precheckRemediationRunning
-        x::Name(0x2be0c1b), // precheckRemediationComplete
-        x::Name(0x2be2819), // precheckRemediationFailed
-        x::Name(0x2cc4812), // remediationRunning
-        x::Name(0x2cc2511), // remediationFailed
-        x::Name(0x29f8e0b), // notAccepted
-        x::Name(0x200db08), // accepted
-        x::Name(0x20bdf08), // attested
-        x::Name(0x29fc50b), // notAttested
-        x::Name(0x3024f07), // unknown
-        x::Name(0x23e8b0e), // diskIdMismatch
-        x::Name(0x3097d0c), // uuidConflict
-        x::Name(0x2d1870b), // resignature
-        x::Name(0x258500a), // forceMount
-        x::Name(0x31b6b07), // vmotion
-        x::Name(0x2533b15), // faultToleranceLogging
-        x::Name(0x30b6c12), // vSphereReplication
-        x::Name(0x30b7f15), // vSphereReplicationNFC
-        x::Name(0x287560a), // management
-        x::Name(0x31d6104), // vsan
-        x::Name(0x30b5813), // vSphereProvisioning
-        x::Name(0x31e290b), // vsanWitness
-        x::Name(0x30b4710), // vSphereBackupNFC
-        x::Name(0x2c42b03), // ptp
-        x::Name(0x2a8ce07), // nvmeTcp
-        x::Name(0x2a8a208), // nvmeRdma
-        x::Name(0x25d1805), // grant
-        x::Name(0x2cd6e07), // replace
-        x::Name(0x2d3fe06), // revoke
-        x::Name(0x2579605), // fixed
-        x::Name(0x2455107), // dynamic
-        x::Name(0x29f4b04), // none
-        x::Name(0x285b403), // low
-        x::Name(0x2deb304), // sha1
-        x::Name(0x2deb806), // sha256
-        x::Name(0x2c4a309), // pushOrGet
-        x::Name(0x2c48404), // pull
+        x::Name(0x34ba802), // up
+        x::Name(0x36bbb07), // warning
+        x::Name(0x2748804), // down
+        x::Name(0x2bf920b), // maintenance
+        x::Name(0x32b9012), // sphereletPartialMM
+        x::Name(0x2dd5f0c), // nsxPartialMM
+        x::Name(0x3056513), // quickPatchPartialMM
+        x::Name(0x2dbd30e), // notInPartialMM
+        x::Name(0x27efc11), // enteringPartialMM
+        x::Name(0x282ff10), // exitingPartialMM
+        x::Name(0x2a4540b), // inPartialMM
+        x::Name(0x29f3f0d), // hostRestarted
+        x::Name(0x2a3840b), // imageActive
+        x::Name(0x3540a09), // validated
+        x::Name(0x2b57a0b), // keyNotFound
+        x::Name(0x2b5a90a), // keyRevoked
+        x::Name(0x2b5520a), // keyExpired
+        x::Name(0x26c340e), // digestMismatch
+        x::Name(0x2dbab13), // notEnoughSignatures
+        x::Name(0x3541f0f), // validationError
+        x::Name(0x2e66d09), // obsoleted
+        x::Name(0x2cc780c), // missingPatch
+        x::Name(0x2cc6d0a), // missingLib
+        x::Name(0x2983811), // hasDependentPatch
+        x::Name(0x250820d), // conflictPatch
+        x::Name(0x250760b), // conflictLib
+        x::Name(0x2daff04), // none
+        x::Name(0x29b4e04), // host
+        x::Name(0x26d130a), // directPath
+        x::Name(0x27dc612), // enhancedDirectPath
+        x::Name(0x352ae0c), // vGpuSameSize
+        x::Name(0x352a00d), // vGpuMixedSize
+        x::Name(0x33caa0c), // systemSelect
+        x::Name(0x2fb5c07), // powerOn
+        x::Name(0x2fb3208), // powerOff
+        x::Name(0x353dd05), // valid
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x3488b07), // unknown
+        x::Name(0x3359007), // success
+        x::Name(0x2801305), // error
+        x::Name(0x3359007), // success
+        x::Name(0x2801305), // error
+        x::Name(0x2bfae17), // maintenanceModeRequired
+        x::Name(0x307840e), // rebootRequired
+        x::Name(0xdd3809), // HostBased
+        x::Name(0x124b806), // Import
+        x::Name(0xbd9104), // Edit
+        x::Name(0x783607), // Compose
+        x::Name(0x17f3505), // Ready
+        x::Name(0x19b0c07), // Running
+        x::Name(0xc76b06), // Failed
+        x::Name(0x23f9005), // block
+        x::Name(0x2d1b503), // nas
+        x::Name(0x31a8f04), // scsi
+        x::Name(0x2d88103), // nfs
+        x::Name(0x2d8bc05), // nfs4x
+        x::Name(0x2daff04), // none
+        x::Name(0x3598b0a), // virtualNic
+        x::Name(0x2f2950e), // pciPassthruNic
+        x::Name(0x2e55311), // nvmeQualifiedName
+        x::Name(0x36b1115), // vvolNvmeQualifiedName
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2748804), // down
+        x::Name(0x2a73c04), // init
+        x::Name(0x2366405), // armed
+        x::Name(0x22dba06), // active
+        x::Name(0x22dc10b), // activeDefer
+        x::Name(0x2a5c713), // incompatibleProduct
+        x::Name(0x2a57d0f), // incompatibleCpu
+        x::Name(0x2a1f30a), // hvDisabled
+        x::Name(0x2571c0d), // cpuidLimitSet
+        x::Name(0x2e6eb07), // oldBIOS
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2a4e308), // inactive
+        x::Name(0x22dba06), // active
+        x::Name(0x260d00c), // deactivating
+        x::Name(0x22da20a), // activating
+        x::Name(0x2daff04), // none
+        x::Name(0x343ef03), // tpm
+        x::Name(0x306ff05), // ready
+        x::Name(0x2dbeb09), // notNeeded
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2e79702), // on
+        x::Name(0x23b7109), // automatic
+        x::Name(0x2e68003), // off
+        x::Name(0x3481b0d), // uninitialized
+        x::Name(0x2a7b00b), // initialized
+        x::Name(0x36f8a07), // working
+        x::Name(0x26e5c0c), // disabledBios
+        x::Name(0x2e68003), // off
+        x::Name(0x2bdb006), // locked
+        x::Name(0x3490708), // unlocked
+        x::Name(0x2dbf50a), // notPresent
+        x::Name(0x26e4f0c), // disabledBIOS
+        x::Name(0x26e690e), // disabledCFW101
+        x::Name(0x26e7813), // disabledCPUMismatch
+        x::Name(0x26ef90d), // disabledNoFLC
+        x::Name(0x26ee711), // disabledNUMAUnsup
+        x::Name(0x26ed412), // disabledMaxEPCRegs
+        x::Name(0x27af207), // enabled
+        x::Name(0x2db6c0d), // notApplicable
+        x::Name(0x2a5ef0a), // incomplete
+        x::Name(0x24d3908), // complete
+        x::Name(0x2c0f608), // manifest
+        x::Name(0x22ed70a), // addPackage
+        x::Name(0x5c7e08), // COMPLETE
+        x::Name(0x8e140b), // DIAGNOSTICS
+        x::Name(0x5c870d), // CONFIGURATION
+        x::Name(0x27ec708), // entering
+        x::Name(0x282e007), // exiting
+        x::Name(0x2a3f902), // in
+        x::Name(0x2daff04), // none
+        x::Name(0x31a8f04), // scsi
+        x::Name(0x2e51c04), // nvme
+        x::Name(0x2517809), // connected
+        x::Name(0x2dc000d), // notResponding
+        x::Name(0x26f5b0c), // disconnected
+        x::Name(0x57c408), // AssetTag
+        x::Name(0x1a2d90a), // ServiceTag
+        x::Name(0x1554211), // OemSpecificString
+        x::Name(0xbf4c18), // EnclosureSerialNumberTag
+        x::Name(0x1a1b00f), // SerialNumberTag
+        x::Name(0x2fc7409), // poweredOn
+        x::Name(0x2fc030a), // poweredOff
+        x::Name(0x32e1007), // standBy
+        x::Name(0x3488b07), // unknown
+        x::Name(0x30ca010), // remediationReady
+        x::Name(0x2fd231a), // precheckRemediationRunning
+        x::Name(0x2fced1b), // precheckRemediationComplete
+        x::Name(0x2fd0919), // precheckRemediationFailed
+        x::Name(0x30cb112), // remediationRunning
+        x::Name(0x30c8e11), // remediationFailed
+        x::Name(0x2a7bc0c), // initializing
+        x::Name(0x2a7b00b), // initialized
+        x::Name(0x24fce0a), // configured
+        x::Name(0x306ff05), // ready
+        x::Name(0x26e5c0c), // disabledBios
+        x::Name(0x2db420b), // notAccepted
+        x::Name(0x22c7f08), // accepted
+        x::Name(0x238b808), // attested
+        x::Name(0x2db870b), // notAttested
+        x::Name(0x3488b07), // unknown
+        x::Name(0x270730e), // diskIdMismatch
+        x::Name(0x351120c), // uuidConflict
+        x::Name(0x312a90b), // resignature
+        x::Name(0x28cd20a), // forceMount
     ],
 };

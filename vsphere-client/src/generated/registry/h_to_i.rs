@@ -6,165 +6,293 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x10c1a2e), x::Name::NONE, 0, 2), // HttpNfcLeaseSetManifestChecksumTypeRequestType
-        x::TypeEntry::structure(x::Name(0x10c4916), x::Name(0xaa460b), 2, 7), // HttpNfcLeaseSourceFile: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x10c6011), 0, 4), // HttpNfcLeaseState
-        x::TypeEntry::structure(x::Name(0x10c8702), x::Name(0xaa460b), 9, 1), // ID: DynamicData
-        x::TypeEntry::structure(x::Name(0x10c8a13), x::Name(0x98c910), 10, 0), // IDEDiskNotSupported: DiskNotSupported
-        x::TypeEntry::structure(x::Name(0x10c9e1f), x::Name(0x1b42008), 10, 3), // IORMNotSupportedHostOnDatastore: VimFault
-        x::TypeEntry::structure(x::Name(0x10cc815), x::Name(0xd59909), 13, 0), // IScsiBootFailureEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x10cde1a), x::Name::NONE, 13, 3), // ImpersonateUserRequestType
-        x::TypeEntry::structure(x::Name(0x10d0022), x::Name::NONE, 16, 3), // ImportCertificateForCAMRequestType
-        x::TypeEntry::structure(x::Name(0x10d2314), x::Name(0xa39508), 19, 1), // ImportHostAddFailure: DvsFault
-        x::TypeEntry::structure(x::Name(0x10d3818), x::Name(0xa39508), 20, 1), // ImportOperationBulkFault: DvsFault
-        x::TypeEntry::structure(x::Name(0x10d5125), x::Name(0xaa460b), 21, 3), // ImportOperationBulkFaultFaultOnImport: DynamicData
-        x::TypeEntry::structure(x::Name(0x10d770a), x::Name(0xaa460b), 24, 2), // ImportSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x10d8222), x::Name::NONE, 26, 4), // ImportUnmanagedSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x10da515), x::Name::NONE, 30, 4), // ImportVAppRequestType
-        x::TypeEntry::structure(x::Name(0x10dbb22), x::Name(0x135a811), 34, 0), // InUseFeatureManipulationDisallowed: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x10dde15), x::Name(0x1149d10), 34, 1), // InaccessibleDatastore: InvalidDatastore
-        x::TypeEntry::structure(x::Name(0x10df41f), x::Name(0x10dde15), 35, 0), // InaccessibleFTMetadataDatastore: InaccessibleDatastore
-        x::TypeEntry::structure(x::Name(0x10e1418), x::Name(0x1b42008), 35, 1), // InaccessibleVFlashSource: VimFault
-        x::TypeEntry::structure(x::Name(0x10e2d19), x::Name(0x128b00e), 36, 1), // IncompatibleDefaultDevice: MigrationFault
-        x::TypeEntry::structure(x::Name(0x10e471e), x::Name(0x1ebab15), 37, 2), // IncompatibleHostForFtSecondary: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x10e6620), x::Name(0x16ece10), 39, 3), // IncompatibleHostForVmReplication: ReplicationFault
-        x::TypeEntry::enumeration(x::Name(0x10e8732), 4, 2), // IncompatibleHostForVmReplicationIncompatibleReason
-        x::TypeEntry::structure(x::Name(0x10eba13), x::Name(0x1139c0f), 42, 1), // IncompatibleSetting: InvalidArgument
-        x::TypeEntry::structure(x::Name(0x10ece11), x::Name(0xb96b09), 43, 0), // IncorrectFileType: FileFault
-        x::TypeEntry::structure(x::Name(0x10ee018), x::Name(0x135a811), 43, 0), // IncorrectHostInformation: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x10ef91d), x::Name(0x11dda0c), 43, 0), // IncorrectHostInformationEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x10f1722), x::Name(0x128bf1c), 43, 0), // IndependentDiskVMotionNotSupported: MigrationFeatureNotSupported
-        x::TypeEntry::structure(x::Name(0x10f3a16), x::Name::NONE, 43, 3), // InflateDiskRequestType
-        x::TypeEntry::structure(x::Name(0x10f511d), x::Name::NONE, 46, 3), // InflateVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0x10f6f10), x::Name(0x1a5740c), 49, 0), // InfoUpgradeEvent: UpgradeEvent
-        x::TypeEntry::structure(x::Name(0x10f8011), x::Name(0xaa460b), 49, 1), // InheritablePolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x10f921a), x::Name::NONE, 50, 2), // InitializeDisksRequestType
-        x::TypeEntry::structure(x::Name(0x10fad28), x::Name::NONE, 52, 4), // InitiateFileTransferFromGuestRequestType
-        x::TypeEntry::structure(x::Name(0x10fd626), x::Name::NONE, 56, 7), // InitiateFileTransferToGuestRequestType
-        x::TypeEntry::structure(x::Name(0x10ffd1b), x::Name::NONE, 63, 4), // InstallHostPatchRequestType
-        x::TypeEntry::structure(x::Name(0x110191d), x::Name::NONE, 67, 5), // InstallHostPatchV2RequestType
-        x::TypeEntry::structure(x::Name(0x110371a), x::Name::NONE, 72, 3), // InstallIoFilterRequestType
-        x::TypeEntry::structure(x::Name(0x1105223), x::Name::NONE, 75, 2), // InstallServerCertificateRequestType
-        x::TypeEntry::structure(x::Name(0x1107626), x::Name::NONE, 77, 2), // InstallSmartCardTrustAnchorRequestType
-        x::TypeEntry::structure(x::Name(0x110ad17), x::Name::NONE, 79, 2), // InstantCloneRequestType
-        x::TypeEntry::structure(x::Name(0x110c51c), x::Name(0x112751a), 81, 3), // InsufficientAgentVmsDeployed: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x110e21d), x::Name(0x112751a), 84, 2), // InsufficientCpuResourcesFault: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1110011), x::Name(0x1f78d0d), 86, 0), // InsufficientDisks: VsanDiskFault
-        x::TypeEntry::structure(x::Name(0x1111222), x::Name(0x69680c), 86, 0), // InsufficientFailoverResourcesEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x1113522), x::Name(0x112751a), 86, 0), // InsufficientFailoverResourcesFault: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1115822), x::Name(0x112751a), 86, 0), // InsufficientGraphicsResourcesFault: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1117b1d), x::Name(0x112751a), 86, 1), // InsufficientHostCapacityFault: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1119920), x::Name(0x1117b1d), 87, 2), // InsufficientHostCpuCapacityFault: InsufficientHostCapacityFault
-        x::TypeEntry::structure(x::Name(0x111ba23), x::Name(0x1117b1d), 89, 2), // InsufficientHostMemoryCapacityFault: InsufficientHostCapacityFault
-        x::TypeEntry::structure(x::Name(0x111de20), x::Name(0x112751a), 91, 2), // InsufficientMemoryResourcesFault: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x111ff1b), x::Name(0x112751a), 93, 0), // InsufficientNetworkCapacity: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1121b27), x::Name(0x112751a), 93, 6), // InsufficientNetworkResourcePoolCapacity: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x112431a), x::Name(0x1117b1d), 99, 0), // InsufficientPerCpuCapacity: InsufficientHostCapacityFault
-        x::TypeEntry::structure(x::Name(0x112751a), x::Name(0x1b42008), 99, 0), // InsufficientResourcesFault: VimFault
-        x::TypeEntry::structure(x::Name(0x112901e), x::Name(0x112d11b), 99, 2), // InsufficientStandbyCpuResource: InsufficientStandbyResource
-        x::TypeEntry::structure(x::Name(0x112af21), x::Name(0x112d11b), 101, 2), // InsufficientStandbyMemoryResource: InsufficientStandbyResource
-        x::TypeEntry::structure(x::Name(0x112d11b), x::Name(0x112751a), 103, 0), // InsufficientStandbyResource: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x112ed17), x::Name(0x1b42008), 103, 3), // InsufficientStorageIops: VimFault
-        x::TypeEntry::structure(x::Name(0x1130518), x::Name(0x112751a), 106, 0), // InsufficientStorageSpace: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1131e20), x::Name(0x112751a), 106, 4), // InsufficientVFlashResourcesFault: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1133f0d), x::Name(0x12e6913), 110, 1), // IntExpression: NegatableExpression
-        x::TypeEntry::structure(x::Name(0x1134d09), x::Name(0x13b260a), 111, 3), // IntOption: OptionType
-        x::TypeEntry::structure(x::Name(0x1135709), x::Name(0x10f8011), 114, 1), // IntPolicy: InheritablePolicy
-        x::TypeEntry::enumeration(x::Name(0x113611e), 6, 3), // InternetScsiSnsDiscoveryMethod
-        x::TypeEntry::structure(x::Name(0x113801b), x::Name(0x1b42008), 115, 0), // InvalidAffinitySettingFault: VimFault
-        x::TypeEntry::structure(x::Name(0x1139c0f), x::Name(0x17bee0c), 115, 1), // InvalidArgument: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x113ac0e), x::Name(0x1b42008), 116, 0), // InvalidBmcRole: VimFault
-        x::TypeEntry::structure(x::Name(0x113bb0d), x::Name(0x14a6313), 116, 0), // InvalidBundle: PlatformConfigFault
-        x::TypeEntry::structure(x::Name(0x113c915), x::Name(0x113df10), 116, 0), // InvalidCAMCertificate: InvalidCAMServer
-        x::TypeEntry::structure(x::Name(0x113df10), x::Name(0x26514), 116, 1), // InvalidCAMServer: ActiveDirectoryFault
-        x::TypeEntry::structure(x::Name(0x113f018), x::Name(0x116540c), 117, 0), // InvalidClientCertificate: InvalidLogin
-        x::TypeEntry::structure(x::Name(0x1140917), x::Name(0x128210b), 117, 0), // InvalidCollectorVersion: MethodFault
-        x::TypeEntry::structure(x::Name(0x1142111), x::Name(0x1150511), 117, 1), // InvalidController: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0x1143318), x::Name(0x1139c0f), 118, 2), // InvalidDasConfigArgument: InvalidArgument
-        x::TypeEntry::enumeration(x::Name(0x1144c2f), 9, 3), // InvalidDasConfigArgumentEntryForInvalidArgument
-        x::TypeEntry::structure(x::Name(0x1147c20), x::Name(0x1139c0f), 120, 2), // InvalidDasRestartPriorityForFtVm: InvalidArgument
-        x::TypeEntry::structure(x::Name(0x1149d10), x::Name(0x1b42008), 122, 2), // InvalidDatastore: VimFault
-        x::TypeEntry::structure(x::Name(0x114ae14), x::Name(0x1149d10), 124, 1), // InvalidDatastorePath: InvalidDatastore
-        x::TypeEntry::structure(x::Name(0x114c315), x::Name(0x117ae0c), 125, 1), // InvalidDatastoreState: InvalidState
-        x::TypeEntry::structure(x::Name(0x114d914), x::Name(0x1150511), 126, 0), // InvalidDeviceBacking: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0x114ee16), x::Name(0x1150511), 126, 2), // InvalidDeviceOperation: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0x1150511), x::Name(0x117c70f), 128, 1), // InvalidDeviceSpec: InvalidVmConfig
-        x::TypeEntry::structure(x::Name(0x1151711), x::Name(0x115880d), 129, 0), // InvalidDiskFormat: InvalidFormat
-        x::TypeEntry::structure(x::Name(0x1152919), x::Name(0x1139c0f), 129, 2), // InvalidDrsBehaviorForFtVm: InvalidArgument
-        x::TypeEntry::structure(x::Name(0x1154313), x::Name(0x11dda0c), 131, 1), // InvalidEditionEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x1155715), x::Name(0x135a811), 132, 1), // InvalidEditionLicense: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x1156d0c), x::Name(0x1b42008), 133, 0), // InvalidEvent: VimFault
-        x::TypeEntry::structure(x::Name(0x1157a0d), x::Name(0x1b42008), 133, 1), // InvalidFolder: VimFault
-        x::TypeEntry::structure(x::Name(0x115880d), x::Name(0x1e6a50d), 134, 0), // InvalidFormat: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1159611), x::Name(0xc32214), 134, 0), // InvalidGuestLogin: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0x115a81a), x::Name(0x115d310), 134, 0), // InvalidHostConnectionState: InvalidHostState
-        x::TypeEntry::structure(x::Name(0x115c30f), x::Name(0xcde20f), 134, 0), // InvalidHostName: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x115d310), x::Name(0x117ae0c), 134, 1), // InvalidHostState: InvalidState
-        x::TypeEntry::structure(x::Name(0x115e414), x::Name(0x1139c0f), 135, 1), // InvalidIndexArgument: InvalidArgument
-        x::TypeEntry::structure(x::Name(0x115f912), x::Name(0xa39508), 136, 1), // InvalidIpfixConfig: DvsFault
-        x::TypeEntry::structure(x::Name(0x1160c14), x::Name(0x1b42008), 137, 0), // InvalidIpmiLoginInfo: VimFault
-        x::TypeEntry::structure(x::Name(0x1162115), x::Name(0x1b42008), 137, 2), // InvalidIpmiMacAddress: VimFault
-        x::TypeEntry::structure(x::Name(0x116370e), x::Name(0x1b42008), 139, 1), // InvalidLicense: VimFault
-        x::TypeEntry::structure(x::Name(0x116460d), x::Name(0x1b42008), 140, 0), // InvalidLocale: VimFault
-        x::TypeEntry::structure(x::Name(0x116540c), x::Name(0x1b42008), 140, 0), // InvalidLogin: VimFault
-        x::TypeEntry::structure(x::Name(0x116610b), x::Name(0x1b42008), 140, 2), // InvalidName: VimFault
-        x::TypeEntry::structure(x::Name(0x1166d15), x::Name(0x12dec0e), 142, 1), // InvalidNasCredentials: NasConfigFault
-        x::TypeEntry::structure(x::Name(0x1168314), x::Name(0x1a9cf11), 143, 0), // InvalidNetworkInType: VAppPropertyFault
-        x::TypeEntry::structure(x::Name(0x1169816), x::Name(0x12dec0e), 143, 2), // InvalidNetworkResource: NasConfigFault
-        x::TypeEntry::structure(x::Name(0x116af1d), x::Name(0x1ebab15), 145, 1), // InvalidOperationOnSecondaryVm: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x116cd11), x::Name(0x117ae0c), 146, 2), // InvalidPowerState: InvalidState
-        x::TypeEntry::structure(x::Name(0x116df10), x::Name(0x1b42008), 148, 1), // InvalidPrivilege: VimFault
-        x::TypeEntry::structure(x::Name(0x116f01b), x::Name(0x17bee0c), 149, 4), // InvalidProfileReferenceHost: RuntimeFault
-        x::TypeEntry::enumeration(x::Name(0x1170c21), 12, 2), // InvalidProfileReferenceHostReason
-        x::TypeEntry::structure(x::Name(0x1172e0f), x::Name(0x128210b), 153, 1), // InvalidProperty: MethodFault
-        x::TypeEntry::structure(x::Name(0x1173e13), x::Name(0x1a9cf11), 154, 0), // InvalidPropertyType: VAppPropertyFault
-        x::TypeEntry::structure(x::Name(0x1175214), x::Name(0x1a9cf11), 154, 0), // InvalidPropertyValue: VAppPropertyFault
-        x::TypeEntry::structure(x::Name(0x117670e), x::Name(0x17bee0c), 154, 0), // InvalidRequest: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x1177621), x::Name(0x112751a), 154, 0), // InvalidResourcePoolStructureFault: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1179815), x::Name(0x115880d), 154, 0), // InvalidSnapshotFormat: InvalidFormat
-        x::TypeEntry::structure(x::Name(0x117ae0c), x::Name(0x1b42008), 154, 0), // InvalidState: VimFault
-        x::TypeEntry::structure(x::Name(0x117bb0b), x::Name(0x117670e), 154, 1), // InvalidType: InvalidRequest
-        x::TypeEntry::structure(x::Name(0x117c70f), x::Name(0x1e6a50d), 155, 1), // InvalidVmConfig: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x117d70e), x::Name(0x117ae0c), 156, 1), // InvalidVmState: InvalidState
-        x::TypeEntry::structure(x::Name(0x117e614), x::Name(0xaa460b), 157, 10), // InventoryDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x117fb1e), x::Name(0x135a811), 167, 1), // InventoryHasStandardAloneHosts: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x1181a11), x::Name(0xaa460b), 168, 2), // IoFilterHostIssue: DynamicData
-        x::TypeEntry::structure(x::Name(0x1182c0c), x::Name(0xaa460b), 170, 7), // IoFilterInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1183911), 14, 3), // IoFilterOperation
-        x::TypeEntry::structure(x::Name(0x1184b18), x::Name(0xaa460b), 177, 2), // IoFilterQueryIssueResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x118640c), 17, 8), // IoFilterType
-        x::TypeEntry::structure(x::Name(0x1187109), x::Name(0x12e6913), 179, 0), // IpAddress: NegatableExpression
-        x::TypeEntry::structure(x::Name(0x1187b10), x::Name(0xab90c), 179, 0), // IpAddressProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1188c18), x::Name(0x7f8d12), 179, 0), // IpHostnameGeneratorError: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x118a506), x::Name(0xaa460b), 179, 13), // IpPool: DynamicData
-        x::TypeEntry::structure(x::Name(0x118ac11), x::Name(0xaa460b), 192, 2), // IpPoolAssociation: DynamicData
-        x::TypeEntry::structure(x::Name(0x118be16), x::Name(0xaa460b), 194, 7), // IpPoolIpPoolConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x118d519), x::Name(0xaa460b), 201, 2), // IpPoolManagerIpAllocation: DynamicData
-        x::TypeEntry::structure(x::Name(0x118ef07), x::Name(0x1187109), 203, 2), // IpRange: IpAddress
-        x::TypeEntry::structure(x::Name(0x118f70e), x::Name(0xab90c), 205, 1), // IpRouteProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x119061d), x::Name::NONE, 206, 2), // IsKmsClusterActiveRequestType
-        x::TypeEntry::structure(x::Name(0x1192421), x::Name::NONE, 208, 1), // IsSharedGraphicsActiveRequestType
-        x::TypeEntry::structure(x::Name(0x1194615), x::Name(0xaa460b), 209, 3), // IscsiDependencyEntity: DynamicData
-        x::TypeEntry::structure(x::Name(0x1195c0a), x::Name(0x1b42008), 212, 0), // IscsiFault: VimFault
-        x::TypeEntry::structure(x::Name(0x1196715), x::Name(0x1195c0a), 212, 1), // IscsiFaultInvalidVnic: IscsiFault
-        x::TypeEntry::structure(x::Name(0x1197d13), x::Name(0x1195c0a), 213, 1), // IscsiFaultPnicInUse: IscsiFault
-        x::TypeEntry::structure(x::Name(0x119911a), x::Name(0x1195c0a), 214, 1), // IscsiFaultVnicAlreadyBound: IscsiFault
-        x::TypeEntry::structure(x::Name(0x119ac1c), x::Name(0x1195c0a), 215, 1), // IscsiFaultVnicHasActivePaths: IscsiFault
-        x::TypeEntry::structure(x::Name(0x119c920), x::Name(0x1195c0a), 216, 1), // IscsiFaultVnicHasMultipleUplinks: IscsiFault
-        x::TypeEntry::structure(x::Name(0x119ea1a), x::Name(0x1195c0a), 217, 1), // IscsiFaultVnicHasNoUplinks: IscsiFault
-        x::TypeEntry::structure(x::Name(0x11a051c), x::Name(0x1195c0a), 218, 1), // IscsiFaultVnicHasWrongUplink: IscsiFault
-        x::TypeEntry::structure(x::Name(0x11a2213), x::Name(0x1195c0a), 219, 1), // IscsiFaultVnicInUse: IscsiFault
-        x::TypeEntry::structure(x::Name(0x11a3618), x::Name(0x1195c0a), 220, 1), // IscsiFaultVnicIsLastPath: IscsiFault
-        x::TypeEntry::structure(x::Name(0x11a4f16), x::Name(0x1195c0a), 221, 1), // IscsiFaultVnicNotBound: IscsiFault
-        x::TypeEntry::structure(x::Name(0x11a6616), x::Name(0x1195c0a), 222, 1), // IscsiFaultVnicNotFound: IscsiFault
-        x::TypeEntry::structure(x::Name(0x11a7d18), x::Name(0xaa460b), 223, 3), // IscsiMigrationDependency: DynamicData
-        x::TypeEntry::structure(x::Name(0x11a960d), x::Name(0xaa460b), 226, 15), // IscsiPortInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x11aa417), 25, 4), // IscsiPortInfoPathStatus
-        x::TypeEntry::structure(x::Name(0x11abc0b), x::Name(0xaa460b), 241, 1), // IscsiStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x11ac810), x::Name(0xb97508), 242, 0), // IsoImageFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x11ad911), x::Name(0xb9b609), 242, 0), // IsoImageFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x11d2d33), x::Name::NONE, 0, 12), // HostVStorageObjectCreateDiskFromSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x11d612b), x::Name::NONE, 12, 4), // HostVStorageObjectCreateSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x11d8d2b), x::Name::NONE, 16, 4), // HostVStorageObjectDeleteSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x11db931), x::Name::NONE, 20, 3), // HostVStorageObjectRetrieveSnapshotInfoRequestType
+        x::TypeEntry::structure(x::Name(0x11deb23), x::Name::NONE, 23, 4), // HostVStorageObjectRevertRequestType
+        x::TypeEntry::structure(x::Name(0x11e0f0e), x::Name(0xebd814), 27, 0), // HostVfatVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x11e1e0c), x::Name(0xbb9c0b), 27, 4), // HostVffsSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e2b0e), x::Name(0xebd814), 31, 4), // HostVffsVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x11e3a0e), x::Name(0xbb9c0b), 35, 6), // HostVirtualNic: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e4914), x::Name(0xbb9c0b), 41, 4), // HostVirtualNicConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e5e18), x::Name(0xbb9c0b), 45, 3), // HostVirtualNicConnection: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e7719), x::Name(0xbb9c0b), 48, 1), // HostVirtualNicIpRouteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11e9119), x::Name(0xbb9c0b), 49, 1), // HostVirtualNicManagerInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11eab1c), 0, 15), // HostVirtualNicManagerNicType
+        x::TypeEntry::structure(x::Name(0x11ec825), x::Name(0xbb9c0b), 50, 2), // HostVirtualNicManagerNicTypeSelection: DynamicData
+        x::TypeEntry::structure(x::Name(0x11eee1f), x::Name(0xbb9c0b), 52, 2), // HostVirtualNicOpaqueNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11f0e12), x::Name(0xbb9c0b), 54, 13), // HostVirtualNicSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11f2111), x::Name(0xbb9c0b), 67, 8), // HostVirtualSwitch: DynamicData
+        x::TypeEntry::structure(x::Name(0x11f331b), x::Name(0x11f8917), 75, 1), // HostVirtualSwitchAutoBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x11f4f1d), x::Name(0xbb9c0b), 76, 1), // HostVirtualSwitchBeaconConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x11f6d1b), x::Name(0x11f8917), 77, 3), // HostVirtualSwitchBondBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x11f8917), x::Name(0xbb9c0b), 80, 0), // HostVirtualSwitchBridge: DynamicData
+        x::TypeEntry::structure(x::Name(0x11fa117), x::Name(0xbb9c0b), 80, 3), // HostVirtualSwitchConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x11fb91d), x::Name(0x11f8917), 83, 1), // HostVirtualSwitchSimpleBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x11fd715), x::Name(0xbb9c0b), 84, 4), // HostVirtualSwitchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11fed1f), x::Name(0xbb9c0b), 88, 3), // HostVmciAccessManagerAccessSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1200d19), 15, 3), // HostVmciAccessManagerMode
+        x::TypeEntry::structure(x::Name(0x1202714), x::Name(0xbb9c0b), 91, 2), // HostVmfsRescanResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1203c0c), x::Name(0xbb9c0b), 93, 8), // HostVmfsSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x120490e), x::Name(0xebd814), 101, 15), // HostVmfsVolume: HostFileSystemVolume
+        x::TypeEntry::enumeration(x::Name(0x1205822), 18, 2), // HostVmfsVolumeUnmapBandwidthPolicy
+        x::TypeEntry::enumeration(x::Name(0x1207b1b), 20, 2), // HostVmfsVolumeUnmapPriority
+        x::TypeEntry::structure(x::Name(0x1209728), x::Name(0xea3c09), 116, 2), // HostVnicConnectedToCustomizedDVPortEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x120c020), x::Name(0xbb9c0b), 118, 3), // HostVsanInternalSystemCmmdsQuery: DynamicData
+        x::TypeEntry::structure(x::Name(0x120e12d), x::Name(0xbb9c0b), 121, 3), // HostVsanInternalSystemDeleteVsanObjectsResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1210f2f), x::Name(0xbb9c0b), 124, 2), // HostVsanInternalSystemVsanObjectOperationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1213f37), x::Name(0xbb9c0b), 126, 3), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x121770b), x::Name(0xbb9c0b), 129, 3), // HostVvolNQN: DynamicData
+        x::TypeEntry::structure(x::Name(0x121830e), x::Name(0xebd814), 132, 8), // HostVvolVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x1219219), x::Name(0xbb9c0b), 140, 2), // HostVvolVolumeHostVvolNQN: DynamicData
+        x::TypeEntry::structure(x::Name(0x121ac1b), x::Name(0xbb9c0b), 142, 6), // HostVvolVolumeSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0x121c813), x::Name(0xea3c09), 148, 4), // HostWwnChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x121dc14), x::Name(0xea3c09), 152, 3), // HostWwnConflictEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x121f11b), x::Name(0x1a7f418), 155, 0), // HotSnapshotMoveNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1220d13), x::Name(0x182de16), 155, 1), // HourlyTaskScheduler: RecurrentTaskScheduler
+        x::TypeEntry::structure(x::Name(0x1222109), x::Name(0x1d94808), 156, 2), // HttpFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1222b1c), x::Name::NONE, 158, 2), // HttpNfcLeaseAbortRequestType
+        x::TypeEntry::structure(x::Name(0x1224818), x::Name(0xbb9c0b), 160, 2), // HttpNfcLeaseCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x122611f), x::Name::NONE, 162, 1), // HttpNfcLeaseCompleteRequestType
+        x::TypeEntry::structure(x::Name(0x122811e), x::Name(0xbb9c0b), 163, 2), // HttpNfcLeaseDatastoreLeaseInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x122a015), x::Name(0xbb9c0b), 165, 9), // HttpNfcLeaseDeviceUrl: DynamicData
+        x::TypeEntry::structure(x::Name(0x122b622), x::Name::NONE, 174, 1), // HttpNfcLeaseGetManifestRequestType
+        x::TypeEntry::structure(x::Name(0x122d914), x::Name(0xbb9c0b), 175, 2), // HttpNfcLeaseHostInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x122ee10), x::Name(0xbb9c0b), 177, 6), // HttpNfcLeaseInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x122ff19), x::Name(0xbb9c0b), 183, 8), // HttpNfcLeaseManifestEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1231925), 22, 2), // HttpNfcLeaseManifestEntryChecksumType
+        x::TypeEntry::enumeration(x::Name(0x1233f10), 24, 2), // HttpNfcLeaseMode
+        x::TypeEntry::structure(x::Name(0x1235017), x::Name(0xbb9c0b), 191, 1), // HttpNfcLeaseProbeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1236820), x::Name::NONE, 192, 3), // HttpNfcLeaseProbeUrlsRequestType
+        x::TypeEntry::structure(x::Name(0x123891f), x::Name::NONE, 195, 2), // HttpNfcLeaseProgressRequestType
+        x::TypeEntry::structure(x::Name(0x123a923), x::Name::NONE, 197, 2), // HttpNfcLeasePullFromUrlsRequestType
+        x::TypeEntry::structure(x::Name(0x123cd2e), x::Name::NONE, 199, 2), // HttpNfcLeaseSetManifestChecksumTypeRequestType
+        x::TypeEntry::structure(x::Name(0x123fc16), x::Name(0xbb9c0b), 201, 8), // HttpNfcLeaseSourceFile: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1241311), 26, 4), // HttpNfcLeaseState
+        x::TypeEntry::structure(x::Name(0x1243a02), x::Name(0xbb9c0b), 209, 1), // ID: DynamicData
+        x::TypeEntry::structure(x::Name(0x1243d13), x::Name(0xa88910), 210, 0), // IDEDiskNotSupported: DiskNotSupported
+        x::TypeEntry::structure(x::Name(0x1245d1f), x::Name(0x1d94808), 210, 3), // IORMNotSupportedHostOnDatastore: VimFault
+        x::TypeEntry::structure(x::Name(0x1248715), x::Name(0xea3c09), 213, 0), // IScsiBootFailureEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1249d1a), x::Name::NONE, 213, 3), // ImpersonateUserRequestType
+        x::TypeEntry::structure(x::Name(0x124bf22), x::Name::NONE, 216, 3), // ImportCertificateForCAMRequestType
+        x::TypeEntry::structure(x::Name(0x124e214), x::Name(0xb4eb08), 219, 1), // ImportHostAddFailure: DvsFault
+        x::TypeEntry::structure(x::Name(0x124f718), x::Name(0xb4eb08), 220, 1), // ImportOperationBulkFault: DvsFault
+        x::TypeEntry::structure(x::Name(0x1251025), x::Name(0xbb9c0b), 221, 3), // ImportOperationBulkFaultFaultOnImport: DynamicData
+        x::TypeEntry::structure(x::Name(0x125360a), x::Name(0xbb9c0b), 224, 2), // ImportSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1254122), x::Name::NONE, 226, 4), // ImportUnmanagedSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x1256415), x::Name::NONE, 230, 4), // ImportVAppRequestType
+        x::TypeEntry::structure(x::Name(0x1257d22), x::Name(0x1508f11), 234, 0), // InUseFeatureManipulationDisallowed: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x125a015), x::Name(0x12d0410), 234, 1), // InaccessibleDatastore: InvalidDatastore
+        x::TypeEntry::structure(x::Name(0x125b61f), x::Name(0x125a015), 235, 0), // InaccessibleFTMetadataDatastore: InaccessibleDatastore
+        x::TypeEntry::structure(x::Name(0x125d618), x::Name(0x1d94808), 235, 1), // InaccessibleVFlashSource: VimFault
+        x::TypeEntry::structure(x::Name(0x125ef19), x::Name(0x1431e0e), 236, 1), // IncompatibleDefaultDevice: MigrationFault
+        x::TypeEntry::structure(x::Name(0x126091e), x::Name(0x2153a15), 237, 2), // IncompatibleHostForFtSecondary: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1262820), x::Name(0x18d2110), 239, 3), // IncompatibleHostForVmReplication: ReplicationFault
+        x::TypeEntry::enumeration(x::Name(0x1264932), 30, 2), // IncompatibleHostForVmReplicationIncompatibleReason
+        x::TypeEntry::structure(x::Name(0x1267c13), x::Name(0x12c030f), 242, 1), // IncompatibleSetting: InvalidArgument
+        x::TypeEntry::structure(x::Name(0x1269011), x::Name(0xcb3909), 243, 0), // IncorrectFileType: FileFault
+        x::TypeEntry::structure(x::Name(0x126a218), x::Name(0x1508f11), 243, 0), // IncorrectHostInformation: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x126bb1d), x::Name(0x137ff0c), 243, 0), // IncorrectHostInformationEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x126f320), x::Name::NONE, 243, 4), // IncreaseDirectorySizeRequestType
+        x::TypeEntry::structure(x::Name(0x1275a22), x::Name(0x1432d1c), 247, 0), // IndependentDiskVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0x1277d16), x::Name::NONE, 247, 3), // InflateDiskRequestType
+        x::TypeEntry::structure(x::Name(0x127941d), x::Name::NONE, 250, 3), // InflateVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x127b210), x::Name(0x1c8060c), 253, 0), // InfoUpgradeEvent: UpgradeEvent
+        x::TypeEntry::structure(x::Name(0x127c311), x::Name(0xbb9c0b), 253, 1), // InheritablePolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x127d51a), x::Name::NONE, 254, 2), // InitializeDisksRequestType
+        x::TypeEntry::structure(x::Name(0x127f028), x::Name::NONE, 256, 4), // InitiateFileTransferFromGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1281926), x::Name::NONE, 260, 7), // InitiateFileTransferToGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1284023), x::Name::NONE, 267, 2), // InitiateTransitionToVLCMRequestType
+        x::TypeEntry::structure(x::Name(0x128641b), x::Name::NONE, 269, 4), // InstallHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x128801d), x::Name::NONE, 273, 5), // InstallHostPatchV2RequestType
+        x::TypeEntry::structure(x::Name(0x1289e1a), x::Name::NONE, 278, 4), // InstallIoFilterRequestType
+        x::TypeEntry::structure(x::Name(0x128b923), x::Name::NONE, 282, 2), // InstallServerCertificateRequestType
+        x::TypeEntry::structure(x::Name(0x128dd26), x::Name::NONE, 284, 2), // InstallSmartCardTrustAnchorRequestType
+        x::TypeEntry::structure(x::Name(0x1291417), x::Name::NONE, 286, 2), // InstantCloneRequestType
+        x::TypeEntry::structure(x::Name(0x1292c1c), x::Name(0x12adc1a), 288, 3), // InsufficientAgentVmsDeployed: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x129491d), x::Name(0x12adc1a), 291, 2), // InsufficientCpuResourcesFault: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x1296711), x::Name(0x222d00d), 293, 0), // InsufficientDisks: VsanDiskFault
+        x::TypeEntry::structure(x::Name(0x1297922), x::Name(0x70950c), 293, 0), // InsufficientFailoverResourcesEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x1299c22), x::Name(0x12adc1a), 293, 0), // InsufficientFailoverResourcesFault: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x129bf22), x::Name(0x12adc1a), 293, 0), // InsufficientGraphicsResourcesFault: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x129e21d), x::Name(0x12adc1a), 293, 1), // InsufficientHostCapacityFault: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x12a0020), x::Name(0x129e21d), 294, 2), // InsufficientHostCpuCapacityFault: InsufficientHostCapacityFault
+        x::TypeEntry::structure(x::Name(0x12a2123), x::Name(0x129e21d), 296, 2), // InsufficientHostMemoryCapacityFault: InsufficientHostCapacityFault
+        x::TypeEntry::structure(x::Name(0x12a4520), x::Name(0x12adc1a), 298, 2), // InsufficientMemoryResourcesFault: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x12a661b), x::Name(0x12adc1a), 300, 0), // InsufficientNetworkCapacity: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x12a8227), x::Name(0x12adc1a), 300, 6), // InsufficientNetworkResourcePoolCapacity: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x12aaa1a), x::Name(0x129e21d), 306, 0), // InsufficientPerCpuCapacity: InsufficientHostCapacityFault
+        x::TypeEntry::structure(x::Name(0x12adc1a), x::Name(0x1d94808), 306, 0), // InsufficientResourcesFault: VimFault
+        x::TypeEntry::structure(x::Name(0x12af71e), x::Name(0x12b381b), 306, 2), // InsufficientStandbyCpuResource: InsufficientStandbyResource
+        x::TypeEntry::structure(x::Name(0x12b1621), x::Name(0x12b381b), 308, 2), // InsufficientStandbyMemoryResource: InsufficientStandbyResource
+        x::TypeEntry::structure(x::Name(0x12b381b), x::Name(0x12adc1a), 310, 0), // InsufficientStandbyResource: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x12b5417), x::Name(0x1d94808), 310, 3), // InsufficientStorageIops: VimFault
+        x::TypeEntry::structure(x::Name(0x12b6c18), x::Name(0x12adc1a), 313, 0), // InsufficientStorageSpace: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x12b8520), x::Name(0x12adc1a), 313, 4), // InsufficientVFlashResourcesFault: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x12ba60d), x::Name(0x1491313), 317, 1), // IntExpression: NegatableExpression
+        x::TypeEntry::structure(x::Name(0x12bb409), x::Name(0x156580a), 318, 3), // IntOption: OptionType
+        x::TypeEntry::structure(x::Name(0x12bbe09), x::Name(0x127c311), 321, 1), // IntPolicy: InheritablePolicy
+        x::TypeEntry::enumeration(x::Name(0x12bc81e), 32, 3), // InternetScsiSnsDiscoveryMethod
+        x::TypeEntry::structure(x::Name(0x12be71b), x::Name(0x1d94808), 322, 0), // InvalidAffinitySettingFault: VimFault
+        x::TypeEntry::structure(x::Name(0x12c030f), x::Name(0x19b140c), 322, 1), // InvalidArgument: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x12c130e), x::Name(0x1d94808), 323, 0), // InvalidBmcRole: VimFault
+        x::TypeEntry::structure(x::Name(0x12c220d), x::Name(0x1664a13), 323, 0), // InvalidBundle: PlatformConfigFault
+        x::TypeEntry::structure(x::Name(0x12c3015), x::Name(0x12c4610), 323, 0), // InvalidCAMCertificate: InvalidCAMServer
+        x::TypeEntry::structure(x::Name(0x12c4610), x::Name(0x26c14), 323, 1), // InvalidCAMServer: ActiveDirectoryFault
+        x::TypeEntry::structure(x::Name(0x12c5718), x::Name(0x12ebb0c), 324, 0), // InvalidClientCertificate: InvalidLogin
+        x::TypeEntry::structure(x::Name(0x12c7017), x::Name(0x1428f0b), 324, 0), // InvalidCollectorVersion: MethodFault
+        x::TypeEntry::structure(x::Name(0x12c8811), x::Name(0x12d6c11), 324, 1), // InvalidController: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x12c9a18), x::Name(0x12c030f), 325, 2), // InvalidDasConfigArgument: InvalidArgument
+        x::TypeEntry::enumeration(x::Name(0x12cb32f), 35, 3), // InvalidDasConfigArgumentEntryForInvalidArgument
+        x::TypeEntry::structure(x::Name(0x12ce320), x::Name(0x12c030f), 327, 2), // InvalidDasRestartPriorityForFtVm: InvalidArgument
+        x::TypeEntry::structure(x::Name(0x12d0410), x::Name(0x1d94808), 329, 2), // InvalidDatastore: VimFault
+        x::TypeEntry::structure(x::Name(0x12d1514), x::Name(0x12d0410), 331, 1), // InvalidDatastorePath: InvalidDatastore
+        x::TypeEntry::structure(x::Name(0x12d2a15), x::Name(0x1302a0c), 332, 1), // InvalidDatastoreState: InvalidState
+        x::TypeEntry::structure(x::Name(0x12d4014), x::Name(0x12d6c11), 333, 0), // InvalidDeviceBacking: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x12d5516), x::Name(0x12d6c11), 333, 2), // InvalidDeviceOperation: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x12d6c11), x::Name(0x130500f), 335, 1), // InvalidDeviceSpec: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x12d7e11), x::Name(0x12def0d), 336, 0), // InvalidDiskFormat: InvalidFormat
+        x::TypeEntry::structure(x::Name(0x12d9019), x::Name(0x12c030f), 336, 2), // InvalidDrsBehaviorForFtVm: InvalidArgument
+        x::TypeEntry::structure(x::Name(0x12daa13), x::Name(0x137ff0c), 338, 1), // InvalidEditionEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x12dbe15), x::Name(0x1508f11), 339, 1), // InvalidEditionLicense: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x12dd40c), x::Name(0x1d94808), 340, 0), // InvalidEvent: VimFault
+        x::TypeEntry::structure(x::Name(0x12de10d), x::Name(0x1d94808), 340, 1), // InvalidFolder: VimFault
+        x::TypeEntry::structure(x::Name(0x12def0d), x::Name(0x210340d), 341, 0), // InvalidFormat: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x12dfd11), x::Name(0xd5c314), 341, 0), // InvalidGuestLogin: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0x12e0f1a), x::Name(0x12e3a10), 341, 0), // InvalidHostConnectionState: InvalidHostState
+        x::TypeEntry::structure(x::Name(0x12e2a0f), x::Name(0xe1b90f), 341, 0), // InvalidHostName: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x12e3a10), x::Name(0x1302a0c), 341, 1), // InvalidHostState: InvalidState
+        x::TypeEntry::structure(x::Name(0x12e4b14), x::Name(0x12c030f), 342, 1), // InvalidIndexArgument: InvalidArgument
+        x::TypeEntry::structure(x::Name(0x12e6012), x::Name(0xb4eb08), 343, 1), // InvalidIpfixConfig: DvsFault
+        x::TypeEntry::structure(x::Name(0x12e7314), x::Name(0x1d94808), 344, 0), // InvalidIpmiLoginInfo: VimFault
+        x::TypeEntry::structure(x::Name(0x12e8815), x::Name(0x1d94808), 344, 2), // InvalidIpmiMacAddress: VimFault
+        x::TypeEntry::structure(x::Name(0x12e9e0e), x::Name(0x1d94808), 346, 1), // InvalidLicense: VimFault
+        x::TypeEntry::structure(x::Name(0x12ead0d), x::Name(0x1d94808), 347, 0), // InvalidLocale: VimFault
+        x::TypeEntry::structure(x::Name(0x12ebb0c), x::Name(0x1d94808), 347, 0), // InvalidLogin: VimFault
+        x::TypeEntry::structure(x::Name(0x12ec80b), x::Name(0x1d94808), 347, 2), // InvalidName: VimFault
+        x::TypeEntry::structure(x::Name(0x12ed415), x::Name(0x148960e), 349, 1), // InvalidNasCredentials: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x12eea14), x::Name(0x1ccd711), 350, 0), // InvalidNetworkInType: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x12eff16), x::Name(0x148960e), 350, 2), // InvalidNetworkResource: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x12f161d), x::Name(0x2153a15), 352, 1), // InvalidOperationOnSecondaryVm: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x12f3411), x::Name(0x1302a0c), 353, 2), // InvalidPowerState: InvalidState
+        x::TypeEntry::structure(x::Name(0x12f4610), x::Name(0x1d94808), 355, 1), // InvalidPrivilege: VimFault
+        x::TypeEntry::structure(x::Name(0x12f571b), x::Name(0x19b140c), 356, 4), // InvalidProfileReferenceHost: RuntimeFault
+        x::TypeEntry::enumeration(x::Name(0x12f7321), 38, 2), // InvalidProfileReferenceHostReason
+        x::TypeEntry::structure(x::Name(0x12f950f), x::Name(0x1428f0b), 360, 1), // InvalidProperty: MethodFault
+        x::TypeEntry::structure(x::Name(0x12fa513), x::Name(0x1ccd711), 361, 0), // InvalidPropertyType: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x12fb914), x::Name(0x1ccd711), 361, 0), // InvalidPropertyValue: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x12fce0e), x::Name(0x19b140c), 361, 0), // InvalidRequest: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x12fdd21), x::Name(0x12adc1a), 361, 0), // InvalidResourcePoolStructureFault: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x12fff14), x::Name(0x19b140c), 361, 0), // InvalidScheduledTask: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1301415), x::Name(0x12def0d), 361, 0), // InvalidSnapshotFormat: InvalidFormat
+        x::TypeEntry::structure(x::Name(0x1302a0c), x::Name(0x1d94808), 361, 0), // InvalidState: VimFault
+        x::TypeEntry::structure(x::Name(0x130370c), x::Name(0x19b140c), 361, 0), // InvalidToken: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x130440b), x::Name(0x12fce0e), 361, 1), // InvalidType: InvalidRequest
+        x::TypeEntry::structure(x::Name(0x130500f), x::Name(0x210340d), 362, 1), // InvalidVmConfig: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x130600e), x::Name(0x1302a0c), 363, 1), // InvalidVmState: InvalidState
+        x::TypeEntry::structure(x::Name(0x1306f14), x::Name(0xbb9c0b), 364, 10), // InventoryDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x130841e), x::Name(0x1508f11), 374, 1), // InventoryHasStandardAloneHosts: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x130a311), x::Name(0xbb9c0b), 375, 2), // IoFilterHostIssue: DynamicData
+        x::TypeEntry::structure(x::Name(0x130b50c), x::Name(0xbb9c0b), 377, 7), // IoFilterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x130c217), x::Name(0xbb9c0b), 384, 0), // IoFilterManagerSslTrust: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x130da11), 40, 3), // IoFilterOperation
+        x::TypeEntry::structure(x::Name(0x130ec18), x::Name(0xbb9c0b), 384, 2), // IoFilterQueryIssueResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x131050c), 43, 8), // IoFilterType
+        x::TypeEntry::structure(x::Name(0x1311209), x::Name(0x1491313), 386, 0), // IpAddress: NegatableExpression
+        x::TypeEntry::structure(x::Name(0x1311c10), x::Name(0xad70c), 386, 0), // IpAddressProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1312d18), x::Name(0x893612), 386, 0), // IpHostnameGeneratorError: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x1314606), x::Name(0xbb9c0b), 386, 13), // IpPool: DynamicData
+        x::TypeEntry::structure(x::Name(0x1314d11), x::Name(0xbb9c0b), 399, 2), // IpPoolAssociation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1315f16), x::Name(0xbb9c0b), 401, 7), // IpPoolIpPoolConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1317619), x::Name(0xbb9c0b), 408, 2), // IpPoolManagerIpAllocation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1319007), x::Name(0x1311209), 410, 2), // IpRange: IpAddress
+        x::TypeEntry::structure(x::Name(0x131980e), x::Name(0xad70c), 412, 1), // IpRouteProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x131a720), x::Name::NONE, 413, 2), // IsGuestOsCustomizableRequestType
+        x::TypeEntry::structure(x::Name(0x131c81d), x::Name::NONE, 415, 2), // IsKmsClusterActiveRequestType
+        x::TypeEntry::structure(x::Name(0x131e621), x::Name::NONE, 417, 1), // IsSharedGraphicsActiveRequestType
+        x::TypeEntry::structure(x::Name(0x1320815), x::Name(0xbb9c0b), 418, 3), // IscsiDependencyEntity: DynamicData
+        x::TypeEntry::structure(x::Name(0x1321e0a), x::Name(0x1d94808), 421, 0), // IscsiFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1322915), x::Name(0x1321e0a), 421, 1), // IscsiFaultInvalidVnic: IscsiFault
+        x::TypeEntry::structure(x::Name(0x1323f13), x::Name(0x1321e0a), 422, 1), // IscsiFaultPnicInUse: IscsiFault
+        x::TypeEntry::structure(x::Name(0x132531a), x::Name(0x1321e0a), 423, 1), // IscsiFaultVnicAlreadyBound: IscsiFault
+        x::TypeEntry::structure(x::Name(0x1326e1c), x::Name(0x1321e0a), 424, 1), // IscsiFaultVnicHasActivePaths: IscsiFault
+        x::TypeEntry::structure(x::Name(0x1328b20), x::Name(0x1321e0a), 425, 1), // IscsiFaultVnicHasMultipleUplinks: IscsiFault
+        x::TypeEntry::structure(x::Name(0x132ac1a), x::Name(0x1321e0a), 426, 1), // IscsiFaultVnicHasNoUplinks: IscsiFault
+        x::TypeEntry::structure(x::Name(0x132c71c), x::Name(0x1321e0a), 427, 1), // IscsiFaultVnicHasWrongUplink: IscsiFault
+        x::TypeEntry::structure(x::Name(0x132e413), x::Name(0x1321e0a), 428, 1), // IscsiFaultVnicInUse: IscsiFault
+        x::TypeEntry::structure(x::Name(0x132f818), x::Name(0x1321e0a), 429, 1), // IscsiFaultVnicIsLastPath: IscsiFault
+        x::TypeEntry::structure(x::Name(0x1331116), x::Name(0x1321e0a), 430, 1), // IscsiFaultVnicNotBound: IscsiFault
+        x::TypeEntry::structure(x::Name(0x1332816), x::Name(0x1321e0a), 431, 1), // IscsiFaultVnicNotFound: IscsiFault
+        x::TypeEntry::structure(x::Name(0x1333f18), x::Name(0xbb9c0b), 432, 3), // IscsiMigrationDependency: DynamicData
+        x::TypeEntry::structure(x::Name(0x133580d), x::Name(0xbb9c0b), 435, 15), // IscsiPortInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1336617), 51, 4), // IscsiPortInfoPathStatus
+        x::TypeEntry::structure(x::Name(0x1337e0b), x::Name(0xbb9c0b), 450, 1), // IscsiStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x1338a10), x::Name(0xcb4308), 451, 0), // IsoImageFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x1339b11), x::Name(0xcba409), 451, 0), // IsoImageFileQuery: FileQuery
     ],
     decoders: &[
+        None, // HostVStorageObjectCreateDiskFromSnapshotRequestType
+        None, // HostVStorageObjectCreateSnapshotRequestType
+        None, // HostVStorageObjectDeleteSnapshotRequestType
+        None, // HostVStorageObjectRetrieveSnapshotInfoRequestType
+        None, // HostVStorageObjectRevertRequestType
+        Some(x::decode_boxed::<HostVfatVolume>),
+        Some(x::decode_boxed::<HostVffsSpec>),
+        Some(x::decode_boxed::<HostVffsVolume>),
+        Some(x::decode_boxed::<HostVirtualNic>),
+        Some(x::decode_boxed::<HostVirtualNicConfig>),
+        Some(x::decode_boxed::<HostVirtualNicConnection>),
+        Some(x::decode_boxed::<HostVirtualNicIpRouteSpec>),
+        Some(x::decode_boxed::<HostVirtualNicManagerInfo>),
+        Some(x::decode_boxed::<HostVirtualNicManagerNicType>),
+        Some(x::decode_boxed::<HostVirtualNicManagerNicTypeSelection>),
+        Some(x::decode_boxed::<HostVirtualNicOpaqueNetworkSpec>),
+        Some(x::decode_boxed::<HostVirtualNicSpec>),
+        Some(x::decode_boxed::<HostVirtualSwitch>),
+        Some(x::decode_boxed::<HostVirtualSwitchAutoBridge>),
+        Some(x::decode_boxed::<HostVirtualSwitchBeaconConfig>),
+        Some(x::decode_boxed::<HostVirtualSwitchBondBridge>),
+        Some(x::decode_boxed::<HostVirtualSwitchBridge>),
+        Some(x::decode_boxed::<HostVirtualSwitchConfig>),
+        Some(x::decode_boxed::<HostVirtualSwitchSimpleBridge>),
+        Some(x::decode_boxed::<HostVirtualSwitchSpec>),
+        Some(x::decode_boxed::<HostVmciAccessManagerAccessSpec>),
+        Some(x::decode_boxed::<HostVmciAccessManagerMode>),
+        Some(x::decode_boxed::<HostVmfsRescanResult>),
+        Some(x::decode_boxed::<HostVmfsSpec>),
+        Some(x::decode_boxed::<HostVmfsVolume>),
+        Some(x::decode_boxed::<HostVmfsVolumeUnmapBandwidthPolicy>),
+        Some(x::decode_boxed::<HostVmfsVolumeUnmapPriority>),
+        Some(x::decode_boxed::<HostVnicConnectedToCustomizedDVPortEvent>),
+        Some(x::decode_boxed::<HostVsanInternalSystemCmmdsQuery>),
+        Some(x::decode_boxed::<HostVsanInternalSystemDeleteVsanObjectsResult>),
+        Some(x::decode_boxed::<HostVsanInternalSystemVsanObjectOperationResult>),
+        Some(x::decode_boxed::<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>),
+        Some(x::decode_boxed::<HostVvolNQN>),
+        Some(x::decode_boxed::<HostVvolVolume>),
+        Some(x::decode_boxed::<HostVvolVolumeHostVvolNQN>),
+        Some(x::decode_boxed::<HostVvolVolumeSpecification>),
+        Some(x::decode_boxed::<HostWwnChangedEvent>),
+        Some(x::decode_boxed::<HostWwnConflictEvent>),
+        Some(x::decode_boxed::<HotSnapshotMoveNotSupported>),
+        Some(x::decode_boxed::<HourlyTaskScheduler>),
+        Some(x::decode_boxed::<HttpFault>),
+        None, // HttpNfcLeaseAbortRequestType
+        Some(x::decode_boxed::<HttpNfcLeaseCapabilities>),
+        None, // HttpNfcLeaseCompleteRequestType
+        Some(x::decode_boxed::<HttpNfcLeaseDatastoreLeaseInfo>),
+        Some(x::decode_boxed::<HttpNfcLeaseDeviceUrl>),
+        None, // HttpNfcLeaseGetManifestRequestType
+        Some(x::decode_boxed::<HttpNfcLeaseHostInfo>),
+        Some(x::decode_boxed::<HttpNfcLeaseInfo>),
+        Some(x::decode_boxed::<HttpNfcLeaseManifestEntry>),
+        Some(x::decode_boxed::<HttpNfcLeaseManifestEntryChecksumType>),
+        Some(x::decode_boxed::<HttpNfcLeaseMode>),
+        Some(x::decode_boxed::<HttpNfcLeaseProbeResult>),
+        None, // HttpNfcLeaseProbeUrlsRequestType
+        None, // HttpNfcLeaseProgressRequestType
+        None, // HttpNfcLeasePullFromUrlsRequestType
         None, // HttpNfcLeaseSetManifestChecksumTypeRequestType
         Some(x::decode_boxed::<HttpNfcLeaseSourceFile>),
         Some(x::decode_boxed::<HttpNfcLeaseState>),
@@ -192,6 +320,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<IncorrectFileType>),
         Some(x::decode_boxed::<IncorrectHostInformation>),
         Some(x::decode_boxed::<IncorrectHostInformationEvent>),
+        None, // IncreaseDirectorySizeRequestType
         Some(x::decode_boxed::<IndependentDiskVMotionNotSupported>),
         None, // InflateDiskRequestType
         None, // InflateVirtualDiskRequestType
@@ -200,6 +329,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // InitializeDisksRequestType
         None, // InitiateFileTransferFromGuestRequestType
         None, // InitiateFileTransferToGuestRequestType
+        None, // InitiateTransitionToVLCMRequestType
         None, // InstallHostPatchRequestType
         None, // InstallHostPatchV2RequestType
         None, // InstallIoFilterRequestType
@@ -280,8 +410,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<InvalidPropertyValue>),
         Some(x::decode_boxed::<InvalidRequest>),
         Some(x::decode_boxed::<InvalidResourcePoolStructureFault>),
+        Some(x::decode_boxed::<InvalidScheduledTask>),
         Some(x::decode_boxed::<InvalidSnapshotFormat>),
         Some(x::decode_boxed::<InvalidState>),
+        Some(x::decode_boxed::<InvalidToken>),
         Some(x::decode_boxed::<InvalidType>),
         Some(x::decode_boxed::<InvalidVmConfig>),
         Some(x::decode_boxed::<InvalidVmState>),
@@ -289,6 +421,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<InventoryHasStandardAloneHosts>),
         Some(x::decode_boxed::<IoFilterHostIssue>),
         Some(x::decode_boxed::<IoFilterInfo>),
+        Some(x::decode_boxed::<IoFilterManagerSslTrust>),
         Some(x::decode_boxed::<IoFilterOperation>),
         Some(x::decode_boxed::<IoFilterQueryIssueResult>),
         Some(x::decode_boxed::<IoFilterType>),
@@ -301,6 +434,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<IpPoolManagerIpAllocation>),
         Some(x::decode_boxed::<IpRange>),
         Some(x::decode_boxed::<IpRouteProfile>),
+        None, // IsGuestOsCustomizableRequestType
         None, // IsKmsClusterActiveRequestType
         None, // IsSharedGraphicsActiveRequestType
         Some(x::decode_boxed::<IscsiDependencyEntity>),
@@ -324,278 +458,513 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<IsoImageFileQuery>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x239b819), x::Name(0x11c0608)), // deviceUrlsToChecksumTypes: KeyValue
-        x::FieldEntry::required(x::Name(0x2f8710e), x::Name(0x2f00106)), // targetDeviceId: string
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::optional(x::Name(0x28d7d0a), x::Name(0x2f00106)), // memberName: string
-        x::FieldEntry::required(x::Name(0x2281106), x::Name(0x212d207)), // create: boolean
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::repeated(x::Name(0x26b7a0b), x::Name(0x11c0608)), // httpHeaders: KeyValue
-        x::FieldEntry::optional(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2179f08), x::Name(0x2f00106)), // certPath: string
-        x::FieldEntry::required(x::Name(0x2159b09), x::Name(0x2f00106)), // camServer: string
-        x::FieldEntry::repeated(x::Name(0x2674d06), x::Name(0x2f00106)), // hostIp: string
-        x::FieldEntry::repeated(x::Name(0x26d7d0c), x::Name(0x10d5125)), // importFaults: ImportOperationBulkFaultFaultOnImport
-        x::FieldEntry::optional(x::Name(0x24bef0a), x::Name(0x2f00106)), // entityType: string
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x24baf0c), x::Name(0x1a8cd14)), // entityConfig: VAppEntityConfigInfo
-        x::FieldEntry::optional(x::Name(0x2725510), x::Name(0x13c6f12)), // instantiationOst: OvfConsumerOstNode
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30d1f05), x::Name(0x2f00106)), // vdisk: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31fa806), x::Name(0x2f00106)), // vvolId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x10d770a)), // spec: ImportSpec
-        x::FieldEntry::optional(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2387506), x::Name(0x2f00106)), // detail: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2221313), x::Name(0x2f00106)), // conflictingProperty: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2709b09), x::Name(0x212d207)), // inherited: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2881607), x::Name(0x1f91213)), // mapping: VsanHostDiskMapping
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x25eb70d), x::Name(0x2f00106)), // guestFilePath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x25eb70d), x::Name(0x2f00106)), // guestFilePath: string
-        x::FieldEntry::required(x::Name(0x255680e), x::Name(0xc21513)), // fileAttributes: GuestFileAttributes
-        x::FieldEntry::required(x::Name(0x255d108), x::Name(0x2857004)), // fileSize: long
-        x::FieldEntry::required(x::Name(0x2afe309), x::Name(0x212d207)), // overwrite: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ceb80a), x::Name(0xede617)), // repository: HostPatchManagerLocator
-        x::FieldEntry::required(x::Name(0x3052508), x::Name(0x2f00106)), // updateID: string
-        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2904b08), x::Name(0x2f00106)), // metaUrls: string
-        x::FieldEntry::repeated(x::Name(0x214150a), x::Name(0x2f00106)), // bundleUrls: string
-        x::FieldEntry::repeated(x::Name(0x30e6207), x::Name(0x2f00106)), // vibUrls: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30e5b06), x::Name(0x2f00106)), // vibUrl: string
-        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2179104), x::Name(0x2f00106)), // cert: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2179104), x::Name(0x2f00106)), // cert: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1ce6b1e)), // spec: VirtualMachineInstantCloneSpec
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2cfae13), x::Name(0x2729103)), // requiredNumAgentVms: int
-        x::FieldEntry::required(x::Name(0x22b4912), x::Name(0x2729103)), // currentNumAgentVms: int
-        x::FieldEntry::required(x::Name(0x303c20a), x::Name(0x2857004)), // unreserved: long
-        x::FieldEntry::required(x::Name(0x2ced809), x::Name(0x2857004)), // requested: long
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x303c20a), x::Name(0x2857004)), // unreserved: long
-        x::FieldEntry::required(x::Name(0x2ced809), x::Name(0x2857004)), // requested: long
-        x::FieldEntry::required(x::Name(0x303c20a), x::Name(0x2857004)), // unreserved: long
-        x::FieldEntry::required(x::Name(0x2ced809), x::Name(0x2857004)), // requested: long
-        x::FieldEntry::required(x::Name(0x303c20a), x::Name(0x2857004)), // unreserved: long
-        x::FieldEntry::required(x::Name(0x2ced809), x::Name(0x2857004)), // requested: long
-        x::FieldEntry::required(x::Name(0x244eb07), x::Name(0x2f00106)), // dvsName: string
-        x::FieldEntry::required(x::Name(0x2454007), x::Name(0x2f00106)), // dvsUuid: string
-        x::FieldEntry::required(x::Name(0x2d2470f), x::Name(0x2f00106)), // resourcePoolKey: string
-        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2857004)), // available: long
-        x::FieldEntry::required(x::Name(0x2ced809), x::Name(0x2857004)), // requested: long
-        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2857004)), // available: long
-        x::FieldEntry::required(x::Name(0x2ced809), x::Name(0x2857004)), // requested: long
-        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2857004)), // available: long
-        x::FieldEntry::required(x::Name(0x2ced809), x::Name(0x2857004)), // requested: long
-        x::FieldEntry::required(x::Name(0x304020e), x::Name(0x2857004)), // unreservedIops: long
-        x::FieldEntry::required(x::Name(0x2cf020d), x::Name(0x2857004)), // requestedIops: long
-        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
-        x::FieldEntry::optional(x::Name(0x259180d), x::Name(0x2857004)), // freeSpaceInMB: long
-        x::FieldEntry::required(x::Name(0x2590e09), x::Name(0x2857004)), // freeSpace: long
-        x::FieldEntry::optional(x::Name(0x2cf3f12), x::Name(0x2857004)), // requestedSpaceInMB: long
-        x::FieldEntry::required(x::Name(0x2cf300e), x::Name(0x2857004)), // requestedSpace: long
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2729103)), // value: int
-        x::FieldEntry::required(x::Name(0x2916b03), x::Name(0x2729103)), // min: int
-        x::FieldEntry::required(x::Name(0x288e303), x::Name(0x2729103)), // max: int
-        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x2729103)), // defaultValue: int
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2729103)), // value: int
-        x::FieldEntry::optional(x::Name(0x274b70f), x::Name(0x2f00106)), // invalidProperty: string
-        x::FieldEntry::required(x::Name(0x2159b09), x::Name(0x2f00106)), // camServer: string
-        x::FieldEntry::required(x::Name(0x2252f0d), x::Name(0x2729103)), // controllerKey: int
-        x::FieldEntry::optional(x::Name(0x24c2405), x::Name(0x2f00106)), // entry: string
-        x::FieldEntry::optional(x::Name(0x21c850b), x::Name(0x2f00106)), // clusterName: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x22f6f0d), x::Name(0x2f00106)), // datastorePath: string
-        x::FieldEntry::optional(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
-        x::FieldEntry::optional(x::Name(0x2107905), x::Name(0x1b79c20)), // badOp: VirtualDeviceConfigSpecOperation
-        x::FieldEntry::optional(x::Name(0x2106f09), x::Name(0x1b77724)), // badFileOp: VirtualDeviceConfigSpecFileOperation
-        x::FieldEntry::required(x::Name(0x238f70b), x::Name(0x2729103)), // deviceIndex: int
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x253f407), x::Name(0x2f00106)), // feature: string
-        x::FieldEntry::required(x::Name(0x253f407), x::Name(0x2f00106)), // feature: string
-        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2c2e808), x::Name(0x2f00106)), // property: string
-        x::FieldEntry::required(x::Name(0x308e216), x::Name(0x2f00106)), // userProvidedMacAddress: string
-        x::FieldEntry::required(x::Name(0x2a98512), x::Name(0x2f00106)), // observedMacAddress: string
-        x::FieldEntry::required(x::Name(0x280df0e), x::Name(0x2f00106)), // licenseContent: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
-        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::optional(x::Name(0x2cf520e), x::Name(0x1d18918)), // requestedState: VirtualMachinePowerState
-        x::FieldEntry::required(x::Name(0x24ebb0d), x::Name(0x1d18918)), // existingState: VirtualMachinePowerState
-        x::FieldEntry::required(x::Name(0x2c0af09), x::Name(0x2f00106)), // privilege: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c2160b), x::Name(0x2f00106)), // profileName: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2097908), x::Name(0x2f00106)), // argument: string
-        x::FieldEntry::optional(x::Name(0x2c2e808), x::Name(0x2f00106)), // property: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a33908), x::Name(0x2729103)), // numHosts: int
-        x::FieldEntry::required(x::Name(0x2a6e512), x::Name(0x2729103)), // numVirtualMachines: int
-        x::FieldEntry::optional(x::Name(0x2a50610), x::Name(0x2729103)), // numResourcePools: int
-        x::FieldEntry::optional(x::Name(0x2a23c0b), x::Name(0x2729103)), // numClusters: int
-        x::FieldEntry::optional(x::Name(0x2a28c09), x::Name(0x2729103)), // numCpuDev: int
-        x::FieldEntry::optional(x::Name(0x2a3e109), x::Name(0x2729103)), // numNetDev: int
-        x::FieldEntry::optional(x::Name(0x2a2e70a), x::Name(0x2729103)), // numDiskDev: int
-        x::FieldEntry::optional(x::Name(0x2a80b0a), x::Name(0x2729103)), // numvCpuDev: int
-        x::FieldEntry::optional(x::Name(0x2a8220a), x::Name(0x2729103)), // numvNetDev: int
-        x::FieldEntry::optional(x::Name(0x2a8160b), x::Name(0x2729103)), // numvDiskDev: int
-        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x2f00106)), // hosts: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27cae05), x::Name(0x1233814)), // issue: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2f0f207), x::Name(0x2f00106)), // summary: string
-        x::FieldEntry::optional(x::Name(0x2cb7c0b), x::Name(0x2f00106)), // releaseDate: string
-        x::FieldEntry::required(x::Name(0x2ab2e06), x::Name(0x2f00106)), // opType: string
-        x::FieldEntry::repeated(x::Name(0x2675409), x::Name(0x1181a11)), // hostIssue: IoFilterHostIssue
-        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x278c90a), x::Name(0x118be16)), // ipv4Config: IpPoolIpPoolConfigInfo
-        x::FieldEntry::optional(x::Name(0x279040a), x::Name(0x118be16)), // ipv6Config: IpPoolIpPoolConfigInfo
-        x::FieldEntry::optional(x::Name(0x2416709), x::Name(0x2f00106)), // dnsDomain: string
-        x::FieldEntry::optional(x::Name(0x2419c0d), x::Name(0x2f00106)), // dnsSearchPath: string
-        x::FieldEntry::optional(x::Name(0x269090a), x::Name(0x2f00106)), // hostPrefix: string
-        x::FieldEntry::optional(x::Name(0x26b9b09), x::Name(0x2f00106)), // httpProxy: string
-        x::FieldEntry::repeated(x::Name(0x2992a12), x::Name(0x118ac11)), // networkAssociation: IpPoolAssociation
-        x::FieldEntry::optional(x::Name(0x20e8716), x::Name(0x2729103)), // availableIpv4Addresses: int
-        x::FieldEntry::optional(x::Name(0x20e9e16), x::Name(0x2729103)), // availableIpv6Addresses: int
-        x::FieldEntry::optional(x::Name(0x2057916), x::Name(0x2729103)), // allocatedIpv4Addresses: int
-        x::FieldEntry::optional(x::Name(0x2059016), x::Name(0x2729103)), // allocatedIpv6Addresses: int
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x299f60b), x::Name(0x2f00106)), // networkName: string
-        x::FieldEntry::optional(x::Name(0x2f0720d), x::Name(0x2f00106)), // subnetAddress: string
-        x::FieldEntry::optional(x::Name(0x298da07), x::Name(0x2f00106)), // netmask: string
-        x::FieldEntry::optional(x::Name(0x25bd607), x::Name(0x2f00106)), // gateway: string
-        x::FieldEntry::optional(x::Name(0x2c68805), x::Name(0x2f00106)), // range: string
-        x::FieldEntry::repeated(x::Name(0x2413803), x::Name(0x2f00106)), // dns: string
-        x::FieldEntry::optional(x::Name(0x23a3113), x::Name(0x212d207)), // dhcpServerAvailable: boolean
-        x::FieldEntry::optional(x::Name(0x276d50d), x::Name(0x212d207)), // ipPoolEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x205b90c), x::Name(0x2f00106)), // allocationId: string
-        x::FieldEntry::required(x::Name(0x203230d), x::Name(0x2f00106)), // addressPrefix: string
-        x::FieldEntry::optional(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::repeated(x::Name(0x2ecd30b), x::Name(0x1899e12)), // staticRoute: StaticRouteProfile
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31afd09), x::Name(0x2f00106)), // vmhbaName: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x2911b10), x::Name(0x212d207)), // migrationAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x23d6f0e), x::Name(0x11abc0b)), // disallowReason: IscsiStatus
-        x::FieldEntry::repeated(x::Name(0x235730a), x::Name(0x1194615)), // dependency: IscsiDependencyEntity
-        x::FieldEntry::optional(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::optional(x::Name(0x31c7904), x::Name(0x106ad0e)), // vnic: HostVirtualNic
-        x::FieldEntry::optional(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
-        x::FieldEntry::optional(x::Name(0x2b99004), x::Name(0x148570b)), // pnic: PhysicalNic
-        x::FieldEntry::optional(x::Name(0x2f66e0a), x::Name(0x2f00106)), // switchName: string
-        x::FieldEntry::optional(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
-        x::FieldEntry::optional(x::Name(0x2bbdc0d), x::Name(0x2f00106)), // portgroupName: string
-        x::FieldEntry::optional(x::Name(0x2bbcf0c), x::Name(0x2f00106)), // portgroupKey: string
-        x::FieldEntry::optional(x::Name(0x2bad807), x::Name(0x2f00106)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
-        x::FieldEntry::optional(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
-        x::FieldEntry::optional(x::Name(0x2ab5e11), x::Name(0x2f00106)), // opaqueNetworkName: string
-        x::FieldEntry::optional(x::Name(0x250cd0a), x::Name(0x2f00106)), // externalId: string
-        x::FieldEntry::optional(x::Name(0x21f2310), x::Name(0x11abc0b)), // complianceStatus: IscsiStatus
-        x::FieldEntry::optional(x::Name(0x2b4530a), x::Name(0x2f00106)), // pathStatus: string
-        x::FieldEntry::repeated(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x3034010), x::Name(0x3344606)), // provisioningType: string
+        x::FieldEntry::optional(x::Name(0x2b2e10d), x::Name(0x2405e07)), // isLinkedClone: boolean
+        x::FieldEntry::optional(x::Name(0x33e3808), x::Name(0x1243a02)), // targetId: ID
+        x::FieldEntry::optional(x::Name(0x33da60f), x::Name(0x13ff016)), // targetDatastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x2f0f109), x::Name(0xe93e15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x366e90a), x::Name(0x3344606)), // volumeName: string
+        x::FieldEntry::required(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11f0e12)), // spec: HostVirtualNicSpec
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x3344606)), // port: string
+        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x11f0e12)), // spec: HostVirtualNicSpec
+        x::FieldEntry::optional(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x2769806), x::Name(0xaffc26)), // dvPort: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2e80609), x::Name(0x11eee1f)), // opNetwork: HostVirtualNicOpaqueNetworkSpec
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0xf59d11)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::repeated(x::Name(0x2d33f09), x::Name(0x203641a)), // netConfig: VirtualNicManagerNetConfig
+        x::FieldEntry::required(x::Name(0x3663404), x::Name(0x11e5e18)), // vnic: HostVirtualNicConnection
+        x::FieldEntry::repeated(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::optional(x::Name(0x2ad6e02), x::Name(0xf4fb0c)), // ip: HostIpConfig
+        x::FieldEntry::optional(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::optional(x::Name(0x272f916), x::Name(0xaffc26)), // distributedVirtualPort: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::optional(x::Name(0x3464a0a), x::Name(0x2405e07)), // tsoEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d39413), x::Name(0x3344606)), // netStackInstanceKey: string
+        x::FieldEntry::optional(x::Name(0x2e8400d), x::Name(0x11eee1f)), // opaqueNetwork: HostVirtualNicOpaqueNetworkSpec
+        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x2f71e0a), x::Name(0x3344606)), // pinnedPnic: string
+        x::FieldEntry::optional(x::Name(0x2aebe0b), x::Name(0x11e7719)), // ipRouteSpec: HostVirtualNicIpRouteSpec
+        x::FieldEntry::optional(x::Name(0x33c8e0b), x::Name(0x2405e07)), // systemOwned: boolean
+        x::FieldEntry::optional(x::Name(0x2752a05), x::Name(0x3344606)), // dpuId: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x2a94603)), // numPorts: int
+        x::FieldEntry::required(x::Name(0x2e0c611), x::Name(0x2a94603)), // numPortsAvailable: int
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::repeated(x::Name(0x2faa109), x::Name(0x3344606)), // portgroup: string
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11fd715)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::repeated(x::Name(0x2826711), x::Name(0x3344606)), // excludedNicDevice: string
+        x::FieldEntry::required(x::Name(0x2aa5908), x::Name(0x2a94603)), // interval: int
+        x::FieldEntry::repeated(x::Name(0x2d95509), x::Name(0x3344606)), // nicDevice: string
+        x::FieldEntry::optional(x::Name(0x23ed806), x::Name(0x11f4f1d)), // beacon: HostVirtualSwitchBeaconConfig
+        x::FieldEntry::optional(x::Name(0x2bac71b), x::Name(0x13a3a1b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
+        x::FieldEntry::optional(x::Name(0x2461d0f), x::Name(0x3344606)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x11fd715)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::required(x::Name(0x2d95509), x::Name(0x3344606)), // nicDevice: string
+        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x2a94603)), // numPorts: int
+        x::FieldEntry::optional(x::Name(0x2415806), x::Name(0x11f8917)), // bridge: HostVirtualSwitchBridge
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0xfe5811)), // policy: HostNetworkPolicy
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31fb008), x::Name(0x3344606)), // services: string
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::optional(x::Name(0x2400a0b), x::Name(0x2a94603)), // blockSizeMb: int
+        x::FieldEntry::required(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x366e90a), x::Name(0x3344606)), // volumeName: string
+        x::FieldEntry::optional(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::optional(x::Name(0x3499d10), x::Name(0x2a94603)), // unmapGranularity: int
+        x::FieldEntry::optional(x::Name(0x349da0d), x::Name(0x3344606)), // unmapPriority: string
+        x::FieldEntry::optional(x::Name(0x3497312), x::Name(0x2200416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
+        x::FieldEntry::required(x::Name(0x2400a0b), x::Name(0x2a94603)), // blockSizeMb: int
+        x::FieldEntry::optional(x::Name(0x23fde09), x::Name(0x2a94603)), // blockSize: int
+        x::FieldEntry::optional(x::Name(0x3499d10), x::Name(0x2a94603)), // unmapGranularity: int
+        x::FieldEntry::optional(x::Name(0x349da0d), x::Name(0x3344606)), // unmapPriority: string
+        x::FieldEntry::optional(x::Name(0x3497312), x::Name(0x2200416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
+        x::FieldEntry::required(x::Name(0x2c1f309), x::Name(0x2a94603)), // maxBlocks: int
+        x::FieldEntry::required(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x284b706), x::Name(0x10f8d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x363b20e), x::Name(0x2405e07)), // vmfsUpgradable: boolean
+        x::FieldEntry::optional(x::Name(0x28cdd10), x::Name(0xed9514)), // forceMountedInfo: HostForceMountedInfo
+        x::FieldEntry::optional(x::Name(0x32d3103), x::Name(0x2405e07)), // ssd: boolean
+        x::FieldEntry::optional(x::Name(0x2bc6705), x::Name(0x2405e07)), // local: boolean
+        x::FieldEntry::optional(x::Name(0x31aba0c), x::Name(0x3344606)), // scsiDiskType: string
+        x::FieldEntry::required(x::Name(0x3663404), x::Name(0x2220710)), // vnic: VnicPortArgument
+        x::FieldEntry::optional(x::Name(0x2fe520b), x::Name(0x3344606)), // prevPortKey: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2edf105), x::Name(0x3344606)), // owner: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::repeated(x::Name(0x286600d), x::Name(0x13d2d12)), // failureReason: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x286600d), x::Name(0x13d2d12)), // failureReason: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x3359007), x::Name(0x2405e07)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x286600d), x::Name(0x3344606)), // failureReason: string
+        x::FieldEntry::required(x::Name(0x33e6509), x::Name(0x3344606)), // targetNQN: string
+        x::FieldEntry::required(x::Name(0x332100c), x::Name(0x3344606)), // storageArray: string
+        x::FieldEntry::required(x::Name(0x2e7dd06), x::Name(0x2405e07)), // online: boolean
+        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
+        x::FieldEntry::repeated(x::Name(0x29eb406), x::Name(0x1d67a0a)), // hostPE: VVolHostPE
+        x::FieldEntry::repeated(x::Name(0x2a04e0b), x::Name(0x1219219)), // hostVvolNQN: HostVvolVolumeHostVvolNQN
+        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x332100c), x::Name(0x1cab210)), // storageArray: VASAStorageArray
+        x::FieldEntry::optional(x::Name(0x302bf14), x::Name(0x3344606)), // protocolEndpointType: string
+        x::FieldEntry::optional(x::Name(0x36ae916), x::Name(0x2405e07)), // vvolNQNFieldsAvailable: boolean
+        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x36ae107), x::Name(0x121770b)), // vvolNQN: HostVvolNQN
+        x::FieldEntry::required(x::Name(0x2c4aa0b), x::Name(0x2be5304)), // maxSizeInMB: long
+        x::FieldEntry::required(x::Name(0x366e90a), x::Name(0x3344606)), // volumeName: string
+        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x332100c), x::Name(0x1cab210)), // storageArray: VASAStorageArray
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
+        x::FieldEntry::repeated(x::Name(0x2e73e0b), x::Name(0x2be5304)), // oldNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2e7600b), x::Name(0x2be5304)), // oldPortWwns: long
+        x::FieldEntry::repeated(x::Name(0x2d7ea0b), x::Name(0x2be5304)), // newNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2d80c0b), x::Name(0x2be5304)), // newPortWwns: long
+        x::FieldEntry::repeated(x::Name(0x250bd0d), x::Name(0x212f50f)), // conflictedVms: VmEventArgument
+        x::FieldEntry::repeated(x::Name(0x250a00f), x::Name(0xea4611)), // conflictedHosts: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3703a03), x::Name(0x2be5304)), // wwn: long
+        x::FieldEntry::required(x::Name(0x2cc0106), x::Name(0x2a94603)), // minute: int
+        x::FieldEntry::required(x::Name(0x331800a), x::Name(0x2a94603)), // statusCode: int
+        x::FieldEntry::required(x::Name(0x331b70d), x::Name(0x3344606)), // statusMessage: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x303ef11), x::Name(0x2405e07)), // pullModeSupported: boolean
+        x::FieldEntry::required(x::Name(0x254a40d), x::Name(0x2405e07)), // corsSupported: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f0d0c), x::Name(0x3344606)), // datastoreKey: string
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x122d914)), // hosts: HttpNfcLeaseHostInfo
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2a3cc09), x::Name(0x3344606)), // importKey: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x26fca04), x::Name(0x2405e07)), // disk: boolean
+        x::FieldEntry::optional(x::Name(0x33e3808), x::Name(0x3344606)), // targetId: string
+        x::FieldEntry::optional(x::Name(0x25f0d0c), x::Name(0x3344606)), // datastoreKey: string
+        x::FieldEntry::optional(x::Name(0x289ff08), x::Name(0x2be5304)), // fileSize: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x2b87e05), x::Name(0x13ff016)), // lease: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26ae909), x::Name(0x122a015)), // deviceUrl: HttpNfcLeaseDeviceUrl
+        x::FieldEntry::required(x::Name(0x3435615), x::Name(0x2be5304)), // totalDiskCapacityInKB: long
+        x::FieldEntry::required(x::Name(0x2b89c0c), x::Name(0x2a94603)), // leaseTimeout: int
+        x::FieldEntry::repeated(x::Name(0x29db607), x::Name(0x122811e)), // hostMap: HttpNfcLeaseDatastoreLeaseInfo
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3213a04), x::Name(0x3344606)), // sha1: string
+        x::FieldEntry::optional(x::Name(0x2483c08), x::Name(0x3344606)), // checksum: string
+        x::FieldEntry::optional(x::Name(0x2487e0c), x::Name(0x3344606)), // checksumType: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x2405e07)), // disk: boolean
+        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::optional(x::Name(0x2f9600d), x::Name(0x2be5304)), // populatedSize: long
+        x::FieldEntry::required(x::Name(0x31e0610), x::Name(0x2405e07)), // serverAccessible: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x28a4505), x::Name(0x123fc16)), // files: HttpNfcLeaseSourceFile
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f3d207), x::Name(0x2a94603)), // percent: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x28a4505), x::Name(0x123fc16)), // files: HttpNfcLeaseSourceFile
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26af319), x::Name(0x134dd08)), // deviceUrlsToChecksumTypes: KeyValue
+        x::FieldEntry::required(x::Name(0x33dc80e), x::Name(0x3344606)), // targetDeviceId: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::optional(x::Name(0x2c7390a), x::Name(0x3344606)), // memberName: string
+        x::FieldEntry::required(x::Name(0x2573006), x::Name(0x2405e07)), // create: boolean
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::repeated(x::Name(0x2a1ab0b), x::Name(0x134dd08)), // httpHeaders: KeyValue
+        x::FieldEntry::optional(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f3b0d), x::Name(0x3344606)), // datastoreName: string
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2455008), x::Name(0x3344606)), // certPath: string
+        x::FieldEntry::required(x::Name(0x2434109), x::Name(0x3344606)), // camServer: string
+        x::FieldEntry::repeated(x::Name(0x29d3d06), x::Name(0x3344606)), // hostIp: string
+        x::FieldEntry::repeated(x::Name(0x2a3bf0c), x::Name(0x1251025)), // importFaults: ImportOperationBulkFaultFaultOnImport
+        x::FieldEntry::optional(x::Name(0x27f800a), x::Name(0x3344606)), // entityType: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x27f400c), x::Name(0x1cbd514)), // entityConfig: VAppEntityConfigInfo
+        x::FieldEntry::optional(x::Name(0x2a8f710), x::Name(0x157a112)), // instantiationOst: OvfConsumerOstNode
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x354f705), x::Name(0x3344606)), // vdisk: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x36ace06), x::Name(0x3344606)), // vvolId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x125360a)), // spec: ImportSpec
+        x::FieldEntry::optional(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2690906), x::Name(0x3344606)), // detail: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x250cb13), x::Name(0x3344606)), // conflictingProperty: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32de10a), x::Name(0x3344606)), // stableName: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a73209), x::Name(0x2405e07)), // inherited: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c11b07), x::Name(0x2245513)), // mapping: VsanHostDiskMapping
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2940f0d), x::Name(0x3344606)), // guestFilePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2940f0d), x::Name(0x3344606)), // guestFilePath: string
+        x::FieldEntry::required(x::Name(0x289960e), x::Name(0xd4b613)), // fileAttributes: GuestFileAttributes
+        x::FieldEntry::required(x::Name(0x289ff08), x::Name(0x2be5304)), // fileSize: long
+        x::FieldEntry::required(x::Name(0x2ed7209), x::Name(0x2405e07)), // overwrite: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30f3d0a), x::Name(0x103a417)), // repository: HostPatchManagerLocator
+        x::FieldEntry::required(x::Name(0x34bd708), x::Name(0x3344606)), // updateID: string
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca0708), x::Name(0x3344606)), // metaUrls: string
+        x::FieldEntry::repeated(x::Name(0x241bb0a), x::Name(0x3344606)), // bundleUrls: string
+        x::FieldEntry::repeated(x::Name(0x356c207), x::Name(0x3344606)), // vibUrls: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x103bc29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x356bb06), x::Name(0x3344606)), // vibUrl: string
+        x::FieldEntry::required(x::Name(0x24c4c07), x::Name(0x13ff016)), // compRes: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x356af0b), x::Name(0x130c217)), // vibSslTrust: IoFilterManagerSslTrust
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2454204), x::Name(0x3344606)), // cert: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2454204), x::Name(0x3344606)), // cert: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1f51a1e)), // spec: VirtualMachineInstantCloneSpec
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x310af13), x::Name(0x2a94603)), // requiredNumAgentVms: int
+        x::FieldEntry::required(x::Name(0x25ab212), x::Name(0x2a94603)), // currentNumAgentVms: int
+        x::FieldEntry::required(x::Name(0x34a240a), x::Name(0x2be5304)), // unreserved: long
+        x::FieldEntry::required(x::Name(0x30f7609), x::Name(0x2be5304)), // requested: long
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34a240a), x::Name(0x2be5304)), // unreserved: long
+        x::FieldEntry::required(x::Name(0x30f7609), x::Name(0x2be5304)), // requested: long
+        x::FieldEntry::required(x::Name(0x34a240a), x::Name(0x2be5304)), // unreserved: long
+        x::FieldEntry::required(x::Name(0x30f7609), x::Name(0x2be5304)), // requested: long
+        x::FieldEntry::required(x::Name(0x34a240a), x::Name(0x2be5304)), // unreserved: long
+        x::FieldEntry::required(x::Name(0x30f7609), x::Name(0x2be5304)), // requested: long
+        x::FieldEntry::required(x::Name(0x2776d07), x::Name(0x3344606)), // dvsName: string
+        x::FieldEntry::required(x::Name(0x277c207), x::Name(0x3344606)), // dvsUuid: string
+        x::FieldEntry::required(x::Name(0x313690f), x::Name(0x3344606)), // resourcePoolKey: string
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2be5304)), // available: long
+        x::FieldEntry::required(x::Name(0x30f7609), x::Name(0x2be5304)), // requested: long
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2be5304)), // available: long
+        x::FieldEntry::required(x::Name(0x30f7609), x::Name(0x2be5304)), // requested: long
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2be5304)), // available: long
+        x::FieldEntry::required(x::Name(0x30f7609), x::Name(0x2be5304)), // requested: long
+        x::FieldEntry::required(x::Name(0x34a640e), x::Name(0x2be5304)), // unreservedIops: long
+        x::FieldEntry::required(x::Name(0x30fa00d), x::Name(0x2be5304)), // requestedIops: long
+        x::FieldEntry::required(x::Name(0x25f3b0d), x::Name(0x3344606)), // datastoreName: string
+        x::FieldEntry::optional(x::Name(0x28dae0d), x::Name(0x2be5304)), // freeSpaceInMB: long
+        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
+        x::FieldEntry::optional(x::Name(0x30fdd12), x::Name(0x2be5304)), // requestedSpaceInMB: long
+        x::FieldEntry::required(x::Name(0x30fce0e), x::Name(0x2be5304)), // requestedSpace: long
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x2a94603)), // value: int
+        x::FieldEntry::required(x::Name(0x2cb6003), x::Name(0x2a94603)), // min: int
+        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x2a94603)), // max: int
+        x::FieldEntry::required(x::Name(0x264950c), x::Name(0x2a94603)), // defaultValue: int
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x2a94603)), // value: int
+        x::FieldEntry::optional(x::Name(0x2aba50f), x::Name(0x3344606)), // invalidProperty: string
+        x::FieldEntry::required(x::Name(0x2434109), x::Name(0x3344606)), // camServer: string
+        x::FieldEntry::required(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x27fb505), x::Name(0x3344606)), // entry: string
+        x::FieldEntry::optional(x::Name(0x24a940b), x::Name(0x3344606)), // clusterName: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
+        x::FieldEntry::optional(x::Name(0x25f3b0d), x::Name(0x3344606)), // datastoreName: string
+        x::FieldEntry::optional(x::Name(0x23dde05), x::Name(0x1dd1220)), // badOp: VirtualDeviceConfigSpecOperation
+        x::FieldEntry::optional(x::Name(0x23dd409), x::Name(0x1dced24)), // badFileOp: VirtualDeviceConfigSpecFileOperation
+        x::FieldEntry::required(x::Name(0x26a150b), x::Name(0x2a94603)), // deviceIndex: int
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2882207), x::Name(0x3344606)), // feature: string
+        x::FieldEntry::required(x::Name(0x2882207), x::Name(0x3344606)), // feature: string
+        x::FieldEntry::required(x::Name(0x33d5206), x::Name(0x13ff016)), // target: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x3022a08), x::Name(0x3344606)), // property: string
+        x::FieldEntry::required(x::Name(0x3507716), x::Name(0x3344606)), // userProvidedMacAddress: string
+        x::FieldEntry::required(x::Name(0x2e65a12), x::Name(0x3344606)), // observedMacAddress: string
+        x::FieldEntry::required(x::Name(0x2b9510e), x::Name(0x3344606)), // licenseContent: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
+        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x30ff00e), x::Name(0x1f83818)), // requestedState: VirtualMachinePowerState
+        x::FieldEntry::required(x::Name(0x2829e0d), x::Name(0x1f83818)), // existingState: VirtualMachinePowerState
+        x::FieldEntry::required(x::Name(0x2ffb109), x::Name(0x3344606)), // privilege: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x301250b), x::Name(0x3344606)), // profileName: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2364008), x::Name(0x3344606)), // argument: string
+        x::FieldEntry::optional(x::Name(0x3022a08), x::Name(0x3344606)), // property: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2df5908), x::Name(0x2a94603)), // numHosts: int
+        x::FieldEntry::required(x::Name(0x2e34012), x::Name(0x2a94603)), // numVirtualMachines: int
+        x::FieldEntry::optional(x::Name(0x2e13b10), x::Name(0x2a94603)), // numResourcePools: int
+        x::FieldEntry::optional(x::Name(0x2de320b), x::Name(0x2a94603)), // numClusters: int
+        x::FieldEntry::optional(x::Name(0x2de8209), x::Name(0x2a94603)), // numCpuDev: int
+        x::FieldEntry::optional(x::Name(0x2e00d09), x::Name(0x2a94603)), // numNetDev: int
+        x::FieldEntry::optional(x::Name(0x2df070a), x::Name(0x2a94603)), // numDiskDev: int
+        x::FieldEntry::optional(x::Name(0x2e4c30a), x::Name(0x2a94603)), // numvCpuDev: int
+        x::FieldEntry::optional(x::Name(0x2e4da0a), x::Name(0x2a94603)), // numvNetDev: int
+        x::FieldEntry::optional(x::Name(0x2e4ce0b), x::Name(0x2a94603)), // numvDiskDev: int
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x3344606)), // hosts: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b45e05), x::Name(0x13d6214)), // issue: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
+        x::FieldEntry::optional(x::Name(0x30be50b), x::Name(0x3344606)), // releaseDate: string
+        x::FieldEntry::required(x::Name(0x2e82e06), x::Name(0x3344606)), // opType: string
+        x::FieldEntry::repeated(x::Name(0x29d4409), x::Name(0x130a311)), // hostIssue: IoFilterHostIssue
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2b01c0a), x::Name(0x1315f16)), // ipv4Config: IpPoolIpPoolConfigInfo
+        x::FieldEntry::optional(x::Name(0x2b0570a), x::Name(0x1315f16)), // ipv6Config: IpPoolIpPoolConfigInfo
+        x::FieldEntry::optional(x::Name(0x2738309), x::Name(0x3344606)), // dnsDomain: string
+        x::FieldEntry::optional(x::Name(0x273b80d), x::Name(0x3344606)), // dnsSearchPath: string
+        x::FieldEntry::optional(x::Name(0x29f110a), x::Name(0x3344606)), // hostPrefix: string
+        x::FieldEntry::optional(x::Name(0x2a1cc09), x::Name(0x3344606)), // httpProxy: string
+        x::FieldEntry::repeated(x::Name(0x2d42112), x::Name(0x1314d11)), // networkAssociation: IpPoolAssociation
+        x::FieldEntry::optional(x::Name(0x23bca16), x::Name(0x2a94603)), // availableIpv4Addresses: int
+        x::FieldEntry::optional(x::Name(0x23be116), x::Name(0x2a94603)), // availableIpv6Addresses: int
+        x::FieldEntry::optional(x::Name(0x231df16), x::Name(0x2a94603)), // allocatedIpv4Addresses: int
+        x::FieldEntry::optional(x::Name(0x231f616), x::Name(0x2a94603)), // allocatedIpv6Addresses: int
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d4fd0b), x::Name(0x3344606)), // networkName: string
+        x::FieldEntry::optional(x::Name(0x334ea0d), x::Name(0x3344606)), // subnetAddress: string
+        x::FieldEntry::optional(x::Name(0x2d3d107), x::Name(0x3344606)), // netmask: string
+        x::FieldEntry::optional(x::Name(0x290e007), x::Name(0x3344606)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x3060b05), x::Name(0x3344606)), // range: string
+        x::FieldEntry::repeated(x::Name(0x2735403), x::Name(0x3344606)), // dns: string
+        x::FieldEntry::optional(x::Name(0x26b6c13), x::Name(0x2405e07)), // dhcpServerAvailable: boolean
+        x::FieldEntry::optional(x::Name(0x2ae280d), x::Name(0x2405e07)), // ipPoolEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2321f0c), x::Name(0x3344606)), // allocationId: string
+        x::FieldEntry::required(x::Name(0x22f590d), x::Name(0x3344606)), // addressPrefix: string
+        x::FieldEntry::optional(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::repeated(x::Name(0x330a80b), x::Name(0x1aae012)), // staticRoute: StaticRouteProfile
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x363ca09), x::Name(0x3344606)), // vmhbaName: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x2cb0410), x::Name(0x2405e07)), // migrationAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x26f210e), x::Name(0x1337e0b)), // disallowReason: IscsiStatus
+        x::FieldEntry::repeated(x::Name(0x265d70a), x::Name(0x1320815)), // dependency: IscsiDependencyEntity
+        x::FieldEntry::optional(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::optional(x::Name(0x3663404), x::Name(0x11e3a0e)), // vnic: HostVirtualNic
+        x::FieldEntry::optional(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::optional(x::Name(0x2f7de04), x::Name(0x163e40b)), // pnic: PhysicalNic
+        x::FieldEntry::optional(x::Name(0x33b5f0a), x::Name(0x3344606)), // switchName: string
+        x::FieldEntry::optional(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::optional(x::Name(0x2fab80d), x::Name(0x3344606)), // portgroupName: string
+        x::FieldEntry::optional(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::optional(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::optional(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::optional(x::Name(0x2e85e11), x::Name(0x3344606)), // opaqueNetworkName: string
+        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x24d9210), x::Name(0x1337e0b)), // complianceStatus: IscsiStatus
+        x::FieldEntry::optional(x::Name(0x2f2370a), x::Name(0x3344606)), // pathStatus: string
+        x::FieldEntry::repeated(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
     ],
     values: &[
-        x::Name(0x271250c), // initializing
-        x::Name(0x2c76d05), // ready
-        x::Name(0x2424504), // done
-        x::Name(0x24c8205), // error
-        x::Name(0x2d5ee03), // rpo
-        x::Name(0x298230e), // netCompression
-        x::Name(0x27c500a), // isnsStatic
-        x::Name(0x27c3408), // isnsDhcp
-        x::Name(0x27c4807), // isnsSlp
-        x::Name(0x2039b10), // admissionControl
-        x::Name(0x308800f), // userHeartbeatDs
-        x::Name(0x3135d08), // vmConfig
-        x::Name(0x26f7c13), // incompatibleVersion
-        x::Name(0x2928614), // missingReferenceHost
-        x::Name(0x2718607), // install
-        x::Name(0x301f309), // uninstall
-        x::Name(0x3055107), // upgrade
-        x::Name(0x2152305), // cache
-        x::Name(0x2ce020b), // replication
-        x::Name(0x248b80a), // encryption
-        x::Name(0x21f900b), // compression
-        x::Name(0x2717b0a), // inspection
-        x::Name(0x22f1812), // datastoreIoControl
-        x::Name(0x22eb20c), // dataProvider
-        x::Name(0x22e470b), // dataCapture
-        x::Name(0x2a04807), // notUsed
-        x::Name(0x201d706), // active
-        x::Name(0x2ea8407), // standBy
-        x::Name(0x27ec80a), // lastActive
+        x::Name(0x364c307), // vmotion
+        x::Name(0x2874615), // faultToleranceLogging
+        x::Name(0x3534412), // vSphereReplication
+        x::Name(0x3535715), // vSphereReplicationNFC
+        x::Name(0x2c0450a), // management
+        x::Name(0x3678b04), // vsan
+        x::Name(0x3533013), // vSphereProvisioning
+        x::Name(0x369080b), // vsanWitness
+        x::Name(0x3531f10), // vSphereBackupNFC
+        x::Name(0x3039103), // ptp
+        x::Name(0x368a00f), // vsanReplication
+        x::Name(0x2e59107), // nvmeTcp
+        x::Name(0x2e56508), // nvmeRdma
+        x::Name(0x368310c), // vsanExternal
+        x::Name(0x366070b), // vnetworking
+        x::Name(0x2923b05), // grant
+        x::Name(0x30df307), // replace
+        x::Name(0x3154506), // revoke
+        x::Name(0x28bec05), // fixed
+        x::Name(0x2780907), // dynamic
+        x::Name(0x2daff04), // none
+        x::Name(0x2be9703), // low
+        x::Name(0x3213a04), // sha1
+        x::Name(0x3213f06), // sha256
+        x::Name(0x3041209), // pushOrGet
+        x::Name(0x303ea04), // pull
+        x::Name(0x2a7bc0c), // initializing
+        x::Name(0x306ff05), // ready
+        x::Name(0x2746a04), // done
+        x::Name(0x2801305), // error
+        x::Name(0x3178203), // rpo
+        x::Name(0x2d31a0e), // netCompression
+        x::Name(0x2b4000a), // isnsStatic
+        x::Name(0x2b3e408), // isnsDhcp
+        x::Name(0x2b3f807), // isnsSlp
+        x::Name(0x22fd110), // admissionControl
+        x::Name(0x34ff60f), // userHeartbeatDs
+        x::Name(0x35bf308), // vmConfig
+        x::Name(0x2a5db13), // incompatibleVersion
+        x::Name(0x2cca914), // missingReferenceHost
+        x::Name(0x2a82807), // install
+        x::Name(0x3482909), // uninstall
+        x::Name(0x34c1107), // upgrade
+        x::Name(0x242c905), // cache
+        x::Name(0x30e870b), // replication
+        x::Name(0x27bed0a), // encryption
+        x::Name(0x24e130b), // compression
+        x::Name(0x2a81d0a), // inspection
+        x::Name(0x25efa12), // datastoreIoControl
+        x::Name(0x25e4f0c), // dataProvider
+        x::Name(0x25de40b), // dataCapture
+        x::Name(0x2dc1907), // notUsed
+        x::Name(0x22dba06), // active
+        x::Name(0x32e1007), // standBy
+        x::Name(0x2b6fb0a), // lastActive
     ],
 };

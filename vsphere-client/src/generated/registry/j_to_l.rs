@@ -6,99 +6,106 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x11aeb15), x::Name::NONE, 0, 4), // JoinDomainRequestType
-        x::TypeEntry::structure(x::Name(0x11b011c), x::Name::NONE, 4, 3), // JoinDomainWithCAMRequestType
-        x::TypeEntry::structure(x::Name(0x11b1e10), x::Name(0xaa460b), 7, 13), // KernelModuleInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11b2f17), x::Name(0xaa460b), 20, 2), // KernelModuleSectionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11b470b), x::Name(0xaa460b), 22, 2), // KeyAnyValue: DynamicData
-        x::TypeEntry::structure(x::Name(0x11b530b), x::Name(0x1b42008), 24, 1), // KeyNotFound: VimFault
-        x::TypeEntry::structure(x::Name(0x11b5f0d), x::Name(0xaa460b), 25, 1), // KeyProviderId: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c0608), x::Name(0xaa460b), 26, 2), // KeyValue: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c0f0f), x::Name(0xaa460b), 28, 8), // KmipClusterInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x11c1f20), 0, 4), // KmipClusterInfoKmsManagementType
-        x::TypeEntry::structure(x::Name(0x11c400e), x::Name(0xaa460b), 36, 10), // KmipServerInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c4f0e), x::Name(0xaa460b), 46, 3), // KmipServerSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c5e10), x::Name(0xaa460b), 49, 4), // KmipServerStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x11c6f1e), x::Name(0x128b00e), 53, 1), // LargeRDMConversionNotSupported: MigrationFault
-        x::TypeEntry::structure(x::Name(0x11c8e1f), x::Name(0x1e6a50d), 54, 3), // LargeRDMNotSupportedOnDatastore: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x11cae12), x::Name(0xaa460b), 57, 2), // LatencySensitivity: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x11cc122), 4, 5), // LatencySensitivitySensitivityLevel
-        x::TypeEntry::structure(x::Name(0x11ce41d), x::Name::NONE, 59, 2), // LeaveCurrentDomainRequestType
-        x::TypeEntry::structure(x::Name(0x11d021b), x::Name(0x57ba13), 61, 0), // LegacyNetworkInterfaceInUse: CannotAccessNetwork
-        x::TypeEntry::structure(x::Name(0x11d1e17), x::Name(0x17bee0c), 61, 1), // LicenseAssignmentFailed: RuntimeFault
-        x::TypeEntry::enumeration(x::Name(0x11d361d), 9, 4), // LicenseAssignmentFailedReason
-        x::TypeEntry::structure(x::Name(0x11d5429), x::Name(0xaa460b), 62, 5), // LicenseAssignmentManagerLicenseAssignment: DynamicData
-        x::TypeEntry::structure(x::Name(0x11d7e17), x::Name(0xaa460b), 67, 3), // LicenseAvailabilityInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11d9612), x::Name(0xaa460b), 70, 9), // LicenseDiagnostics: DynamicData
-        x::TypeEntry::structure(x::Name(0x11da91a), x::Name(0x135a811), 79, 3), // LicenseDowngradeDisallowed: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x11dc415), x::Name(0x1b42008), 82, 1), // LicenseEntityNotFound: VimFault
-        x::TypeEntry::structure(x::Name(0x11dda0c), x::Name(0xb00605), 83, 0), // LicenseEvent: Event
-        x::TypeEntry::structure(x::Name(0x11de70e), x::Name(0x135a811), 83, 1), // LicenseExpired: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x11df613), x::Name(0xb00605), 84, 1), // LicenseExpiredEvent: Event
-        x::TypeEntry::structure(x::Name(0x11e0a12), x::Name(0xaa460b), 85, 9), // LicenseFeatureInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x11e1d23), 13, 3), // LicenseFeatureInfoSourceRestriction
-        x::TypeEntry::enumeration(x::Name(0x11e4117), 16, 3), // LicenseFeatureInfoState
-        x::TypeEntry::enumeration(x::Name(0x11e5916), 19, 5), // LicenseFeatureInfoUnit
-        x::TypeEntry::structure(x::Name(0x11e7018), x::Name(0x135a811), 94, 0), // LicenseKeyEntityMismatch: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x11e891c), x::Name(0xaa460b), 94, 1), // LicenseManagerEvaluationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x11ea619), x::Name(0xaa460b), 95, 8), // LicenseManagerLicenseInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x11ec018), 24, 17), // LicenseManagerLicenseKey
-        x::TypeEntry::enumeration(x::Name(0x11ed913), 41, 4), // LicenseManagerState
-        x::TypeEntry::structure(x::Name(0x11eed19), x::Name(0x11dda0c), 103, 1), // LicenseNonComplianceEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x11f0716), x::Name(0xaa460b), 104, 3), // LicenseReservationInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x11f1e1b), 45, 4), // LicenseReservationInfoState
-        x::TypeEntry::structure(x::Name(0x11f3a11), x::Name(0x135a811), 107, 0), // LicenseRestricted: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x11f4c16), x::Name(0x11dda0c), 107, 0), // LicenseRestrictedEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x11f631b), x::Name(0x11dda0c), 107, 1), // LicenseServerAvailableEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x11f7f13), x::Name(0x11fca0d), 108, 1), // LicenseServerSource: LicenseSource
-        x::TypeEntry::structure(x::Name(0x11f9318), x::Name(0x1b42008), 109, 1), // LicenseServerUnavailable: VimFault
-        x::TypeEntry::structure(x::Name(0x11fac1d), x::Name(0x11dda0c), 110, 1), // LicenseServerUnavailableEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x11fca0d), x::Name(0xaa460b), 111, 0), // LicenseSource: DynamicData
-        x::TypeEntry::structure(x::Name(0x11fd818), x::Name(0x135a811), 111, 1), // LicenseSourceUnavailable: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x11ff110), x::Name(0xaa460b), 112, 4), // LicenseUsageInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x120020d), x::Name(0x1b42008), 116, 2), // LimitExceeded: VimFault
-        x::TypeEntry::structure(x::Name(0x120101b), x::Name(0xaa460b), 118, 2), // LinkDiscoveryProtocolConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1202c28), 49, 4), // LinkDiscoveryProtocolConfigOperationType
-        x::TypeEntry::enumeration(x::Name(0x1205527), 53, 2), // LinkDiscoveryProtocolConfigProtocolType
-        x::TypeEntry::structure(x::Name(0x1207d1e), x::Name(0xaa460b), 120, 4), // LinkLayerDiscoveryProtocolInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1209c0b), x::Name(0xab90c), 124, 0), // LinkProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x120a813), x::Name(0x7f8d12), 124, 0), // LinuxVolumeNotClean: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x120bc2b), x::Name::NONE, 124, 1), // ListCACertificateRevocationListsRequestType
-        x::TypeEntry::structure(x::Name(0x120e81d), x::Name::NONE, 125, 1), // ListCACertificatesRequestType
-        x::TypeEntry::structure(x::Name(0x121061b), x::Name::NONE, 126, 7), // ListFilesInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x121221b), x::Name::NONE, 133, 4), // ListGuestAliasesRequestType
-        x::TypeEntry::structure(x::Name(0x1213e21), x::Name::NONE, 137, 3), // ListGuestMappedAliasesRequestType
-        x::TypeEntry::structure(x::Name(0x1216013), x::Name::NONE, 140, 2), // ListKeysRequestType
-        x::TypeEntry::structure(x::Name(0x121741a), x::Name::NONE, 142, 2), // ListKmipServersRequestType
-        x::TypeEntry::structure(x::Name(0x1218f1a), x::Name::NONE, 144, 4), // ListKmsClustersRequestType
-        x::TypeEntry::structure(x::Name(0x121aa1f), x::Name::NONE, 148, 4), // ListProcessesInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x121ca22), x::Name::NONE, 152, 6), // ListRegistryKeysInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x121ed24), x::Name::NONE, 158, 6), // ListRegistryValuesInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1221224), x::Name::NONE, 164, 1), // ListSmartCardTrustAnchorsRequestType
-        x::TypeEntry::structure(x::Name(0x122372b), x::Name::NONE, 165, 2), // ListTagsAttachedToVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x122631d), x::Name::NONE, 167, 2), // ListVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x122812b), x::Name::NONE, 169, 3), // ListVStorageObjectsAttachedToTagRequestType
-        x::TypeEntry::structure(x::Name(0x122ad1a), x::Name(0xd59909), 172, 2), // LocalDatastoreCreatedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x122c812), x::Name(0x8cf10d), 174, 1), // LocalDatastoreInfo: DatastoreInfo
-        x::TypeEntry::structure(x::Name(0x122db12), x::Name(0x11fca0d), 175, 1), // LocalLicenseSource: LicenseSource
-        x::TypeEntry::structure(x::Name(0x122ee14), x::Name(0xd59909), 176, 0), // LocalTSMEnabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1230312), x::Name(0xaa460b), 176, 3), // LocalizableMessage: DynamicData
-        x::TypeEntry::structure(x::Name(0x1231621), x::Name(0xaa460b), 179, 7), // LocalizationManagerMessageCatalog: DynamicData
-        x::TypeEntry::structure(x::Name(0x1233814), x::Name(0xaa460b), 186, 2), // LocalizedMethodFault: DynamicData
-        x::TypeEntry::structure(x::Name(0x1234d18), x::Name(0xb00605), 188, 1), // LockerMisconfiguredEvent: Event
-        x::TypeEntry::structure(x::Name(0x1236617), x::Name(0xb00605), 189, 2), // LockerReconfiguredEvent: Event
-        x::TypeEntry::structure(x::Name(0x1237e11), x::Name(0x1b42008), 191, 0), // LogBundlingFailed: VimFault
-        x::TypeEntry::structure(x::Name(0x1239017), x::Name::NONE, 191, 3), // LogUserEventRequestType
-        x::TypeEntry::structure(x::Name(0x123a816), x::Name::NONE, 194, 3), // LoginBySSPIRequestType
-        x::TypeEntry::structure(x::Name(0x123bf17), x::Name::NONE, 197, 2), // LoginByTokenRequestType
-        x::TypeEntry::structure(x::Name(0x123d726), x::Name::NONE, 199, 3), // LoginExtensionByCertificateRequestType
-        x::TypeEntry::structure(x::Name(0x123fe26), x::Name::NONE, 202, 3), // LoginExtensionBySubjectNameRequestType
-        x::TypeEntry::structure(x::Name(0x1242510), x::Name::NONE, 205, 4), // LoginRequestType
-        x::TypeEntry::structure(x::Name(0x1243611), x::Name::NONE, 209, 1), // LogoutRequestType
-        x::TypeEntry::structure(x::Name(0x124480a), x::Name(0x13b260a), 210, 3), // LongOption: OptionType
-        x::TypeEntry::structure(x::Name(0x124530a), x::Name(0x10f8011), 213, 1), // LongPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x1245e1c), x::Name::NONE, 214, 2), // LookupDvPortGroupRequestType
-        x::TypeEntry::structure(x::Name(0x1247b21), x::Name::NONE, 216, 3), // LookupVmOverheadMemoryRequestType
+        x::TypeEntry::structure(x::Name(0x133ad15), x::Name::NONE, 0, 4), // JoinDomainRequestType
+        x::TypeEntry::structure(x::Name(0x133c31c), x::Name::NONE, 4, 3), // JoinDomainWithCAMRequestType
+        x::TypeEntry::structure(x::Name(0x133e010), x::Name(0xbb9c0b), 7, 13), // KernelModuleInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x133f117), x::Name(0xbb9c0b), 20, 2), // KernelModuleSectionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x134090b), x::Name(0xbb9c0b), 22, 2), // KeyAnyValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x134150b), x::Name(0x1d94808), 24, 1), // KeyNotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x134210d), x::Name(0xbb9c0b), 25, 1), // KeyProviderId: DynamicData
+        x::TypeEntry::structure(x::Name(0x134dd08), x::Name(0xbb9c0b), 26, 2), // KeyValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x134e60f), x::Name(0xbb9c0b), 28, 10), // KmipClusterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x134f616), x::Name(0xbb9c0b), 38, 0), // KmipClusterInfoKeyInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1350d16), 0, 2), // KmipClusterInfoKeyType
+        x::TypeEntry::enumeration(x::Name(0x1352420), 2, 4), // KmipClusterInfoKmsManagementType
+        x::TypeEntry::structure(x::Name(0x1354523), x::Name(0x134f616), 38, 2), // KmipClusterInfoWrappingKeyIdKeyInfo: KmipClusterInfoKeyInfo
+        x::TypeEntry::structure(x::Name(0x135692e), x::Name(0x134f616), 40, 3), // KmipClusterInfoWrappingRotationIntervalKeyInfo: KmipClusterInfoKeyInfo
+        x::TypeEntry::structure(x::Name(0x135980e), x::Name(0xbb9c0b), 43, 10), // KmipServerInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x135a70e), x::Name(0xbb9c0b), 53, 5), // KmipServerSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x135b615), x::Name(0xbb9c0b), 58, 0), // KmipServerSpecKeySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x135cc22), x::Name(0x135b615), 58, 1), // KmipServerSpecWrappingKeyIdKeySpec: KmipServerSpecKeySpec
+        x::TypeEntry::structure(x::Name(0x135ef2d), x::Name(0x135b615), 59, 1), // KmipServerSpecWrappingRotationIntervalKeySpec: KmipServerSpecKeySpec
+        x::TypeEntry::structure(x::Name(0x1361d10), x::Name(0xbb9c0b), 60, 4), // KmipServerStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x136831e), x::Name(0x1431e0e), 64, 1), // LargeRDMConversionNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x136a21f), x::Name(0x210340d), 65, 3), // LargeRDMNotSupportedOnDatastore: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x136c212), x::Name(0xbb9c0b), 68, 2), // LatencySensitivity: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x136d522), 6, 5), // LatencySensitivitySensitivityLevel
+        x::TypeEntry::structure(x::Name(0x136f81d), x::Name::NONE, 70, 2), // LeaveCurrentDomainRequestType
+        x::TypeEntry::structure(x::Name(0x137161b), x::Name(0x5e3513), 72, 0), // LegacyNetworkInterfaceInUse: CannotAccessNetwork
+        x::TypeEntry::structure(x::Name(0x1374317), x::Name(0x19b140c), 72, 1), // LicenseAssignmentFailed: RuntimeFault
+        x::TypeEntry::enumeration(x::Name(0x1375b1d), 11, 4), // LicenseAssignmentFailedReason
+        x::TypeEntry::structure(x::Name(0x1377929), x::Name(0xbb9c0b), 73, 5), // LicenseAssignmentManagerLicenseAssignment: DynamicData
+        x::TypeEntry::structure(x::Name(0x137a317), x::Name(0xbb9c0b), 78, 3), // LicenseAvailabilityInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x137bb12), x::Name(0xbb9c0b), 81, 9), // LicenseDiagnostics: DynamicData
+        x::TypeEntry::structure(x::Name(0x137ce1a), x::Name(0x1508f11), 90, 3), // LicenseDowngradeDisallowed: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x137e915), x::Name(0x1d94808), 93, 1), // LicenseEntityNotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x137ff0c), x::Name(0xc19905), 94, 0), // LicenseEvent: Event
+        x::TypeEntry::structure(x::Name(0x1380c0e), x::Name(0x1508f11), 94, 1), // LicenseExpired: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x1381b13), x::Name(0xc19905), 95, 1), // LicenseExpiredEvent: Event
+        x::TypeEntry::structure(x::Name(0x1382f12), x::Name(0xbb9c0b), 96, 9), // LicenseFeatureInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1384223), 15, 3), // LicenseFeatureInfoSourceRestriction
+        x::TypeEntry::enumeration(x::Name(0x1386617), 18, 3), // LicenseFeatureInfoState
+        x::TypeEntry::enumeration(x::Name(0x1387e16), 21, 5), // LicenseFeatureInfoUnit
+        x::TypeEntry::structure(x::Name(0x1389518), x::Name(0x1508f11), 105, 0), // LicenseKeyEntityMismatch: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x138ae1c), x::Name(0xbb9c0b), 105, 1), // LicenseManagerEvaluationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x138cb19), x::Name(0xbb9c0b), 106, 8), // LicenseManagerLicenseInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x138e518), 26, 17), // LicenseManagerLicenseKey
+        x::TypeEntry::enumeration(x::Name(0x138fe13), 43, 4), // LicenseManagerState
+        x::TypeEntry::structure(x::Name(0x1391219), x::Name(0x137ff0c), 114, 1), // LicenseNonComplianceEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1392c16), x::Name(0xbb9c0b), 115, 3), // LicenseReservationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x139431b), 47, 4), // LicenseReservationInfoState
+        x::TypeEntry::structure(x::Name(0x1395f11), x::Name(0x1508f11), 118, 0), // LicenseRestricted: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x1397116), x::Name(0x137ff0c), 118, 0), // LicenseRestrictedEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x139881b), x::Name(0x137ff0c), 118, 1), // LicenseServerAvailableEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x139a413), x::Name(0x139ef0d), 119, 1), // LicenseServerSource: LicenseSource
+        x::TypeEntry::structure(x::Name(0x139b818), x::Name(0x1d94808), 120, 1), // LicenseServerUnavailable: VimFault
+        x::TypeEntry::structure(x::Name(0x139d11d), x::Name(0x137ff0c), 121, 1), // LicenseServerUnavailableEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x139ef0d), x::Name(0xbb9c0b), 122, 0), // LicenseSource: DynamicData
+        x::TypeEntry::structure(x::Name(0x139fd18), x::Name(0x1508f11), 122, 1), // LicenseSourceUnavailable: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x13a1610), x::Name(0xbb9c0b), 123, 4), // LicenseUsageInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x13a2c0d), x::Name(0x1d94808), 127, 2), // LimitExceeded: VimFault
+        x::TypeEntry::structure(x::Name(0x13a3a1b), x::Name(0xbb9c0b), 129, 2), // LinkDiscoveryProtocolConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x13a5628), 51, 4), // LinkDiscoveryProtocolConfigOperationType
+        x::TypeEntry::enumeration(x::Name(0x13a7f27), 55, 2), // LinkDiscoveryProtocolConfigProtocolType
+        x::TypeEntry::structure(x::Name(0x13aa71e), x::Name(0xbb9c0b), 131, 4), // LinkLayerDiscoveryProtocolInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x13ac60b), x::Name(0xad70c), 135, 0), // LinkProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x13ad213), x::Name(0x893612), 135, 0), // LinuxVolumeNotClean: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x13ae62b), x::Name::NONE, 135, 1), // ListCACertificateRevocationListsRequestType
+        x::TypeEntry::structure(x::Name(0x13b121d), x::Name::NONE, 136, 1), // ListCACertificatesRequestType
+        x::TypeEntry::structure(x::Name(0x13b301b), x::Name::NONE, 137, 7), // ListFilesInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x13b4c1b), x::Name::NONE, 144, 4), // ListGuestAliasesRequestType
+        x::TypeEntry::structure(x::Name(0x13b6821), x::Name::NONE, 148, 3), // ListGuestMappedAliasesRequestType
+        x::TypeEntry::structure(x::Name(0x13b8a13), x::Name::NONE, 151, 2), // ListKeysRequestType
+        x::TypeEntry::structure(x::Name(0x13b9e1a), x::Name::NONE, 153, 2), // ListKmipServersRequestType
+        x::TypeEntry::structure(x::Name(0x13bb91a), x::Name::NONE, 155, 4), // ListKmsClustersRequestType
+        x::TypeEntry::structure(x::Name(0x13bd41f), x::Name::NONE, 159, 4), // ListProcessesInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x13bf422), x::Name::NONE, 163, 6), // ListRegistryKeysInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x13c1724), x::Name::NONE, 169, 6), // ListRegistryValuesInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x13c3c24), x::Name::NONE, 175, 1), // ListSmartCardTrustAnchorsRequestType
+        x::TypeEntry::structure(x::Name(0x13c612b), x::Name::NONE, 176, 2), // ListTagsAttachedToVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x13c8d1d), x::Name::NONE, 178, 2), // ListVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x13cab2b), x::Name::NONE, 180, 3), // ListVStorageObjectsAttachedToTagRequestType
+        x::TypeEntry::structure(x::Name(0x13cd71a), x::Name(0xea3c09), 183, 2), // LocalDatastoreCreatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x13cf212), x::Name(0x98340d), 185, 1), // LocalDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x13d0512), x::Name(0x139ef0d), 186, 1), // LocalLicenseSource: LicenseSource
+        x::TypeEntry::structure(x::Name(0x13d1814), x::Name(0xea3c09), 187, 0), // LocalTSMEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x13d2d12), x::Name(0xbb9c0b), 187, 3), // LocalizableMessage: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d4021), x::Name(0xbb9c0b), 190, 7), // LocalizationManagerMessageCatalog: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d6214), x::Name(0xbb9c0b), 197, 2), // LocalizedMethodFault: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d7718), x::Name(0xc19905), 199, 1), // LockerMisconfiguredEvent: Event
+        x::TypeEntry::structure(x::Name(0x13d9017), x::Name(0xc19905), 200, 2), // LockerReconfiguredEvent: Event
+        x::TypeEntry::structure(x::Name(0x13da811), x::Name(0x1d94808), 202, 0), // LogBundlingFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x13dba17), x::Name::NONE, 202, 3), // LogUserEventRequestType
+        x::TypeEntry::structure(x::Name(0x13dd216), x::Name::NONE, 205, 3), // LoginBySSPIRequestType
+        x::TypeEntry::structure(x::Name(0x13de917), x::Name::NONE, 208, 2), // LoginByTokenRequestType
+        x::TypeEntry::structure(x::Name(0x13e0126), x::Name::NONE, 210, 3), // LoginExtensionByCertificateRequestType
+        x::TypeEntry::structure(x::Name(0x13e2826), x::Name::NONE, 213, 3), // LoginExtensionBySubjectNameRequestType
+        x::TypeEntry::structure(x::Name(0x13e4f10), x::Name::NONE, 216, 4), // LoginRequestType
+        x::TypeEntry::structure(x::Name(0x13e6011), x::Name::NONE, 220, 1), // LogoutRequestType
+        x::TypeEntry::structure(x::Name(0x13e720a), x::Name(0x156580a), 221, 3), // LongOption: OptionType
+        x::TypeEntry::structure(x::Name(0x13e7d0a), x::Name(0x127c311), 224, 1), // LongPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x13e881c), x::Name::NONE, 225, 2), // LookupDvPortGroupRequestType
+        x::TypeEntry::structure(x::Name(0x13ea521), x::Name::NONE, 227, 3), // LookupVmOverheadMemoryRequestType
     ],
     decoders: &[
         None, // JoinDomainRequestType
@@ -110,9 +117,16 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<KeyProviderId>),
         Some(x::decode_boxed::<KeyValue>),
         Some(x::decode_boxed::<KmipClusterInfo>),
+        Some(x::decode_boxed::<KmipClusterInfoKeyInfo>),
+        Some(x::decode_boxed::<KmipClusterInfoKeyType>),
         Some(x::decode_boxed::<KmipClusterInfoKmsManagementType>),
+        Some(x::decode_boxed::<KmipClusterInfoWrappingKeyIdKeyInfo>),
+        Some(x::decode_boxed::<KmipClusterInfoWrappingRotationIntervalKeyInfo>),
         Some(x::decode_boxed::<KmipServerInfo>),
         Some(x::decode_boxed::<KmipServerSpec>),
+        Some(x::decode_boxed::<KmipServerSpecKeySpec>),
+        Some(x::decode_boxed::<KmipServerSpecWrappingKeyIdKeySpec>),
+        Some(x::decode_boxed::<KmipServerSpecWrappingRotationIntervalKeySpec>),
         Some(x::decode_boxed::<KmipServerStatus>),
         Some(x::decode_boxed::<LargeRDMConversionNotSupported>),
         Some(x::decode_boxed::<LargeRDMNotSupportedOnDatastore>),
@@ -196,281 +210,294 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // LookupVmOverheadMemoryRequestType
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
-        x::FieldEntry::required(x::Name(0x2159b09), x::Name(0x2f00106)), // camServer: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x2560e08), x::Name(0x2f00106)), // filename: string
-        x::FieldEntry::required(x::Name(0x2ac860c), x::Name(0x2f00106)), // optionString: string
-        x::FieldEntry::required(x::Name(0x283aa06), x::Name(0x212d207)), // loaded: boolean
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::required(x::Name(0x3074d08), x::Name(0x2729103)), // useCount: int
-        x::FieldEntry::required(x::Name(0x2c7450f), x::Name(0x11b2f17)), // readOnlySection: KernelModuleSectionInfo
-        x::FieldEntry::required(x::Name(0x324180f), x::Name(0x11b2f17)), // writableSection: KernelModuleSectionInfo
-        x::FieldEntry::required(x::Name(0x2fa470b), x::Name(0x11b2f17)), // textSection: KernelModuleSectionInfo
-        x::FieldEntry::required(x::Name(0x22ebf0b), x::Name(0x11b2f17)), // dataSection: KernelModuleSectionInfo
-        x::FieldEntry::required(x::Name(0x213c80a), x::Name(0x11b2f17)), // bssSection: KernelModuleSectionInfo
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2857004)), // address: long
-        x::FieldEntry::optional(x::Name(0x2809b06), x::Name(0x2729103)), // length: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x207ef07)), // value: anyType
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::repeated(x::Name(0x2dc6c07), x::Name(0x11c400e)), // servers: KmipServerInfo
-        x::FieldEntry::required(x::Name(0x3070d0c), x::Name(0x212d207)), // useAsDefault: boolean
-        x::FieldEntry::optional(x::Name(0x287920e), x::Name(0x2f00106)), // managementType: string
-        x::FieldEntry::repeated(x::Name(0x3071a12), x::Name(0x1258216)), // useAsEntityDefault: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x262a209), x::Name(0x212d207)), // hasBackup: boolean
-        x::FieldEntry::optional(x::Name(0x2fe540b), x::Name(0x212d207)), // tpmRequired: boolean
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x2f00106)), // keyId: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x2c3f10c), x::Name(0x2f00106)), // proxyAddress: string
-        x::FieldEntry::optional(x::Name(0x2c40809), x::Name(0x2729103)), // proxyPort: int
-        x::FieldEntry::optional(x::Name(0x2c96c09), x::Name(0x2729103)), // reconnect: int
-        x::FieldEntry::optional(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
-        x::FieldEntry::optional(x::Name(0x2978604), x::Name(0x2729103)), // nbio: int
-        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
-        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x11c400e)), // info: KmipServerInfo
-        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
-        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x11cc122)), // level: LatencySensitivitySensitivityLevel
-        x::FieldEntry::optional(x::Name(0x2dba00b), x::Name(0x2729103)), // sensitivity: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
-        x::FieldEntry::optional(x::Name(0x2d85405), x::Name(0x2f00106)), // scope: string
-        x::FieldEntry::optional(x::Name(0x24bbc11), x::Name(0x2f00106)), // entityDisplayName: string
-        x::FieldEntry::required(x::Name(0x20b170f), x::Name(0x11ea619)), // assignedLicense: LicenseManagerLicenseInfo
-        x::FieldEntry::repeated(x::Name(0x2c2ca0a), x::Name(0x11b470b)), // properties: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x253f407), x::Name(0x11e0a12)), // feature: LicenseFeatureInfo
-        x::FieldEntry::required(x::Name(0x2fd3a05), x::Name(0x2729103)), // total: int
-        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2729103)), // available: int
-        x::FieldEntry::required(x::Name(0x2e59611), x::Name(0x2308208)), // sourceLastChanged: dateTime
-        x::FieldEntry::required(x::Name(0x2e5b60a), x::Name(0x2f00106)), // sourceLost: string
-        x::FieldEntry::required(x::Name(0x2e5a80d), x::Name(0x2580f05)), // sourceLatency: float
-        x::FieldEntry::required(x::Name(0x2818f0f), x::Name(0x2f00106)), // licenseRequests: string
-        x::FieldEntry::required(x::Name(0x2817816), x::Name(0x2f00106)), // licenseRequestFailures: string
-        x::FieldEntry::required(x::Name(0x280fd16), x::Name(0x2f00106)), // licenseFeatureUnknowns: string
-        x::FieldEntry::required(x::Name(0x2ab2607), x::Name(0x11ed913)), // opState: LicenseManagerState
-        x::FieldEntry::required(x::Name(0x27f4e10), x::Name(0x2308208)), // lastStatusUpdate: dateTime
-        x::FieldEntry::required(x::Name(0x2ab0b10), x::Name(0x2f00106)), // opFailureMessage: string
-        x::FieldEntry::required(x::Name(0x2460a07), x::Name(0x2f00106)), // edition: string
-        x::FieldEntry::required(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
-        x::FieldEntry::repeated(x::Name(0x254ab08), x::Name(0x11b470b)), // features: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
-        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
-        x::FieldEntry::required(x::Name(0x253f407), x::Name(0x11e0a12)), // feature: LicenseFeatureInfo
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x254610b), x::Name(0x2f00106)), // featureName: string
-        x::FieldEntry::optional(x::Name(0x2542b12), x::Name(0x2f00106)), // featureDescription: string
-        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x11e4117)), // state: LicenseFeatureInfoState
-        x::FieldEntry::required(x::Name(0x225a608), x::Name(0x2f00106)), // costUnit: string
-        x::FieldEntry::optional(x::Name(0x2e66111), x::Name(0x2f00106)), // sourceRestriction: string
-        x::FieldEntry::repeated(x::Name(0x2358e0c), x::Name(0x2f00106)), // dependentKey: string
-        x::FieldEntry::optional(x::Name(0x2460a07), x::Name(0x212d207)), // edition: boolean
-        x::FieldEntry::optional(x::Name(0x24fa509), x::Name(0x2308208)), // expiresOn: dateTime
-        x::FieldEntry::repeated(x::Name(0x2c2ca0a), x::Name(0x11b470b)), // properties: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
-        x::FieldEntry::required(x::Name(0x246120a), x::Name(0x2f00106)), // editionKey: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2fd3a05), x::Name(0x2729103)), // total: int
-        x::FieldEntry::optional(x::Name(0x307a304), x::Name(0x2729103)), // used: int
-        x::FieldEntry::required(x::Name(0x225a608), x::Name(0x2f00106)), // costUnit: string
-        x::FieldEntry::repeated(x::Name(0x2c2ca0a), x::Name(0x11b470b)), // properties: KeyAnyValue
-        x::FieldEntry::repeated(x::Name(0x27e4206), x::Name(0x11c0608)), // labels: KeyValue
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x11f1e1b)), // state: LicenseReservationInfoState
-        x::FieldEntry::required(x::Name(0x2cf9908), x::Name(0x2729103)), // required: int
-        x::FieldEntry::required(x::Name(0x2819f0d), x::Name(0x2f00106)), // licenseServer: string
-        x::FieldEntry::required(x::Name(0x2819f0d), x::Name(0x2f00106)), // licenseServer: string
-        x::FieldEntry::required(x::Name(0x2819f0d), x::Name(0x2f00106)), // licenseServer: string
-        x::FieldEntry::required(x::Name(0x2819f0d), x::Name(0x2f00106)), // licenseServer: string
-        x::FieldEntry::required(x::Name(0x281ad0d), x::Name(0x11fca0d)), // licenseSource: LicenseSource
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x11fca0d)), // source: LicenseSource
-        x::FieldEntry::required(x::Name(0x2e5090f), x::Name(0x212d207)), // sourceAvailable: boolean
-        x::FieldEntry::repeated(x::Name(0x2d0c90f), x::Name(0x11f0716)), // reservationInfo: LicenseReservationInfo
-        x::FieldEntry::repeated(x::Name(0x2543e0b), x::Name(0x11e0a12)), // featureInfo: LicenseFeatureInfo
-        x::FieldEntry::optional(x::Name(0x2c2e808), x::Name(0x2f00106)), // property: string
-        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
-        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::required(x::Name(0x2199809), x::Name(0x2f00106)), // chassisId: string
-        x::FieldEntry::required(x::Name(0x2bac706), x::Name(0x2f00106)), // portId: string
-        x::FieldEntry::required(x::Name(0x2fb110a), x::Name(0x2729103)), // timeToLive: int
-        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x11b470b)), // parameter: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x255c808), x::Name(0x2f00106)), // filePath: string
-        x::FieldEntry::optional(x::Name(0x2702305), x::Name(0x2729103)), // index: int
-        x::FieldEntry::optional(x::Name(0x28b3f0a), x::Name(0x2729103)), // maxResults: int
-        x::FieldEntry::optional(x::Name(0x288d60c), x::Name(0x2f00106)), // matchPattern: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x26ee211), x::Name(0x212d207)), // includeKmsServers: boolean
-        x::FieldEntry::optional(x::Name(0x287a114), x::Name(0x2729103)), // managementTypeFilter: int
-        x::FieldEntry::optional(x::Name(0x2edc30c), x::Name(0x2729103)), // statusFilter: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::repeated(x::Name(0x2b8cb04), x::Name(0x2857004)), // pids: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x2ca3809), x::Name(0x212d207)), // recursive: boolean
-        x::FieldEntry::optional(x::Name(0x288d60c), x::Name(0x2f00106)), // matchPattern: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
-        x::FieldEntry::required(x::Name(0x24f1c0d), x::Name(0x212d207)), // expandStrings: boolean
-        x::FieldEntry::optional(x::Name(0x288d60c), x::Name(0x2f00106)), // matchPattern: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
-        x::FieldEntry::required(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
-        x::FieldEntry::optional(x::Name(0x2302e0c), x::Name(0x2f00106)), // datastoreUrl: string
-        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x281340b), x::Name(0x2f00106)), // licenseKeys: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::repeated(x::Name(0x2097503), x::Name(0x11b470b)), // arg: KeyAnyValue
-        x::FieldEntry::optional(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::required(x::Name(0x293670a), x::Name(0x2f00106)), // moduleName: string
-        x::FieldEntry::required(x::Name(0x216c20b), x::Name(0x2f00106)), // catalogName: string
-        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x216ce0a), x::Name(0x2f00106)), // catalogUri: string
-        x::FieldEntry::optional(x::Name(0x27f0e0c), x::Name(0x2308208)), // lastModified: dateTime
-        x::FieldEntry::optional(x::Name(0x28ce406), x::Name(0x2f00106)), // md5sum: string
-        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x128210b)), // fault: MethodFault
-        x::FieldEntry::optional(x::Name(0x2845c10), x::Name(0x2f00106)), // localizedMessage: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
-        x::FieldEntry::optional(x::Name(0x2aa1c0c), x::Name(0x8c2216)), // oldDatastore: DatastoreEventArgument
-        x::FieldEntry::optional(x::Name(0x29c140c), x::Name(0x8c2216)), // newDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x294a203), x::Name(0x2f00106)), // msg: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2110f0b), x::Name(0x2f00106)), // base64Token: string
-        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2916b03), x::Name(0x2857004)), // min: long
-        x::FieldEntry::required(x::Name(0x288e303), x::Name(0x2857004)), // max: long
-        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x2857004)), // defaultValue: long
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2857004)), // value: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2bbcf0c), x::Name(0x2f00106)), // portgroupKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::required(x::Name(0x2434109), x::Name(0x3344606)), // camServer: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x28a3c08), x::Name(0x3344606)), // filename: string
+        x::FieldEntry::required(x::Name(0x2e9950c), x::Name(0x3344606)), // optionString: string
+        x::FieldEntry::required(x::Name(0x2bc6006), x::Name(0x2405e07)), // loaded: boolean
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x34e5508), x::Name(0x2a94603)), // useCount: int
+        x::FieldEntry::required(x::Name(0x306cf0f), x::Name(0x133f117)), // readOnlySection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x36fee0f), x::Name(0x133f117)), // writableSection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x340040b), x::Name(0x133f117)), // textSection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x25e5c0b), x::Name(0x133f117)), // dataSection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x2416e0a), x::Name(0x133f117)), // bssSection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x2be5304)), // address: long
+        x::FieldEntry::optional(x::Name(0x2b90d06), x::Name(0x2a94603)), // length: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x234a207)), // value: anyType
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::repeated(x::Name(0x31e9507), x::Name(0x135980e)), // servers: KmipServerInfo
+        x::FieldEntry::required(x::Name(0x34e150c), x::Name(0x2405e07)), // useAsDefault: boolean
+        x::FieldEntry::optional(x::Name(0x2c0810e), x::Name(0x3344606)), // managementType: string
+        x::FieldEntry::repeated(x::Name(0x34e2212), x::Name(0x13ff016)), // useAsEntityDefault: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2982e09), x::Name(0x2405e07)), // hasBackup: boolean
+        x::FieldEntry::optional(x::Name(0x344460b), x::Name(0x2405e07)), // tpmRequired: boolean
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x3344606)), // keyId: string
+        x::FieldEntry::optional(x::Name(0x263750e), x::Name(0x3344606)), // defaultKeyType: string
+        x::FieldEntry::optional(x::Name(0x2b56a07), x::Name(0x134f616)), // keyInfo: KmipClusterInfoKeyInfo
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x3344606)), // keyId: string
+        x::FieldEntry::required(x::Name(0x250520e), x::Name(0x2607608)), // configuredTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x3344606)), // keyId: string
+        x::FieldEntry::optional(x::Name(0x3174410), x::Name(0x2a94603)), // rotationInterval: int
+        x::FieldEntry::optional(x::Name(0x2b7960c), x::Name(0x2607608)), // lastRotation: dateTime
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x303570c), x::Name(0x3344606)), // proxyAddress: string
+        x::FieldEntry::optional(x::Name(0x3036e09), x::Name(0x2a94603)), // proxyPort: int
+        x::FieldEntry::optional(x::Name(0x3099509), x::Name(0x2a94603)), // reconnect: int
+        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::optional(x::Name(0x2d25804), x::Name(0x2a94603)), // nbio: int
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x135980e)), // info: KmipServerInfo
+        x::FieldEntry::optional(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x263750e), x::Name(0x3344606)), // defaultKeyType: string
+        x::FieldEntry::optional(x::Name(0x2b5b407), x::Name(0x135b615)), // keySpec: KmipServerSpecKeySpec
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x3344606)), // keyId: string
+        x::FieldEntry::optional(x::Name(0x3174410), x::Name(0x2a94603)), // rotationInterval: int
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x13fc613)), // status: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f3b0d), x::Name(0x3344606)), // datastoreName: string
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x136d522)), // level: LatencySensitivitySensitivityLevel
+        x::FieldEntry::optional(x::Name(0x31d9b0b), x::Name(0x2a94603)), // sensitivity: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x27f5f08), x::Name(0x3344606)), // entityId: string
+        x::FieldEntry::optional(x::Name(0x31a2f05), x::Name(0x3344606)), // scope: string
+        x::FieldEntry::optional(x::Name(0x27f4d11), x::Name(0x3344606)), // entityDisplayName: string
+        x::FieldEntry::required(x::Name(0x237f00f), x::Name(0x138cb19)), // assignedLicense: LicenseManagerLicenseInfo
+        x::FieldEntry::repeated(x::Name(0x3020c0a), x::Name(0x134090b)), // properties: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x2882207), x::Name(0x1382f12)), // feature: LicenseFeatureInfo
+        x::FieldEntry::required(x::Name(0x3430e05), x::Name(0x2a94603)), // total: int
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2a94603)), // available: int
+        x::FieldEntry::required(x::Name(0x328cd11), x::Name(0x2607608)), // sourceLastChanged: dateTime
+        x::FieldEntry::required(x::Name(0x328ed0a), x::Name(0x3344606)), // sourceLost: string
+        x::FieldEntry::required(x::Name(0x328df0d), x::Name(0x28c9105)), // sourceLatency: float
+        x::FieldEntry::required(x::Name(0x2ba010f), x::Name(0x3344606)), // licenseRequests: string
+        x::FieldEntry::required(x::Name(0x2b9ea16), x::Name(0x3344606)), // licenseRequestFailures: string
+        x::FieldEntry::required(x::Name(0x2b96f16), x::Name(0x3344606)), // licenseFeatureUnknowns: string
+        x::FieldEntry::required(x::Name(0x2e82607), x::Name(0x138fe13)), // opState: LicenseManagerState
+        x::FieldEntry::required(x::Name(0x2b7b410), x::Name(0x2607608)), // lastStatusUpdate: dateTime
+        x::FieldEntry::required(x::Name(0x2e7f510), x::Name(0x3344606)), // opFailureMessage: string
+        x::FieldEntry::required(x::Name(0x278eb07), x::Name(0x3344606)), // edition: string
+        x::FieldEntry::required(x::Name(0x27f5f08), x::Name(0x3344606)), // entityId: string
+        x::FieldEntry::repeated(x::Name(0x288d908), x::Name(0x134090b)), // features: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x27f5f08), x::Name(0x3344606)), // entityId: string
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x2882207), x::Name(0x1382f12)), // feature: LicenseFeatureInfo
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::optional(x::Name(0x2885912), x::Name(0x3344606)), // featureDescription: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x1386617)), // state: LicenseFeatureInfoState
+        x::FieldEntry::required(x::Name(0x254b708), x::Name(0x3344606)), // costUnit: string
+        x::FieldEntry::optional(x::Name(0x3299811), x::Name(0x3344606)), // sourceRestriction: string
+        x::FieldEntry::repeated(x::Name(0x265f20c), x::Name(0x3344606)), // dependentKey: string
+        x::FieldEntry::optional(x::Name(0x278eb07), x::Name(0x2405e07)), // edition: boolean
+        x::FieldEntry::optional(x::Name(0x2839909), x::Name(0x2607608)), // expiresOn: dateTime
+        x::FieldEntry::repeated(x::Name(0x3020c0a), x::Name(0x134090b)), // properties: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x278f30a), x::Name(0x3344606)), // editionKey: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3430e05), x::Name(0x2a94603)), // total: int
+        x::FieldEntry::optional(x::Name(0x34ec304), x::Name(0x2a94603)), // used: int
+        x::FieldEntry::required(x::Name(0x254b708), x::Name(0x3344606)), // costUnit: string
+        x::FieldEntry::repeated(x::Name(0x3020c0a), x::Name(0x134090b)), // properties: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x2b65106), x::Name(0x134dd08)), // labels: KeyValue
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x139431b)), // state: LicenseReservationInfoState
+        x::FieldEntry::required(x::Name(0x3109a08), x::Name(0x2a94603)), // required: int
+        x::FieldEntry::required(x::Name(0x2ba110d), x::Name(0x3344606)), // licenseServer: string
+        x::FieldEntry::required(x::Name(0x2ba110d), x::Name(0x3344606)), // licenseServer: string
+        x::FieldEntry::required(x::Name(0x2ba110d), x::Name(0x3344606)), // licenseServer: string
+        x::FieldEntry::required(x::Name(0x2ba110d), x::Name(0x3344606)), // licenseServer: string
+        x::FieldEntry::required(x::Name(0x2ba1f0d), x::Name(0x139ef0d)), // licenseSource: LicenseSource
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x139ef0d)), // source: LicenseSource
+        x::FieldEntry::required(x::Name(0x3282e0f), x::Name(0x2405e07)), // sourceAvailable: boolean
+        x::FieldEntry::repeated(x::Name(0x311ca0f), x::Name(0x1392c16)), // reservationInfo: LicenseReservationInfo
+        x::FieldEntry::repeated(x::Name(0x2886c0b), x::Name(0x1382f12)), // featureInfo: LicenseFeatureInfo
+        x::FieldEntry::optional(x::Name(0x3022a08), x::Name(0x3344606)), // property: string
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::required(x::Name(0x2477509), x::Name(0x3344606)), // chassisId: string
+        x::FieldEntry::required(x::Name(0x2f99b06), x::Name(0x3344606)), // portId: string
+        x::FieldEntry::required(x::Name(0x340e50a), x::Name(0x2a94603)), // timeToLive: int
+        x::FieldEntry::repeated(x::Name(0x2efb709), x::Name(0x134090b)), // parameter: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x289f608), x::Name(0x3344606)), // filePath: string
+        x::FieldEntry::optional(x::Name(0x2a6a005), x::Name(0x2a94603)), // index: int
+        x::FieldEntry::optional(x::Name(0x2c4550a), x::Name(0x2a94603)), // maxResults: int
+        x::FieldEntry::optional(x::Name(0x2c1e20c), x::Name(0x3344606)), // matchPattern: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a54111), x::Name(0x2405e07)), // includeKmsServers: boolean
+        x::FieldEntry::optional(x::Name(0x2c09014), x::Name(0x2a94603)), // managementTypeFilter: int
+        x::FieldEntry::optional(x::Name(0x331aa0c), x::Name(0x2a94603)), // statusFilter: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::repeated(x::Name(0x2f71904), x::Name(0x2be5304)), // pids: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::optional(x::Name(0x2c1e20c), x::Name(0x3344606)), // matchPattern: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2b57207), x::Name(0xd6c813)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x283100d), x::Name(0x2405e07)), // expandStrings: boolean
+        x::FieldEntry::optional(x::Name(0x2c1e20c), x::Name(0x3344606)), // matchPattern: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::required(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x260220c), x::Name(0x3344606)), // datastoreUrl: string
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x2b9a60b), x::Name(0x3344606)), // licenseKeys: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2363c03), x::Name(0x134090b)), // arg: KeyAnyValue
+        x::FieldEntry::optional(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::required(x::Name(0x2cda70a), x::Name(0x3344606)), // moduleName: string
+        x::FieldEntry::required(x::Name(0x244680b), x::Name(0x3344606)), // catalogName: string
+        x::FieldEntry::required(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x244740a), x::Name(0x3344606)), // catalogUri: string
+        x::FieldEntry::optional(x::Name(0x2b7410c), x::Name(0x2607608)), // lastModified: dateTime
+        x::FieldEntry::optional(x::Name(0x2c69106), x::Name(0x3344606)), // md5sum: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x1428f0b)), // fault: MethodFault
+        x::FieldEntry::optional(x::Name(0x2bd1b10), x::Name(0x3344606)), // localizedMessage: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x2e6ff0c), x::Name(0x976516)), // oldDatastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x2d77f0c), x::Name(0x976516)), // newDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cf2603), x::Name(0x3344606)), // msg: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x23e910b), x::Name(0x3344606)), // base64Token: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cb6003), x::Name(0x2be5304)), // min: long
+        x::FieldEntry::required(x::Name(0x2c1ef03), x::Name(0x2be5304)), // max: long
+        x::FieldEntry::required(x::Name(0x264950c), x::Name(0x2be5304)), // defaultValue: long
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x2be5304)), // value: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2faab0c), x::Name(0x3344606)), // portgroupKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
     ],
     values: &[
-        x::Name(0x3024f07), // unknown
-        x::Name(0x309ec07), // vCenter
-        x::Name(0x300000e), // trustAuthority
-        x::Name(0x297380e), // nativeProvider
-        x::Name(0x285b403), // low
-        x::Name(0x29f7206), // normal
-        x::Name(0x28cfe06), // medium
-        x::Name(0x2653f04), // high
-        x::Name(0x22bdc06), // custom
-        x::Name(0x27d6011), // keyEntityMismatch
-        x::Name(0x2426813), // downgradeDisallowed
-        x::Name(0x2750b25), // inventoryNotManageableByVirtualCenter
-        x::Name(0x26a9634), // hostsUnmanageableByVirtualCenterWithoutLicenseServer
-        x::Name(0x3042c0c), // unrestricted
-        x::Name(0x2dbe106), // served
-        x::Name(0x2556304), // file
-        x::Name(0x247bd07), // enabled
-        x::Name(0x23ca108), // disabled
-        x::Name(0x2ac9e08), // optional
-        x::Name(0x2658304), // host
-        x::Name(0x2266207), // cpuCore
-        x::Name(0x227930a), // cpuPackage
-        x::Name(0x2dbe806), // server
-        x::Name(0x312dc02), // vm
-        x::Name(0x24d6507), // esxFull
-        x::Name(0x24d8007), // esxVmtn
-        x::Name(0x24d5a0a), // esxExpress
-        x::Name(0x2d73303), // san
-        x::Name(0x27c0105), // iscsi
-        x::Name(0x296f803), // nas
-        x::Name(0x31eb204), // vsmp
-        x::Name(0x20ffc06), // backup
-        x::Name(0x30cc902), // vc
-        x::Name(0x30ccc09), // vcExpress
-        x::Name(0x24d6d07), // esxHost
-        x::Name(0x25e2107), // gsxHost
-        x::Name(0x2dc100a), // serverHost
-        x::Name(0x2431508), // drsPower
-        x::Name(0x31b6b07), // vmotion
-        x::Name(0x242f103), // drs
-        x::Name(0x22dce03), // das
-        x::Name(0x271250c), // initializing
-        x::Name(0x29f7206), // normal
-        x::Name(0x2882708), // marginal
-        x::Name(0x252b405), // fault
-        x::Name(0x2a04807), // notUsed
-        x::Name(0x29e5f09), // noLicense
-        x::Name(0x302a70d), // unlicensedUse
-        x::Name(0x281c808), // licensed
-        x::Name(0x29f4b04), // none
-        x::Name(0x282d606), // listen
-        x::Name(0x2041609), // advertise
-        x::Name(0x213a404), // both
-        x::Name(0x2170003), // cdp
-        x::Name(0x2831804), // lldp
+        x::Name(0x3066906), // rawKey
+        x::Name(0x36fe30a), // wrappedKey
+        x::Name(0x3488b07), // unknown
+        x::Name(0x3518107), // vCenter
+        x::Name(0x345f20e), // trustAuthority
+        x::Name(0x2d1f50e), // nativeProvider
+        x::Name(0x2be9703), // low
+        x::Name(0x2db2606), // normal
+        x::Name(0x2c6ba06), // medium
+        x::Name(0x29b0a04), // high
+        x::Name(0x25b4506), // custom
+        x::Name(0x2b53611), // keyEntityMismatch
+        x::Name(0x2748d13), // downgradeDisallowed
+        x::Name(0x2ac1725), // inventoryNotManageableByVirtualCenter
+        x::Name(0x2a0c734), // hostsUnmanageableByVirtualCenterWithoutLicenseServer
+        x::Name(0x34aa30c), // unrestricted
+        x::Name(0x31df806), // served
+        x::Name(0x2899104), // file
+        x::Name(0x27af207), // enabled
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2e9ad08), // optional
+        x::Name(0x29b4e04), // host
+        x::Name(0x2557b07), // cpuCore
+        x::Name(0x256ac0a), // cpuPackage
+        x::Name(0x31dff06), // server
+        x::Name(0x35b7202), // vm
+        x::Name(0x2811307), // esxFull
+        x::Name(0x2812e07), // esxVmtn
+        x::Name(0x281080a), // esxExpress
+        x::Name(0x318f103), // san
+        x::Name(0x2b3b105), // iscsi
+        x::Name(0x2d1b503), // nas
+        x::Name(0x369c104), // vsmp
+        x::Name(0x23d6106), // backup
+        x::Name(0x354a102), // vc
+        x::Name(0x354a409), // vcExpress
+        x::Name(0x2811b07), // esxHost
+        x::Name(0x2935507), // gsxHost
+        x::Name(0x31e390a), // serverHost
+        x::Name(0x2758708), // drsPower
+        x::Name(0x364c307), // vmotion
+        x::Name(0x2756303), // drs
+        x::Name(0x25d6b03), // das
+        x::Name(0x2a7bc0c), // initializing
+        x::Name(0x2db2606), // normal
+        x::Name(0x2c12c08), // marginal
+        x::Name(0x286bf05), // fault
+        x::Name(0x2dc1907), // notUsed
+        x::Name(0x2da0b09), // noLicense
+        x::Name(0x348e30d), // unlicensedUse
+        x::Name(0x2ba3a08), // licensed
+        x::Name(0x2daff04), // none
+        x::Name(0x2bb8c06), // listen
+        x::Name(0x2304c09), // advertise
+        x::Name(0x2414a04), // both
+        x::Name(0x244b103), // cdp
+        x::Name(0x2bbce04), // lldp
     ],
 };

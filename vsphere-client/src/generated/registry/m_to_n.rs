@@ -6,232 +6,233 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x124a10a), x::Name(0x12e6913), 0, 0), // MacAddress: NegatableExpression
-        x::TypeEntry::structure(x::Name(0x124ac08), x::Name(0x124a10a), 0, 2), // MacRange: MacAddress
-        x::TypeEntry::structure(x::Name(0x124c517), x::Name(0x128b00e), 2, 0), // MaintenanceModeFileMove: MigrationFault
-        x::TypeEntry::structure(x::Name(0x124dd1f), x::Name::NONE, 2, 5), // MakeDirectoryInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x124fd18), x::Name::NONE, 7, 4), // MakeDirectoryRequestType
-        x::TypeEntry::structure(x::Name(0x1251618), x::Name::NONE, 11, 2), // MakePrimaryVMRequestType
-        x::TypeEntry::structure(x::Name(0x1252f0d), x::Name(0xaa460b), 13, 2), // ManagedByInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1253d1a), x::Name(0xaeb513), 15, 1), // ManagedEntityEventArgument: EntityEventArgument
-        x::TypeEntry::enumeration(x::Name(0x1255813), 0, 4), // ManagedEntityStatus
-        x::TypeEntry::structure(x::Name(0x1256c15), x::Name(0x17bee0c), 16, 1), // ManagedObjectNotFound: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x125a016), x::Name::NONE, 17, 2), // MarkAsLocalRequestType
-        x::TypeEntry::structure(x::Name(0x125b719), x::Name::NONE, 19, 2), // MarkAsNonLocalRequestType
-        x::TypeEntry::structure(x::Name(0x125d117), x::Name::NONE, 21, 2), // MarkAsNonSsdRequestType
-        x::TypeEntry::structure(x::Name(0x125e914), x::Name::NONE, 23, 2), // MarkAsSsdRequestType
-        x::TypeEntry::structure(x::Name(0x125fe19), x::Name::NONE, 25, 1), // MarkAsTemplateRequestType
-        x::TypeEntry::structure(x::Name(0x126181f), x::Name::NONE, 26, 3), // MarkAsVirtualMachineRequestType
-        x::TypeEntry::structure(x::Name(0x1263816), x::Name::NONE, 29, 2), // MarkDefaultRequestType
-        x::TypeEntry::structure(x::Name(0x1264f19), x::Name::NONE, 31, 3), // MarkForRemovalRequestType
-        x::TypeEntry::structure(x::Name(0x1266924), x::Name::NONE, 34, 3), // MarkPerenniallyReservedExRequestType
-        x::TypeEntry::structure(x::Name(0x1268e22), x::Name::NONE, 37, 3), // MarkPerenniallyReservedRequestType
-        x::TypeEntry::structure(x::Name(0x126b126), x::Name::NONE, 40, 2), // MarkServiceProviderEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x126df27), x::Name(0x19a2814), 42, 2), // MemoryFileFormatNotSupportedByDatastore: UnsupportedDatastore
-        x::TypeEntry::structure(x::Name(0x1270719), x::Name(0x1e6a50d), 44, 0), // MemoryHotPlugNotSupported: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1272118), x::Name(0x1c24021), 44, 3), // MemorySizeNotRecommended: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x1273a16), x::Name(0x1c24021), 47, 3), // MemorySizeNotSupported: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x1275121), x::Name(0x1c24021), 50, 3), // MemorySizeNotSupportedByDatastore: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x127731f), x::Name(0x186f20d), 53, 0), // MemorySnapshotOnIndependentDisk: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x1279313), x::Name::NONE, 53, 2), // MergeDvsRequestType
-        x::TypeEntry::structure(x::Name(0x127a71b), x::Name::NONE, 55, 3), // MergePermissionsRequestType
-        x::TypeEntry::structure(x::Name(0x127c30c), x::Name(0x24306), 58, 2), // MethodAction: Action
-        x::TypeEntry::structure(x::Name(0x127d014), x::Name(0xaa460b), 60, 1), // MethodActionArgument: DynamicData
-        x::TypeEntry::structure(x::Name(0x127e51a), x::Name(0x17bee0c), 61, 1), // MethodAlreadyDisabledFault: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x1280011), x::Name(0x911f0b), 62, 1), // MethodDescription: Description
-        x::TypeEntry::structure(x::Name(0x128120e), x::Name(0x17bee0c), 63, 1), // MethodDisabled: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x128210b), x::Name::NONE, 64, 2), // MethodFault
-        x::TypeEntry::structure(x::Name(0x1282d0e), x::Name(0x117670e), 66, 2), // MethodNotFound: InvalidRequest
-        x::TypeEntry::structure(x::Name(0x1283c15), x::Name(0x6740f), 68, 7), // MetricAlarmExpression: AlarmExpression
-        x::TypeEntry::enumeration(x::Name(0x1285213), 4, 2), // MetricAlarmOperator
-        x::TypeEntry::structure(x::Name(0x1286614), x::Name::NONE, 75, 5), // MigrateVMRequestType
-        x::TypeEntry::structure(x::Name(0x1287b11), x::Name(0x128b00e), 80, 0), // MigrationDisabled: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1288d13), x::Name(0x128a10e), 80, 0), // MigrationErrorEvent: MigrationEvent
-        x::TypeEntry::structure(x::Name(0x128a10e), x::Name(0x1e95e07), 80, 1), // MigrationEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x128b00e), x::Name(0x1b42008), 81, 0), // MigrationFault: VimFault
-        x::TypeEntry::structure(x::Name(0x128bf1c), x::Name(0x128b00e), 81, 3), // MigrationFeatureNotSupported: MigrationFault
-        x::TypeEntry::structure(x::Name(0x128dc17), x::Name(0x128a10e), 84, 1), // MigrationHostErrorEvent: MigrationEvent
-        x::TypeEntry::structure(x::Name(0x128f419), x::Name(0x128a10e), 85, 1), // MigrationHostWarningEvent: MigrationEvent
-        x::TypeEntry::structure(x::Name(0x1290e11), x::Name(0x128b00e), 86, 1), // MigrationNotReady: MigrationFault
-        x::TypeEntry::structure(x::Name(0x129201b), x::Name(0x128a10e), 87, 2), // MigrationResourceErrorEvent: MigrationEvent
-        x::TypeEntry::structure(x::Name(0x1293c1d), x::Name(0x128a10e), 89, 2), // MigrationResourceWarningEvent: MigrationEvent
-        x::TypeEntry::structure(x::Name(0x1296615), x::Name(0x128a10e), 91, 0), // MigrationWarningEvent: MigrationEvent
-        x::TypeEntry::structure(x::Name(0x1297c10), x::Name(0x1b42008), 91, 4), // MismatchedBundle: VimFault
-        x::TypeEntry::structure(x::Name(0x129bc19), x::Name(0x128b00e), 95, 3), // MismatchedNetworkPolicies: MigrationFault
-        x::TypeEntry::structure(x::Name(0x129d61d), x::Name(0x128b00e), 98, 2), // MismatchedVMotionNetworkNames: MigrationFault
-        x::TypeEntry::structure(x::Name(0x129f411), x::Name(0x1b42008), 100, 0), // MissingBmcSupport: VimFault
-        x::TypeEntry::structure(x::Name(0x12a0611), x::Name(0x1150511), 100, 0), // MissingController: InvalidDeviceSpec
-        x::TypeEntry::structure(x::Name(0x12a180d), x::Name(0x1a9cf11), 100, 0), // MissingIpPool: VAppPropertyFault
-        x::TypeEntry::structure(x::Name(0x12a2619), x::Name(0x7f8d12), 100, 0), // MissingLinuxCustResources: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x12a4016), x::Name(0x1a9cf11), 100, 0), // MissingNetworkIpConfig: VAppPropertyFault
-        x::TypeEntry::structure(x::Name(0x12a570d), x::Name(0xaa460b), 100, 2), // MissingObject: DynamicData
-        x::TypeEntry::structure(x::Name(0x12a651c), x::Name(0x1a89f0f), 102, 0), // MissingPowerOffConfiguration: VAppConfigFault
-        x::TypeEntry::structure(x::Name(0x12a821b), x::Name(0x1a89f0f), 102, 0), // MissingPowerOnConfiguration: VAppConfigFault
-        x::TypeEntry::structure(x::Name(0x12a9e0f), x::Name(0xaa460b), 102, 2), // MissingProperty: DynamicData
-        x::TypeEntry::structure(x::Name(0x12aae1b), x::Name(0x7f8d12), 104, 0), // MissingWindowsCustResources: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x12aca19), x::Name(0x117ae0c), 104, 1), // MksConnectionLimitReached: InvalidState
-        x::TypeEntry::structure(x::Name(0x12ae408), x::Name(0xaa460b), 105, 6), // ModeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x12aed19), x::Name::NONE, 111, 3), // ModifyListViewRequestType
-        x::TypeEntry::structure(x::Name(0x12b0719), x::Name(0x12b3f14), 114, 1), // MonthlyByDayTaskScheduler: MonthlyTaskScheduler
-        x::TypeEntry::structure(x::Name(0x12b211d), x::Name(0x12b3f14), 115, 2), // MonthlyByWeekdayTaskScheduler: MonthlyTaskScheduler
-        x::TypeEntry::structure(x::Name(0x12b3f14), x::Name(0x88fa12), 117, 0), // MonthlyTaskScheduler: DailyTaskScheduler
-        x::TypeEntry::structure(x::Name(0x12b540a), x::Name(0x7f8d12), 117, 2), // MountError: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x12b5f1e), x::Name::NONE, 119, 1), // MountToolsInstallerRequestType
-        x::TypeEntry::structure(x::Name(0x12b7e1a), x::Name::NONE, 120, 2), // MountVffsVolumeRequestType
-        x::TypeEntry::structure(x::Name(0x12b991c), x::Name::NONE, 122, 2), // MountVmfsVolumeExRequestType
-        x::TypeEntry::structure(x::Name(0x12bb61a), x::Name::NONE, 124, 2), // MountVmfsVolumeRequestType
-        x::TypeEntry::structure(x::Name(0x12bd115), x::Name::NONE, 126, 3), // MoveDVPortRequestType
-        x::TypeEntry::structure(x::Name(0x12be71c), x::Name::NONE, 129, 6), // MoveDatastoreFileRequestType
-        x::TypeEntry::structure(x::Name(0x12c041f), x::Name::NONE, 135, 5), // MoveDirectoryInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x12c241a), x::Name::NONE, 140, 6), // MoveFileInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x12c3f17), x::Name::NONE, 146, 3), // MoveHostIntoRequestType
-        x::TypeEntry::structure(x::Name(0x12c5719), x::Name::NONE, 149, 2), // MoveIntoFolderRequestType
-        x::TypeEntry::structure(x::Name(0x12c7113), x::Name::NONE, 151, 2), // MoveIntoRequestType
-        x::TypeEntry::structure(x::Name(0x12c851f), x::Name::NONE, 153, 2), // MoveIntoResourcePoolRequestType
-        x::TypeEntry::structure(x::Name(0x12ca51a), x::Name::NONE, 155, 7), // MoveVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0x12cc00d), x::Name(0xa4151a), 162, 0), // MtuMatchEvent: DvsHealthStatusChangeEvent
-        x::TypeEntry::structure(x::Name(0x12cce10), x::Name(0xa4151a), 162, 0), // MtuMismatchEvent: DvsHealthStatusChangeEvent
-        x::TypeEntry::structure(x::Name(0x12cdf17), x::Name(0x942d12), 162, 0), // MultiWriterNotSupported: DeviceNotSupported
-        x::TypeEntry::enumeration(x::Name(0x12cf70e), 6, 5), // MultipathState
-        x::TypeEntry::structure(x::Name(0x12d061f), x::Name(0xce7c10), 162, 1), // MultipleCertificatesVerifyFault: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x12d262d), x::Name(0xaa460b), 163, 2), // MultipleCertificatesVerifyFaultThumbprintData: DynamicData
-        x::TypeEntry::structure(x::Name(0x12d541d), x::Name(0x186f20d), 165, 0), // MultipleSnapshotsNotSupported: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x12d7218), x::Name(0xd59909), 165, 2), // NASDatastoreCreatedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x12d951a), x::Name(0xc1bd13), 167, 2), // NamePasswordAuthentication: GuestAuthentication
-        x::TypeEntry::structure(x::Name(0x12db00d), x::Name(0x1b42008), 169, 3), // NamespaceFull: VimFault
-        x::TypeEntry::structure(x::Name(0x12dbe15), x::Name(0x1b42008), 172, 1), // NamespaceLimitReached: VimFault
-        x::TypeEntry::structure(x::Name(0x12dd417), x::Name(0x1b42008), 173, 1), // NamespaceWriteProtected: VimFault
-        x::TypeEntry::structure(x::Name(0x12dec0e), x::Name(0xcde20f), 174, 1), // NasConfigFault: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x12dfb19), x::Name(0x12dec0e), 175, 2), // NasConnectionLimitReached: NasConfigFault
-        x::TypeEntry::structure(x::Name(0x12e1510), x::Name(0x8cf10d), 177, 1), // NasDatastoreInfo: DatastoreInfo
-        x::TypeEntry::structure(x::Name(0x12e261c), x::Name(0x12dec0e), 178, 3), // NasSessionCredentialConflict: NasConfigFault
-        x::TypeEntry::structure(x::Name(0x12e4311), x::Name(0xab90c), 181, 1), // NasStorageProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x12e5513), x::Name(0x12dec0e), 182, 2), // NasVolumeNotMounted: NasConfigFault
-        x::TypeEntry::structure(x::Name(0x12e6913), x::Name(0xaa460b), 184, 1), // NegatableExpression: DynamicData
-        x::TypeEntry::structure(x::Name(0x12e7d11), x::Name(0xaa460b), 185, 1), // NetBIOSConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x12e8f15), 11, 4), // NetBIOSConfigInfoMode
-        x::TypeEntry::structure(x::Name(0x12ea511), x::Name(0xaa460b), 186, 2), // NetDhcpConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x12eb71c), x::Name(0xaa460b), 188, 2), // NetDhcpConfigInfoDhcpOptions: DynamicData
-        x::TypeEntry::structure(x::Name(0x12ed411), x::Name(0xaa460b), 190, 2), // NetDhcpConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x12ee620), x::Name(0xaa460b), 192, 3), // NetDhcpConfigSpecDhcpOptionsSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x12f0710), x::Name(0xaa460b), 195, 5), // NetDnsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x12f1810), x::Name(0xaa460b), 200, 5), // NetDnsConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x12f290f), x::Name(0xaa460b), 205, 3), // NetIpConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x12f3918), x::Name(0xaa460b), 208, 5), // NetIpConfigInfoIpAddress: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x12f521e), 15, 5), // NetIpConfigInfoIpAddressOrigin
-        x::TypeEntry::enumeration(x::Name(0x12f711e), 20, 7), // NetIpConfigInfoIpAddressStatus
-        x::TypeEntry::structure(x::Name(0x12f900f), x::Name(0xaa460b), 213, 3), // NetIpConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x12fa01c), x::Name(0xaa460b), 216, 3), // NetIpConfigSpecIpAddressSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x12fbd14), x::Name(0xaa460b), 219, 1), // NetIpRouteConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x12fd21b), x::Name(0xaa460b), 220, 2), // NetIpRouteConfigInfoGateway: DynamicData
-        x::TypeEntry::structure(x::Name(0x12fee1b), x::Name(0xaa460b), 222, 3), // NetIpRouteConfigInfoIpRoute: DynamicData
-        x::TypeEntry::structure(x::Name(0x1300a14), x::Name(0xaa460b), 225, 1), // NetIpRouteConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1301f1f), x::Name(0xaa460b), 226, 2), // NetIpRouteConfigSpecGatewaySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1303f1f), x::Name(0xaa460b), 228, 4), // NetIpRouteConfigSpecIpRouteSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1305f0e), x::Name(0xaa460b), 232, 2), // NetIpStackInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1306e1b), x::Name(0xaa460b), 234, 4), // NetIpStackInfoDefaultRouter: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1308a17), 27, 4), // NetIpStackInfoEntryType
-        x::TypeEntry::structure(x::Name(0x130a218), x::Name(0xaa460b), 238, 4), // NetIpStackInfoNetToMedia: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x130bb18), 31, 4), // NetIpStackInfoPreference
-        x::TypeEntry::structure(x::Name(0x130d417), x::Name(0xab90c), 242, 3), // NetStackInstanceProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x130f410), x::Name(0xb96b09), 245, 0), // NetworkCopyFault: FileFault
-        x::TypeEntry::structure(x::Name(0x1310523), x::Name(0x1b42008), 245, 1), // NetworkDisruptedAndConfigRolledBack: VimFault
-        x::TypeEntry::structure(x::Name(0x1312914), x::Name(0xaeb513), 246, 1), // NetworkEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x1313e13), x::Name(0x12dec0e), 247, 0), // NetworkInaccessible: NasConfigFault
-        x::TypeEntry::structure(x::Name(0x1315214), x::Name(0xab90c), 247, 0), // NetworkPolicyProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x131670e), x::Name(0xab90c), 247, 14), // NetworkProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x131761e), x::Name(0xab90c), 261, 0), // NetworkProfileDnsConfigProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x131b414), x::Name(0xb00605), 261, 2), // NetworkRollbackEvent: Event
-        x::TypeEntry::structure(x::Name(0x131c90e), x::Name(0xaa460b), 263, 5), // NetworkSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x131f017), x::Name(0x128b00e), 268, 1), // NetworksMayNotBeTheSame: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1320812), x::Name(0x7f8d12), 269, 2), // NicSettingMismatch: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x1321b11), x::Name(0x182430c), 271, 1), // NoAccessUserEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0x1322d15), x::Name(0x117ae0c), 272, 1), // NoActiveHostInCluster: InvalidState
-        x::TypeEntry::structure(x::Name(0x132430d), x::Name(0x1a9cf11), 273, 1), // NoAvailableIp: VAppPropertyFault
-        x::TypeEntry::structure(x::Name(0x1325113), x::Name(0x1b42008), 274, 0), // NoClientCertificate: VimFault
-        x::TypeEntry::structure(x::Name(0x1326515), x::Name(0x1b42008), 274, 0), // NoCompatibleDatastore: VimFault
-        x::TypeEntry::structure(x::Name(0x1327b1c), x::Name(0x1e6a50d), 274, 1), // NoCompatibleHardAffinityHost: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1329810), x::Name(0x1b42008), 275, 2), // NoCompatibleHost: VimFault
-        x::TypeEntry::structure(x::Name(0x132a922), x::Name(0x1329810), 277, 0), // NoCompatibleHostWithAccessToDevice: NoCompatibleHost
-        x::TypeEntry::structure(x::Name(0x132eb1c), x::Name(0x1e6a50d), 277, 1), // NoCompatibleSoftAffinityHost: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1330814), x::Name(0x1b42008), 278, 0), // NoConnectedDatastore: VimFault
-        x::TypeEntry::structure(x::Name(0x133341b), x::Name(0xd59909), 278, 0), // NoDatastoresConfiguredEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x133500b), x::Name(0x1b42008), 278, 0), // NoDiskFound: VimFault
-        x::TypeEntry::structure(x::Name(0x1335c0b), x::Name(0xb96b09), 278, 1), // NoDiskSpace: FileFault
-        x::TypeEntry::structure(x::Name(0x1336812), x::Name(0x7f8d12), 279, 0), // NoDisksToCustomize: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x1337b09), x::Name(0xcde20f), 279, 0), // NoGateway: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x1338510), x::Name(0x128b00e), 279, 0), // NoGuestHeartbeat: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1339606), x::Name(0xce7c10), 279, 1), // NoHost: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x1339d1c), x::Name(0x1ebab15), 280, 2), // NoHostSuitableForFtSecondary: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x133ba0e), x::Name(0x11dda0c), 282, 1), // NoLicenseEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x133c919), x::Name(0x135a811), 283, 0), // NoLicenseServerConfigured: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x133e327), x::Name(0x1e95e07), 283, 0), // NoMaintenanceModeDrsRecommendationForVM: VmEvent
-        x::TypeEntry::structure(x::Name(0x1340b0f), x::Name(0xf07411), 283, 0), // NoPeerHostFound: HostPowerOpFailed
-        x::TypeEntry::structure(x::Name(0x1341b0c), x::Name(0x1803d0d), 283, 2), // NoPermission: SecurityError
-        x::TypeEntry::structure(x::Name(0x1342810), x::Name(0x26514), 285, 0), // NoPermissionOnAD: ActiveDirectoryFault
-        x::TypeEntry::structure(x::Name(0x1343912), x::Name(0xce7c10), 285, 0), // NoPermissionOnHost: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x1344c17), x::Name(0x12dec0e), 285, 1), // NoPermissionOnNasVolume: NasConfigFault
-        x::TypeEntry::structure(x::Name(0x1347c0d), x::Name(0x1b42008), 286, 0), // NoSubjectName: VimFault
-        x::TypeEntry::structure(x::Name(0x1348a17), x::Name(0x1a9cf11), 286, 0), // NoVcManagedIpConfigured: VAppPropertyFault
-        x::TypeEntry::structure(x::Name(0x134a20c), x::Name(0xcde20f), 286, 0), // NoVirtualNic: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x134af0a), x::Name(0x1a89f0f), 286, 0), // NoVmInVApp: VAppConfigFault
-        x::TypeEntry::structure(x::Name(0x134ba12), x::Name(0xaa460b), 286, 9), // NodeDeploymentSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x134cd0f), x::Name(0xaa460b), 295, 1), // NodeNetworkSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x134dd11), x::Name(0x26514), 296, 0), // NonADUserRequired: ActiveDirectoryFault
-        x::TypeEntry::structure(x::Name(0x134ef1d), x::Name(0x128bf1c), 296, 1), // NonHomeRDMVMotionNotSupported: MigrationFeatureNotSupported
-        x::TypeEntry::structure(x::Name(0x1350d1e), x::Name(0x942d12), 297, 0), // NonPersistentDisksNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1352c25), x::Name(0x8c130e), 297, 0), // NonVIWorkloadDetectedOnDatastoreEvent: DatastoreEvent
-        x::TypeEntry::structure(x::Name(0x135521f), x::Name(0x1366610), 297, 1), // NonVmwareOuiMacNotSupportedHost: NotSupportedHost
-        x::TypeEntry::structure(x::Name(0x135720d), x::Name(0xb96b09), 298, 0), // NotADirectory: FileFault
-        x::TypeEntry::structure(x::Name(0x1358008), x::Name(0xb96b09), 298, 0), // NotAFile: FileFault
-        x::TypeEntry::structure(x::Name(0x1358910), x::Name(0x1341b0c), 298, 0), // NotAuthenticated: NoPermission
-        x::TypeEntry::structure(x::Name(0x1359a0d), x::Name(0x1c24021), 298, 2), // NotEnoughCpus: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x135a811), x::Name(0x17bee0c), 300, 0), // NotEnoughLicenses: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x135ba14), x::Name(0x1359a0d), 300, 1), // NotEnoughLogicalCpus: NotEnoughCpus
-        x::TypeEntry::structure(x::Name(0x135cf20), x::Name(0x1e95e07), 301, 1), // NotEnoughResourcesToStartVmEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1360708), x::Name(0x1b42008), 302, 0), // NotFound: VimFault
-        x::TypeEntry::structure(x::Name(0x136100e), x::Name(0x17bee0c), 302, 0), // NotImplemented: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x1361f0c), x::Name(0x17bee0c), 302, 0), // NotSupported: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x1362c17), x::Name(0x1ebab15), 302, 6), // NotSupportedDeviceForFT: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0x1364421), 35, 2), // NotSupportedDeviceForFTDeviceType
-        x::TypeEntry::structure(x::Name(0x1366610), x::Name(0xce7c10), 308, 2), // NotSupportedHost: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x136771b), x::Name(0x1b42008), 310, 0), // NotSupportedHostForChecksum: VimFault
-        x::TypeEntry::structure(x::Name(0x1369319), x::Name(0x1366610), 310, 1), // NotSupportedHostForVFlash: NotSupportedHost
-        x::TypeEntry::structure(x::Name(0x136ad17), x::Name(0x1366610), 311, 1), // NotSupportedHostForVmcp: NotSupportedHost
-        x::TypeEntry::structure(x::Name(0x136c51b), x::Name(0x1366610), 312, 1), // NotSupportedHostForVmemFile: NotSupportedHost
-        x::TypeEntry::structure(x::Name(0x136e117), x::Name(0x1366610), 313, 1), // NotSupportedHostForVsan: NotSupportedHost
-        x::TypeEntry::structure(x::Name(0x136f919), x::Name(0x1366610), 314, 0), // NotSupportedHostInCluster: NotSupportedHost
-        x::TypeEntry::structure(x::Name(0x1371315), x::Name(0x1366610), 314, 1), // NotSupportedHostInDvs: NotSupportedHost
-        x::TypeEntry::structure(x::Name(0x137291b), x::Name(0x1366610), 315, 2), // NotSupportedHostInHACluster: NotSupportedHost
-        x::TypeEntry::structure(x::Name(0x137451b), x::Name(0x1a9cf11), 317, 0), // NotUserConfigurableProperty: VAppPropertyFault
-        x::TypeEntry::structure(x::Name(0x1376112), x::Name(0xab90c), 317, 2), // NsxHostVNicProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x137740f), x::Name(0xab90c), 319, 0), // NumPortsProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1378424), x::Name(0x1c24021), 319, 2), // NumVirtualCoresPerSocketNotSupported: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x137a91a), x::Name(0x112751a), 321, 1), // NumVirtualCpusExceedsLimit: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x137c41a), x::Name(0x1e6a50d), 322, 2), // NumVirtualCpusIncompatible: VmConfigFault
-        x::TypeEntry::enumeration(x::Name(0x137df20), 37, 2), // NumVirtualCpusIncompatibleReason
-        x::TypeEntry::structure(x::Name(0x138001a), x::Name(0x1c24021), 324, 2), // NumVirtualCpusNotSupported: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x1381b0c), x::Name(0xaa460b), 326, 2), // NumericRange: DynamicData
-        x::TypeEntry::structure(x::Name(0x138280e), x::Name(0xaa460b), 328, 10), // NvdimmDimmInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x138370a), x::Name(0xaa460b), 338, 1), // NvdimmGuid: DynamicData
-        x::TypeEntry::structure(x::Name(0x1384210), x::Name(0xaa460b), 339, 11), // NvdimmHealthInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1385317), x::Name(0xaa460b), 350, 7), // NvdimmInterleaveSetInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1386b18), 39, 2), // NvdimmInterleaveSetState
-        x::TypeEntry::structure(x::Name(0x1388419), x::Name(0xaa460b), 357, 5), // NvdimmNamespaceCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1389e19), x::Name(0xaa460b), 362, 1), // NvdimmNamespaceDeleteSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x138b816), x::Name(0xaa460b), 363, 7), // NvdimmNamespaceDetails: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x138cf22), 41, 5), // NvdimmNamespaceDetailsHealthStatus
-        x::TypeEntry::enumeration(x::Name(0x138f21b), 46, 3), // NvdimmNamespaceDetailsState
-        x::TypeEntry::enumeration(x::Name(0x1390e1b), 49, 7), // NvdimmNamespaceHealthStatus
-        x::TypeEntry::structure(x::Name(0x1392a13), x::Name(0xaa460b), 370, 8), // NvdimmNamespaceInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1393e14), 56, 3), // NvdimmNamespaceState
-        x::TypeEntry::enumeration(x::Name(0x1395313), 59, 2), // NvdimmNamespaceType
-        x::TypeEntry::enumeration(x::Name(0x139671b), 61, 2), // NvdimmNvdimmHealthInfoState
-        x::TypeEntry::structure(x::Name(0x139831d), x::Name(0xaa460b), 378, 3), // NvdimmPMemNamespaceCreateSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x139a10f), 63, 8), // NvdimmRangeType
-        x::TypeEntry::structure(x::Name(0x139b110), x::Name(0xaa460b), 381, 6), // NvdimmRegionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x139c20d), x::Name(0xaa460b), 387, 8), // NvdimmSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x139d010), x::Name(0xaa460b), 395, 8), // NvdimmSystemInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x13f070a), x::Name(0x1491313), 0, 0), // MacAddress: NegatableExpression
+        x::TypeEntry::structure(x::Name(0x13f1208), x::Name(0x13f070a), 0, 2), // MacRange: MacAddress
+        x::TypeEntry::structure(x::Name(0x13f3317), x::Name(0x1431e0e), 2, 0), // MaintenanceModeFileMove: MigrationFault
+        x::TypeEntry::structure(x::Name(0x13f4b1f), x::Name::NONE, 2, 5), // MakeDirectoryInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x13f6b18), x::Name::NONE, 7, 4), // MakeDirectoryRequestType
+        x::TypeEntry::structure(x::Name(0x13f8418), x::Name::NONE, 11, 2), // MakePrimaryVMRequestType
+        x::TypeEntry::structure(x::Name(0x13f9d0d), x::Name(0xbb9c0b), 13, 2), // ManagedByInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x13fab1a), x::Name(0xc04213), 15, 1), // ManagedEntityEventArgument: EntityEventArgument
+        x::TypeEntry::enumeration(x::Name(0x13fc613), 0, 4), // ManagedEntityStatus
+        x::TypeEntry::structure(x::Name(0x13fda15), x::Name(0x19b140c), 16, 1), // ManagedObjectNotFound: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1400e16), x::Name::NONE, 17, 2), // MarkAsLocalRequestType
+        x::TypeEntry::structure(x::Name(0x1402519), x::Name::NONE, 19, 2), // MarkAsNonLocalRequestType
+        x::TypeEntry::structure(x::Name(0x1403f17), x::Name::NONE, 21, 2), // MarkAsNonSsdRequestType
+        x::TypeEntry::structure(x::Name(0x1405714), x::Name::NONE, 23, 2), // MarkAsSsdRequestType
+        x::TypeEntry::structure(x::Name(0x1406c19), x::Name::NONE, 25, 1), // MarkAsTemplateRequestType
+        x::TypeEntry::structure(x::Name(0x140861f), x::Name::NONE, 26, 3), // MarkAsVirtualMachineRequestType
+        x::TypeEntry::structure(x::Name(0x140a616), x::Name::NONE, 29, 2), // MarkDefaultRequestType
+        x::TypeEntry::structure(x::Name(0x140bd19), x::Name::NONE, 31, 3), // MarkForRemovalRequestType
+        x::TypeEntry::structure(x::Name(0x140d724), x::Name::NONE, 34, 3), // MarkPerenniallyReservedExRequestType
+        x::TypeEntry::structure(x::Name(0x140fc22), x::Name::NONE, 37, 3), // MarkPerenniallyReservedRequestType
+        x::TypeEntry::structure(x::Name(0x1411f26), x::Name::NONE, 40, 2), // MarkServiceProviderEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x1414d27), x::Name(0x1bca514), 42, 2), // MemoryFileFormatNotSupportedByDatastore: UnsupportedDatastore
+        x::TypeEntry::structure(x::Name(0x1417519), x::Name(0x210340d), 44, 0), // MemoryHotPlugNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1418f18), x::Name(0x1e7f321), 44, 3), // MemorySizeNotRecommended: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x141a816), x::Name(0x1e7f321), 47, 3), // MemorySizeNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x141bf21), x::Name(0x1e7f321), 50, 3), // MemorySizeNotSupportedByDatastore: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x141e11f), x::Name(0x1a81e0d), 53, 0), // MemorySnapshotOnIndependentDisk: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1420113), x::Name::NONE, 53, 2), // MergeDvsRequestType
+        x::TypeEntry::structure(x::Name(0x142151b), x::Name::NONE, 55, 3), // MergePermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x142310c), x::Name(0x24a06), 58, 2), // MethodAction: Action
+        x::TypeEntry::structure(x::Name(0x1423e14), x::Name(0xbb9c0b), 60, 1), // MethodActionArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0x142531a), x::Name(0x19b140c), 61, 1), // MethodAlreadyDisabledFault: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1426e11), x::Name(0x9cd80b), 62, 1), // MethodDescription: Description
+        x::TypeEntry::structure(x::Name(0x142800e), x::Name(0x19b140c), 63, 1), // MethodDisabled: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1428f0b), x::Name::NONE, 64, 2), // MethodFault
+        x::TypeEntry::structure(x::Name(0x1429b0e), x::Name(0x12fce0e), 66, 2), // MethodNotFound: InvalidRequest
+        x::TypeEntry::structure(x::Name(0x142aa15), x::Name(0x67b0f), 68, 7), // MetricAlarmExpression: AlarmExpression
+        x::TypeEntry::enumeration(x::Name(0x142c013), 4, 2), // MetricAlarmOperator
+        x::TypeEntry::structure(x::Name(0x142d414), x::Name::NONE, 75, 5), // MigrateVMRequestType
+        x::TypeEntry::structure(x::Name(0x142e911), x::Name(0x1431e0e), 80, 0), // MigrationDisabled: MigrationFault
+        x::TypeEntry::structure(x::Name(0x142fb13), x::Name(0x1430f0e), 80, 0), // MigrationErrorEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x1430f0e), x::Name(0x212ed07), 80, 1), // MigrationEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1431e0e), x::Name(0x1d94808), 81, 0), // MigrationFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1432d1c), x::Name(0x1431e0e), 81, 3), // MigrationFeatureNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1434a17), x::Name(0x1430f0e), 84, 1), // MigrationHostErrorEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x1436219), x::Name(0x1430f0e), 85, 1), // MigrationHostWarningEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x1437c11), x::Name(0x1431e0e), 86, 1), // MigrationNotReady: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1438e1b), x::Name(0x1430f0e), 87, 2), // MigrationResourceErrorEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x143aa1d), x::Name(0x1430f0e), 89, 2), // MigrationResourceWarningEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x143d415), x::Name(0x1430f0e), 91, 0), // MigrationWarningEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x143ea10), x::Name(0x1d94808), 91, 4), // MismatchedBundle: VimFault
+        x::TypeEntry::structure(x::Name(0x1442a19), x::Name(0x1431e0e), 95, 3), // MismatchedNetworkPolicies: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1445a1d), x::Name(0x1431e0e), 98, 2), // MismatchedVMotionNetworkNames: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1447811), x::Name(0x1d94808), 100, 0), // MissingBmcSupport: VimFault
+        x::TypeEntry::structure(x::Name(0x1448a11), x::Name(0x12d6c11), 100, 0), // MissingController: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x1449c0d), x::Name(0x1ccd711), 100, 0), // MissingIpPool: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x144aa19), x::Name(0x893612), 100, 0), // MissingLinuxCustResources: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x144c416), x::Name(0x1ccd711), 100, 0), // MissingNetworkIpConfig: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x144db0d), x::Name(0xbb9c0b), 100, 2), // MissingObject: DynamicData
+        x::TypeEntry::structure(x::Name(0x144e91c), x::Name(0x1cba70f), 102, 0), // MissingPowerOffConfiguration: VAppConfigFault
+        x::TypeEntry::structure(x::Name(0x145061b), x::Name(0x1cba70f), 102, 0), // MissingPowerOnConfiguration: VAppConfigFault
+        x::TypeEntry::structure(x::Name(0x145220f), x::Name(0xbb9c0b), 102, 2), // MissingProperty: DynamicData
+        x::TypeEntry::structure(x::Name(0x145321b), x::Name(0x893612), 104, 0), // MissingWindowsCustResources: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x1454e19), x::Name(0x1302a0c), 104, 1), // MksConnectionLimitReached: InvalidState
+        x::TypeEntry::structure(x::Name(0x1456808), x::Name(0xbb9c0b), 105, 6), // ModeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1457119), x::Name::NONE, 111, 3), // ModifyListViewRequestType
+        x::TypeEntry::structure(x::Name(0x1458b19), x::Name(0x145c314), 114, 1), // MonthlyByDayTaskScheduler: MonthlyTaskScheduler
+        x::TypeEntry::structure(x::Name(0x145a51d), x::Name(0x145c314), 115, 2), // MonthlyByWeekdayTaskScheduler: MonthlyTaskScheduler
+        x::TypeEntry::structure(x::Name(0x145c314), x::Name(0x943212), 117, 0), // MonthlyTaskScheduler: DailyTaskScheduler
+        x::TypeEntry::structure(x::Name(0x145d80a), x::Name(0x893612), 117, 2), // MountError: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x145e31e), x::Name::NONE, 119, 1), // MountToolsInstallerRequestType
+        x::TypeEntry::structure(x::Name(0x146021a), x::Name::NONE, 120, 2), // MountVffsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x1461d1c), x::Name::NONE, 122, 2), // MountVmfsVolumeExRequestType
+        x::TypeEntry::structure(x::Name(0x1463a1a), x::Name::NONE, 124, 2), // MountVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x1465515), x::Name::NONE, 126, 3), // MoveDVPortRequestType
+        x::TypeEntry::structure(x::Name(0x1466b1c), x::Name::NONE, 129, 6), // MoveDatastoreFileRequestType
+        x::TypeEntry::structure(x::Name(0x146881f), x::Name::NONE, 135, 5), // MoveDirectoryInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x146a81a), x::Name::NONE, 140, 6), // MoveFileInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x146c317), x::Name::NONE, 146, 3), // MoveHostIntoRequestType
+        x::TypeEntry::structure(x::Name(0x146db19), x::Name::NONE, 149, 2), // MoveIntoFolderRequestType
+        x::TypeEntry::structure(x::Name(0x146f513), x::Name::NONE, 151, 2), // MoveIntoRequestType
+        x::TypeEntry::structure(x::Name(0x147091f), x::Name::NONE, 153, 2), // MoveIntoResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x147291a), x::Name::NONE, 155, 7), // MoveVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x147440d), x::Name(0xb56b1a), 162, 0), // MtuMatchEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1475210), x::Name(0xb56b1a), 162, 0), // MtuMismatchEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1476317), x::Name(0x9fe612), 162, 0), // MultiWriterNotSupported: DeviceNotSupported
+        x::TypeEntry::enumeration(x::Name(0x1477b0e), 6, 5), // MultipathState
+        x::TypeEntry::structure(x::Name(0x1478a1f), x::Name(0xe25310), 162, 1), // MultipleCertificatesVerifyFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x147aa2d), x::Name(0xbb9c0b), 163, 2), // MultipleCertificatesVerifyFaultThumbprintData: DynamicData
+        x::TypeEntry::structure(x::Name(0x147d81d), x::Name(0x1a81e0d), 165, 0), // MultipleSnapshotsNotSupported: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x147f618), x::Name(0xea3c09), 165, 2), // NASDatastoreCreatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1483f1a), x::Name(0xd45e13), 167, 2), // NamePasswordAuthentication: GuestAuthentication
+        x::TypeEntry::structure(x::Name(0x1485a0d), x::Name(0x1d94808), 169, 3), // NamespaceFull: VimFault
+        x::TypeEntry::structure(x::Name(0x1486815), x::Name(0x1d94808), 172, 1), // NamespaceLimitReached: VimFault
+        x::TypeEntry::structure(x::Name(0x1487e17), x::Name(0x1d94808), 173, 1), // NamespaceWriteProtected: VimFault
+        x::TypeEntry::structure(x::Name(0x148960e), x::Name(0xe1b90f), 174, 1), // NasConfigFault: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x148a519), x::Name(0x148960e), 175, 2), // NasConnectionLimitReached: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x148bf10), x::Name(0x98340d), 177, 1), // NasDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x148d01c), x::Name(0x148960e), 178, 3), // NasSessionCredentialConflict: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x148ed11), x::Name(0xad70c), 181, 1), // NasStorageProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x148ff13), x::Name(0x148960e), 182, 2), // NasVolumeNotMounted: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x1491313), x::Name(0xbb9c0b), 184, 1), // NegatableExpression: DynamicData
+        x::TypeEntry::structure(x::Name(0x1492711), x::Name(0xbb9c0b), 185, 1), // NetBIOSConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1493915), 11, 4), // NetBIOSConfigInfoMode
+        x::TypeEntry::structure(x::Name(0x1494f11), x::Name(0xbb9c0b), 186, 2), // NetDhcpConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x149611c), x::Name(0xbb9c0b), 188, 2), // NetDhcpConfigInfoDhcpOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x1497e11), x::Name(0xbb9c0b), 190, 2), // NetDhcpConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1499020), x::Name(0xbb9c0b), 192, 3), // NetDhcpConfigSpecDhcpOptionsSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x149b110), x::Name(0xbb9c0b), 195, 5), // NetDnsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x149c210), x::Name(0xbb9c0b), 200, 5), // NetDnsConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x149d30f), x::Name(0xbb9c0b), 205, 3), // NetIpConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x149e318), x::Name(0xbb9c0b), 208, 5), // NetIpConfigInfoIpAddress: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x149fc1e), 15, 5), // NetIpConfigInfoIpAddressOrigin
+        x::TypeEntry::enumeration(x::Name(0x14a1b1e), 20, 7), // NetIpConfigInfoIpAddressStatus
+        x::TypeEntry::structure(x::Name(0x14a3a0f), x::Name(0xbb9c0b), 213, 3), // NetIpConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14a4a1c), x::Name(0xbb9c0b), 216, 3), // NetIpConfigSpecIpAddressSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14a6714), x::Name(0xbb9c0b), 219, 1), // NetIpRouteConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x14a7c1b), x::Name(0xbb9c0b), 220, 2), // NetIpRouteConfigInfoGateway: DynamicData
+        x::TypeEntry::structure(x::Name(0x14a981b), x::Name(0xbb9c0b), 222, 3), // NetIpRouteConfigInfoIpRoute: DynamicData
+        x::TypeEntry::structure(x::Name(0x14ab414), x::Name(0xbb9c0b), 225, 1), // NetIpRouteConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14ac91f), x::Name(0xbb9c0b), 226, 2), // NetIpRouteConfigSpecGatewaySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14ae91f), x::Name(0xbb9c0b), 228, 4), // NetIpRouteConfigSpecIpRouteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14b090e), x::Name(0xbb9c0b), 232, 2), // NetIpStackInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x14b181b), x::Name(0xbb9c0b), 234, 4), // NetIpStackInfoDefaultRouter: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x14b3417), 27, 4), // NetIpStackInfoEntryType
+        x::TypeEntry::structure(x::Name(0x14b4c18), x::Name(0xbb9c0b), 238, 4), // NetIpStackInfoNetToMedia: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x14b6518), 31, 4), // NetIpStackInfoPreference
+        x::TypeEntry::structure(x::Name(0x14b7e17), x::Name(0xad70c), 242, 3), // NetStackInstanceProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x14b9e10), x::Name(0xcb3909), 245, 0), // NetworkCopyFault: FileFault
+        x::TypeEntry::structure(x::Name(0x14baf23), x::Name(0x1d94808), 245, 1), // NetworkDisruptedAndConfigRolledBack: VimFault
+        x::TypeEntry::structure(x::Name(0x14bd314), x::Name(0xc04213), 246, 1), // NetworkEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x14be813), x::Name(0x148960e), 247, 0), // NetworkInaccessible: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x14bfc14), x::Name(0xad70c), 247, 0), // NetworkPolicyProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x14c110e), x::Name(0xad70c), 247, 14), // NetworkProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x14c201e), x::Name(0xad70c), 261, 0), // NetworkProfileDnsConfigProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x14c5e14), x::Name(0xc19905), 261, 2), // NetworkRollbackEvent: Event
+        x::TypeEntry::structure(x::Name(0x14c730e), x::Name(0xbb9c0b), 263, 5), // NetworkSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x14c9a17), x::Name(0x1431e0e), 268, 1), // NetworksMayNotBeTheSame: MigrationFault
+        x::TypeEntry::structure(x::Name(0x14cb212), x::Name(0x893612), 269, 2), // NicSettingMismatch: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x14cc511), x::Name(0x1a2e40c), 271, 1), // NoAccessUserEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x14cd715), x::Name(0x1302a0c), 272, 1), // NoActiveHostInCluster: InvalidState
+        x::TypeEntry::structure(x::Name(0x14ced0d), x::Name(0x1ccd711), 273, 1), // NoAvailableIp: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x14cfb13), x::Name(0x1d94808), 274, 0), // NoClientCertificate: VimFault
+        x::TypeEntry::structure(x::Name(0x14d0f15), x::Name(0x1d94808), 274, 0), // NoCompatibleDatastore: VimFault
+        x::TypeEntry::structure(x::Name(0x14d251c), x::Name(0x210340d), 274, 1), // NoCompatibleHardAffinityHost: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x14d4210), x::Name(0x1d94808), 275, 2), // NoCompatibleHost: VimFault
+        x::TypeEntry::structure(x::Name(0x14d5322), x::Name(0x14d4210), 277, 0), // NoCompatibleHostWithAccessToDevice: NoCompatibleHost
+        x::TypeEntry::structure(x::Name(0x14d951c), x::Name(0x210340d), 277, 1), // NoCompatibleSoftAffinityHost: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x14db214), x::Name(0x1d94808), 278, 0), // NoConnectedDatastore: VimFault
+        x::TypeEntry::structure(x::Name(0x14dde1b), x::Name(0xea3c09), 278, 0), // NoDatastoresConfiguredEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x14dfa0b), x::Name(0x1d94808), 278, 0), // NoDiskFound: VimFault
+        x::TypeEntry::structure(x::Name(0x14e060b), x::Name(0xcb3909), 278, 1), // NoDiskSpace: FileFault
+        x::TypeEntry::structure(x::Name(0x14e1212), x::Name(0x893612), 279, 0), // NoDisksToCustomize: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x14e2509), x::Name(0xe1b90f), 279, 0), // NoGateway: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x14e2f10), x::Name(0x1431e0e), 279, 0), // NoGuestHeartbeat: MigrationFault
+        x::TypeEntry::structure(x::Name(0x14e4006), x::Name(0xe25310), 279, 1), // NoHost: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x14e471c), x::Name(0x2153a15), 280, 2), // NoHostSuitableForFtSecondary: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x14e640e), x::Name(0x137ff0c), 282, 1), // NoLicenseEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x14e7319), x::Name(0x1508f11), 283, 0), // NoLicenseServerConfigured: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x14e8d27), x::Name(0x212ed07), 283, 0), // NoMaintenanceModeDrsRecommendationForVM: VmEvent
+        x::TypeEntry::structure(x::Name(0x14eb50f), x::Name(0x1069911), 283, 0), // NoPeerHostFound: HostPowerOpFailed
+        x::TypeEntry::structure(x::Name(0x14ec50c), x::Name(0x1a0ce0d), 283, 3), // NoPermission: SecurityError
+        x::TypeEntry::structure(x::Name(0x14ed21c), x::Name(0xbb9c0b), 286, 2), // NoPermissionEntityPrivileges: DynamicData
+        x::TypeEntry::structure(x::Name(0x14eef10), x::Name(0x26c14), 288, 0), // NoPermissionOnAD: ActiveDirectoryFault
+        x::TypeEntry::structure(x::Name(0x14f0012), x::Name(0xe25310), 288, 0), // NoPermissionOnHost: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x14f1317), x::Name(0x148960e), 288, 1), // NoPermissionOnNasVolume: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x14f630d), x::Name(0x1d94808), 289, 0), // NoSubjectName: VimFault
+        x::TypeEntry::structure(x::Name(0x14f7117), x::Name(0x1ccd711), 289, 0), // NoVcManagedIpConfigured: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x14f890c), x::Name(0xe1b90f), 289, 0), // NoVirtualNic: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x14f960a), x::Name(0x1cba70f), 289, 0), // NoVmInVApp: VAppConfigFault
+        x::TypeEntry::structure(x::Name(0x14fa112), x::Name(0xbb9c0b), 289, 9), // NodeDeploymentSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14fb40f), x::Name(0xbb9c0b), 298, 1), // NodeNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14fc411), x::Name(0x26c14), 299, 0), // NonADUserRequired: ActiveDirectoryFault
+        x::TypeEntry::structure(x::Name(0x14fd61d), x::Name(0x1432d1c), 299, 1), // NonHomeRDMVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0x14ff41e), x::Name(0x9fe612), 300, 0), // NonPersistentDisksNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1501325), x::Name(0x97560e), 300, 0), // NonVIWorkloadDetectedOnDatastoreEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x150391f), x::Name(0x1516410), 300, 1), // NonVmwareOuiMacNotSupportedHost: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x150590d), x::Name(0xcb3909), 301, 0), // NotADirectory: FileFault
+        x::TypeEntry::structure(x::Name(0x1506708), x::Name(0xcb3909), 301, 0), // NotAFile: FileFault
+        x::TypeEntry::structure(x::Name(0x1507010), x::Name(0x14ec50c), 301, 0), // NotAuthenticated: NoPermission
+        x::TypeEntry::structure(x::Name(0x150810d), x::Name(0x1e7f321), 301, 2), // NotEnoughCpus: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1508f11), x::Name(0x19b140c), 303, 0), // NotEnoughLicenses: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x150a114), x::Name(0x150810d), 303, 1), // NotEnoughLogicalCpus: NotEnoughCpus
+        x::TypeEntry::structure(x::Name(0x150b620), x::Name(0x212ed07), 304, 1), // NotEnoughResourcesToStartVmEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x150f708), x::Name(0x1d94808), 305, 0), // NotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x151000e), x::Name(0x19b140c), 305, 0), // NotImplemented: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1511d0c), x::Name(0x19b140c), 305, 0), // NotSupported: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1512a17), x::Name(0x2153a15), 305, 6), // NotSupportedDeviceForFT: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0x1514221), 35, 2), // NotSupportedDeviceForFTDeviceType
+        x::TypeEntry::structure(x::Name(0x1516410), x::Name(0xe25310), 311, 2), // NotSupportedHost: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x151751b), x::Name(0x1d94808), 313, 0), // NotSupportedHostForChecksum: VimFault
+        x::TypeEntry::structure(x::Name(0x1519119), x::Name(0x1516410), 313, 1), // NotSupportedHostForVFlash: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x151ab17), x::Name(0x1516410), 314, 1), // NotSupportedHostForVmcp: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x151c31b), x::Name(0x1516410), 315, 1), // NotSupportedHostForVmemFile: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x151df17), x::Name(0x1516410), 316, 1), // NotSupportedHostForVsan: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x151f719), x::Name(0x1516410), 317, 0), // NotSupportedHostInCluster: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x1521115), x::Name(0x1516410), 317, 1), // NotSupportedHostInDvs: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x152271b), x::Name(0x1516410), 318, 2), // NotSupportedHostInHACluster: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x152431b), x::Name(0x1ccd711), 320, 0), // NotUserConfigurableProperty: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x1525f12), x::Name(0xad70c), 320, 2), // NsxHostVNicProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x152910f), x::Name(0xad70c), 322, 0), // NumPortsProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x152a124), x::Name(0x1e7f321), 322, 2), // NumVirtualCoresPerSocketNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x152c61a), x::Name(0x12adc1a), 324, 1), // NumVirtualCpusExceedsLimit: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x152e11a), x::Name(0x210340d), 325, 2), // NumVirtualCpusIncompatible: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x152fc20), 37, 2), // NumVirtualCpusIncompatibleReason
+        x::TypeEntry::structure(x::Name(0x1531d1a), x::Name(0x1e7f321), 327, 2), // NumVirtualCpusNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x153380c), x::Name(0xbb9c0b), 329, 2), // NumericRange: DynamicData
+        x::TypeEntry::structure(x::Name(0x153450e), x::Name(0xbb9c0b), 331, 10), // NvdimmDimmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x153540a), x::Name(0xbb9c0b), 341, 1), // NvdimmGuid: DynamicData
+        x::TypeEntry::structure(x::Name(0x1535f10), x::Name(0xbb9c0b), 342, 11), // NvdimmHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1537017), x::Name(0xbb9c0b), 353, 7), // NvdimmInterleaveSetInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1538818), 39, 2), // NvdimmInterleaveSetState
+        x::TypeEntry::structure(x::Name(0x153a119), x::Name(0xbb9c0b), 360, 5), // NvdimmNamespaceCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x153bb19), x::Name(0xbb9c0b), 365, 1), // NvdimmNamespaceDeleteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x153d516), x::Name(0xbb9c0b), 366, 7), // NvdimmNamespaceDetails: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x153ec22), 41, 5), // NvdimmNamespaceDetailsHealthStatus
+        x::TypeEntry::enumeration(x::Name(0x1540f1b), 46, 3), // NvdimmNamespaceDetailsState
+        x::TypeEntry::enumeration(x::Name(0x1542b1b), 49, 7), // NvdimmNamespaceHealthStatus
+        x::TypeEntry::structure(x::Name(0x1544713), x::Name(0xbb9c0b), 373, 8), // NvdimmNamespaceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1545b14), 56, 3), // NvdimmNamespaceState
+        x::TypeEntry::enumeration(x::Name(0x1547013), 59, 2), // NvdimmNamespaceType
+        x::TypeEntry::enumeration(x::Name(0x154841b), 61, 2), // NvdimmNvdimmHealthInfoState
+        x::TypeEntry::structure(x::Name(0x154a01d), x::Name(0xbb9c0b), 381, 3), // NvdimmPMemNamespaceCreateSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x154be0f), 63, 8), // NvdimmRangeType
+        x::TypeEntry::structure(x::Name(0x154ce10), x::Name(0xbb9c0b), 384, 6), // NvdimmRegionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x154df0d), x::Name(0xbb9c0b), 390, 8), // NvdimmSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x154ed10), x::Name(0xbb9c0b), 398, 8), // NvdimmSystemInfo: DynamicData
     ],
     decoders: &[
         Some(x::decode_boxed::<MacAddress>),
@@ -396,6 +397,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<NoMaintenanceModeDrsRecommendationForVM>),
         Some(x::decode_boxed::<NoPeerHostFound>),
         Some(x::decode_boxed::<NoPermission>),
+        Some(x::decode_boxed::<NoPermissionEntityPrivileges>),
         Some(x::decode_boxed::<NoPermissionOnAD>),
         Some(x::decode_boxed::<NoPermissionOnHost>),
         Some(x::decode_boxed::<NoPermissionOnNasVolume>),
@@ -462,481 +464,484 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<NvdimmSystemInfo>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::required(x::Name(0x2888a04), x::Name(0x2f00106)), // mask: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x23c130d), x::Name(0x2f00106)), // directoryPath: string
-        x::FieldEntry::required(x::Name(0x2287e17), x::Name(0x212d207)), // createParentDirectories: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2287e17), x::Name(0x212d207)), // createParentDirectories: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d8ec0c), x::Name(0x2f00106)), // scsiDiskUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d8ec0c), x::Name(0x2f00106)), // scsiDiskUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d8ec0c), x::Name(0x2f00106)), // scsiDiskUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d8ec0c), x::Name(0x2f00106)), // scsiDiskUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2634207), x::Name(0x2f00106)), // hbaName: string
-        x::FieldEntry::required(x::Name(0x2cd1806), x::Name(0x212d207)), // remove: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x212d207)), // state: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x212d207)), // state: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x28ef50c), x::Name(0x2729103)), // memorySizeMB: int
-        x::FieldEntry::required(x::Name(0x291780f), x::Name(0x2729103)), // minMemorySizeMB: int
-        x::FieldEntry::required(x::Name(0x28a130f), x::Name(0x2729103)), // maxMemorySizeMB: int
-        x::FieldEntry::required(x::Name(0x28ef50c), x::Name(0x2729103)), // memorySizeMB: int
-        x::FieldEntry::required(x::Name(0x291780f), x::Name(0x2729103)), // minMemorySizeMB: int
-        x::FieldEntry::required(x::Name(0x28a130f), x::Name(0x2729103)), // maxMemorySizeMB: int
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x28ef50c), x::Name(0x2729103)), // memorySizeMB: int
-        x::FieldEntry::required(x::Name(0x28a130f), x::Name(0x2729103)), // maxMemorySizeMB: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x244cc03), x::Name(0x1258216)), // dvs: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e95209), x::Name(0x2729103)), // srcRoleId: int
-        x::FieldEntry::required(x::Name(0x243c009), x::Name(0x2729103)), // dstRoleId: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2097908), x::Name(0x127d014)), // argument: MethodActionArgument
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x207ef07)), // value: anyType
-        x::FieldEntry::required(x::Name(0x2e58008), x::Name(0x2f00106)), // sourceId: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2e4f406), x::Name(0x2f00106)), // source: string
-        x::FieldEntry::optional(x::Name(0x252ba0a), x::Name(0x1233814)), // faultCause: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x252ff0c), x::Name(0x1230312)), // faultMessage: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2c7e308), x::Name(0x1258216)), // receiver: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2905d06), x::Name(0x2f00106)), // method: string
-        x::FieldEntry::required(x::Name(0x2ac3608), x::Name(0x1285213)), // operator: MetricAlarmOperator
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2907a06), x::Name(0x1463b0c)), // metric: PerfMetricId
-        x::FieldEntry::optional(x::Name(0x3248c06), x::Name(0x2729103)), // yellow: int
-        x::FieldEntry::optional(x::Name(0x324ab0e), x::Name(0x2729103)), // yellowInterval: int
-        x::FieldEntry::optional(x::Name(0x2ca6203), x::Name(0x2729103)), // red: int
-        x::FieldEntry::optional(x::Name(0x2ca710b), x::Name(0x2729103)), // redInterval: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c03e08), x::Name(0x1d0731a)), // priority: VirtualMachineMovePriority
-        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x1d18918)), // state: VirtualMachinePowerState
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x20b930c), x::Name(0x212d207)), // atSourceHost: boolean
-        x::FieldEntry::required(x::Name(0x251320e), x::Name(0x2f00106)), // failedHostName: string
-        x::FieldEntry::required(x::Name(0x251160a), x::Name(0x1258216)), // failedHost: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x243b007), x::Name(0xd5a311)), // dstHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x243b007), x::Name(0xd5a311)), // dstHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x243b807), x::Name(0x173b719)), // dstPool: ResourcePoolEventArgument
-        x::FieldEntry::required(x::Name(0x243b007), x::Name(0xd5a311)), // dstHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x243b807), x::Name(0x173b719)), // dstPool: ResourcePoolEventArgument
-        x::FieldEntry::required(x::Name(0x243b007), x::Name(0xd5a311)), // dstHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x214200a), x::Name(0x2f00106)), // bundleUuid: string
-        x::FieldEntry::required(x::Name(0x269fe08), x::Name(0x2f00106)), // hostUuid: string
-        x::FieldEntry::required(x::Name(0x213f011), x::Name(0x2729103)), // bundleBuildNumber: int
-        x::FieldEntry::required(x::Name(0x265f10f), x::Name(0x2729103)), // hostBuildNumber: int
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x2f00106)), // backing: string
-        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
-        x::FieldEntry::required(x::Name(0x2e5f80d), x::Name(0x2f00106)), // sourceNetwork: string
-        x::FieldEntry::required(x::Name(0x2372d0b), x::Name(0x2f00106)), // destNetwork: string
-        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2233e0f), x::Name(0x2729103)), // connectionLimit: int
-        x::FieldEntry::optional(x::Name(0x213c106), x::Name(0x2f00106)), // browse: string
-        x::FieldEntry::required(x::Name(0x2c71504), x::Name(0x2f00106)), // read: string
-        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x2f00106)), // modify: string
-        x::FieldEntry::required(x::Name(0x306e403), x::Name(0x2f00106)), // use: string
-        x::FieldEntry::optional(x::Name(0x2034d05), x::Name(0x2f00106)), // admin: string
-        x::FieldEntry::required(x::Name(0x25b5804), x::Name(0x2f00106)), // full: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x202ae03), x::Name(0x1258216)), // add: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2cd1806), x::Name(0x1258216)), // remove: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x230bf03), x::Name(0x2729103)), // day: int
-        x::FieldEntry::required(x::Name(0x2a9fe06), x::Name(0x1ff8f0b)), // offset: WeekOfMonth
-        x::FieldEntry::required(x::Name(0x320bb07), x::Name(0x8e1e09)), // weekday: DayOfWeek
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x23ea209), x::Name(0x2729103)), // diskIndex: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30e2208), x::Name(0x2f00106)), // vffsUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2bad807), x::Name(0x2f00106)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x2382c17), x::Name(0x2f00106)), // destinationPortgroupKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e5ed0a), x::Name(0x2f00106)), // sourceName: string
-        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x1258216)), // sourceDatacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2380c0f), x::Name(0x2f00106)), // destinationName: string
-        x::FieldEntry::optional(x::Name(0x237bf15), x::Name(0x1258216)), // destinationDatacenter: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2e8d310), x::Name(0x2f00106)), // srcDirectoryPath: string
-        x::FieldEntry::required(x::Name(0x2438710), x::Name(0x2f00106)), // dstDirectoryPath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2e8e40b), x::Name(0x2f00106)), // srcFilePath: string
-        x::FieldEntry::required(x::Name(0x243980b), x::Name(0x2f00106)), // dstFilePath: string
-        x::FieldEntry::required(x::Name(0x2afe309), x::Name(0x212d207)), // overwrite: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x282bf04), x::Name(0x1258216)), // list: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x282bf04), x::Name(0x1258216)), // list: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e5ed0a), x::Name(0x2f00106)), // sourceName: string
-        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x1258216)), // sourceDatacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
-        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x1258216)), // destDatacenter: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::repeated(x::Name(0x2faa70e), x::Name(0x12d262d)), // thumbprintData: MultipleCertificatesVerifyFaultThumbprintData
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::required(x::Name(0x2fa9c0a), x::Name(0x2f00106)), // thumbprint: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
-        x::FieldEntry::optional(x::Name(0x2302e0c), x::Name(0x2f00106)), // datastoreUrl: string
-        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x22b140e), x::Name(0x2857004)), // currentMaxSize: long
-        x::FieldEntry::optional(x::Name(0x2cfc20c), x::Name(0x2857004)), // requiredSize: long
-        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
-        x::FieldEntry::optional(x::Name(0x296f803), x::Name(0xe7190d)), // nas: HostNasVolume
-        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
-        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
-        x::FieldEntry::optional(x::Name(0x297cf06), x::Name(0x212d207)), // negate: boolean
-        x::FieldEntry::required(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
-        x::FieldEntry::optional(x::Name(0x278f304), x::Name(0x12eb71c)), // ipv6: NetDhcpConfigInfoDhcpOptions
-        x::FieldEntry::optional(x::Name(0x278c404), x::Name(0x12eb71c)), // ipv4: NetDhcpConfigInfoDhcpOptions
-        x::FieldEntry::required(x::Name(0x246f206), x::Name(0x212d207)), // enable: boolean
-        x::FieldEntry::repeated(x::Name(0x2202206), x::Name(0x11c0608)), // config: KeyValue
-        x::FieldEntry::optional(x::Name(0x278f304), x::Name(0x12ee620)), // ipv6: NetDhcpConfigSpecDhcpOptionsSpec
-        x::FieldEntry::optional(x::Name(0x278c404), x::Name(0x12ee620)), // ipv4: NetDhcpConfigSpecDhcpOptionsSpec
-        x::FieldEntry::optional(x::Name(0x246f206), x::Name(0x212d207)), // enable: boolean
-        x::FieldEntry::repeated(x::Name(0x2202206), x::Name(0x11c0608)), // config: KeyValue
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::required(x::Name(0x239e904), x::Name(0x212d207)), // dhcp: boolean
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
-        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::repeated(x::Name(0x2d98c0c), x::Name(0x2f00106)), // searchDomain: string
-        x::FieldEntry::optional(x::Name(0x239e904), x::Name(0x212d207)), // dhcp: boolean
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
-        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::repeated(x::Name(0x2d98c0c), x::Name(0x2f00106)), // searchDomain: string
-        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x12f3918)), // ipAddress: NetIpConfigInfoIpAddress
-        x::FieldEntry::optional(x::Name(0x239e904), x::Name(0x12ea511)), // dhcp: NetDhcpConfigInfo
-        x::FieldEntry::optional(x::Name(0x20d2f18), x::Name(0x212d207)), // autoConfigurationEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::optional(x::Name(0x2ad7906), x::Name(0x2f00106)), // origin: string
-        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x281fd08), x::Name(0x2308208)), // lifetime: dateTime
-        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x12fa01c)), // ipAddress: NetIpConfigSpecIpAddressSpec
-        x::FieldEntry::optional(x::Name(0x239e904), x::Name(0x12ed411)), // dhcp: NetDhcpConfigSpec
-        x::FieldEntry::optional(x::Name(0x20d2f18), x::Name(0x212d207)), // autoConfigurationEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::repeated(x::Name(0x2773e07), x::Name(0x12fee1b)), // ipRoute: NetIpRouteConfigInfoIpRoute
-        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x25bd607), x::Name(0x12fd21b)), // gateway: NetIpRouteConfigInfoGateway
-        x::FieldEntry::repeated(x::Name(0x2773e07), x::Name(0x1303f1f)), // ipRoute: NetIpRouteConfigSpecIpRouteSpec
-        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
-        x::FieldEntry::required(x::Name(0x25bd607), x::Name(0x1301f1f)), // gateway: NetIpRouteConfigSpecGatewaySpec
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::repeated(x::Name(0x297de08), x::Name(0x130a218)), // neighbor: NetIpStackInfoNetToMedia
-        x::FieldEntry::repeated(x::Name(0x233d10d), x::Name(0x1306e1b)), // defaultRouter: NetIpStackInfoDefaultRouter
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x281fd08), x::Name(0x2308208)), // lifetime: dateTime
-        x::FieldEntry::required(x::Name(0x2be960a), x::Name(0x2f00106)), // preference: string
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x2b83f0f), x::Name(0x2f00106)), // physicalAddress: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2414a09), x::Name(0x131761e)), // dnsConfig: NetworkProfileDnsConfigProfile
-        x::FieldEntry::required(x::Name(0x277460d), x::Name(0x118f70e)), // ipRouteConfig: IpRouteProfile
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x2f00106)), // host: string
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x31f7107), x::Name(0x1e2ba14)), // vswitch: VirtualSwitchProfile
-        x::FieldEntry::repeated(x::Name(0x3186c0b), x::Name(0x1ef0f12)), // vmPortGroup: VmPortGroupProfile
-        x::FieldEntry::repeated(x::Name(0x268e70d), x::Name(0xf03814)), // hostPortGroup: HostPortGroupProfile
-        x::FieldEntry::repeated(x::Name(0x2dc7c17), x::Name(0x181631e)), // serviceConsolePortGroup: ServiceConsolePortGroupProfile
-        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0x131761e)), // dnsConfig: NetworkProfileDnsConfigProfile
-        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0x118f70e)), // ipRouteConfig: IpRouteProfile
-        x::FieldEntry::optional(x::Name(0x2238414), x::Name(0x118f70e)), // consoleIpRouteConfig: IpRouteProfile
-        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x1490512)), // pnic: PhysicalNicProfile
-        x::FieldEntry::repeated(x::Name(0x2454808), x::Name(0xa7bc0a)), // dvswitch: DvsProfile
-        x::FieldEntry::repeated(x::Name(0x2452014), x::Name(0xa88e1c)), // dvsServiceConsoleNic: DvsServiceConsoleVNicProfile
-        x::FieldEntry::repeated(x::Name(0x244e00a), x::Name(0xa4d412)), // dvsHostNic: DvsHostVNicProfile
-        x::FieldEntry::repeated(x::Name(0x2a16b0a), x::Name(0x1376112)), // nsxHostNic: NsxHostVNicProfile
-        x::FieldEntry::repeated(x::Name(0x2988c10), x::Name(0x130d417)), // netStackInstance: NetStackInstanceProfile
-        x::FieldEntry::optional(x::Name(0x2ab820c), x::Name(0x13a8713)), // opaqueSwitch: OpaqueSwitchProfile
-        x::FieldEntry::required(x::Name(0x2906f0a), x::Name(0x2f00106)), // methodName: string
-        x::FieldEntry::required(x::Name(0x2feb10d), x::Name(0x2f00106)), // transactionId: string
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x201470a), x::Name(0x212d207)), // accessible: boolean
-        x::FieldEntry::optional(x::Name(0x276fa0a), x::Name(0x2f00106)), // ipPoolName: string
-        x::FieldEntry::optional(x::Name(0x276e308), x::Name(0x2729103)), // ipPoolId: int
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2a7c612), x::Name(0x2729103)), // numberOfNicsInSpec: int
-        x::FieldEntry::required(x::Name(0x2a7d910), x::Name(0x2729103)), // numberOfNicsInVM: int
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x21ff60f), x::Name(0x1258216)), // computeResource: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x2f00106)), // datastore: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x253f407), x::Name(0x11e0a12)), // feature: LicenseFeatureInfo
-        x::FieldEntry::required(x::Name(0x2a8f806), x::Name(0x1258216)), // object: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c0c80b), x::Name(0x2f00106)), // privilegeId: string
-        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x24d6d07), x::Name(0x1258216)), // esxHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c46d16), x::Name(0x1258216)), // publicNetworkPortGroup: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x21c9117), x::Name(0x1258216)), // clusterNetworkPortGroup: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x287c40c), x::Name(0x181af0e)), // managementVc: ServiceLocator
-        x::FieldEntry::required(x::Name(0x29eab08), x::Name(0x2f00106)), // nodeName: string
-        x::FieldEntry::required(x::Name(0x277770a), x::Name(0x803417)), // ipSettings: CustomizationIPSettings
-        x::FieldEntry::required(x::Name(0x277770a), x::Name(0x803417)), // ipSettings: CustomizationIPSettings
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2a2810a), x::Name(0x2729103)), // numCpuDest: int
-        x::FieldEntry::required(x::Name(0x2a2cd08), x::Name(0x2729103)), // numCpuVm: int
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x239a30a), x::Name(0x2f00106)), // deviceType: string
-        x::FieldEntry::optional(x::Name(0x239180b), x::Name(0x2f00106)), // deviceLabel: string
-        x::FieldEntry::optional(x::Name(0x2c1740b), x::Name(0x2f00106)), // productName: string
-        x::FieldEntry::optional(x::Name(0x2c1970e), x::Name(0x2f00106)), // productVersion: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2f67911), x::Name(0x9f4423)), // switchProductSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x213de05), x::Name(0x2f00106)), // build: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2769308), x::Name(0x1187b10)), // ipConfig: IpAddressProfile
-        x::FieldEntry::required(x::Name(0x28b881e), x::Name(0x2729103)), // maxSupportedCoresPerSocketDest: int
-        x::FieldEntry::required(x::Name(0x2a25a13), x::Name(0x2729103)), // numCoresPerSocketVm: int
-        x::FieldEntry::required(x::Name(0x28beb11), x::Name(0x2729103)), // maxSupportedVcpus: int
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2a26e06), x::Name(0x2729103)), // numCpu: int
-        x::FieldEntry::required(x::Name(0x28bfd15), x::Name(0x2729103)), // maxSupportedVcpusDest: int
-        x::FieldEntry::required(x::Name(0x2a2cd08), x::Name(0x2729103)), // numCpuVm: int
-        x::FieldEntry::required(x::Name(0x2eaf505), x::Name(0x2729103)), // start: int
-        x::FieldEntry::required(x::Name(0x249fc03), x::Name(0x2729103)), // end: int
-        x::FieldEntry::required(x::Name(0x23b680a), x::Name(0x2729103)), // dimmHandle: int
-        x::FieldEntry::required(x::Name(0x2643d0a), x::Name(0x1384210)), // healthInfo: NvdimmHealthInfo
-        x::FieldEntry::required(x::Name(0x2fd4c0d), x::Name(0x2857004)), // totalCapacity: long
-        x::FieldEntry::required(x::Name(0x2b6ad12), x::Name(0x2857004)), // persistentCapacity: long
-        x::FieldEntry::required(x::Name(0x20ecb1b), x::Name(0x2857004)), // availablePersistentCapacity: long
-        x::FieldEntry::required(x::Name(0x31caf10), x::Name(0x2857004)), // volatileCapacity: long
-        x::FieldEntry::required(x::Name(0x20f2c19), x::Name(0x2857004)), // availableVolatileCapacity: long
-        x::FieldEntry::required(x::Name(0x2120a0d), x::Name(0x2857004)), // blockCapacity: long
-        x::FieldEntry::repeated(x::Name(0x2cb0b0a), x::Name(0x139b110)), // regionInfo: NvdimmRegionInfo
-        x::FieldEntry::required(x::Name(0x2cec314), x::Name(0x2f00106)), // representationString: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x264820c), x::Name(0x2f00106)), // healthStatus: string
-        x::FieldEntry::required(x::Name(0x2644811), x::Name(0x2f00106)), // healthInformation: string
-        x::FieldEntry::repeated(x::Name(0x2ebec0d), x::Name(0x2f00106)), // stateFlagInfo: string
-        x::FieldEntry::required(x::Name(0x23b930f), x::Name(0x2729103)), // dimmTemperature: int
-        x::FieldEntry::required(x::Name(0x23ba318), x::Name(0x2729103)), // dimmTemperatureThreshold: int
-        x::FieldEntry::required(x::Name(0x2e7b815), x::Name(0x2729103)), // spareBlocksPercentage: int
-        x::FieldEntry::required(x::Name(0x2e7a413), x::Name(0x2729103)), // spareBlockThreshold: int
-        x::FieldEntry::required(x::Name(0x23b7c16), x::Name(0x2729103)), // dimmLifespanPercentage: int
-        x::FieldEntry::optional(x::Name(0x24d160d), x::Name(0x2729103)), // esTemperature: int
-        x::FieldEntry::optional(x::Name(0x24d2416), x::Name(0x2729103)), // esTemperatureThreshold: int
-        x::FieldEntry::optional(x::Name(0x24d0114), x::Name(0x2729103)), // esLifespanPercentage: int
-        x::FieldEntry::required(x::Name(0x2dde405), x::Name(0x2729103)), // setId: int
-        x::FieldEntry::required(x::Name(0x2c68e09), x::Name(0x2f00106)), // rangeType: string
-        x::FieldEntry::required(x::Name(0x2111b0b), x::Name(0x2857004)), // baseAddress: long
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x20f1e0d), x::Name(0x2857004)), // availableSize: long
-        x::FieldEntry::repeated(x::Name(0x239240a), x::Name(0x2729103)), // deviceList: int
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
-        x::FieldEntry::required(x::Name(0x2125209), x::Name(0x2857004)), // blockSize: long
-        x::FieldEntry::required(x::Name(0x212180a), x::Name(0x2857004)), // blockCount: long
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x284760a), x::Name(0x2729103)), // locationID: int
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x296bb15), x::Name(0x2f00106)), // namespaceHealthStatus: string
-        x::FieldEntry::required(x::Name(0x273510f), x::Name(0x2729103)), // interleavesetID: int
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
-        x::FieldEntry::required(x::Name(0x2125209), x::Name(0x2857004)), // blockSize: long
-        x::FieldEntry::required(x::Name(0x212180a), x::Name(0x2857004)), // blockCount: long
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x296bb15), x::Name(0x2f00106)), // namespaceHealthStatus: string
-        x::FieldEntry::required(x::Name(0x284760a), x::Name(0x2729103)), // locationID: int
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x273510f), x::Name(0x2729103)), // interleavesetID: int
-        x::FieldEntry::required(x::Name(0x2cb0208), x::Name(0x2729103)), // regionId: int
-        x::FieldEntry::required(x::Name(0x2dde405), x::Name(0x2729103)), // setId: int
-        x::FieldEntry::required(x::Name(0x2c68e09), x::Name(0x2f00106)), // rangeType: string
-        x::FieldEntry::required(x::Name(0x2eb0709), x::Name(0x2857004)), // startAddr: long
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x2a9fe06), x::Name(0x2857004)), // offset: long
-        x::FieldEntry::required(x::Name(0x2a2de08), x::Name(0x2729103)), // numDimms: int
-        x::FieldEntry::required(x::Name(0x264820c), x::Name(0x2f00106)), // healthStatus: string
-        x::FieldEntry::required(x::Name(0x2fd4c0d), x::Name(0x2857004)), // totalCapacity: long
-        x::FieldEntry::required(x::Name(0x2b6ad12), x::Name(0x2857004)), // persistentCapacity: long
-        x::FieldEntry::required(x::Name(0x2120a0d), x::Name(0x2857004)), // blockCapacity: long
-        x::FieldEntry::required(x::Name(0x20e7511), x::Name(0x2857004)), // availableCapacity: long
-        x::FieldEntry::required(x::Name(0x2a36d11), x::Name(0x2729103)), // numInterleavesets: int
-        x::FieldEntry::required(x::Name(0x2a3d30d), x::Name(0x2729103)), // numNamespaces: int
-        x::FieldEntry::optional(x::Name(0x2f0f207), x::Name(0x139c20d)), // summary: NvdimmSummary
-        x::FieldEntry::repeated(x::Name(0x23bbc05), x::Name(0x2729103)), // dimms: int
-        x::FieldEntry::repeated(x::Name(0x23b7308), x::Name(0x138280e)), // dimmInfo: NvdimmDimmInfo
-        x::FieldEntry::repeated(x::Name(0x273430d), x::Name(0x2729103)), // interleaveSet: int
-        x::FieldEntry::repeated(x::Name(0x26c4408), x::Name(0x1385317)), // iSetInfo: NvdimmInterleaveSetInfo
-        x::FieldEntry::repeated(x::Name(0x296a309), x::Name(0x138370a)), // namespace: NvdimmGuid
-        x::FieldEntry::repeated(x::Name(0x2a16006), x::Name(0x1392a13)), // nsInfo: NvdimmNamespaceInfo
-        x::FieldEntry::repeated(x::Name(0x2a15609), x::Name(0x138b816)), // nsDetails: NvdimmNamespaceDetails
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x2c19604), x::Name(0x3344606)), // mask: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x26da90d), x::Name(0x3344606)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x257ae17), x::Name(0x2405e07)), // createParentDirectories: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x257ae17), x::Name(0x2405e07)), // createParentDirectories: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31ac70c), x::Name(0x3344606)), // scsiDiskUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31ac70c), x::Name(0x3344606)), // scsiDiskUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31ac70c), x::Name(0x3344606)), // scsiDiskUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31ac70c), x::Name(0x3344606)), // scsiDiskUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2990307), x::Name(0x3344606)), // hbaName: string
+        x::FieldEntry::required(x::Name(0x30d8106), x::Name(0x2405e07)), // remove: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x2405e07)), // state: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x2405e07)), // state: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f3b0d), x::Name(0x3344606)), // datastoreName: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2c8b10c), x::Name(0x2a94603)), // memorySizeMB: int
+        x::FieldEntry::required(x::Name(0x2cb6d0f), x::Name(0x2a94603)), // minMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x2c31f0f), x::Name(0x2a94603)), // maxMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x2c8b10c), x::Name(0x2a94603)), // memorySizeMB: int
+        x::FieldEntry::required(x::Name(0x2cb6d0f), x::Name(0x2a94603)), // minMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x2c31f0f), x::Name(0x2a94603)), // maxMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c8b10c), x::Name(0x2a94603)), // memorySizeMB: int
+        x::FieldEntry::required(x::Name(0x2c31f0f), x::Name(0x2a94603)), // maxMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2774e03), x::Name(0x13ff016)), // dvs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32cab09), x::Name(0x2a94603)), // srcRoleId: int
+        x::FieldEntry::required(x::Name(0x2764209), x::Name(0x2a94603)), // dstRoleId: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2364008), x::Name(0x1423e14)), // argument: MethodActionArgument
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x234a207)), // value: anyType
+        x::FieldEntry::required(x::Name(0x328b708), x::Name(0x3344606)), // sourceId: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x3281906), x::Name(0x3344606)), // source: string
+        x::FieldEntry::optional(x::Name(0x286c50a), x::Name(0x13d6214)), // faultCause: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2870a0c), x::Name(0x13d2d12)), // faultMessage: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x307d608), x::Name(0x13ff016)), // receiver: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ca1906), x::Name(0x3344606)), // method: string
+        x::FieldEntry::required(x::Name(0x2e93608), x::Name(0x142c013)), // operator: MetricAlarmOperator
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2ca3606), x::Name(0x161c80c)), // metric: PerfMetricId
+        x::FieldEntry::optional(x::Name(0x3706606), x::Name(0x2a94603)), // yellow: int
+        x::FieldEntry::optional(x::Name(0x370850e), x::Name(0x2a94603)), // yellowInterval: int
+        x::FieldEntry::optional(x::Name(0x30a8b03), x::Name(0x2a94603)), // red: int
+        x::FieldEntry::optional(x::Name(0x30a9a0b), x::Name(0x2a94603)), // redInterval: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ff4008), x::Name(0x1f7221a)), // priority: VirtualMachineMovePriority
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2386c0c), x::Name(0x2405e07)), // atSourceHost: boolean
+        x::FieldEntry::required(x::Name(0x2853d0e), x::Name(0x3344606)), // failedHostName: string
+        x::FieldEntry::required(x::Name(0x285210a), x::Name(0x13ff016)), // failedHost: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2763207), x::Name(0xea4611)), // dstHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2763207), x::Name(0xea4611)), // dstHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x2763a07), x::Name(0x1926b19)), // dstPool: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x2763207), x::Name(0xea4611)), // dstHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2763a07), x::Name(0x1926b19)), // dstPool: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x2763207), x::Name(0xea4611)), // dstHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x241c60a), x::Name(0x3344606)), // bundleUuid: string
+        x::FieldEntry::required(x::Name(0x2a02308), x::Name(0x3344606)), // hostUuid: string
+        x::FieldEntry::required(x::Name(0x2419611), x::Name(0x2a94603)), // bundleBuildNumber: int
+        x::FieldEntry::required(x::Name(0x29bbc0f), x::Name(0x2a94603)), // hostBuildNumber: int
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x3344606)), // backing: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x3292f0d), x::Name(0x3344606)), // sourceNetwork: string
+        x::FieldEntry::required(x::Name(0x267c10b), x::Name(0x3344606)), // destNetwork: string
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x251f60f), x::Name(0x2a94603)), // connectionLimit: int
+        x::FieldEntry::optional(x::Name(0x2416706), x::Name(0x3344606)), // browse: string
+        x::FieldEntry::required(x::Name(0x3069f04), x::Name(0x3344606)), // read: string
+        x::FieldEntry::required(x::Name(0x2cd8606), x::Name(0x3344606)), // modify: string
+        x::FieldEntry::required(x::Name(0x34dec03), x::Name(0x3344606)), // use: string
+        x::FieldEntry::optional(x::Name(0x22f8305), x::Name(0x3344606)), // admin: string
+        x::FieldEntry::required(x::Name(0x2905104), x::Name(0x3344606)), // full: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x22eb903), x::Name(0x13ff016)), // add: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x30d8106), x::Name(0x13ff016)), // remove: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260b303), x::Name(0x2a94603)), // day: int
+        x::FieldEntry::required(x::Name(0x2e6d306), x::Name(0x22afd0b)), // offset: WeekOfMonth
+        x::FieldEntry::required(x::Name(0x36c2707), x::Name(0x999e09)), // weekday: DayOfWeek
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2708a09), x::Name(0x2a94603)), // diskIndex: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x268c017), x::Name(0x3344606)), // destinationPortgroupKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x329240a), x::Name(0x3344606)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x13ff016)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x268a00f), x::Name(0x3344606)), // destinationName: string
+        x::FieldEntry::optional(x::Name(0x2685315), x::Name(0x13ff016)), // destinationDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x32c2c10), x::Name(0x3344606)), // srcDirectoryPath: string
+        x::FieldEntry::required(x::Name(0x2760910), x::Name(0x3344606)), // dstDirectoryPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x32c3d0b), x::Name(0x3344606)), // srcFilePath: string
+        x::FieldEntry::required(x::Name(0x2761a0b), x::Name(0x3344606)), // dstFilePath: string
+        x::FieldEntry::required(x::Name(0x2ed7209), x::Name(0x2405e07)), // overwrite: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3135c0c), x::Name(0x13ff016)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bb7504), x::Name(0x13ff016)), // list: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bb7504), x::Name(0x13ff016)), // list: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x329240a), x::Name(0x3344606)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x3285e10), x::Name(0x13ff016)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x13ff016)), // destDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::repeated(x::Name(0x340680e), x::Name(0x147aa2d)), // thumbprintData: MultipleCertificatesVerifyFaultThumbprintData
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x3405d0a), x::Name(0x3344606)), // thumbprint: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x260220c), x::Name(0x3344606)), // datastoreUrl: string
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x25a7d0e), x::Name(0x2be5304)), // currentMaxSize: long
+        x::FieldEntry::optional(x::Name(0x310c30c), x::Name(0x2be5304)), // requiredSize: long
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
+        x::FieldEntry::optional(x::Name(0x2d1b503), x::Name(0xfc730d)), // nas: HostNasVolume
+        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x30d110a), x::Name(0x3344606)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x30d600a), x::Name(0x3344606)), // remotePath: string
+        x::FieldEntry::optional(x::Name(0x2d2af06), x::Name(0x2405e07)), // negate: boolean
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::optional(x::Name(0x2b04604), x::Name(0x149611c)), // ipv6: NetDhcpConfigInfoDhcpOptions
+        x::FieldEntry::optional(x::Name(0x2b01704), x::Name(0x149611c)), // ipv4: NetDhcpConfigInfoDhcpOptions
+        x::FieldEntry::required(x::Name(0x27a1306), x::Name(0x2405e07)), // enable: boolean
+        x::FieldEntry::repeated(x::Name(0x24ea506), x::Name(0x134dd08)), // config: KeyValue
+        x::FieldEntry::optional(x::Name(0x2b04604), x::Name(0x1499020)), // ipv6: NetDhcpConfigSpecDhcpOptionsSpec
+        x::FieldEntry::optional(x::Name(0x2b01704), x::Name(0x1499020)), // ipv4: NetDhcpConfigSpecDhcpOptionsSpec
+        x::FieldEntry::optional(x::Name(0x27a1306), x::Name(0x2405e07)), // enable: boolean
+        x::FieldEntry::repeated(x::Name(0x24ea506), x::Name(0x134dd08)), // config: KeyValue
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::required(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x31b670c), x::Name(0x3344606)), // searchDomain: string
+        x::FieldEntry::optional(x::Name(0x26b2404), x::Name(0x2405e07)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x274560a), x::Name(0x3344606)), // domainName: string
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x31b670c), x::Name(0x3344606)), // searchDomain: string
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x149e318)), // ipAddress: NetIpConfigInfoIpAddress
+        x::FieldEntry::optional(x::Name(0x26b2404), x::Name(0x1494f11)), // dhcp: NetDhcpConfigInfo
+        x::FieldEntry::optional(x::Name(0x23a3a18), x::Name(0x2405e07)), // autoConfigurationEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::optional(x::Name(0x2eabc06), x::Name(0x3344606)), // origin: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x2ba6f08), x::Name(0x2607608)), // lifetime: dateTime
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x14a4a1c)), // ipAddress: NetIpConfigSpecIpAddressSpec
+        x::FieldEntry::optional(x::Name(0x26b2404), x::Name(0x1497e11)), // dhcp: NetDhcpConfigSpec
+        x::FieldEntry::optional(x::Name(0x23a3a18), x::Name(0x2405e07)), // autoConfigurationEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0x14a981b)), // ipRoute: NetIpRouteConfigInfoIpRoute
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x290e007), x::Name(0x14a7c1b)), // gateway: NetIpRouteConfigInfoGateway
+        x::FieldEntry::repeated(x::Name(0x2ae9107), x::Name(0x14ae91f)), // ipRoute: NetIpRouteConfigSpecIpRouteSpec
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x2fdac0c), x::Name(0x2a94603)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x290e007), x::Name(0x14ac91f)), // gateway: NetIpRouteConfigSpecGatewaySpec
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x2d2be08), x::Name(0x14b4c18)), // neighbor: NetIpStackInfoNetToMedia
+        x::FieldEntry::repeated(x::Name(0x264290d), x::Name(0x14b181b)), // defaultRouter: NetIpStackInfoDefaultRouter
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2ba6f08), x::Name(0x2607608)), // lifetime: dateTime
+        x::FieldEntry::required(x::Name(0x2fd900a), x::Name(0x3344606)), // preference: string
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2f6600f), x::Name(0x3344606)), // physicalAddress: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2736609), x::Name(0x14c201e)), // dnsConfig: NetworkProfileDnsConfigProfile
+        x::FieldEntry::required(x::Name(0x2ae990d), x::Name(0x131980e)), // ipRouteConfig: IpRouteProfile
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x36a8007), x::Name(0x20bc914)), // vswitch: VirtualSwitchProfile
+        x::FieldEntry::repeated(x::Name(0x361390b), x::Name(0x2190812)), // vmPortGroup: VmPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x29eef0d), x::Name(0x1065d14)), // hostPortGroup: HostPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x31eb417), x::Name(0x1a1f41e)), // serviceConsolePortGroup: ServiceConsolePortGroupProfile
+        x::FieldEntry::optional(x::Name(0x2736609), x::Name(0x14c201e)), // dnsConfig: NetworkProfileDnsConfigProfile
+        x::FieldEntry::optional(x::Name(0x2ae990d), x::Name(0x131980e)), // ipRouteConfig: IpRouteProfile
+        x::FieldEntry::optional(x::Name(0x2524814), x::Name(0x131980e)), // consoleIpRouteConfig: IpRouteProfile
+        x::FieldEntry::repeated(x::Name(0x2f7de04), x::Name(0x1649212)), // pnic: PhysicalNicProfile
+        x::FieldEntry::repeated(x::Name(0x277ca08), x::Name(0xb9120a)), // dvswitch: DvsProfile
+        x::FieldEntry::repeated(x::Name(0x277a214), x::Name(0xb9e41c)), // dvsServiceConsoleNic: DvsServiceConsoleVNicProfile
+        x::FieldEntry::repeated(x::Name(0x277620a), x::Name(0xb62a12)), // dvsHostNic: DvsHostVNicProfile
+        x::FieldEntry::repeated(x::Name(0x2dd540a), x::Name(0x1525f12)), // nsxHostNic: NsxHostVNicProfile
+        x::FieldEntry::repeated(x::Name(0x2d38310), x::Name(0x14b7e17)), // netStackInstance: NetStackInstanceProfile
+        x::FieldEntry::optional(x::Name(0x2e8820c), x::Name(0x155b913)), // opaqueSwitch: OpaqueSwitchProfile
+        x::FieldEntry::required(x::Name(0x2ca2b0a), x::Name(0x3344606)), // methodName: string
+        x::FieldEntry::required(x::Name(0x344a30d), x::Name(0x3344606)), // transactionId: string
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::optional(x::Name(0x2ae4d0a), x::Name(0x3344606)), // ipPoolName: string
+        x::FieldEntry::optional(x::Name(0x2ae3608), x::Name(0x2a94603)), // ipPoolId: int
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2e46612), x::Name(0x2a94603)), // numberOfNicsInSpec: int
+        x::FieldEntry::required(x::Name(0x2e47910), x::Name(0x2a94603)), // numberOfNicsInVM: int
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x24e790f), x::Name(0x13ff016)), // computeResource: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x3344606)), // datastore: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2882207), x::Name(0x1382f12)), // feature: LicenseFeatureInfo
+        x::FieldEntry::required(x::Name(0x2e5cd06), x::Name(0x13ff016)), // object: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ffca0b), x::Name(0x3344606)), // privilegeId: string
+        x::FieldEntry::repeated(x::Name(0x2cc8511), x::Name(0x14ed21c)), // missingPrivileges: NoPermissionEntityPrivileges
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ffd60c), x::Name(0x3344606)), // privilegeIds: string
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2811b07), x::Name(0x13ff016)), // esxHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x303d316), x::Name(0x13ff016)), // publicNetworkPortGroup: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24aa017), x::Name(0x13ff016)), // clusterNetworkPortGroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3135c0c), x::Name(0x13ff016)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c0b30c), x::Name(0x1a2500e)), // managementVc: ServiceLocator
+        x::FieldEntry::required(x::Name(0x2da5708), x::Name(0x3344606)), // nodeName: string
+        x::FieldEntry::required(x::Name(0x2aeca0a), x::Name(0x89dd17)), // ipSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x2aeca0a), x::Name(0x89dd17)), // ipSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2de770a), x::Name(0x2a94603)), // numCpuDest: int
+        x::FieldEntry::required(x::Name(0x2dedd08), x::Name(0x2a94603)), // numCpuVm: int
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x26ade0a), x::Name(0x3344606)), // deviceType: string
+        x::FieldEntry::optional(x::Name(0x26a360b), x::Name(0x3344606)), // deviceLabel: string
+        x::FieldEntry::optional(x::Name(0x300830b), x::Name(0x3344606)), // productName: string
+        x::FieldEntry::optional(x::Name(0x300a60e), x::Name(0x3344606)), // productVersion: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x33b6a11), x::Name(0xb06f23)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2418405), x::Name(0x3344606)), // build: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2adc808), x::Name(0x1311c10)), // ipConfig: IpAddressProfile
+        x::FieldEntry::required(x::Name(0x2c4c11e), x::Name(0x2a94603)), // maxSupportedCoresPerSocketDest: int
+        x::FieldEntry::required(x::Name(0x2de5013), x::Name(0x2a94603)), // numCoresPerSocketVm: int
+        x::FieldEntry::required(x::Name(0x2c54411), x::Name(0x2a94603)), // maxSupportedVcpus: int
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x2de6406), x::Name(0x2a94603)), // numCpu: int
+        x::FieldEntry::required(x::Name(0x2c55615), x::Name(0x2a94603)), // maxSupportedVcpusDest: int
+        x::FieldEntry::required(x::Name(0x2dedd08), x::Name(0x2a94603)), // numCpuVm: int
+        x::FieldEntry::required(x::Name(0x32e8f05), x::Name(0x2a94603)), // start: int
+        x::FieldEntry::required(x::Name(0x27d3103), x::Name(0x2a94603)), // end: int
+        x::FieldEntry::required(x::Name(0x26ca30a), x::Name(0x2a94603)), // dimmHandle: int
+        x::FieldEntry::required(x::Name(0x299fe0a), x::Name(0x1535f10)), // healthInfo: NvdimmHealthInfo
+        x::FieldEntry::required(x::Name(0x343200d), x::Name(0x2be5304)), // totalCapacity: long
+        x::FieldEntry::required(x::Name(0x2f4ce12), x::Name(0x2be5304)), // persistentCapacity: long
+        x::FieldEntry::required(x::Name(0x23c301b), x::Name(0x2be5304)), // availablePersistentCapacity: long
+        x::FieldEntry::required(x::Name(0x3668210), x::Name(0x2be5304)), // volatileCapacity: long
+        x::FieldEntry::required(x::Name(0x23c9119), x::Name(0x2be5304)), // availableVolatileCapacity: long
+        x::FieldEntry::required(x::Name(0x23f960d), x::Name(0x2be5304)), // blockCapacity: long
+        x::FieldEntry::repeated(x::Name(0x30b3d0a), x::Name(0x154ce10)), // regionInfo: NvdimmRegionInfo
+        x::FieldEntry::required(x::Name(0x30f4814), x::Name(0x3344606)), // representationString: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x29a430c), x::Name(0x3344606)), // healthStatus: string
+        x::FieldEntry::required(x::Name(0x29a0911), x::Name(0x3344606)), // healthInformation: string
+        x::FieldEntry::repeated(x::Name(0x32fb70d), x::Name(0x3344606)), // stateFlagInfo: string
+        x::FieldEntry::required(x::Name(0x26cce0f), x::Name(0x2a94603)), // dimmTemperature: int
+        x::FieldEntry::required(x::Name(0x26cde18), x::Name(0x2a94603)), // dimmTemperatureThreshold: int
+        x::FieldEntry::required(x::Name(0x32afe15), x::Name(0x2a94603)), // spareBlocksPercentage: int
+        x::FieldEntry::required(x::Name(0x32aea13), x::Name(0x2a94603)), // spareBlockThreshold: int
+        x::FieldEntry::required(x::Name(0x26cb716), x::Name(0x2a94603)), // dimmLifespanPercentage: int
+        x::FieldEntry::optional(x::Name(0x280c40d), x::Name(0x2a94603)), // esTemperature: int
+        x::FieldEntry::optional(x::Name(0x280d216), x::Name(0x2a94603)), // esTemperatureThreshold: int
+        x::FieldEntry::optional(x::Name(0x280af14), x::Name(0x2a94603)), // esLifespanPercentage: int
+        x::FieldEntry::required(x::Name(0x3203405), x::Name(0x2a94603)), // setId: int
+        x::FieldEntry::required(x::Name(0x3061109), x::Name(0x3344606)), // rangeType: string
+        x::FieldEntry::required(x::Name(0x23e9d0b), x::Name(0x2be5304)), // baseAddress: long
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x23c830d), x::Name(0x2be5304)), // availableSize: long
+        x::FieldEntry::repeated(x::Name(0x26a420a), x::Name(0x2a94603)), // deviceList: int
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x28eb90c), x::Name(0x3344606)), // friendlyName: string
+        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2be5304)), // blockSize: long
+        x::FieldEntry::required(x::Name(0x23fa40a), x::Name(0x2be5304)), // blockCount: long
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2bd350a), x::Name(0x2a94603)), // locationID: int
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x28eb90c), x::Name(0x3344606)), // friendlyName: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2d16d15), x::Name(0x3344606)), // namespaceHealthStatus: string
+        x::FieldEntry::required(x::Name(0x2aa200f), x::Name(0x2a94603)), // interleavesetID: int
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x28eb90c), x::Name(0x3344606)), // friendlyName: string
+        x::FieldEntry::required(x::Name(0x23fde09), x::Name(0x2be5304)), // blockSize: long
+        x::FieldEntry::required(x::Name(0x23fa40a), x::Name(0x2be5304)), // blockCount: long
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2d16d15), x::Name(0x3344606)), // namespaceHealthStatus: string
+        x::FieldEntry::required(x::Name(0x2bd350a), x::Name(0x2a94603)), // locationID: int
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x28eb90c), x::Name(0x3344606)), // friendlyName: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x2aa200f), x::Name(0x2a94603)), // interleavesetID: int
+        x::FieldEntry::required(x::Name(0x30b3408), x::Name(0x2a94603)), // regionId: int
+        x::FieldEntry::required(x::Name(0x3203405), x::Name(0x2a94603)), // setId: int
+        x::FieldEntry::required(x::Name(0x3061109), x::Name(0x3344606)), // rangeType: string
+        x::FieldEntry::required(x::Name(0x32ea109), x::Name(0x2be5304)), // startAddr: long
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x2e6d306), x::Name(0x2be5304)), // offset: long
+        x::FieldEntry::required(x::Name(0x2defe08), x::Name(0x2a94603)), // numDimms: int
+        x::FieldEntry::required(x::Name(0x29a430c), x::Name(0x3344606)), // healthStatus: string
+        x::FieldEntry::required(x::Name(0x343200d), x::Name(0x2be5304)), // totalCapacity: long
+        x::FieldEntry::required(x::Name(0x2f4ce12), x::Name(0x2be5304)), // persistentCapacity: long
+        x::FieldEntry::required(x::Name(0x23f960d), x::Name(0x2be5304)), // blockCapacity: long
+        x::FieldEntry::required(x::Name(0x23bb811), x::Name(0x2be5304)), // availableCapacity: long
+        x::FieldEntry::required(x::Name(0x2df8d11), x::Name(0x2a94603)), // numInterleavesets: int
+        x::FieldEntry::required(x::Name(0x2dfff0d), x::Name(0x2a94603)), // numNamespaces: int
+        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x154df0d)), // summary: NvdimmSummary
+        x::FieldEntry::repeated(x::Name(0x26cf705), x::Name(0x2a94603)), // dimms: int
+        x::FieldEntry::repeated(x::Name(0x26cae08), x::Name(0x153450e)), // dimmInfo: NvdimmDimmInfo
+        x::FieldEntry::repeated(x::Name(0x2aa120d), x::Name(0x2a94603)), // interleaveSet: int
+        x::FieldEntry::repeated(x::Name(0x2a28608), x::Name(0x1537017)), // iSetInfo: NvdimmInterleaveSetInfo
+        x::FieldEntry::repeated(x::Name(0x2d15509), x::Name(0x153540a)), // namespace: NvdimmGuid
+        x::FieldEntry::repeated(x::Name(0x2dd3f06), x::Name(0x1544713)), // nsInfo: NvdimmNamespaceInfo
+        x::FieldEntry::repeated(x::Name(0x2dd3509), x::Name(0x153d516)), // nsDetails: NvdimmNamespaceDetails
     ],
     values: &[
-        x::Name(0x25da804), // gray
-        x::Name(0x25dce05), // green
-        x::Name(0x3248c06), // yellow
-        x::Name(0x2ca6203), // red
-        x::Name(0x27ae807), // isAbove
-        x::Name(0x27af007), // isBelow
-        x::Name(0x2eaa507), // standby
-        x::Name(0x201d706), // active
-        x::Name(0x23ca108), // disabled
-        x::Name(0x230e904), // dead
-        x::Name(0x3024f07), // unknown
-        x::Name(0x3024f07), // unknown
-        x::Name(0x247bd07), // enabled
-        x::Name(0x23ca108), // disabled
-        x::Name(0x247e50e), // enabledViaDHCP
-        x::Name(0x2ad9905), // other
-        x::Name(0x2880706), // manual
-        x::Name(0x239e904), // dhcp
-        x::Name(0x2829409), // linklayer
-        x::Name(0x2c68106), // random
-        x::Name(0x2bea109), // preferred
-        x::Name(0x235f90a), // deprecated
-        x::Name(0x273be07), // invalid
-        x::Name(0x26e750c), // inaccessible
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2fa0709), // tentative
-        x::Name(0x243d909), // duplicate
-        x::Name(0x2ad9905), // other
-        x::Name(0x273be07), // invalid
-        x::Name(0x2455107), // dynamic
-        x::Name(0x2880706), // manual
-        x::Name(0x2d13008), // reserved
-        x::Name(0x285b403), // low
-        x::Name(0x28cfe06), // medium
-        x::Name(0x2653f04), // high
-        x::Name(0x311fb0e), // virtualVmxnet3
-        x::Name(0x2b20119), // paraVirtualSCSIController
-        x::Name(0x2c9a90c), // recordReplay
-        x::Name(0x253160e), // faultTolerance
-        x::Name(0x273be07), // invalid
-        x::Name(0x201d706), // active
-        x::Name(0x29f7206), // normal
-        x::Name(0x2924007), // missing
-        x::Name(0x27e2a0c), // labelMissing
-        x::Name(0x2733210), // interleaveBroken
-        x::Name(0x27e0f11), // labelInconsistent
-        x::Name(0x273be07), // invalid
-        x::Name(0x2a01108), // notInUse
-        x::Name(0x26e6305), // inUse
-        x::Name(0x29f7206), // normal
-        x::Name(0x2924007), // missing
-        x::Name(0x27e2a0c), // labelMissing
-        x::Name(0x2733210), // interleaveBroken
-        x::Name(0x27e0f11), // labelInconsistent
-        x::Name(0x213d30a), // bttCorrupt
-        x::Name(0x210620c), // badBlockSize
-        x::Name(0x273be07), // invalid
-        x::Name(0x2a01108), // notInUse
-        x::Name(0x26e6305), // inUse
-        x::Name(0x212230e), // blockNamespace
-        x::Name(0x2b7c813), // persistentNamespace
-        x::Name(0x29f7206), // normal
-        x::Name(0x24c8205), // error
-        x::Name(0x31cc00d), // volatileRange
-        x::Name(0x2b7dc0f), // persistentRange
-        x::Name(0x2250a0c), // controlRange
-        x::Name(0x212470a), // blockRange
-        x::Name(0x31ce518), // volatileVirtualDiskRange
-        x::Name(0x31cce16), // volatileVirtualCDRange
-        x::Name(0x2b8141a), // persistentVirtualDiskRange
-        x::Name(0x2b7fb18), // persistentVirtualCDRange
+        x::Name(0x292cb04), // gray
+        x::Name(0x292f105), // green
+        x::Name(0x3706606), // yellow
+        x::Name(0x30a8b03), // red
+        x::Name(0x2b23b07), // isAbove
+        x::Name(0x2b24307), // isBelow
+        x::Name(0x32e3107), // standby
+        x::Name(0x22dba06), // active
+        x::Name(0x26e4608), // disabled
+        x::Name(0x260dd04), // dead
+        x::Name(0x3488b07), // unknown
+        x::Name(0x3488b07), // unknown
+        x::Name(0x27af207), // enabled
+        x::Name(0x26e4608), // disabled
+        x::Name(0x27b1a0e), // enabledViaDHCP
+        x::Name(0x2eadc05), // other
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x26b2404), // dhcp
+        x::Name(0x2bb4a09), // linklayer
+        x::Name(0x3060406), // random
+        x::Name(0x2fd9b09), // preferred
+        x::Name(0x2666c0a), // deprecated
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2a4c30c), // inaccessible
+        x::Name(0x3488b07), // unknown
+        x::Name(0x33fa909), // tentative
+        x::Name(0x2765b09), // duplicate
+        x::Name(0x2eadc05), // other
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2780907), // dynamic
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x3123108), // reserved
+        x::Name(0x2be9703), // low
+        x::Name(0x2c6ba06), // medium
+        x::Name(0x29b0a04), // high
+        x::Name(0x35a820e), // virtualVmxnet3
+        x::Name(0x2ef9419), // paraVirtualSCSIController
+        x::Name(0x309d20c), // recordReplay
+        x::Name(0x287210e), // faultTolerance
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x22dba06), // active
+        x::Name(0x2db2606), // normal
+        x::Name(0x2cc5107), // missing
+        x::Name(0x2b6390c), // labelMissing
+        x::Name(0x2aa0110), // interleaveBroken
+        x::Name(0x2b61e11), // labelInconsistent
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2dbe208), // notInUse
+        x::Name(0x2a4b105), // inUse
+        x::Name(0x2db2606), // normal
+        x::Name(0x2cc5107), // missing
+        x::Name(0x2b6390c), // labelMissing
+        x::Name(0x2aa0110), // interleaveBroken
+        x::Name(0x2b61e11), // labelInconsistent
+        x::Name(0x241790a), // bttCorrupt
+        x::Name(0x23dc70c), // badBlockSize
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2dbe208), // notInUse
+        x::Name(0x2a4b105), // inUse
+        x::Name(0x23faf0e), // blockNamespace
+        x::Name(0x2f5e913), // persistentNamespace
+        x::Name(0x2db2606), // normal
+        x::Name(0x2801305), // error
+        x::Name(0x366930d), // volatileRange
+        x::Name(0x2f5fd0f), // persistentRange
+        x::Name(0x2540a0c), // controlRange
+        x::Name(0x23fd30a), // blockRange
+        x::Name(0x366b818), // volatileVirtualDiskRange
+        x::Name(0x366a116), // volatileVirtualCDRange
+        x::Name(0x2f6351a), // persistentVirtualDiskRange
+        x::Name(0x2f61c18), // persistentVirtualCDRange
     ],
 };

@@ -6,127 +6,130 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x139e70d), x::Name(0xaa460b), 0, 3), // ObjectContent: DynamicData
-        x::TypeEntry::structure(x::Name(0x139f50a), x::Name(0xaa460b), 3, 3), // ObjectSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x13a000c), x::Name(0xaa460b), 6, 4), // ObjectUpdate: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x13a0d10), 0, 3), // ObjectUpdateKind
-        x::TypeEntry::structure(x::Name(0x13a3011), x::Name(0x192820d), 10, 1), // OnceTaskScheduler: TaskScheduler
-        x::TypeEntry::structure(x::Name(0x13a4217), x::Name(0xaa460b), 11, 1), // OpaqueNetworkCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x13a5a14), x::Name(0x131c90e), 12, 2), // OpaqueNetworkSummary: NetworkSummary
-        x::TypeEntry::structure(x::Name(0x13a6f17), x::Name(0x1d5d018), 14, 2), // OpaqueNetworkTargetInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x13a8713), x::Name(0xab90c), 16, 0), // OpaqueSwitchProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x13a9b22), x::Name::NONE, 16, 2), // OpenInventoryViewFolderRequestType
-        x::TypeEntry::structure(x::Name(0x13abe18), x::Name(0xc32214), 18, 0), // OperationDisabledByGuest: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0x13ad719), x::Name(0x17bee0c), 18, 0), // OperationDisallowedOnHost: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x13af11c), x::Name(0xc32214), 18, 0), // OperationNotSupportedByGuest: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0x13b0e09), x::Name(0xac5712), 18, 1), // OptionDef: ElementDescription
-        x::TypeEntry::structure(x::Name(0x13b180d), x::Name(0xab90c), 19, 1), // OptionProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x13b260a), x::Name(0xaa460b), 20, 1), // OptionType: DynamicData
-        x::TypeEntry::structure(x::Name(0x13b310b), x::Name(0xaa460b), 21, 2), // OptionValue: DynamicData
-        x::TypeEntry::structure(x::Name(0x13b3d11), x::Name(0x6740f), 23, 1), // OrAlarmExpression: AlarmExpression
-        x::TypeEntry::structure(x::Name(0x13b550b), x::Name(0x1b42008), 24, 1), // OutOfBounds: VimFault
-        x::TypeEntry::structure(x::Name(0x13b6110), x::Name(0xa36408), 25, 1), // OutOfSyncDvsHost: DvsEvent
-        x::TypeEntry::structure(x::Name(0x13b8a25), x::Name::NONE, 26, 2), // OverwriteCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0x13bb00c), x::Name(0x13f6f11), 28, 2), // OvfAttribute: OvfInvalidPackage
-        x::TypeEntry::structure(x::Name(0x13bbd12), x::Name(0x13f0211), 30, 0), // OvfConnectedDevice: OvfHardwareExport
-        x::TypeEntry::structure(x::Name(0x13bd018), x::Name(0x13bbd12), 30, 1), // OvfConnectedDeviceFloppy: OvfConnectedDevice
-        x::TypeEntry::structure(x::Name(0x13be915), x::Name(0x13bbd12), 31, 1), // OvfConnectedDeviceIso: OvfConnectedDevice
-        x::TypeEntry::structure(x::Name(0x13bff0d), x::Name(0x13f6f11), 32, 1), // OvfConstraint: OvfInvalidPackage
-        x::TypeEntry::structure(x::Name(0x13c0d18), x::Name(0x13ed408), 33, 2), // OvfConsumerCallbackFault: OvfFault
-        x::TypeEntry::structure(x::Name(0x13c261d), x::Name(0x13c0d18), 35, 1), // OvfConsumerCommunicationError: OvfConsumerCallbackFault
-        x::TypeEntry::structure(x::Name(0x13c4410), x::Name(0x13c0d18), 36, 3), // OvfConsumerFault: OvfConsumerCallbackFault
-        x::TypeEntry::structure(x::Name(0x13c5519), x::Name(0x13c0d18), 39, 2), // OvfConsumerInvalidSection: OvfConsumerCallbackFault
-        x::TypeEntry::structure(x::Name(0x13c6f12), x::Name(0xaa460b), 41, 5), // OvfConsumerOstNode: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x13c8216), 3, 3), // OvfConsumerOstNodeType
-        x::TypeEntry::structure(x::Name(0x13c9915), x::Name(0xaa460b), 46, 2), // OvfConsumerOvfSection: DynamicData
-        x::TypeEntry::structure(x::Name(0x13caf17), x::Name(0x117ae0c), 48, 3), // OvfConsumerPowerOnFault: InvalidState
-        x::TypeEntry::structure(x::Name(0x13cc71c), x::Name(0x13c0d18), 51, 1), // OvfConsumerUndeclaredSection: OvfConsumerCallbackFault
-        x::TypeEntry::structure(x::Name(0x13ce41a), x::Name(0x13c0d18), 52, 1), // OvfConsumerUndefinedPrefix: OvfConsumerCallbackFault
-        x::TypeEntry::structure(x::Name(0x13cff1a), x::Name(0x1e6a50d), 53, 3), // OvfConsumerValidationFault: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x13d1a13), x::Name(0x13f4409), 56, 4), // OvfCpuCompatibility: OvfImport
-        x::TypeEntry::structure(x::Name(0x13d2e24), x::Name(0x13f4409), 60, 0), // OvfCpuCompatibilityCheckNotSupported: OvfImport
-        x::TypeEntry::structure(x::Name(0x13d5319), x::Name(0xaa460b), 60, 6), // OvfCreateDescriptorParams: DynamicData
-        x::TypeEntry::structure(x::Name(0x13d6d19), x::Name(0xaa460b), 66, 4), // OvfCreateDescriptorResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x13d8719), x::Name(0x1400c16), 70, 9), // OvfCreateImportSpecParams: OvfManagerCommonParams
-        x::TypeEntry::enumeration(x::Name(0x13da12d), 6, 10), // OvfCreateImportSpecParamsDiskProvisioningType
-        x::TypeEntry::structure(x::Name(0x13dcf19), x::Name(0xaa460b), 79, 4), // OvfCreateImportSpecResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x13de913), x::Name(0xaa460b), 83, 3), // OvfDeploymentOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x13dfd16), x::Name(0x142130e), 86, 2), // OvfDiskMappingNotFound: OvfSystemFault
-        x::TypeEntry::structure(x::Name(0x13e1416), x::Name(0x13bff0d), 88, 0), // OvfDiskOrderConstraint: OvfConstraint
-        x::TypeEntry::structure(x::Name(0x13e2b13), x::Name(0x13e980a), 88, 0), // OvfDuplicateElement: OvfElement
-        x::TypeEntry::structure(x::Name(0x13e3f1c), x::Name(0x13e980a), 88, 1), // OvfDuplicatedElementBoundary: OvfElement
-        x::TypeEntry::structure(x::Name(0x13e5c1d), x::Name(0x13eba09), 89, 1), // OvfDuplicatedPropertyIdExport: OvfExport
-        x::TypeEntry::structure(x::Name(0x13e7a1d), x::Name(0x13eba09), 90, 0), // OvfDuplicatedPropertyIdImport: OvfExport
-        x::TypeEntry::structure(x::Name(0x13e980a), x::Name(0x13f6f11), 90, 1), // OvfElement: OvfInvalidPackage
-        x::TypeEntry::structure(x::Name(0x13ea316), x::Name(0x13e980a), 91, 1), // OvfElementInvalidValue: OvfElement
-        x::TypeEntry::structure(x::Name(0x13eba09), x::Name(0x13ed408), 92, 0), // OvfExport: OvfFault
-        x::TypeEntry::structure(x::Name(0x13ec40f), x::Name(0x13eba09), 92, 0), // OvfExportFailed: OvfExport
-        x::TypeEntry::structure(x::Name(0x13ed408), x::Name(0x1b42008), 92, 0), // OvfFault: VimFault
-        x::TypeEntry::structure(x::Name(0x13edd07), x::Name(0xaa460b), 92, 7), // OvfFile: DynamicData
-        x::TypeEntry::structure(x::Name(0x13ee50b), x::Name(0xaa460b), 99, 7), // OvfFileItem: DynamicData
-        x::TypeEntry::structure(x::Name(0x13ef110), x::Name(0x13f4409), 106, 0), // OvfHardwareCheck: OvfImport
-        x::TypeEntry::structure(x::Name(0x13f0211), x::Name(0x13eba09), 106, 2), // OvfHardwareExport: OvfExport
-        x::TypeEntry::structure(x::Name(0x13f1419), x::Name(0x13bff0d), 108, 1), // OvfHostResourceConstraint: OvfConstraint
-        x::TypeEntry::structure(x::Name(0x13f2e15), x::Name(0x142130e), 109, 2), // OvfHostValueNotParsed: OvfSystemFault
-        x::TypeEntry::structure(x::Name(0x13f4409), x::Name(0x13ed408), 111, 0), // OvfImport: OvfFault
-        x::TypeEntry::structure(x::Name(0x13f4e0f), x::Name(0x13f4409), 111, 0), // OvfImportFailed: OvfImport
-        x::TypeEntry::structure(x::Name(0x13f5e10), x::Name(0x142130e), 111, 0), // OvfInternalError: OvfSystemFault
-        x::TypeEntry::structure(x::Name(0x13f6f11), x::Name(0x13ed408), 111, 1), // OvfInvalidPackage: OvfFault
-        x::TypeEntry::structure(x::Name(0x13f810f), x::Name(0x13bb00c), 112, 1), // OvfInvalidValue: OvfAttribute
-        x::TypeEntry::structure(x::Name(0x13f911c), x::Name(0x13f810f), 113, 0), // OvfInvalidValueConfiguration: OvfInvalidValue
-        x::TypeEntry::structure(x::Name(0x13fae14), x::Name(0x13f810f), 113, 0), // OvfInvalidValueEmpty: OvfInvalidValue
-        x::TypeEntry::structure(x::Name(0x13fc31e), x::Name(0x13f810f), 113, 0), // OvfInvalidValueFormatMalformed: OvfInvalidValue
-        x::TypeEntry::structure(x::Name(0x13fe218), x::Name(0x13f810f), 113, 0), // OvfInvalidValueReference: OvfInvalidValue
-        x::TypeEntry::structure(x::Name(0x13ffb10), x::Name(0x1438415), 113, 1), // OvfInvalidVmName: OvfUnsupportedPackage
-        x::TypeEntry::structure(x::Name(0x1400c16), x::Name(0xaa460b), 114, 4), // OvfManagerCommonParams: DynamicData
-        x::TypeEntry::structure(x::Name(0x140230d), x::Name(0x13f4409), 118, 3), // OvfMappedOsId: OvfImport
-        x::TypeEntry::structure(x::Name(0x1403113), x::Name(0x13bb00c), 121, 0), // OvfMissingAttribute: OvfAttribute
-        x::TypeEntry::structure(x::Name(0x1404511), x::Name(0x13e980a), 121, 0), // OvfMissingElement: OvfElement
-        x::TypeEntry::structure(x::Name(0x140571f), x::Name(0x1404511), 121, 1), // OvfMissingElementNormalBoundary: OvfMissingElement
-        x::TypeEntry::structure(x::Name(0x1407712), x::Name(0x13f4409), 122, 2), // OvfMissingHardware: OvfImport
-        x::TypeEntry::structure(x::Name(0x1408a0e), x::Name(0xaa460b), 124, 2), // OvfNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1409911), x::Name(0xaa460b), 126, 2), // OvfNetworkMapping: DynamicData
-        x::TypeEntry::structure(x::Name(0x140ab1d), x::Name(0x13f4409), 128, 0), // OvfNetworkMappingNotSupported: OvfImport
-        x::TypeEntry::structure(x::Name(0x140c90c), x::Name(0x1438415), 128, 0), // OvfNoHostNic: OvfUnsupportedPackage
-        x::TypeEntry::structure(x::Name(0x140d616), x::Name(0x1435315), 128, 1), // OvfNoSpaceOnController: OvfUnsupportedElement
-        x::TypeEntry::structure(x::Name(0x140ed1c), x::Name(0x1438415), 129, 1), // OvfNoSupportedHardwareFamily: OvfUnsupportedPackage
-        x::TypeEntry::structure(x::Name(0x1410a0d), x::Name(0xaa460b), 130, 2), // OvfOptionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1411818), x::Name(0x1400c16), 132, 0), // OvfParseDescriptorParams: OvfManagerCommonParams
-        x::TypeEntry::structure(x::Name(0x1413118), x::Name(0xaa460b), 132, 18), // OvfParseDescriptorResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1414a0b), x::Name(0x13f6f11), 150, 2), // OvfProperty: OvfInvalidPackage
-        x::TypeEntry::structure(x::Name(0x1415611), x::Name(0x13eba09), 152, 2), // OvfPropertyExport: OvfExport
-        x::TypeEntry::structure(x::Name(0x1416812), x::Name(0x1414a0b), 154, 0), // OvfPropertyNetwork: OvfProperty
-        x::TypeEntry::structure(x::Name(0x1417b18), x::Name(0x13eba09), 154, 1), // OvfPropertyNetworkExport: OvfExport
-        x::TypeEntry::structure(x::Name(0x1419414), x::Name(0x1414a0b), 155, 1), // OvfPropertyQualifier: OvfProperty
-        x::TypeEntry::structure(x::Name(0x141a91d), x::Name(0x1414a0b), 156, 1), // OvfPropertyQualifierDuplicate: OvfProperty
-        x::TypeEntry::structure(x::Name(0x141c71b), x::Name(0x1414a0b), 157, 1), // OvfPropertyQualifierIgnored: OvfProperty
-        x::TypeEntry::structure(x::Name(0x141e30f), x::Name(0x1414a0b), 158, 0), // OvfPropertyType: OvfProperty
-        x::TypeEntry::structure(x::Name(0x141f310), x::Name(0x1414a0b), 158, 0), // OvfPropertyValue: OvfProperty
-        x::TypeEntry::structure(x::Name(0x142040e), x::Name(0xaa460b), 158, 4), // OvfResourceMap: DynamicData
-        x::TypeEntry::structure(x::Name(0x142130e), x::Name(0x13ed408), 162, 0), // OvfSystemFault: OvfFault
-        x::TypeEntry::structure(x::Name(0x142221a), x::Name(0x142130e), 162, 1), // OvfToXmlUnsupportedElement: OvfSystemFault
-        x::TypeEntry::structure(x::Name(0x1423d15), x::Name(0x13f0211), 163, 1), // OvfUnableToExportDisk: OvfHardwareExport
-        x::TypeEntry::structure(x::Name(0x1425314), x::Name(0x13e980a), 164, 0), // OvfUnexpectedElement: OvfElement
-        x::TypeEntry::structure(x::Name(0x1426810), x::Name(0x142130e), 164, 2), // OvfUnknownDevice: OvfSystemFault
-        x::TypeEntry::structure(x::Name(0x1427917), x::Name(0x13f0211), 166, 1), // OvfUnknownDeviceBacking: OvfHardwareExport
-        x::TypeEntry::structure(x::Name(0x1429110), x::Name(0x142130e), 167, 1), // OvfUnknownEntity: OvfSystemFault
-        x::TypeEntry::structure(x::Name(0x142a217), x::Name(0x1438415), 168, 2), // OvfUnsupportedAttribute: OvfUnsupportedPackage
-        x::TypeEntry::structure(x::Name(0x142ba1c), x::Name(0x142a217), 170, 1), // OvfUnsupportedAttributeValue: OvfUnsupportedAttribute
-        x::TypeEntry::structure(x::Name(0x142d71f), x::Name(0x142130e), 171, 4), // OvfUnsupportedDeviceBackingInfo: OvfSystemFault
-        x::TypeEntry::structure(x::Name(0x142f721), x::Name(0x142130e), 175, 4), // OvfUnsupportedDeviceBackingOption: OvfSystemFault
-        x::TypeEntry::structure(x::Name(0x143191a), x::Name(0x13f0211), 179, 0), // OvfUnsupportedDeviceExport: OvfHardwareExport
-        x::TypeEntry::structure(x::Name(0x143341e), x::Name(0x13f4409), 179, 2), // OvfUnsupportedDiskProvisioning: OvfImport
-        x::TypeEntry::structure(x::Name(0x1435315), x::Name(0x1438415), 181, 1), // OvfUnsupportedElement: OvfUnsupportedPackage
-        x::TypeEntry::structure(x::Name(0x143691a), x::Name(0x1435315), 182, 1), // OvfUnsupportedElementValue: OvfUnsupportedElement
-        x::TypeEntry::structure(x::Name(0x1438415), x::Name(0x13ed408), 183, 1), // OvfUnsupportedPackage: OvfFault
-        x::TypeEntry::structure(x::Name(0x1439a15), x::Name(0x1435315), 184, 1), // OvfUnsupportedSection: OvfUnsupportedElement
-        x::TypeEntry::structure(x::Name(0x143b015), x::Name(0x1438415), 185, 4), // OvfUnsupportedSubType: OvfUnsupportedPackage
-        x::TypeEntry::structure(x::Name(0x143c612), x::Name(0x1438415), 189, 3), // OvfUnsupportedType: OvfUnsupportedPackage
-        x::TypeEntry::structure(x::Name(0x143d915), x::Name(0x1400c16), 192, 0), // OvfValidateHostParams: OvfManagerCommonParams
-        x::TypeEntry::structure(x::Name(0x143ef15), x::Name(0xaa460b), 192, 6), // OvfValidateHostResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x144050f), x::Name(0x13e980a), 198, 0), // OvfWrongElement: OvfElement
-        x::TypeEntry::structure(x::Name(0x1441511), x::Name(0x13f6f11), 198, 1), // OvfWrongNamespace: OvfInvalidPackage
-        x::TypeEntry::structure(x::Name(0x144270c), x::Name(0x13f6f11), 199, 1), // OvfXmlFormat: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x1550b0d), x::Name(0xbb9c0b), 0, 3), // ObjectContent: DynamicData
+        x::TypeEntry::structure(x::Name(0x155190a), x::Name(0xbb9c0b), 3, 3), // ObjectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x155240c), x::Name(0xbb9c0b), 6, 4), // ObjectUpdate: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1553110), 0, 3), // ObjectUpdateKind
+        x::TypeEntry::structure(x::Name(0x1555411), x::Name(0x1b47d0d), 10, 1), // OnceTaskScheduler: TaskScheduler
+        x::TypeEntry::structure(x::Name(0x1557417), x::Name(0xbb9c0b), 11, 1), // OpaqueNetworkCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1558c14), x::Name(0x14c730e), 12, 2), // OpaqueNetworkSummary: NetworkSummary
+        x::TypeEntry::structure(x::Name(0x155a117), x::Name(0x1fc7f18), 14, 2), // OpaqueNetworkTargetInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x155b913), x::Name(0xad70c), 16, 0), // OpaqueSwitchProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x155cd22), x::Name::NONE, 16, 2), // OpenInventoryViewFolderRequestType
+        x::TypeEntry::structure(x::Name(0x155f018), x::Name(0xd5c314), 18, 0), // OperationDisabledByGuest: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0x1560919), x::Name(0x19b140c), 18, 0), // OperationDisallowedOnHost: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x156231c), x::Name(0xd5c314), 18, 0), // OperationNotSupportedByGuest: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0x1564009), x::Name(0xbdad12), 18, 1), // OptionDef: ElementDescription
+        x::TypeEntry::structure(x::Name(0x1564a0d), x::Name(0xad70c), 19, 1), // OptionProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x156580a), x::Name(0xbb9c0b), 20, 1), // OptionType: DynamicData
+        x::TypeEntry::structure(x::Name(0x156630b), x::Name(0xbb9c0b), 21, 2), // OptionValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x1566f11), x::Name(0x67b0f), 23, 1), // OrAlarmExpression: AlarmExpression
+        x::TypeEntry::structure(x::Name(0x156870b), x::Name(0x1d94808), 24, 1), // OutOfBounds: VimFault
+        x::TypeEntry::structure(x::Name(0x1569310), x::Name(0xb4ba08), 25, 1), // OutOfSyncDvsHost: DvsEvent
+        x::TypeEntry::structure(x::Name(0x156bc25), x::Name::NONE, 26, 2), // OverwriteCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0x156e20c), x::Name(0x15ac511), 28, 2), // OvfAttribute: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x156ef12), x::Name(0x15a4811), 30, 0), // OvfConnectedDevice: OvfHardwareExport
+        x::TypeEntry::structure(x::Name(0x1570218), x::Name(0x156ef12), 30, 1), // OvfConnectedDeviceFloppy: OvfConnectedDevice
+        x::TypeEntry::structure(x::Name(0x1571b15), x::Name(0x156ef12), 31, 1), // OvfConnectedDeviceIso: OvfConnectedDevice
+        x::TypeEntry::structure(x::Name(0x157310d), x::Name(0x15ac511), 32, 1), // OvfConstraint: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x1573f18), x::Name(0x15a1a08), 33, 2), // OvfConsumerCallbackFault: OvfFault
+        x::TypeEntry::structure(x::Name(0x157581d), x::Name(0x1573f18), 35, 1), // OvfConsumerCommunicationError: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x1577610), x::Name(0x1573f18), 36, 3), // OvfConsumerFault: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x1578719), x::Name(0x1573f18), 39, 2), // OvfConsumerInvalidSection: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x157a112), x::Name(0xbb9c0b), 41, 5), // OvfConsumerOstNode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x157b416), 3, 3), // OvfConsumerOstNodeType
+        x::TypeEntry::structure(x::Name(0x157cb15), x::Name(0xbb9c0b), 46, 2), // OvfConsumerOvfSection: DynamicData
+        x::TypeEntry::structure(x::Name(0x157e117), x::Name(0x1302a0c), 48, 3), // OvfConsumerPowerOnFault: InvalidState
+        x::TypeEntry::structure(x::Name(0x157f91c), x::Name(0x1573f18), 51, 1), // OvfConsumerUndeclaredSection: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x158161a), x::Name(0x1573f18), 52, 1), // OvfConsumerUndefinedPrefix: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x158311a), x::Name(0x210340d), 53, 3), // OvfConsumerValidationFault: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1584c13), x::Name(0x15a8a09), 56, 4), // OvfCpuCompatibility: OvfImport
+        x::TypeEntry::structure(x::Name(0x1586024), x::Name(0x15a8a09), 60, 0), // OvfCpuCompatibilityCheckNotSupported: OvfImport
+        x::TypeEntry::structure(x::Name(0x1588519), x::Name(0xbb9c0b), 60, 6), // OvfCreateDescriptorParams: DynamicData
+        x::TypeEntry::structure(x::Name(0x1589f19), x::Name(0xbb9c0b), 66, 4), // OvfCreateDescriptorResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x158b919), x::Name(0x15b6216), 70, 9), // OvfCreateImportSpecParams: OvfManagerCommonParams
+        x::TypeEntry::enumeration(x::Name(0x158d32d), 6, 10), // OvfCreateImportSpecParamsDiskProvisioningType
+        x::TypeEntry::structure(x::Name(0x1590119), x::Name(0xbb9c0b), 79, 4), // OvfCreateImportSpecResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1591b13), x::Name(0xbb9c0b), 83, 2), // OvfDatastoreMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x1592f13), x::Name(0xbb9c0b), 85, 3), // OvfDeploymentOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1594316), x::Name(0x15d820e), 88, 2), // OvfDiskMappingNotFound: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x1595a16), x::Name(0x157310d), 90, 0), // OvfDiskOrderConstraint: OvfConstraint
+        x::TypeEntry::structure(x::Name(0x1597113), x::Name(0x159de0a), 90, 0), // OvfDuplicateElement: OvfElement
+        x::TypeEntry::structure(x::Name(0x159851c), x::Name(0x159de0a), 90, 1), // OvfDuplicatedElementBoundary: OvfElement
+        x::TypeEntry::structure(x::Name(0x159a21d), x::Name(0x15a0009), 91, 1), // OvfDuplicatedPropertyIdExport: OvfExport
+        x::TypeEntry::structure(x::Name(0x159c01d), x::Name(0x15a0009), 92, 0), // OvfDuplicatedPropertyIdImport: OvfExport
+        x::TypeEntry::structure(x::Name(0x159de0a), x::Name(0x15ac511), 92, 1), // OvfElement: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x159e916), x::Name(0x159de0a), 93, 1), // OvfElementInvalidValue: OvfElement
+        x::TypeEntry::structure(x::Name(0x15a0009), x::Name(0x15a1a08), 94, 0), // OvfExport: OvfFault
+        x::TypeEntry::structure(x::Name(0x15a0a0f), x::Name(0x15a0009), 94, 0), // OvfExportFailed: OvfExport
+        x::TypeEntry::structure(x::Name(0x15a1a08), x::Name(0x1d94808), 94, 0), // OvfFault: VimFault
+        x::TypeEntry::structure(x::Name(0x15a2307), x::Name(0xbb9c0b), 94, 7), // OvfFile: DynamicData
+        x::TypeEntry::structure(x::Name(0x15a2b0b), x::Name(0xbb9c0b), 101, 7), // OvfFileItem: DynamicData
+        x::TypeEntry::structure(x::Name(0x15a3710), x::Name(0x15a8a09), 108, 0), // OvfHardwareCheck: OvfImport
+        x::TypeEntry::structure(x::Name(0x15a4811), x::Name(0x15a0009), 108, 2), // OvfHardwareExport: OvfExport
+        x::TypeEntry::structure(x::Name(0x15a5a19), x::Name(0x157310d), 110, 1), // OvfHostResourceConstraint: OvfConstraint
+        x::TypeEntry::structure(x::Name(0x15a7415), x::Name(0x15d820e), 111, 2), // OvfHostValueNotParsed: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x15a8a09), x::Name(0x15a1a08), 113, 0), // OvfImport: OvfFault
+        x::TypeEntry::structure(x::Name(0x15a940f), x::Name(0x15a8a09), 113, 0), // OvfImportFailed: OvfImport
+        x::TypeEntry::structure(x::Name(0x15aa40f), x::Name(0x158b919), 113, 9), // OvfImportParams: OvfCreateImportSpecParams
+        x::TypeEntry::structure(x::Name(0x15ab410), x::Name(0x15d820e), 122, 0), // OvfInternalError: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x15ac511), x::Name(0x15a1a08), 122, 1), // OvfInvalidPackage: OvfFault
+        x::TypeEntry::structure(x::Name(0x15ad70f), x::Name(0x156e20c), 123, 1), // OvfInvalidValue: OvfAttribute
+        x::TypeEntry::structure(x::Name(0x15ae71c), x::Name(0x15ad70f), 124, 0), // OvfInvalidValueConfiguration: OvfInvalidValue
+        x::TypeEntry::structure(x::Name(0x15b0414), x::Name(0x15ad70f), 124, 0), // OvfInvalidValueEmpty: OvfInvalidValue
+        x::TypeEntry::structure(x::Name(0x15b191e), x::Name(0x15ad70f), 124, 0), // OvfInvalidValueFormatMalformed: OvfInvalidValue
+        x::TypeEntry::structure(x::Name(0x15b3818), x::Name(0x15ad70f), 124, 0), // OvfInvalidValueReference: OvfInvalidValue
+        x::TypeEntry::structure(x::Name(0x15b5110), x::Name(0x15ef315), 124, 1), // OvfInvalidVmName: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x15b6216), x::Name(0xbb9c0b), 125, 4), // OvfManagerCommonParams: DynamicData
+        x::TypeEntry::structure(x::Name(0x15b790d), x::Name(0x15a8a09), 129, 3), // OvfMappedOsId: OvfImport
+        x::TypeEntry::structure(x::Name(0x15b8713), x::Name(0x156e20c), 132, 0), // OvfMissingAttribute: OvfAttribute
+        x::TypeEntry::structure(x::Name(0x15b9b11), x::Name(0x159de0a), 132, 0), // OvfMissingElement: OvfElement
+        x::TypeEntry::structure(x::Name(0x15bad1f), x::Name(0x15b9b11), 132, 1), // OvfMissingElementNormalBoundary: OvfMissingElement
+        x::TypeEntry::structure(x::Name(0x15bcd12), x::Name(0x15a8a09), 133, 2), // OvfMissingHardware: OvfImport
+        x::TypeEntry::structure(x::Name(0x15be00e), x::Name(0xbb9c0b), 135, 2), // OvfNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x15bef11), x::Name(0xbb9c0b), 137, 2), // OvfNetworkMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x15c011d), x::Name(0x15a8a09), 139, 0), // OvfNetworkMappingNotSupported: OvfImport
+        x::TypeEntry::structure(x::Name(0x15c1f0c), x::Name(0x15ef315), 139, 0), // OvfNoHostNic: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x15c2c16), x::Name(0x15ec215), 139, 1), // OvfNoSpaceOnController: OvfUnsupportedElement
+        x::TypeEntry::structure(x::Name(0x15c431c), x::Name(0x15ef315), 140, 1), // OvfNoSupportedHardwareFamily: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x15c600d), x::Name(0xbb9c0b), 141, 2), // OvfOptionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x15c6e18), x::Name(0x15b6216), 143, 0), // OvfParseDescriptorParams: OvfManagerCommonParams
+        x::TypeEntry::structure(x::Name(0x15c8718), x::Name(0xbb9c0b), 143, 18), // OvfParseDescriptorResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x15ca00b), x::Name(0x15ac511), 161, 2), // OvfProperty: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x15cac11), x::Name(0x15a0009), 163, 2), // OvfPropertyExport: OvfExport
+        x::TypeEntry::structure(x::Name(0x15cbe12), x::Name(0x15ca00b), 165, 0), // OvfPropertyNetwork: OvfProperty
+        x::TypeEntry::structure(x::Name(0x15cd118), x::Name(0x15a0009), 165, 1), // OvfPropertyNetworkExport: OvfExport
+        x::TypeEntry::structure(x::Name(0x15cea14), x::Name(0x15ca00b), 166, 1), // OvfPropertyQualifier: OvfProperty
+        x::TypeEntry::structure(x::Name(0x15cff1d), x::Name(0x15ca00b), 167, 1), // OvfPropertyQualifierDuplicate: OvfProperty
+        x::TypeEntry::structure(x::Name(0x15d1d1b), x::Name(0x15ca00b), 168, 1), // OvfPropertyQualifierIgnored: OvfProperty
+        x::TypeEntry::structure(x::Name(0x15d390f), x::Name(0x15ca00b), 169, 0), // OvfPropertyType: OvfProperty
+        x::TypeEntry::structure(x::Name(0x15d4910), x::Name(0x15ca00b), 169, 0), // OvfPropertyValue: OvfProperty
+        x::TypeEntry::structure(x::Name(0x15d5a0e), x::Name(0xbb9c0b), 169, 4), // OvfResourceMap: DynamicData
+        x::TypeEntry::structure(x::Name(0x15d6918), x::Name(0xbb9c0b), 173, 2), // OvfStorageProfileMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x15d820e), x::Name(0x15a1a08), 175, 0), // OvfSystemFault: OvfFault
+        x::TypeEntry::structure(x::Name(0x15d911a), x::Name(0x15d820e), 175, 1), // OvfToXmlUnsupportedElement: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x15dac15), x::Name(0x15a4811), 176, 1), // OvfUnableToExportDisk: OvfHardwareExport
+        x::TypeEntry::structure(x::Name(0x15dc214), x::Name(0x159de0a), 177, 0), // OvfUnexpectedElement: OvfElement
+        x::TypeEntry::structure(x::Name(0x15dd710), x::Name(0x15d820e), 177, 2), // OvfUnknownDevice: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x15de817), x::Name(0x15a4811), 179, 1), // OvfUnknownDeviceBacking: OvfHardwareExport
+        x::TypeEntry::structure(x::Name(0x15e0010), x::Name(0x15d820e), 180, 1), // OvfUnknownEntity: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x15e1117), x::Name(0x15ef315), 181, 2), // OvfUnsupportedAttribute: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x15e291c), x::Name(0x15e1117), 183, 1), // OvfUnsupportedAttributeValue: OvfUnsupportedAttribute
+        x::TypeEntry::structure(x::Name(0x15e461f), x::Name(0x15d820e), 184, 4), // OvfUnsupportedDeviceBackingInfo: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x15e6621), x::Name(0x15d820e), 188, 4), // OvfUnsupportedDeviceBackingOption: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x15e881a), x::Name(0x15a4811), 192, 0), // OvfUnsupportedDeviceExport: OvfHardwareExport
+        x::TypeEntry::structure(x::Name(0x15ea31e), x::Name(0x15a8a09), 192, 2), // OvfUnsupportedDiskProvisioning: OvfImport
+        x::TypeEntry::structure(x::Name(0x15ec215), x::Name(0x15ef315), 194, 1), // OvfUnsupportedElement: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x15ed81a), x::Name(0x15ec215), 195, 1), // OvfUnsupportedElementValue: OvfUnsupportedElement
+        x::TypeEntry::structure(x::Name(0x15ef315), x::Name(0x15a1a08), 196, 1), // OvfUnsupportedPackage: OvfFault
+        x::TypeEntry::structure(x::Name(0x15f0915), x::Name(0x15ec215), 197, 1), // OvfUnsupportedSection: OvfUnsupportedElement
+        x::TypeEntry::structure(x::Name(0x15f1f15), x::Name(0x15ef315), 198, 4), // OvfUnsupportedSubType: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x15f3512), x::Name(0x15ef315), 202, 3), // OvfUnsupportedType: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x15f4815), x::Name(0x15b6216), 205, 0), // OvfValidateHostParams: OvfManagerCommonParams
+        x::TypeEntry::structure(x::Name(0x15f5e15), x::Name(0xbb9c0b), 205, 6), // OvfValidateHostResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x15f740f), x::Name(0x159de0a), 211, 0), // OvfWrongElement: OvfElement
+        x::TypeEntry::structure(x::Name(0x15f8411), x::Name(0x15ac511), 211, 1), // OvfWrongNamespace: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x15f960c), x::Name(0x15ac511), 212, 1), // OvfXmlFormat: OvfInvalidPackage
     ],
     decoders: &[
         Some(x::decode_boxed::<ObjectContent>),
@@ -173,6 +176,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<OvfCreateImportSpecParams>),
         Some(x::decode_boxed::<OvfCreateImportSpecParamsDiskProvisioningType>),
         Some(x::decode_boxed::<OvfCreateImportSpecResult>),
+        Some(x::decode_boxed::<OvfDatastoreMapping>),
         Some(x::decode_boxed::<OvfDeploymentOption>),
         Some(x::decode_boxed::<OvfDiskMappingNotFound>),
         Some(x::decode_boxed::<OvfDiskOrderConstraint>),
@@ -193,6 +197,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<OvfHostValueNotParsed>),
         Some(x::decode_boxed::<OvfImport>),
         Some(x::decode_boxed::<OvfImportFailed>),
+        Some(x::decode_boxed::<OvfImportParams>),
         Some(x::decode_boxed::<OvfInternalError>),
         Some(x::decode_boxed::<OvfInvalidPackage>),
         Some(x::decode_boxed::<OvfInvalidValue>),
@@ -226,6 +231,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<OvfPropertyType>),
         Some(x::decode_boxed::<OvfPropertyValue>),
         Some(x::decode_boxed::<OvfResourceMap>),
+        Some(x::decode_boxed::<OvfStorageProfileMapping>),
         Some(x::decode_boxed::<OvfSystemFault>),
         Some(x::decode_boxed::<OvfToXmlUnsupportedElement>),
         Some(x::decode_boxed::<OvfUnableToExportDisk>),
@@ -252,223 +258,236 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<OvfXmlFormat>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c2b807), x::Name(0xaa520f)), // propSet: DynamicProperty
-        x::FieldEntry::repeated(x::Name(0x2929b0a), x::Name(0x12a9e0f)), // missingSet: MissingProperty
-        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e0a704), x::Name(0x212d207)), // skip: boolean
-        x::FieldEntry::repeated(x::Name(0x2db0009), x::Name(0x180bf0d)), // selectSet: SelectionSpec
-        x::FieldEntry::required(x::Name(0x27df304), x::Name(0x13a0d10)), // kind: ObjectUpdateKind
-        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2185a09), x::Name(0x150a50e)), // changeSet: PropertyChange
-        x::FieldEntry::repeated(x::Name(0x2929b0a), x::Name(0x12a9e0f)), // missingSet: MissingProperty
-        x::FieldEntry::optional(x::Name(0x2d65305), x::Name(0x2308208)), // runAt: dateTime
-        x::FieldEntry::required(x::Name(0x29a3e1b), x::Name(0x212d207)), // networkReservationSupported: boolean
-        x::FieldEntry::required(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
-        x::FieldEntry::required(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x13a5a14)), // network: OpaqueNetworkSummary
-        x::FieldEntry::optional(x::Name(0x29a3e1b), x::Name(0x212d207)), // networkReservationSupported: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ac930a), x::Name(0x13b260a)), // optionType: OptionType
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x30c7f0f), x::Name(0x212d207)), // valueIsReadonly: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x207ef07)), // value: anyType
-        x::FieldEntry::repeated(x::Name(0x24fda0a), x::Name(0x6740f)), // expression: AlarmExpression
-        x::FieldEntry::required(x::Name(0x209820c), x::Name(0x2f00106)), // argumentName: string
-        x::FieldEntry::repeated(x::Name(0x268b60d), x::Name(0xa63518)), // hostOutOfSync: DvsOutOfSyncHostArgument
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27cc204), x::Name(0x823d15)), // item: CustomizationSpecItem
-        x::FieldEntry::required(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
-        x::FieldEntry::required(x::Name(0x20c010d), x::Name(0x2f00106)), // attributeName: string
-        x::FieldEntry::required(x::Name(0x2560e08), x::Name(0x2f00106)), // filename: string
-        x::FieldEntry::required(x::Name(0x2560e08), x::Name(0x2f00106)), // filename: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2508d0d), x::Name(0x2f00106)), // extensionName: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x24c9208), x::Name(0x2f00106)), // errorKey: string
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::repeated(x::Name(0x2b25806), x::Name(0x11c0608)), // params: KeyValue
-        x::FieldEntry::required(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::repeated(x::Name(0x2da2d07), x::Name(0x13c9915)), // section: OvfConsumerOvfSection
-        x::FieldEntry::repeated(x::Name(0x21a9a05), x::Name(0x13c6f12)), // child: OvfConsumerOstNode
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
-        x::FieldEntry::required(x::Name(0x3246a03), x::Name(0x2f00106)), // xml: string
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2508d0d), x::Name(0x2f00106)), // extensionName: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x2c52414), x::Name(0x2f00106)), // qualifiedSectionType: string
-        x::FieldEntry::required(x::Name(0x2beab06), x::Name(0x2f00106)), // prefix: string
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2508d0d), x::Name(0x2f00106)), // extensionName: string
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::required(x::Name(0x2cb230c), x::Name(0x2f00106)), // registerName: string
-        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x2729103)), // level: int
-        x::FieldEntry::required(x::Name(0x2cb300d), x::Name(0x2f00106)), // registerValue: string
-        x::FieldEntry::required(x::Name(0x2367d14), x::Name(0x2f00106)), // desiredRegisterValue: string
-        x::FieldEntry::repeated(x::Name(0x2b03208), x::Name(0x13edd07)), // ovfFiles: OvfFile
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::optional(x::Name(0x26ed011), x::Name(0x212d207)), // includeImageFiles: boolean
-        x::FieldEntry::repeated(x::Name(0x24fc80c), x::Name(0x2f00106)), // exportOption: string
-        x::FieldEntry::optional(x::Name(0x2e29c08), x::Name(0x1258216)), // snapshot: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b00c0d), x::Name(0x2f00106)), // ovfDescriptor: string
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x26ed011), x::Name(0x212d207)), // includeImageFiles: boolean
-        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
-        x::FieldEntry::optional(x::Name(0x269ae0a), x::Name(0x1258216)), // hostSystem: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x299e70e), x::Name(0x1409911)), // networkMapping: OvfNetworkMapping
-        x::FieldEntry::optional(x::Name(0x2765112), x::Name(0x2f00106)), // ipAllocationPolicy: string
-        x::FieldEntry::optional(x::Name(0x277270a), x::Name(0x2f00106)), // ipProtocol: string
-        x::FieldEntry::repeated(x::Name(0x2c3030f), x::Name(0x11c0608)), // propertyMapping: KeyValue
-        x::FieldEntry::repeated(x::Name(0x2d22a0f), x::Name(0x142040e)), // resourceMapping: OvfResourceMap
-        x::FieldEntry::optional(x::Name(0x23f7210), x::Name(0x2f00106)), // diskProvisioning: string
-        x::FieldEntry::optional(x::Name(0x2725510), x::Name(0x13c6f12)), // instantiationOst: OvfConsumerOstNode
-        x::FieldEntry::optional(x::Name(0x26da10a), x::Name(0x10d770a)), // importSpec: ImportSpec
-        x::FieldEntry::repeated(x::Name(0x2557708), x::Name(0x13ee50b)), // fileItem: OvfFileItem
-        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x23f0c08), x::Name(0x2f00106)), // diskName: string
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x213a908), x::Name(0x2f00106)), // boundary: string
-        x::FieldEntry::required(x::Name(0x258fa04), x::Name(0x2f00106)), // fqid: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x21f9c11), x::Name(0x2f00106)), // compressionMethod: string
-        x::FieldEntry::optional(x::Name(0x21af809), x::Name(0x2857004)), // chunkSize: long
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::optional(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
-        x::FieldEntry::optional(x::Name(0x2ba8c0d), x::Name(0x2857004)), // populatedSize: long
-        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x21f9c11), x::Name(0x2f00106)), // compressionMethod: string
-        x::FieldEntry::optional(x::Name(0x21af809), x::Name(0x2857004)), // chunkSize: long
-        x::FieldEntry::optional(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::required(x::Name(0x21b0207), x::Name(0x2729103)), // cimType: int
-        x::FieldEntry::required(x::Name(0x2281106), x::Name(0x212d207)), // create: boolean
-        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x1b6c60d)), // device: VirtualDevice
-        x::FieldEntry::required(x::Name(0x3184a06), x::Name(0x2f00106)), // vmPath: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2c2e808), x::Name(0x2f00106)), // property: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x235d910), x::Name(0x2f00106)), // deploymentOption: string
-        x::FieldEntry::repeated(x::Name(0x294a609), x::Name(0x11c0608)), // msgBundle: KeyValue
-        x::FieldEntry::repeated(x::Name(0x26d940c), x::Name(0x2f00106)), // importOption: string
-        x::FieldEntry::required(x::Name(0x2b03b05), x::Name(0x2729103)), // ovfId: int
-        x::FieldEntry::required(x::Name(0x2affd0e), x::Name(0x2f00106)), // ovfDescription: string
-        x::FieldEntry::required(x::Name(0x2f85f11), x::Name(0x2f00106)), // targetDescription: string
-        x::FieldEntry::required(x::Name(0x213a908), x::Name(0x2f00106)), // boundary: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2d30f0c), x::Name(0x2729103)), // resourceType: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b25f06), x::Name(0x2f00106)), // parent: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x2ac7506), x::Name(0x2f00106)), // option: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x1230312)), // description: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x24d8804), x::Name(0x2f00106)), // eula: string
-        x::FieldEntry::repeated(x::Name(0x2992207), x::Name(0x1408a0e)), // network: OvfNetworkInfo
-        x::FieldEntry::repeated(x::Name(0x2766412), x::Name(0x2f00106)), // ipAllocationScheme: string
-        x::FieldEntry::repeated(x::Name(0x277320b), x::Name(0x2f00106)), // ipProtocols: string
-        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x1a9e110)), // property: VAppPropertyInfo
-        x::FieldEntry::optional(x::Name(0x2c15a0b), x::Name(0x1a9af0f)), // productInfo: VAppProductInfo
-        x::FieldEntry::required(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x2091f17), x::Name(0x2857004)), // approximateDownloadSize: long
-        x::FieldEntry::optional(x::Name(0x209371d), x::Name(0x2857004)), // approximateFlatDeploymentSize: long
-        x::FieldEntry::optional(x::Name(0x209551f), x::Name(0x2857004)), // approximateSparseDeploymentSize: long
-        x::FieldEntry::required(x::Name(0x232b611), x::Name(0x2f00106)), // defaultEntityName: string
-        x::FieldEntry::required(x::Name(0x30efc0a), x::Name(0x212d207)), // virtualApp: boolean
-        x::FieldEntry::repeated(x::Name(0x235d910), x::Name(0x13de913)), // deploymentOption: OvfDeploymentOption
-        x::FieldEntry::required(x::Name(0x2327d17), x::Name(0x2f00106)), // defaultDeploymentOption: string
-        x::FieldEntry::repeated(x::Name(0x24bd70a), x::Name(0x11c0608)), // entityName: KeyValue
-        x::FieldEntry::optional(x::Name(0x207670c), x::Name(0x13c6f12)), // annotatedOst: OvfConsumerOstNode
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::required(x::Name(0x2c53909), x::Name(0x2f00106)), // qualifier: string
-        x::FieldEntry::required(x::Name(0x2c53909), x::Name(0x2f00106)), // qualifier: string
-        x::FieldEntry::required(x::Name(0x2c53909), x::Name(0x2f00106)), // qualifier: string
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x2f00106)), // source: string
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1258216)), // parent: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d2f40c), x::Name(0x1731512)), // resourceSpec: ResourceConfigSpec
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x23f0c08), x::Name(0x2f00106)), // diskName: string
-        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x1b6c60d)), // device: VirtualDevice
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x1b6d418)), // backing: VirtualDeviceBackingInfo
-        x::FieldEntry::required(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
-        x::FieldEntry::required(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
-        x::FieldEntry::required(x::Name(0x20c010d), x::Name(0x2f00106)), // attributeName: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::optional(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
-        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x20fba0b), x::Name(0x2f00106)), // backingName: string
-        x::FieldEntry::optional(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
-        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x20fba0b), x::Name(0x2f00106)), // backingName: string
-        x::FieldEntry::required(x::Name(0x23f7210), x::Name(0x2f00106)), // diskProvisioning: string
-        x::FieldEntry::required(x::Name(0x2f1e719), x::Name(0x2f00106)), // supportedDiskProvisioning: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::optional(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
-        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x2f00106)), // info: string
-        x::FieldEntry::required(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
-        x::FieldEntry::required(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::required(x::Name(0x239a30a), x::Name(0x2729103)), // deviceType: int
-        x::FieldEntry::required(x::Name(0x239950d), x::Name(0x2f00106)), // deviceSubType: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::required(x::Name(0x239a30a), x::Name(0x2729103)), // deviceType: int
-        x::FieldEntry::optional(x::Name(0x2428c0c), x::Name(0x2857004)), // downloadSize: long
-        x::FieldEntry::optional(x::Name(0x257dc12), x::Name(0x2857004)), // flatDeploymentSize: long
-        x::FieldEntry::optional(x::Name(0x2e7df14), x::Name(0x2857004)), // sparseDeploymentSize: long
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x2f1e719), x::Name(0x2f00106)), // supportedDiskProvisioning: string
-        x::FieldEntry::required(x::Name(0x296dd0d), x::Name(0x2f00106)), // namespaceName: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x301fa07), x::Name(0xbba80f)), // propSet: DynamicProperty
+        x::FieldEntry::repeated(x::Name(0x2ccbe0a), x::Name(0x145220f)), // missingSet: MissingProperty
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3237504), x::Name(0x2405e07)), // skip: boolean
+        x::FieldEntry::repeated(x::Name(0x31cf309), x::Name(0x1a1500d)), // selectSet: SelectionSpec
+        x::FieldEntry::required(x::Name(0x2b5ef04), x::Name(0x1553110)), // kind: ObjectUpdateKind
+        x::FieldEntry::required(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2463709), x::Name(0x16cd90e)), // changeSet: PropertyChange
+        x::FieldEntry::repeated(x::Name(0x2ccbe0a), x::Name(0x145220f)), // missingSet: MissingProperty
+        x::FieldEntry::optional(x::Name(0x317e705), x::Name(0x2607608)), // runAt: dateTime
+        x::FieldEntry::required(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x1558c14)), // network: OpaqueNetworkSummary
+        x::FieldEntry::optional(x::Name(0x2d5a01b), x::Name(0x2405e07)), // networkReservationSupported: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e9a20a), x::Name(0x156580a)), // optionType: OptionType
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x354570f), x::Name(0x2405e07)), // valueIsReadonly: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x234a207)), // value: anyType
+        x::FieldEntry::repeated(x::Name(0x283e50a), x::Name(0x67b0f)), // expression: AlarmExpression
+        x::FieldEntry::required(x::Name(0x236490c), x::Name(0x3344606)), // argumentName: string
+        x::FieldEntry::repeated(x::Name(0x29ea60d), x::Name(0xb78b18)), // hostOutOfSync: DvsOutOfSyncHostArgument
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b47204), x::Name(0x8c0115)), // item: CustomizationSpecItem
+        x::FieldEntry::required(x::Name(0x279c90b), x::Name(0x3344606)), // elementName: string
+        x::FieldEntry::required(x::Name(0x238da0d), x::Name(0x3344606)), // attributeName: string
+        x::FieldEntry::required(x::Name(0x28a3c08), x::Name(0x3344606)), // filename: string
+        x::FieldEntry::required(x::Name(0x28a3c08), x::Name(0x3344606)), // filename: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x284980d), x::Name(0x3344606)), // extensionName: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2803408), x::Name(0x3344606)), // errorKey: string
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::repeated(x::Name(0x2efeb06), x::Name(0x134dd08)), // params: KeyValue
+        x::FieldEntry::required(x::Name(0x2ba9e0a), x::Name(0x2a94603)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::repeated(x::Name(0x31c0807), x::Name(0x157cb15)), // section: OvfConsumerOvfSection
+        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x157a112)), // child: OvfConsumerOstNode
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba9e0a), x::Name(0x2a94603)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x3704403), x::Name(0x3344606)), // xml: string
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x284980d), x::Name(0x3344606)), // extensionName: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x3049314), x::Name(0x3344606)), // qualifiedSectionType: string
+        x::FieldEntry::required(x::Name(0x2fda506), x::Name(0x3344606)), // prefix: string
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x284980d), x::Name(0x3344606)), // extensionName: string
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::required(x::Name(0x30b550c), x::Name(0x3344606)), // registerName: string
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::required(x::Name(0x30b620d), x::Name(0x3344606)), // registerValue: string
+        x::FieldEntry::required(x::Name(0x2671114), x::Name(0x3344606)), // desiredRegisterValue: string
+        x::FieldEntry::repeated(x::Name(0x2edc108), x::Name(0x15a2307)), // ovfFiles: OvfFile
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x2a52f11), x::Name(0x2405e07)), // includeImageFiles: boolean
+        x::FieldEntry::repeated(x::Name(0x283bc0c), x::Name(0x3344606)), // exportOption: string
+        x::FieldEntry::optional(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x36bbb07), x::Name(0x13d6214)), // warning: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2a52f11), x::Name(0x2405e07)), // includeImageFiles: boolean
+        x::FieldEntry::required(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::optional(x::Name(0x29fc30a), x::Name(0x13ff016)), // hostSystem: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d4ee0e), x::Name(0x15bef11)), // networkMapping: OvfNetworkMapping
+        x::FieldEntry::optional(x::Name(0x2ad8612), x::Name(0x3344606)), // ipAllocationPolicy: string
+        x::FieldEntry::optional(x::Name(0x2ae7a0a), x::Name(0x3344606)), // ipProtocol: string
+        x::FieldEntry::repeated(x::Name(0x302450f), x::Name(0x134dd08)), // propertyMapping: KeyValue
+        x::FieldEntry::repeated(x::Name(0x3134c0f), x::Name(0x15d5a0e)), // resourceMapping: OvfResourceMap
+        x::FieldEntry::optional(x::Name(0x2717510), x::Name(0x3344606)), // diskProvisioning: string
+        x::FieldEntry::optional(x::Name(0x2a8f710), x::Name(0x157a112)), // instantiationOst: OvfConsumerOstNode
+        x::FieldEntry::optional(x::Name(0x2a3e30a), x::Name(0x125360a)), // importSpec: ImportSpec
+        x::FieldEntry::repeated(x::Name(0x289a508), x::Name(0x15a2b0b)), // fileItem: OvfFileItem
+        x::FieldEntry::repeated(x::Name(0x36bbb07), x::Name(0x13d6214)), // warning: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x3344606)), // diskId: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2710208), x::Name(0x3344606)), // diskName: string
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2414f08), x::Name(0x3344606)), // boundary: string
+        x::FieldEntry::required(x::Name(0x28d9004), x::Name(0x3344606)), // fqid: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x24e1f11), x::Name(0x3344606)), // compressionMethod: string
+        x::FieldEntry::optional(x::Name(0x248e909), x::Name(0x2be5304)), // chunkSize: long
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::optional(x::Name(0x2f9600d), x::Name(0x2be5304)), // populatedSize: long
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x24e1f11), x::Name(0x3344606)), // compressionMethod: string
+        x::FieldEntry::optional(x::Name(0x248e909), x::Name(0x2be5304)), // chunkSize: long
+        x::FieldEntry::optional(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::required(x::Name(0x2491107), x::Name(0x2a94603)), // cimType: int
+        x::FieldEntry::required(x::Name(0x2573006), x::Name(0x2405e07)), // create: boolean
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::required(x::Name(0x3610306), x::Name(0x3344606)), // vmPath: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x3022a08), x::Name(0x3344606)), // property: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::optional(x::Name(0x3040908), x::Name(0x2405e07)), // pushMode: boolean
+        x::FieldEntry::optional(x::Name(0x322e711), x::Name(0x2405e07)), // signatureRequired: boolean
+        x::FieldEntry::optional(x::Name(0x3237a11), x::Name(0x2405e07)), // skipManifestCheck: boolean
+        x::FieldEntry::optional(x::Name(0x2fb5c07), x::Name(0x2405e07)), // powerOn: boolean
+        x::FieldEntry::repeated(x::Name(0x25b7411), x::Name(0x134dd08)), // customHttpHeaders: KeyValue
+        x::FieldEntry::optional(x::Name(0x3283e11), x::Name(0x3344606)), // sourceCertificate: string
+        x::FieldEntry::repeated(x::Name(0x25f2911), x::Name(0x1591b13)), // datastoreMappings: OvfDatastoreMapping
+        x::FieldEntry::optional(x::Name(0x3614509), x::Name(0x3344606)), // vmProfile: string
+        x::FieldEntry::repeated(x::Name(0x271680c), x::Name(0x15d6918)), // diskProfiles: OvfStorageProfileMapping
+        x::FieldEntry::required(x::Name(0x2ba9e0a), x::Name(0x2a94603)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x2664c10), x::Name(0x3344606)), // deploymentOption: string
+        x::FieldEntry::repeated(x::Name(0x2cf2a09), x::Name(0x134dd08)), // msgBundle: KeyValue
+        x::FieldEntry::repeated(x::Name(0x2a3d60c), x::Name(0x3344606)), // importOption: string
+        x::FieldEntry::required(x::Name(0x2edca05), x::Name(0x2a94603)), // ovfId: int
+        x::FieldEntry::required(x::Name(0x2ed8c0e), x::Name(0x3344606)), // ovfDescription: string
+        x::FieldEntry::required(x::Name(0x33db611), x::Name(0x3344606)), // targetDescription: string
+        x::FieldEntry::required(x::Name(0x2414f08), x::Name(0x3344606)), // boundary: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x314310c), x::Name(0x2a94603)), // resourceType: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0x3344606)), // parent: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x2e98406), x::Name(0x3344606)), // option: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x13d2d12)), // description: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2813604), x::Name(0x3344606)), // eula: string
+        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0x15be00e)), // network: OvfNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x2ad9912), x::Name(0x3344606)), // ipAllocationScheme: string
+        x::FieldEntry::repeated(x::Name(0x2ae850b), x::Name(0x3344606)), // ipProtocols: string
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x1cce910)), // property: VAppPropertyInfo
+        x::FieldEntry::optional(x::Name(0x300690b), x::Name(0x1ccb70f)), // productInfo: VAppProductInfo
+        x::FieldEntry::required(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x235e617), x::Name(0x2be5304)), // approximateDownloadSize: long
+        x::FieldEntry::optional(x::Name(0x235fe1d), x::Name(0x2be5304)), // approximateFlatDeploymentSize: long
+        x::FieldEntry::optional(x::Name(0x2361c1f), x::Name(0x2be5304)), // approximateSparseDeploymentSize: long
+        x::FieldEntry::required(x::Name(0x262ff11), x::Name(0x3344606)), // defaultEntityName: string
+        x::FieldEntry::required(x::Name(0x357650a), x::Name(0x2405e07)), // virtualApp: boolean
+        x::FieldEntry::repeated(x::Name(0x2664c10), x::Name(0x1592f13)), // deploymentOption: OvfDeploymentOption
+        x::FieldEntry::required(x::Name(0x262c617), x::Name(0x3344606)), // defaultDeploymentOption: string
+        x::FieldEntry::repeated(x::Name(0x27f680a), x::Name(0x134dd08)), // entityName: KeyValue
+        x::FieldEntry::optional(x::Name(0x233f10c), x::Name(0x157a112)), // annotatedOst: OvfConsumerOstNode
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x36bbb07), x::Name(0x13d6214)), // warning: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x304a809), x::Name(0x3344606)), // qualifier: string
+        x::FieldEntry::required(x::Name(0x304a809), x::Name(0x3344606)), // qualifier: string
+        x::FieldEntry::required(x::Name(0x304a809), x::Name(0x3344606)), // qualifier: string
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x3344606)), // source: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x13ff016)), // parent: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x314160c), x::Name(0x191bc12)), // resourceSpec: ResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x3344606)), // diskId: string
+        x::FieldEntry::required(x::Name(0x3333010), x::Name(0x3344606)), // storageProfileId: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2710208), x::Name(0x3344606)), // diskName: string
+        x::FieldEntry::optional(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x23d0707), x::Name(0x1dc2818)), // backing: VirtualDeviceBackingInfo
+        x::FieldEntry::required(x::Name(0x2ba9e0a), x::Name(0x2a94603)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x279c90b), x::Name(0x3344606)), // elementName: string
+        x::FieldEntry::required(x::Name(0x238da0d), x::Name(0x3344606)), // attributeName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::optional(x::Name(0x279c90b), x::Name(0x3344606)), // elementName: string
+        x::FieldEntry::optional(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x23d1f0b), x::Name(0x3344606)), // backingName: string
+        x::FieldEntry::optional(x::Name(0x279c90b), x::Name(0x3344606)), // elementName: string
+        x::FieldEntry::optional(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x23d1f0b), x::Name(0x3344606)), // backingName: string
+        x::FieldEntry::required(x::Name(0x2717510), x::Name(0x3344606)), // diskProvisioning: string
+        x::FieldEntry::required(x::Name(0x336a519), x::Name(0x3344606)), // supportedDiskProvisioning: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::optional(x::Name(0x2ba9e0a), x::Name(0x2a94603)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x3344606)), // info: string
+        x::FieldEntry::required(x::Name(0x279c90b), x::Name(0x3344606)), // elementName: string
+        x::FieldEntry::required(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x26ade0a), x::Name(0x2a94603)), // deviceType: int
+        x::FieldEntry::required(x::Name(0x26ac50d), x::Name(0x3344606)), // deviceSubType: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x26ade0a), x::Name(0x2a94603)), // deviceType: int
+        x::FieldEntry::optional(x::Name(0x274b10c), x::Name(0x2be5304)), // downloadSize: long
+        x::FieldEntry::optional(x::Name(0x28c4e12), x::Name(0x2be5304)), // flatDeploymentSize: long
+        x::FieldEntry::optional(x::Name(0x32b2514), x::Name(0x2be5304)), // sparseDeploymentSize: long
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x36bbb07), x::Name(0x13d6214)), // warning: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x336a519), x::Name(0x3344606)), // supportedDiskProvisioning: string
+        x::FieldEntry::required(x::Name(0x2d18f0d), x::Name(0x3344606)), // namespaceName: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
     ],
     values: &[
-        x::Name(0x2935906), // modify
-        x::Name(0x24b0105), // enter
-        x::Name(0x2803705), // leave
-        x::Name(0x24c4708), // envelope
-        x::Name(0x311d50d), // virtualSystem
-        x::Name(0x311e317), // virtualSystemCollection
-        x::Name(0x293a710), // monolithicSparse
-        x::Name(0x293980e), // monolithicFlat
-        x::Name(0x300c014), // twoGbMaxExtentSparse
-        x::Name(0x300ad12), // twoGbMaxExtentFlat
-        x::Name(0x2fa6f04), // thin
-        x::Name(0x2fa6005), // thick
-        x::Name(0x2d93608), // seSparse
-        x::Name(0x245ce10), // eagerZeroedThick
-        x::Name(0x2e7ce06), // sparse
-        x::Name(0x257d704), // flat
+        x::Name(0x2cd8606), // modify
+        x::Name(0x27e6b05), // enter
+        x::Name(0x2b8a905), // leave
+        x::Name(0x27fd808), // envelope
+        x::Name(0x35a5c0d), // virtualSystem
+        x::Name(0x35a6a17), // virtualSystemCollection
+        x::Name(0x2ce0710), // monolithicSparse
+        x::Name(0x2cdf80e), // monolithicFlat
+        x::Name(0x346b214), // twoGbMaxExtentSparse
+        x::Name(0x3469f12), // twoGbMaxExtentFlat
+        x::Name(0x3403004), // thin
+        x::Name(0x3402105), // thick
+        x::Name(0x31b1108), // seSparse
+        x::Name(0x278af10), // eagerZeroedThick
+        x::Name(0x32b1406), // sparse
+        x::Name(0x28c4904), // flat
     ],
 };

@@ -6,148 +6,154 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1443e11), x::Name(0x8cf10d), 0, 1), // PMemDatastoreInfo: DatastoreInfo
-        x::TypeEntry::structure(x::Name(0x1445019), x::Name(0x1deef15), 1, 0), // ParaVirtualSCSIController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1446a1f), x::Name(0x1df051b), 1, 0), // ParaVirtualSCSIControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1448a1a), x::Name::NONE, 1, 3), // ParseDescriptorRequestType
-        x::TypeEntry::structure(x::Name(0x144a519), x::Name(0x134ba12), 4, 1), // PassiveNodeDeploymentSpec: NodeDeploymentSpec
-        x::TypeEntry::structure(x::Name(0x144bf16), x::Name(0x134cd0f), 5, 1), // PassiveNodeNetworkSpec: NodeNetworkSpec
-        x::TypeEntry::structure(x::Name(0x144d60f), x::Name(0x116540c), 6, 0), // PasswordExpired: InvalidLogin
-        x::TypeEntry::structure(x::Name(0x144e60d), x::Name(0xaa460b), 6, 1), // PasswordField: DynamicData
-        x::TypeEntry::structure(x::Name(0x144f415), x::Name(0x145a212), 7, 0), // PatchAlreadyInstalled: PatchNotApplicable
-        x::TypeEntry::structure(x::Name(0x1450a15), x::Name(0x1b42008), 7, 2), // PatchBinariesNotFound: VimFault
-        x::TypeEntry::structure(x::Name(0x1452012), x::Name(0x14a6313), 9, 1), // PatchInstallFailed: PlatformConfigFault
-        x::TypeEntry::structure(x::Name(0x1453313), x::Name(0x14a6313), 10, 0), // PatchIntegrityError: PlatformConfigFault
-        x::TypeEntry::structure(x::Name(0x1454716), x::Name(0x1455e14), 10, 0), // PatchMetadataCorrupted: PatchMetadataInvalid
-        x::TypeEntry::structure(x::Name(0x1455e14), x::Name(0x1b42008), 10, 2), // PatchMetadataInvalid: VimFault
-        x::TypeEntry::structure(x::Name(0x1457315), x::Name(0x1455e14), 12, 0), // PatchMetadataNotFound: PatchMetadataInvalid
-        x::TypeEntry::structure(x::Name(0x1458918), x::Name(0x145a212), 12, 2), // PatchMissingDependencies: PatchNotApplicable
-        x::TypeEntry::structure(x::Name(0x145a212), x::Name(0x1b42008), 14, 1), // PatchNotApplicable: VimFault
-        x::TypeEntry::structure(x::Name(0x145b50f), x::Name(0x145a212), 15, 1), // PatchSuperseded: PatchNotApplicable
-        x::TypeEntry::structure(x::Name(0x145c513), x::Name(0xaa460b), 16, 2), // PerfCompositeMetric: DynamicData
-        x::TypeEntry::structure(x::Name(0x145d90f), x::Name(0xaa460b), 18, 9), // PerfCounterInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x145e910), x::Name(0x145fa14), 27, 2), // PerfEntityMetric: PerfEntityMetricBase
-        x::TypeEntry::structure(x::Name(0x145fa14), x::Name(0xaa460b), 29, 1), // PerfEntityMetricBase: DynamicData
-        x::TypeEntry::structure(x::Name(0x1460f13), x::Name(0x145fa14), 30, 2), // PerfEntityMetricCSV: PerfEntityMetricBase
-        x::TypeEntry::enumeration(x::Name(0x146230a), 0, 2), // PerfFormat
-        x::TypeEntry::structure(x::Name(0x1462e0c), x::Name(0xaa460b), 32, 6), // PerfInterval: DynamicData
-        x::TypeEntry::structure(x::Name(0x1463b0c), x::Name(0xaa460b), 38, 2), // PerfMetricId: DynamicData
-        x::TypeEntry::structure(x::Name(0x1464813), x::Name(0x1465c10), 40, 1), // PerfMetricIntSeries: PerfMetricSeries
-        x::TypeEntry::structure(x::Name(0x1465c10), x::Name(0xaa460b), 41, 1), // PerfMetricSeries: DynamicData
-        x::TypeEntry::structure(x::Name(0x1466d13), x::Name(0x1465c10), 42, 1), // PerfMetricSeriesCSV: PerfMetricSeries
-        x::TypeEntry::structure(x::Name(0x1468113), x::Name(0xaa460b), 43, 4), // PerfProviderSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x146950d), x::Name(0xaa460b), 47, 7), // PerfQuerySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x146a30e), x::Name(0xaa460b), 54, 2), // PerfSampleInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x146b20d), 2, 3), // PerfStatsType
-        x::TypeEntry::enumeration(x::Name(0x146c00f), 5, 6), // PerfSummaryType
-        x::TypeEntry::structure(x::Name(0x146d029), x::Name::NONE, 56, 3), // PerformDvsProductSpecOperationRequestType
-        x::TypeEntry::structure(x::Name(0x146fa2b), x::Name::NONE, 59, 3), // PerformVsanUpgradePreflightCheckRequestType
-        x::TypeEntry::structure(x::Name(0x147261d), x::Name::NONE, 62, 6), // PerformVsanUpgradeRequestType
-        x::TypeEntry::structure(x::Name(0x1474416), x::Name(0xaa460b), 68, 2), // PerformanceDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x1475b25), x::Name(0xaa460b), 70, 3), // PerformanceManagerCounterLevelMapping: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1478116), 11, 14), // PerformanceManagerUnit
-        x::TypeEntry::structure(x::Name(0x1479820), x::Name(0xaa460b), 73, 1), // PerformanceStatisticsDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x147cd0a), x::Name(0xaa460b), 74, 5), // Permission: DynamicData
-        x::TypeEntry::structure(x::Name(0x147d814), x::Name(0x147ed0f), 79, 2), // PermissionAddedEvent: PermissionEvent
-        x::TypeEntry::structure(x::Name(0x147ed0f), x::Name(0x531812), 81, 3), // PermissionEvent: AuthorizationEvent
-        x::TypeEntry::structure(x::Name(0x147fd11), x::Name(0xab90c), 84, 1), // PermissionProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1480f16), x::Name(0x147ed0f), 85, 0), // PermissionRemovedEvent: PermissionEvent
-        x::TypeEntry::structure(x::Name(0x1482616), x::Name(0x147ed0f), 85, 4), // PermissionUpdatedEvent: PermissionEvent
-        x::TypeEntry::structure(x::Name(0x1483d19), x::Name(0x1606c0f), 89, 0), // PhysCompatRDMNotSupported: RDMNotSupported
-        x::TypeEntry::structure(x::Name(0x148570b), x::Name(0xaa460b), 89, 18), // PhysicalNic: DynamicData
-        x::TypeEntry::structure(x::Name(0x148631e), x::Name(0xaa460b), 107, 7), // PhysicalNicCdpDeviceCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1488212), x::Name(0xaa460b), 114, 19), // PhysicalNicCdpInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1489511), x::Name(0xaa460b), 133, 2), // PhysicalNicConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x148a70f), x::Name(0xaa460b), 135, 1), // PhysicalNicHint: DynamicData
-        x::TypeEntry::structure(x::Name(0x148b713), x::Name(0xaa460b), 136, 5), // PhysicalNicHintInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x148cb11), x::Name(0x148a70f), 141, 1), // PhysicalNicIpHint: PhysicalNicHint
-        x::TypeEntry::structure(x::Name(0x148dd13), x::Name(0xaa460b), 142, 2), // PhysicalNicLinkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x148f113), x::Name(0x148a70f), 144, 1), // PhysicalNicNameHint: PhysicalNicHint
-        x::TypeEntry::structure(x::Name(0x1490512), x::Name(0xab90c), 145, 1), // PhysicalNicProfile: ApplyProfile
-        x::TypeEntry::enumeration(x::Name(0x1491830), 25, 2), // PhysicalNicResourcePoolSchedulerDisallowedReason
-        x::TypeEntry::structure(x::Name(0x149490f), x::Name(0xaa460b), 146, 4), // PhysicalNicSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1495928), 27, 1), // PhysicalNicVmDirectPathGen2SupportedMode
-        x::TypeEntry::structure(x::Name(0x1498212), x::Name::NONE, 150, 2), // PlaceVmRequestType
-        x::TypeEntry::structure(x::Name(0x149950f), x::Name(0x60500d), 152, 3), // PlacementAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x149a515), x::Name(0xaa460b), 155, 4), // PlacementAffinityRule: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x149bb1e), 28, 4), // PlacementAffinityRuleRuleScope
-        x::TypeEntry::enumeration(x::Name(0x149da1d), 32, 4), // PlacementAffinityRuleRuleType
-        x::TypeEntry::structure(x::Name(0x149f813), x::Name(0xaa460b), 159, 7), // PlacementRankResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x14a0c11), x::Name(0xaa460b), 166, 4), // PlacementRankSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x14a1e0f), x::Name(0xaa460b), 170, 2), // PlacementResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x14a2e0d), x::Name(0xaa460b), 172, 13), // PlacementSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x14a3c1a), 36, 4), // PlacementSpecPlacementType
-        x::TypeEntry::structure(x::Name(0x14a6313), x::Name(0xcde20f), 185, 1), // PlatformConfigFault: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x14a7711), x::Name(0xab90c), 186, 1), // PnicUplinkProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x14a890e), x::Name(0xaa460b), 187, 4), // PodDiskLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0x14a9812), x::Name(0xaa460b), 191, 4), // PodStorageDrsEntry: DynamicData
-        x::TypeEntry::structure(x::Name(0x14aab0c), x::Name(0xaa460b), 195, 2), // PolicyOption: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x14ab816), 40, 4), // PortGroupConnecteeType
-        x::TypeEntry::structure(x::Name(0x14acf10), x::Name(0xab90c), 197, 5), // PortGroupProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x14ae015), x::Name(0x1a7cc10), 202, 2), // PosixUserSearchResult: UserSearchResult
-        x::TypeEntry::structure(x::Name(0x14af614), x::Name::NONE, 204, 3), // PostEventRequestType
-        x::TypeEntry::structure(x::Name(0x14b0b1c), x::Name::NONE, 207, 3), // PostHealthUpdatesRequestType
-        x::TypeEntry::structure(x::Name(0x14b2e21), x::Name::NONE, 210, 3), // PowerDownHostToStandByRequestType
-        x::TypeEntry::structure(x::Name(0x14b5017), x::Name::NONE, 213, 2), // PowerOffVAppRequestType
-        x::TypeEntry::structure(x::Name(0x14b6815), x::Name::NONE, 215, 1), // PowerOffVMRequestType
-        x::TypeEntry::structure(x::Name(0x14b7e18), x::Name(0x1ebab15), 216, 5), // PowerOnFtSecondaryFailed: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x14b971a), x::Name(0x1947008), 221, 3), // PowerOnFtSecondaryTimedout: Timedout
-        x::TypeEntry::structure(x::Name(0x14bb219), x::Name::NONE, 224, 3), // PowerOnMultiVMRequestType
-        x::TypeEntry::structure(x::Name(0x14bcc16), x::Name::NONE, 227, 1), // PowerOnVAppRequestType
-        x::TypeEntry::structure(x::Name(0x14be314), x::Name::NONE, 228, 2), // PowerOnVMRequestType
-        x::TypeEntry::structure(x::Name(0x14bf815), x::Name(0xaa460b), 230, 1), // PowerSystemCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x14c0e0f), x::Name(0xaa460b), 231, 1), // PowerSystemInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x14c1e21), x::Name::NONE, 232, 2), // PowerUpHostFromStandByRequestType
-        x::TypeEntry::structure(x::Name(0x14c4018), x::Name::NONE, 234, 1), // PrepareCryptoRequestType
-        x::TypeEntry::structure(x::Name(0x14c7015), x::Name(0xaa460b), 235, 2), // PrivilegeAvailability: DynamicData
-        x::TypeEntry::structure(x::Name(0x14c8612), x::Name(0xaa460b), 237, 4), // PrivilegePolicyDef: DynamicData
-        x::TypeEntry::structure(x::Name(0x14c9914), x::Name(0xaa460b), 241, 4), // ProductComponentInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x14cae1a), x::Name(0xab90c), 245, 1), // ProfileApplyProfileElement: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x14cc91b), x::Name(0xaa460b), 246, 3), // ProfileApplyProfileProperty: DynamicData
-        x::TypeEntry::structure(x::Name(0x14ce516), x::Name(0x14df20c), 249, 0), // ProfileAssociatedEvent: ProfileEvent
-        x::TypeEntry::structure(x::Name(0x14cfc13), x::Name(0x14df20c), 249, 0), // ProfileChangedEvent: ProfileEvent
-        x::TypeEntry::structure(x::Name(0x14d101a), x::Name(0x14e5811), 249, 2), // ProfileCompositeExpression: ProfileExpression
-        x::TypeEntry::structure(x::Name(0x14d2b24), x::Name(0x14f871b), 251, 1), // ProfileCompositePolicyOptionMetadata: ProfilePolicyOptionMetadata
-        x::TypeEntry::structure(x::Name(0x14d5011), x::Name(0xaa460b), 252, 3), // ProfileConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x14d6211), x::Name(0xaa460b), 255, 3), // ProfileCreateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x14d7413), x::Name(0x14df20c), 258, 0), // ProfileCreatedEvent: ProfileEvent
-        x::TypeEntry::structure(x::Name(0x14d8824), x::Name(0xaa460b), 258, 2), // ProfileDeferredPolicyOptionParameter: DynamicData
-        x::TypeEntry::structure(x::Name(0x14dad12), x::Name(0xaa460b), 260, 1), // ProfileDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x14dc019), x::Name(0xaa460b), 261, 2), // ProfileDescriptionSection: DynamicData
-        x::TypeEntry::structure(x::Name(0x14dda17), x::Name(0x14df20c), 263, 0), // ProfileDissociatedEvent: ProfileEvent
-        x::TypeEntry::structure(x::Name(0x14df20c), x::Name(0xb00605), 263, 1), // ProfileEvent: Event
-        x::TypeEntry::structure(x::Name(0x14dff14), x::Name(0xb0740d), 264, 2), // ProfileEventArgument: EventArgument
-        x::TypeEntry::structure(x::Name(0x14e1413), x::Name(0xaa460b), 266, 2), // ProfileExecuteError: DynamicData
-        x::TypeEntry::structure(x::Name(0x14e2814), x::Name(0xaa460b), 268, 5), // ProfileExecuteResult: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x14e3d1a), 44, 3), // ProfileExecuteResultStatus
-        x::TypeEntry::structure(x::Name(0x14e5811), x::Name(0xaa460b), 273, 3), // ProfileExpression: DynamicData
-        x::TypeEntry::structure(x::Name(0x14e6a19), x::Name(0xaa460b), 276, 2), // ProfileExpressionMetadata: DynamicData
-        x::TypeEntry::structure(x::Name(0x14e840f), x::Name(0xaa460b), 278, 7), // ProfileMetadata: DynamicData
-        x::TypeEntry::structure(x::Name(0x14e9426), x::Name(0xaa460b), 285, 2), // ProfileMetadataProfileOperationMessage: DynamicData
-        x::TypeEntry::structure(x::Name(0x14ebb1e), x::Name(0xaa460b), 287, 2), // ProfileMetadataProfileSortSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x14eda18), 47, 6), // ProfileNumericComparator
-        x::TypeEntry::structure(x::Name(0x14ef318), x::Name(0xaa460b), 289, 8), // ProfileParameterMetadata: DynamicData
-        x::TypeEntry::structure(x::Name(0x14f0c31), x::Name(0xaa460b), 297, 5), // ProfileParameterMetadataParameterRelationMetadata: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x14f3e24), 53, 5), // ProfileParameterMetadataRelationType
-        x::TypeEntry::structure(x::Name(0x14f630d), x::Name(0xaa460b), 302, 2), // ProfilePolicy: DynamicData
-        x::TypeEntry::structure(x::Name(0x14f7115), x::Name(0xaa460b), 304, 2), // ProfilePolicyMetadata: DynamicData
-        x::TypeEntry::structure(x::Name(0x14f871b), x::Name(0xaa460b), 306, 2), // ProfilePolicyOptionMetadata: DynamicData
-        x::TypeEntry::structure(x::Name(0x14fa317), x::Name(0xaa460b), 308, 2), // ProfileProfileStructure: DynamicData
-        x::TypeEntry::structure(x::Name(0x14fbb1f), x::Name(0xaa460b), 310, 3), // ProfileProfileStructureProperty: DynamicData
-        x::TypeEntry::structure(x::Name(0x14fdb13), x::Name(0xaa460b), 313, 4), // ProfilePropertyPath: DynamicData
-        x::TypeEntry::structure(x::Name(0x14fef20), x::Name(0x14df20c), 317, 3), // ProfileReferenceHostChangedEvent: ProfileEvent
-        x::TypeEntry::structure(x::Name(0x1501013), x::Name(0x14df20c), 320, 0), // ProfileRemovedEvent: ProfileEvent
-        x::TypeEntry::structure(x::Name(0x150241b), x::Name(0x14d6211), 320, 1), // ProfileSerializedCreateSpec: ProfileCreateSpec
-        x::TypeEntry::structure(x::Name(0x1504017), x::Name(0x14e5811), 321, 2), // ProfileSimpleExpression: ProfileExpression
-        x::TypeEntry::structure(x::Name(0x1505813), x::Name(0x1b42008), 323, 2), // ProfileUpdateFailed: VimFault
-        x::TypeEntry::structure(x::Name(0x1506c20), x::Name(0xaa460b), 325, 2), // ProfileUpdateFailedUpdateFailure: DynamicData
-        x::TypeEntry::structure(x::Name(0x1508d17), x::Name::NONE, 327, 3), // PromoteDisksRequestType
-        x::TypeEntry::structure(x::Name(0x150a50e), x::Name(0xaa460b), 330, 3), // PropertyChange: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x150b410), 58, 4), // PropertyChangeOp
-        x::TypeEntry::structure(x::Name(0x150c512), x::Name(0xaa460b), 333, 3), // PropertyFilterSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x150d814), x::Name(0xaa460b), 336, 3), // PropertyFilterUpdate: DynamicData
-        x::TypeEntry::structure(x::Name(0x150ed0c), x::Name(0xaa460b), 339, 3), // PropertySpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x150fa1a), x::Name::NONE, 342, 2), // PutUsbScanCodesRequestType
+        x::TypeEntry::structure(x::Name(0x15fad11), x::Name(0x98340d), 0, 1), // PMemDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x15fd419), x::Name(0x207fe15), 1, 0), // ParaVirtualSCSIController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x15fee1f), x::Name(0x208141b), 1, 0), // ParaVirtualSCSIControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1600e1a), x::Name::NONE, 1, 3), // ParseDescriptorRequestType
+        x::TypeEntry::structure(x::Name(0x1602919), x::Name(0x14fa112), 4, 1), // PassiveNodeDeploymentSpec: NodeDeploymentSpec
+        x::TypeEntry::structure(x::Name(0x1604316), x::Name(0x14fb40f), 5, 1), // PassiveNodeNetworkSpec: NodeNetworkSpec
+        x::TypeEntry::structure(x::Name(0x1605a0f), x::Name(0x12ebb0c), 6, 0), // PasswordExpired: InvalidLogin
+        x::TypeEntry::structure(x::Name(0x1606a0d), x::Name(0xbb9c0b), 6, 1), // PasswordField: DynamicData
+        x::TypeEntry::structure(x::Name(0x1607815), x::Name(0x1612612), 7, 0), // PatchAlreadyInstalled: PatchNotApplicable
+        x::TypeEntry::structure(x::Name(0x1608e15), x::Name(0x1d94808), 7, 2), // PatchBinariesNotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x160a412), x::Name(0x1664a13), 9, 1), // PatchInstallFailed: PlatformConfigFault
+        x::TypeEntry::structure(x::Name(0x160b713), x::Name(0x1664a13), 10, 0), // PatchIntegrityError: PlatformConfigFault
+        x::TypeEntry::structure(x::Name(0x160cb16), x::Name(0x160e214), 10, 0), // PatchMetadataCorrupted: PatchMetadataInvalid
+        x::TypeEntry::structure(x::Name(0x160e214), x::Name(0x1d94808), 10, 2), // PatchMetadataInvalid: VimFault
+        x::TypeEntry::structure(x::Name(0x160f715), x::Name(0x160e214), 12, 0), // PatchMetadataNotFound: PatchMetadataInvalid
+        x::TypeEntry::structure(x::Name(0x1610d18), x::Name(0x1612612), 12, 2), // PatchMissingDependencies: PatchNotApplicable
+        x::TypeEntry::structure(x::Name(0x1612612), x::Name(0x1d94808), 14, 1), // PatchNotApplicable: VimFault
+        x::TypeEntry::structure(x::Name(0x161390f), x::Name(0x1612612), 15, 1), // PatchSuperseded: PatchNotApplicable
+        x::TypeEntry::structure(x::Name(0x1615213), x::Name(0xbb9c0b), 16, 2), // PerfCompositeMetric: DynamicData
+        x::TypeEntry::structure(x::Name(0x161660f), x::Name(0xbb9c0b), 18, 9), // PerfCounterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1617610), x::Name(0x1618714), 27, 2), // PerfEntityMetric: PerfEntityMetricBase
+        x::TypeEntry::structure(x::Name(0x1618714), x::Name(0xbb9c0b), 29, 1), // PerfEntityMetricBase: DynamicData
+        x::TypeEntry::structure(x::Name(0x1619c13), x::Name(0x1618714), 30, 2), // PerfEntityMetricCSV: PerfEntityMetricBase
+        x::TypeEntry::enumeration(x::Name(0x161b00a), 0, 2), // PerfFormat
+        x::TypeEntry::structure(x::Name(0x161bb0c), x::Name(0xbb9c0b), 32, 6), // PerfInterval: DynamicData
+        x::TypeEntry::structure(x::Name(0x161c80c), x::Name(0xbb9c0b), 38, 2), // PerfMetricId: DynamicData
+        x::TypeEntry::structure(x::Name(0x161d513), x::Name(0x161e910), 40, 1), // PerfMetricIntSeries: PerfMetricSeries
+        x::TypeEntry::structure(x::Name(0x161e910), x::Name(0xbb9c0b), 41, 1), // PerfMetricSeries: DynamicData
+        x::TypeEntry::structure(x::Name(0x161fa13), x::Name(0x161e910), 42, 1), // PerfMetricSeriesCSV: PerfMetricSeries
+        x::TypeEntry::structure(x::Name(0x1620e13), x::Name(0xbb9c0b), 43, 4), // PerfProviderSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x162220d), x::Name(0xbb9c0b), 47, 7), // PerfQuerySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x162300e), x::Name(0xbb9c0b), 54, 2), // PerfSampleInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1623f0d), 2, 3), // PerfStatsType
+        x::TypeEntry::enumeration(x::Name(0x1624d0f), 5, 6), // PerfSummaryType
+        x::TypeEntry::structure(x::Name(0x1625d29), x::Name::NONE, 56, 3), // PerformDvsProductSpecOperationRequestType
+        x::TypeEntry::structure(x::Name(0x162872b), x::Name::NONE, 59, 3), // PerformVsanUpgradePreflightCheckRequestType
+        x::TypeEntry::structure(x::Name(0x162b31d), x::Name::NONE, 62, 6), // PerformVsanUpgradeRequestType
+        x::TypeEntry::structure(x::Name(0x162d116), x::Name(0xbb9c0b), 68, 2), // PerformanceDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x162e825), x::Name(0xbb9c0b), 70, 3), // PerformanceManagerCounterLevelMapping: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1630e16), 11, 16), // PerformanceManagerUnit
+        x::TypeEntry::structure(x::Name(0x1632520), x::Name(0xbb9c0b), 73, 1), // PerformanceStatisticsDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x1635a0a), x::Name(0xbb9c0b), 74, 5), // Permission: DynamicData
+        x::TypeEntry::structure(x::Name(0x1636514), x::Name(0x1637a0f), 79, 2), // PermissionAddedEvent: PermissionEvent
+        x::TypeEntry::structure(x::Name(0x1637a0f), x::Name(0x595d12), 81, 3), // PermissionEvent: AuthorizationEvent
+        x::TypeEntry::structure(x::Name(0x1638a11), x::Name(0xad70c), 84, 1), // PermissionProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1639c16), x::Name(0x1637a0f), 85, 0), // PermissionRemovedEvent: PermissionEvent
+        x::TypeEntry::structure(x::Name(0x163b316), x::Name(0x1637a0f), 85, 4), // PermissionUpdatedEvent: PermissionEvent
+        x::TypeEntry::structure(x::Name(0x163ca19), x::Name(0x17dbc0f), 89, 0), // PhysCompatRDMNotSupported: RDMNotSupported
+        x::TypeEntry::structure(x::Name(0x163e40b), x::Name(0xbb9c0b), 89, 22), // PhysicalNic: DynamicData
+        x::TypeEntry::structure(x::Name(0x163f01e), x::Name(0xbb9c0b), 111, 7), // PhysicalNicCdpDeviceCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1640f12), x::Name(0xbb9c0b), 118, 19), // PhysicalNicCdpInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1642211), x::Name(0xbb9c0b), 137, 2), // PhysicalNicConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x164340f), x::Name(0xbb9c0b), 139, 1), // PhysicalNicHint: DynamicData
+        x::TypeEntry::structure(x::Name(0x1644413), x::Name(0xbb9c0b), 140, 5), // PhysicalNicHintInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1645811), x::Name(0x164340f), 145, 1), // PhysicalNicIpHint: PhysicalNicHint
+        x::TypeEntry::structure(x::Name(0x1646a13), x::Name(0xbb9c0b), 146, 2), // PhysicalNicLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1647e13), x::Name(0x164340f), 148, 1), // PhysicalNicNameHint: PhysicalNicHint
+        x::TypeEntry::structure(x::Name(0x1649212), x::Name(0xad70c), 149, 1), // PhysicalNicProfile: ApplyProfile
+        x::TypeEntry::enumeration(x::Name(0x164a530), 27, 2), // PhysicalNicResourcePoolSchedulerDisallowedReason
+        x::TypeEntry::structure(x::Name(0x164d60f), x::Name(0xbb9c0b), 150, 4), // PhysicalNicSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x164e628), 29, 1), // PhysicalNicVmDirectPathGen2SupportedMode
+        x::TypeEntry::structure(x::Name(0x1650f11), x::Name(0x130c217), 154, 1), // PinnedCertificate: IoFilterManagerSslTrust
+        x::TypeEntry::structure(x::Name(0x1652112), x::Name::NONE, 155, 2), // PlaceVmRequestType
+        x::TypeEntry::structure(x::Name(0x1653425), x::Name(0xbb9c0b), 157, 1), // PlaceVmsXClusterSpecCandidateNetworks: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1655a21), 30, 3), // PlaceVmsXClusterSpecPlacementType
+        x::TypeEntry::structure(x::Name(0x1657c0f), x::Name(0x66cb0d), 158, 3), // PlacementAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x1658c15), x::Name(0xbb9c0b), 161, 4), // PlacementAffinityRule: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x165a21e), 33, 4), // PlacementAffinityRuleRuleScope
+        x::TypeEntry::enumeration(x::Name(0x165c11d), 37, 4), // PlacementAffinityRuleRuleType
+        x::TypeEntry::structure(x::Name(0x165df13), x::Name(0xbb9c0b), 165, 7), // PlacementRankResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x165f311), x::Name(0xbb9c0b), 172, 4), // PlacementRankSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x166050f), x::Name(0xbb9c0b), 176, 2), // PlacementResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x166150d), x::Name(0xbb9c0b), 178, 13), // PlacementSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x166231a), 41, 4), // PlacementSpecPlacementType
+        x::TypeEntry::structure(x::Name(0x1664a13), x::Name(0xe1b90f), 191, 1), // PlatformConfigFault: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x1665e11), x::Name(0xad70c), 192, 1), // PnicUplinkProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x166700e), x::Name(0xbb9c0b), 193, 4), // PodDiskLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x1667f12), x::Name(0xbb9c0b), 197, 4), // PodStorageDrsEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0x1669209), x::Name(0xbb9c0b), 201, 2), // PodVMInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1669c11), x::Name(0xbb9c0b), 203, 3), // PodVMOverheadInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x166ae0c), x::Name(0xbb9c0b), 206, 2), // PolicyOption: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x166bb16), 45, 4), // PortGroupConnecteeType
+        x::TypeEntry::structure(x::Name(0x166d210), x::Name(0xad70c), 208, 5), // PortGroupProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x166e315), x::Name(0x1ca5e10), 213, 4), // PosixUserSearchResult: UserSearchResult
+        x::TypeEntry::structure(x::Name(0x166f914), x::Name::NONE, 217, 3), // PostEventRequestType
+        x::TypeEntry::structure(x::Name(0x1670e1c), x::Name::NONE, 220, 3), // PostHealthUpdatesRequestType
+        x::TypeEntry::structure(x::Name(0x1673121), x::Name::NONE, 223, 3), // PowerDownHostToStandByRequestType
+        x::TypeEntry::structure(x::Name(0x1675317), x::Name::NONE, 226, 2), // PowerOffVAppRequestType
+        x::TypeEntry::structure(x::Name(0x1676b15), x::Name::NONE, 228, 1), // PowerOffVMRequestType
+        x::TypeEntry::structure(x::Name(0x1678118), x::Name(0x2153a15), 229, 5), // PowerOnFtSecondaryFailed: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1679a1a), x::Name(0x1b67c08), 234, 3), // PowerOnFtSecondaryTimedout: Timedout
+        x::TypeEntry::structure(x::Name(0x167b519), x::Name::NONE, 237, 3), // PowerOnMultiVMRequestType
+        x::TypeEntry::structure(x::Name(0x167cf16), x::Name::NONE, 240, 1), // PowerOnVAppRequestType
+        x::TypeEntry::structure(x::Name(0x167e614), x::Name::NONE, 241, 2), // PowerOnVMRequestType
+        x::TypeEntry::structure(x::Name(0x167fb15), x::Name(0xbb9c0b), 243, 1), // PowerSystemCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x168110f), x::Name(0xbb9c0b), 244, 1), // PowerSystemInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1682121), x::Name::NONE, 245, 2), // PowerUpHostFromStandByRequestType
+        x::TypeEntry::structure(x::Name(0x1687418), x::Name::NONE, 247, 1), // PrepareCryptoRequestType
+        x::TypeEntry::structure(x::Name(0x168a415), x::Name(0xbb9c0b), 248, 2), // PrivilegeAvailability: DynamicData
+        x::TypeEntry::structure(x::Name(0x168ba12), x::Name(0xbb9c0b), 250, 4), // PrivilegePolicyDef: DynamicData
+        x::TypeEntry::structure(x::Name(0x168cd14), x::Name(0xbb9c0b), 254, 4), // ProductComponentInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x168e21a), x::Name(0xad70c), 258, 1), // ProfileApplyProfileElement: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x168fd1b), x::Name(0xbb9c0b), 259, 3), // ProfileApplyProfileProperty: DynamicData
+        x::TypeEntry::structure(x::Name(0x1691916), x::Name(0x16a260c), 262, 0), // ProfileAssociatedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x1693013), x::Name(0x16a260c), 262, 0), // ProfileChangedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x169441a), x::Name(0x16a8c11), 262, 2), // ProfileCompositeExpression: ProfileExpression
+        x::TypeEntry::structure(x::Name(0x1695f24), x::Name(0x16bbb1b), 264, 1), // ProfileCompositePolicyOptionMetadata: ProfilePolicyOptionMetadata
+        x::TypeEntry::structure(x::Name(0x1698411), x::Name(0xbb9c0b), 265, 3), // ProfileConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1699611), x::Name(0xbb9c0b), 268, 3), // ProfileCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x169a813), x::Name(0x16a260c), 271, 0), // ProfileCreatedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x169bc24), x::Name(0xbb9c0b), 271, 2), // ProfileDeferredPolicyOptionParameter: DynamicData
+        x::TypeEntry::structure(x::Name(0x169e112), x::Name(0xbb9c0b), 273, 1), // ProfileDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x169f419), x::Name(0xbb9c0b), 274, 2), // ProfileDescriptionSection: DynamicData
+        x::TypeEntry::structure(x::Name(0x16a0e17), x::Name(0x16a260c), 276, 0), // ProfileDissociatedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x16a260c), x::Name(0xc19905), 276, 1), // ProfileEvent: Event
+        x::TypeEntry::structure(x::Name(0x16a3314), x::Name(0xc2070d), 277, 2), // ProfileEventArgument: EventArgument
+        x::TypeEntry::structure(x::Name(0x16a4813), x::Name(0xbb9c0b), 279, 2), // ProfileExecuteError: DynamicData
+        x::TypeEntry::structure(x::Name(0x16a5c14), x::Name(0xbb9c0b), 281, 5), // ProfileExecuteResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x16a711a), 49, 3), // ProfileExecuteResultStatus
+        x::TypeEntry::structure(x::Name(0x16a8c11), x::Name(0xbb9c0b), 286, 3), // ProfileExpression: DynamicData
+        x::TypeEntry::structure(x::Name(0x16a9e19), x::Name(0xbb9c0b), 289, 2), // ProfileExpressionMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x16ab80f), x::Name(0xbb9c0b), 291, 7), // ProfileMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x16ac826), x::Name(0xbb9c0b), 298, 2), // ProfileMetadataProfileOperationMessage: DynamicData
+        x::TypeEntry::structure(x::Name(0x16aef1e), x::Name(0xbb9c0b), 300, 2), // ProfileMetadataProfileSortSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x16b0e18), 52, 6), // ProfileNumericComparator
+        x::TypeEntry::structure(x::Name(0x16b2718), x::Name(0xbb9c0b), 302, 8), // ProfileParameterMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x16b4031), x::Name(0xbb9c0b), 310, 5), // ProfileParameterMetadataParameterRelationMetadata: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x16b7224), 58, 5), // ProfileParameterMetadataRelationType
+        x::TypeEntry::structure(x::Name(0x16b970d), x::Name(0xbb9c0b), 315, 2), // ProfilePolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x16ba515), x::Name(0xbb9c0b), 317, 2), // ProfilePolicyMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x16bbb1b), x::Name(0xbb9c0b), 319, 2), // ProfilePolicyOptionMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x16bd717), x::Name(0xbb9c0b), 321, 2), // ProfileProfileStructure: DynamicData
+        x::TypeEntry::structure(x::Name(0x16bef1f), x::Name(0xbb9c0b), 323, 3), // ProfileProfileStructureProperty: DynamicData
+        x::TypeEntry::structure(x::Name(0x16c0f13), x::Name(0xbb9c0b), 326, 4), // ProfilePropertyPath: DynamicData
+        x::TypeEntry::structure(x::Name(0x16c2320), x::Name(0x16a260c), 330, 3), // ProfileReferenceHostChangedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x16c4413), x::Name(0x16a260c), 333, 0), // ProfileRemovedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x16c581b), x::Name(0x1699611), 333, 1), // ProfileSerializedCreateSpec: ProfileCreateSpec
+        x::TypeEntry::structure(x::Name(0x16c7417), x::Name(0x16a8c11), 334, 2), // ProfileSimpleExpression: ProfileExpression
+        x::TypeEntry::structure(x::Name(0x16c8c13), x::Name(0x1d94808), 336, 2), // ProfileUpdateFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x16ca020), x::Name(0xbb9c0b), 338, 2), // ProfileUpdateFailedUpdateFailure: DynamicData
+        x::TypeEntry::structure(x::Name(0x16cc117), x::Name::NONE, 340, 3), // PromoteDisksRequestType
+        x::TypeEntry::structure(x::Name(0x16cd90e), x::Name(0xbb9c0b), 343, 3), // PropertyChange: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x16ce810), 63, 4), // PropertyChangeOp
+        x::TypeEntry::structure(x::Name(0x16cf912), x::Name(0xbb9c0b), 346, 3), // PropertyFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x16d0c14), x::Name(0xbb9c0b), 349, 3), // PropertyFilterUpdate: DynamicData
+        x::TypeEntry::structure(x::Name(0x16d210c), x::Name(0xbb9c0b), 352, 3), // PropertySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x16d2e24), x::Name::NONE, 355, 2), // ProvisionServerPrivateKeyRequestType
+        x::TypeEntry::structure(x::Name(0x16d531a), x::Name::NONE, 357, 2), // PutUsbScanCodesRequestType
     ],
     decoders: &[
         Some(x::decode_boxed::<PMemDatastoreInfo>),
@@ -211,7 +217,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<PhysicalNicResourcePoolSchedulerDisallowedReason>),
         Some(x::decode_boxed::<PhysicalNicSpec>),
         Some(x::decode_boxed::<PhysicalNicVmDirectPathGen2SupportedMode>),
+        Some(x::decode_boxed::<PinnedCertificate>),
         None, // PlaceVmRequestType
+        Some(x::decode_boxed::<PlaceVmsXClusterSpecCandidateNetworks>),
+        Some(x::decode_boxed::<PlaceVmsXClusterSpecPlacementType>),
         Some(x::decode_boxed::<PlacementAction>),
         Some(x::decode_boxed::<PlacementAffinityRule>),
         Some(x::decode_boxed::<PlacementAffinityRuleRuleScope>),
@@ -225,6 +234,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<PnicUplinkProfile>),
         Some(x::decode_boxed::<PodDiskLocator>),
         Some(x::decode_boxed::<PodStorageDrsEntry>),
+        Some(x::decode_boxed::<PodVMInfo>),
+        Some(x::decode_boxed::<PodVMOverheadInfo>),
         Some(x::decode_boxed::<PolicyOption>),
         Some(x::decode_boxed::<PortGroupConnecteeType>),
         Some(x::decode_boxed::<PortGroupProfile>),
@@ -291,416 +302,437 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<PropertyFilterSpec>),
         Some(x::decode_boxed::<PropertyFilterUpdate>),
         Some(x::decode_boxed::<PropertySpec>),
+        None, // ProvisionServerPrivateKeyRequestType
         None, // PutUsbScanCodesRequestType
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2b96104), x::Name(0xed660e)), // pmem: HostPMemVolume
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b00c0d), x::Name(0x2f00106)), // ovfDescriptor: string
-        x::FieldEntry::required(x::Name(0x2b4fa03), x::Name(0x1411818)), // pdp: OvfParseDescriptorParams
-        x::FieldEntry::optional(x::Name(0x251c912), x::Name(0x803417)), // failoverIpSettings: CustomizationIPSettings
-        x::FieldEntry::optional(x::Name(0x251c912), x::Name(0x803417)), // failoverIpSettings: CustomizationIPSettings
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2b41307), x::Name(0x2f00106)), // patchID: string
-        x::FieldEntry::repeated(x::Name(0x211c606), x::Name(0x2f00106)), // binary: string
-        x::FieldEntry::required(x::Name(0x2d5450a), x::Name(0x212d207)), // rolledBack: boolean
-        x::FieldEntry::required(x::Name(0x2b41307), x::Name(0x2f00106)), // patchID: string
-        x::FieldEntry::repeated(x::Name(0x2902308), x::Name(0x2f00106)), // metaData: string
-        x::FieldEntry::repeated(x::Name(0x2bf0c11), x::Name(0x2f00106)), // prerequisitePatch: string
-        x::FieldEntry::repeated(x::Name(0x2befc0f), x::Name(0x2f00106)), // prerequisiteLib: string
-        x::FieldEntry::required(x::Name(0x2b41307), x::Name(0x2f00106)), // patchID: string
-        x::FieldEntry::repeated(x::Name(0x2f13609), x::Name(0x2f00106)), // supersede: string
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x145fa14)), // entity: PerfEntityMetricBase
-        x::FieldEntry::repeated(x::Name(0x21aa00b), x::Name(0x145fa14)), // childEntity: PerfEntityMetricBase
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x2968808), x::Name(0xac5712)), // nameInfo: ElementDescription
-        x::FieldEntry::required(x::Name(0x25dfa09), x::Name(0xac5712)), // groupInfo: ElementDescription
-        x::FieldEntry::required(x::Name(0x3021f08), x::Name(0xac5712)), // unitInfo: ElementDescription
-        x::FieldEntry::required(x::Name(0x2d55d0a), x::Name(0x146c00f)), // rollupType: PerfSummaryType
-        x::FieldEntry::required(x::Name(0x2ed9a09), x::Name(0x146b20d)), // statsType: PerfStatsType
-        x::FieldEntry::optional(x::Name(0x280b905), x::Name(0x2729103)), // level: int
-        x::FieldEntry::optional(x::Name(0x2b55b0e), x::Name(0x2729103)), // perDeviceLevel: int
-        x::FieldEntry::repeated(x::Name(0x20b3913), x::Name(0x2729103)), // associatedCounterId: int
-        x::FieldEntry::repeated(x::Name(0x2d6d60a), x::Name(0x146a30e)), // sampleInfo: PerfSampleInfo
-        x::FieldEntry::repeated(x::Name(0x30c7905), x::Name(0x1465c10)), // value: PerfMetricSeries
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d6e10d), x::Name(0x2f00106)), // sampleInfoCSV: string
-        x::FieldEntry::repeated(x::Name(0x30c7905), x::Name(0x1466d13)), // value: PerfMetricSeriesCSV
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x2d7170e), x::Name(0x2729103)), // samplingPeriod: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2809b06), x::Name(0x2729103)), // length: int
-        x::FieldEntry::optional(x::Name(0x280b905), x::Name(0x2729103)), // level: int
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::required(x::Name(0x225bd09), x::Name(0x2729103)), // counterId: int
-        x::FieldEntry::required(x::Name(0x2720608), x::Name(0x2f00106)), // instance: string
-        x::FieldEntry::repeated(x::Name(0x30c7905), x::Name(0x2857004)), // value: long
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x1463b0c)), // id: PerfMetricId
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22bbc10), x::Name(0x212d207)), // currentSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f0fa10), x::Name(0x212d207)), // summarySupported: boolean
-        x::FieldEntry::optional(x::Name(0x2caf60b), x::Name(0x2729103)), // refreshRate: int
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
-        x::FieldEntry::optional(x::Name(0x28b5809), x::Name(0x2729103)), // maxSample: int
-        x::FieldEntry::repeated(x::Name(0x2908108), x::Name(0x1463b0c)), // metricId: PerfMetricId
-        x::FieldEntry::optional(x::Name(0x273850a), x::Name(0x2729103)), // intervalId: int
-        x::FieldEntry::optional(x::Name(0x2588b06), x::Name(0x2f00106)), // format: string
-        x::FieldEntry::required(x::Name(0x2fb5b09), x::Name(0x2308208)), // timestamp: dateTime
-        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x2729103)), // interval: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::optional(x::Name(0x2c1800b), x::Name(0x9f4423)), // productSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2427c0f), x::Name(0x212d207)), // downgradeFormat: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b66214), x::Name(0x212d207)), // performObjectUpgrade: boolean
-        x::FieldEntry::optional(x::Name(0x2427c0f), x::Name(0x212d207)), // downgradeFormat: boolean
-        x::FieldEntry::optional(x::Name(0x2063116), x::Name(0x212d207)), // allowReducedRedundancy: boolean
-        x::FieldEntry::repeated(x::Name(0x24e840c), x::Name(0x1258216)), // excludeHosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x225d70b), x::Name(0xac5712)), // counterType: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x2ed9a09), x::Name(0xac5712)), // statsType: ElementDescription
-        x::FieldEntry::required(x::Name(0x225bd09), x::Name(0x2729103)), // counterId: int
-        x::FieldEntry::optional(x::Name(0x204da0e), x::Name(0x2729103)), // aggregateLevel: int
-        x::FieldEntry::optional(x::Name(0x2b55b0e), x::Name(0x2729103)), // perDeviceLevel: int
-        x::FieldEntry::repeated(x::Name(0x2739009), x::Name(0x1462e0c)), // intervals: PerfInterval
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
-        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
-        x::FieldEntry::required(x::Name(0x2c2c009), x::Name(0x212d207)), // propagate: boolean
-        x::FieldEntry::required(x::Name(0x2d51404), x::Name(0x17b3011)), // role: RoleEventArgument
-        x::FieldEntry::required(x::Name(0x2c2c009), x::Name(0x212d207)), // propagate: boolean
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2d51404), x::Name(0x17b3011)), // role: RoleEventArgument
-        x::FieldEntry::required(x::Name(0x2c2c009), x::Name(0x212d207)), // propagate: boolean
-        x::FieldEntry::optional(x::Name(0x2bf8008), x::Name(0x17b3011)), // prevRole: RoleEventArgument
-        x::FieldEntry::optional(x::Name(0x2bf5c0d), x::Name(0x212d207)), // prevPropagate: boolean
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2b47203), x::Name(0x2f00106)), // pci: string
-        x::FieldEntry::optional(x::Name(0x242e506), x::Name(0x2f00106)), // driver: string
-        x::FieldEntry::optional(x::Name(0x2828309), x::Name(0x148dd13)), // linkSpeed: PhysicalNicLinkInfo
-        x::FieldEntry::repeated(x::Name(0x30c1b16), x::Name(0x148dd13)), // validLinkSpecification: PhysicalNicLinkInfo
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x149490f)), // spec: PhysicalNicSpec
-        x::FieldEntry::required(x::Name(0x3203c12), x::Name(0x212d207)), // wakeOnLanSupported: boolean
-        x::FieldEntry::required(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
-        x::FieldEntry::optional(x::Name(0x253ca11), x::Name(0xb7d00a)), // fcoeConfiguration: FcoeConfig
-        x::FieldEntry::optional(x::Name(0x3145719), x::Name(0x212d207)), // vmDirectPathGen2Supported: boolean
-        x::FieldEntry::optional(x::Name(0x314711d), x::Name(0x2f00106)), // vmDirectPathGen2SupportedMode: string
-        x::FieldEntry::optional(x::Name(0x2d2571c), x::Name(0x212d207)), // resourcePoolSchedulerAllowed: boolean
-        x::FieldEntry::repeated(x::Name(0x2d27425), x::Name(0x2f00106)), // resourcePoolSchedulerDisallowedReason: string
-        x::FieldEntry::optional(x::Name(0x20da816), x::Name(0x212d207)), // autoNegotiateSupported: boolean
-        x::FieldEntry::optional(x::Name(0x24a9120), x::Name(0x212d207)), // enhancedNetworkingStackSupported: boolean
-        x::FieldEntry::optional(x::Name(0x24ad115), x::Name(0x212d207)), // ensInterruptSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2c6ef0a), x::Name(0x2f00106)), // rdmaDevice: string
-        x::FieldEntry::required(x::Name(0x2d5e706), x::Name(0x212d207)), // router: boolean
-        x::FieldEntry::required(x::Name(0x2fee911), x::Name(0x212d207)), // transparentBridge: boolean
-        x::FieldEntry::required(x::Name(0x2e67311), x::Name(0x212d207)), // sourceRouteBridge: boolean
-        x::FieldEntry::required(x::Name(0x29ba80d), x::Name(0x212d207)), // networkSwitch: boolean
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x212d207)), // host: boolean
-        x::FieldEntry::required(x::Name(0x26d1a0b), x::Name(0x212d207)), // igmpEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2cd5d08), x::Name(0x212d207)), // repeater: boolean
-        x::FieldEntry::optional(x::Name(0x217040a), x::Name(0x2729103)), // cdpVersion: int
-        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
-        x::FieldEntry::optional(x::Name(0x3006303), x::Name(0x2729103)), // ttl: int
-        x::FieldEntry::optional(x::Name(0x2d6fc07), x::Name(0x2729103)), // samples: int
-        x::FieldEntry::optional(x::Name(0x238a605), x::Name(0x2f00106)), // devId: string
-        x::FieldEntry::optional(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::optional(x::Name(0x2bac706), x::Name(0x2f00106)), // portId: string
-        x::FieldEntry::optional(x::Name(0x238b310), x::Name(0x148631e)), // deviceCapability: PhysicalNicCdpDeviceCapability
-        x::FieldEntry::optional(x::Name(0x2e4380f), x::Name(0x2f00106)), // softwareVersion: string
-        x::FieldEntry::optional(x::Name(0x2621110), x::Name(0x2f00106)), // hardwarePlatform: string
-        x::FieldEntry::optional(x::Name(0x2770508), x::Name(0x2f00106)), // ipPrefix: string
-        x::FieldEntry::optional(x::Name(0x2770e0b), x::Name(0x2729103)), // ipPrefixLen: int
-        x::FieldEntry::optional(x::Name(0x3124004), x::Name(0x2729103)), // vlan: int
-        x::FieldEntry::optional(x::Name(0x25b5d0a), x::Name(0x212d207)), // fullDuplex: boolean
-        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
-        x::FieldEntry::optional(x::Name(0x2f77a0a), x::Name(0x2f00106)), // systemName: string
-        x::FieldEntry::optional(x::Name(0x2f78509), x::Name(0x2f00106)), // systemOID: string
-        x::FieldEntry::optional(x::Name(0x2909908), x::Name(0x2f00106)), // mgmtAddr: string
-        x::FieldEntry::optional(x::Name(0x2846d08), x::Name(0x2f00106)), // location: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x149490f)), // spec: PhysicalNicSpec
-        x::FieldEntry::optional(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::repeated(x::Name(0x2f06b06), x::Name(0x148cb11)), // subnet: PhysicalNicIpHint
-        x::FieldEntry::repeated(x::Name(0x2992207), x::Name(0x148f113)), // network: PhysicalNicNameHint
-        x::FieldEntry::optional(x::Name(0x222ee13), x::Name(0x1488212)), // connectedSwitchPort: PhysicalNicCdpInfo
-        x::FieldEntry::optional(x::Name(0x2831d08), x::Name(0x1207d1e)), // lldpInfo: LinkLayerDiscoveryProtocolInfo
-        x::FieldEntry::required(x::Name(0x2779808), x::Name(0x2f00106)), // ipSubnet: string
-        x::FieldEntry::required(x::Name(0x2e84207), x::Name(0x2729103)), // speedMb: int
-        x::FieldEntry::required(x::Name(0x243d206), x::Name(0x212d207)), // duplex: boolean
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2763902), x::Name(0xdfe20c)), // ip: HostIpConfig
-        x::FieldEntry::optional(x::Name(0x2828309), x::Name(0x148dd13)), // linkSpeed: PhysicalNicLinkInfo
-        x::FieldEntry::optional(x::Name(0x2473d1d), x::Name(0x212d207)), // enableEnhancedNetworkingStack: boolean
-        x::FieldEntry::optional(x::Name(0x24abd13), x::Name(0x212d207)), // ensInterruptEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b9080d), x::Name(0x14a2e0d)), // placementSpec: PlacementSpec
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f8be0a), x::Name(0x1258216)), // targetHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
-        x::FieldEntry::required(x::Name(0x2d61f08), x::Name(0x2f00106)), // ruleType: string
-        x::FieldEntry::required(x::Name(0x2d61509), x::Name(0x2f00106)), // ruleScope: string
-        x::FieldEntry::repeated(x::Name(0x31bfc03), x::Name(0x1258216)), // vms: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27dd104), x::Name(0x2f00106)), // keys: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x215ec09), x::Name(0x1258216)), // candidate: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d1460f), x::Name(0x2857004)), // reservedSpaceMB: long
-        x::FieldEntry::required(x::Name(0x307b20b), x::Name(0x2857004)), // usedSpaceMB: long
-        x::FieldEntry::required(x::Name(0x2fded0c), x::Name(0x2857004)), // totalSpaceMB: long
-        x::FieldEntry::required(x::Name(0x3096c0b), x::Name(0x2425c06)), // utilization: double
-        x::FieldEntry::repeated(x::Name(0x2538e06), x::Name(0x1233814)), // faults: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x2e82a05), x::Name(0x14a2e0d)), // specs: PlacementSpec
-        x::FieldEntry::repeated(x::Name(0x21d4d08), x::Name(0x1258216)), // clusters: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d63105), x::Name(0x149a515)), // rules: PlacementAffinityRule
-        x::FieldEntry::repeated(x::Name(0x2b8f611), x::Name(0x18c941d)), // placementRankByVm: StorageDrsPlacementRankVmSpec
-        x::FieldEntry::repeated(x::Name(0x2c7fb0f), x::Name(0x6d9a15)), // recommendations: ClusterRecommendation
-        x::FieldEntry::optional(x::Name(0x242ff08), x::Name(0x684110)), // drsFault: ClusterDrsFaults
-        x::FieldEntry::optional(x::Name(0x2c03e08), x::Name(0x1d0731a)), // priority: VirtualMachineMovePriority
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
-        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x230770a), x::Name(0x1258216)), // datastores: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2eefa0b), x::Name(0x1258216)), // storagePods: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23d5519), x::Name(0x212d207)), // disallowPrerequisiteMoves: boolean
-        x::FieldEntry::repeated(x::Name(0x2d63105), x::Name(0x6de50f)), // rules: ClusterRuleInfo
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2b9160d), x::Name(0x2f00106)), // placementType: string
-        x::FieldEntry::optional(x::Name(0x21ba009), x::Name(0x1c55a17)), // cloneSpec: VirtualMachineCloneSpec
-        x::FieldEntry::optional(x::Name(0x21b9609), x::Name(0x2f00106)), // cloneName: string
-        x::FieldEntry::required(x::Name(0x2fa4204), x::Name(0x2f00106)), // text: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
-        x::FieldEntry::optional(x::Name(0x23eff0c), x::Name(0x2f00106)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x23e230f), x::Name(0x1b6d418)), // diskBackingInfo: VirtualDeviceBackingInfo
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::required(x::Name(0x2ee8410), x::Name(0x18b8414)), // storageDrsConfig: StorageDrsConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2c7ec0e), x::Name(0x6d9a15)), // recommendation: ClusterRecommendation
-        x::FieldEntry::repeated(x::Name(0x242ff08), x::Name(0x684110)), // drsFault: ClusterDrsFaults
-        x::FieldEntry::repeated(x::Name(0x201b10d), x::Name(0x605e14)), // actionHistory: ClusterActionHistory
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x11b470b)), // parameter: KeyAnyValue
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x3124004), x::Name(0x1e5740b)), // vlan: VlanProfile
-        x::FieldEntry::required(x::Name(0x31f7107), x::Name(0x1e2cf1d)), // vswitch: VirtualSwitchSelectionProfile
-        x::FieldEntry::required(x::Name(0x29a1f0d), x::Name(0x1315214)), // networkPolicy: NetworkPolicyProfile
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
-        x::FieldEntry::optional(x::Name(0x2dfc50b), x::Name(0x212d207)), // shellAccess: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24e470b), x::Name(0xb00605)), // eventToPost: Event
-        x::FieldEntry::optional(x::Name(0x2f93c08), x::Name(0x1921d08)), // taskInfo: TaskInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::repeated(x::Name(0x3054907), x::Name(0xc77d0c)), // updates: HealthUpdate
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fb500a), x::Name(0x2729103)), // timeoutSec: int
-        x::FieldEntry::optional(x::Name(0x24d9d15), x::Name(0x212d207)), // evacuatePoweredOffVms: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x2695a0f), x::Name(0xbcce1f)), // hostSelectionBy: FtIssuesOnHostHostSelectionType
-        x::FieldEntry::repeated(x::Name(0x266d40a), x::Name(0x1233814)), // hostErrors: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2d56809), x::Name(0x1233814)), // rootCause: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x20f0e0f), x::Name(0xf09d0f)), // availablePolicy: HostPowerPolicy
-        x::FieldEntry::required(x::Name(0x22b800d), x::Name(0xf09d0f)), // currentPolicy: HostPowerPolicy
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fb500a), x::Name(0x2729103)), // timeoutSec: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
-        x::FieldEntry::required(x::Name(0x27b2909), x::Name(0x212d207)), // isGranted: boolean
-        x::FieldEntry::required(x::Name(0x228b30f), x::Name(0x2f00106)), // createPrivilege: string
-        x::FieldEntry::required(x::Name(0x2c7550d), x::Name(0x2f00106)), // readPrivilege: string
-        x::FieldEntry::required(x::Name(0x3052e0f), x::Name(0x2f00106)), // updatePrivilege: string
-        x::FieldEntry::required(x::Name(0x234cc0f), x::Name(0x2f00106)), // deletePrivilege: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x2cb7407), x::Name(0x2729103)), // release: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2c3130c), x::Name(0x2f00106)), // propertyName: string
-        x::FieldEntry::required(x::Name(0x209c605), x::Name(0x212d207)), // array: boolean
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0xab90c)), // profile: ApplyProfile
-        x::FieldEntry::required(x::Name(0x2ac3608), x::Name(0x2f00106)), // operator: string
-        x::FieldEntry::repeated(x::Name(0x24ff20e), x::Name(0x2f00106)), // expressionName: string
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x2f00106)), // option: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::required(x::Name(0x2716a09), x::Name(0x14fdb13)), // inputPath: ProfilePropertyPath
-        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x11b470b)), // parameter: KeyAnyValue
-        x::FieldEntry::repeated(x::Name(0x2da2d07), x::Name(0x14dc019)), // section: ProfileDescriptionSection
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0xb4111a)), // description: ExtendedElementDescription
-        x::FieldEntry::repeated(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x14dff14)), // profile: ProfileEventArgument
-        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x14fdb13)), // path: ProfilePropertyPath
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
-        x::FieldEntry::repeated(x::Name(0x26e9e10), x::Name(0x2f00106)), // inapplicablePath: string
-        x::FieldEntry::repeated(x::Name(0x2cf7a0c), x::Name(0x14d8824)), // requireInput: ProfileDeferredPolicyOptionParameter
-        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x14e1413)), // error: ProfileExecuteError
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x240520b), x::Name(0x2f00106)), // displayName: string
-        x::FieldEntry::required(x::Name(0x297d607), x::Name(0x212d207)), // negated: boolean
-        x::FieldEntry::required(x::Name(0x24fe50c), x::Name(0xb4111a)), // expressionId: ExtendedElementDescription
-        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x14ef318)), // parameter: ProfileParameterMetadata
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2c2570f), x::Name(0x2f00106)), // profileTypeName: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0xb3fd13)), // description: ExtendedDescription
-        x::FieldEntry::repeated(x::Name(0x2e4e508), x::Name(0x14ebb1e)), // sortSpec: ProfileMetadataProfileSortSpec
-        x::FieldEntry::optional(x::Name(0x2c1ae0f), x::Name(0x2f00106)), // profileCategory: string
-        x::FieldEntry::optional(x::Name(0x2c1cb10), x::Name(0x2f00106)), // profileComponent: string
-        x::FieldEntry::repeated(x::Name(0x2abd911), x::Name(0x14e9426)), // operationMessages: ProfileMetadataProfileOperationMessage
-        x::FieldEntry::required(x::Name(0x2abeb0d), x::Name(0x2f00106)), // operationName: string
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2ba5008), x::Name(0x2f00106)), // policyId: string
-        x::FieldEntry::required(x::Name(0x2b22409), x::Name(0x2f00106)), // parameter: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xb4111a)), // id: ExtendedElementDescription
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2ac9e08), x::Name(0x212d207)), // optional: boolean
-        x::FieldEntry::optional(x::Name(0x2343d0c), x::Name(0x207ef07)), // defaultValue: anyType
-        x::FieldEntry::optional(x::Name(0x2653806), x::Name(0x212d207)), // hidden: boolean
-        x::FieldEntry::optional(x::Name(0x2dac111), x::Name(0x212d207)), // securitySensitive: boolean
-        x::FieldEntry::optional(x::Name(0x2c72808), x::Name(0x212d207)), // readOnly: boolean
-        x::FieldEntry::repeated(x::Name(0x2b23a12), x::Name(0x14f0c31)), // parameterRelations: ProfileParameterMetadataParameterRelationMetadata
-        x::FieldEntry::repeated(x::Name(0x2cb5c0d), x::Name(0x2f00106)), // relationTypes: string
-        x::FieldEntry::repeated(x::Name(0x30c9906), x::Name(0x207ef07)), // values: anyType
-        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x14fdb13)), // path: ProfilePropertyPath
-        x::FieldEntry::required(x::Name(0x2916f08), x::Name(0x2729103)), // minCount: int
-        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2ba640c), x::Name(0x14aab0c)), // policyOption: PolicyOption
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xb4111a)), // id: ExtendedElementDescription
-        x::FieldEntry::repeated(x::Name(0x2bc130e), x::Name(0x14f871b)), // possibleOption: ProfilePolicyOptionMetadata
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xb4111a)), // id: ExtendedElementDescription
-        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x14ef318)), // parameter: ProfileParameterMetadata
-        x::FieldEntry::required(x::Name(0x2c2570f), x::Name(0x2f00106)), // profileTypeName: string
-        x::FieldEntry::repeated(x::Name(0x21a9a05), x::Name(0x14fbb1f)), // child: ProfileProfileStructureProperty
-        x::FieldEntry::required(x::Name(0x2c3130c), x::Name(0x2f00106)), // propertyName: string
-        x::FieldEntry::required(x::Name(0x209c605), x::Name(0x212d207)), // array: boolean
-        x::FieldEntry::required(x::Name(0x246b307), x::Name(0x14fa317)), // element: ProfileProfileStructure
-        x::FieldEntry::required(x::Name(0x2c2300b), x::Name(0x2f00106)), // profilePath: string
-        x::FieldEntry::optional(x::Name(0x2ba5008), x::Name(0x2f00106)), // policyId: string
-        x::FieldEntry::optional(x::Name(0x2b22e0b), x::Name(0x2f00106)), // parameterId: string
-        x::FieldEntry::optional(x::Name(0x2ba710e), x::Name(0x2f00106)), // policyOptionId: string
-        x::FieldEntry::optional(x::Name(0x2cab80d), x::Name(0x1258216)), // referenceHost: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2cac611), x::Name(0x2f00106)), // referenceHostName: string
-        x::FieldEntry::optional(x::Name(0x2bf6a15), x::Name(0x2f00106)), // prevReferenceHostName: string
-        x::FieldEntry::required(x::Name(0x2c1dc13), x::Name(0x2f00106)), // profileConfigString: string
-        x::FieldEntry::required(x::Name(0x250010e), x::Name(0x2f00106)), // expressionType: string
-        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x11b470b)), // parameter: KeyAnyValue
-        x::FieldEntry::repeated(x::Name(0x2522d07), x::Name(0x1506c20)), // failure: ProfileUpdateFailedUpdateFailure
-        x::FieldEntry::repeated(x::Name(0x3207208), x::Name(0x1506c20)), // warnings: ProfileUpdateFailedUpdateFailure
-        x::FieldEntry::required(x::Name(0x2c2300b), x::Name(0x14fdb13)), // profilePath: ProfilePropertyPath
-        x::FieldEntry::required(x::Name(0x24c7b06), x::Name(0x1230312)), // errMsg: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x302c406), x::Name(0x212d207)), // unlink: boolean
-        x::FieldEntry::repeated(x::Name(0x2404005), x::Name(0x1b9e90b)), // disks: VirtualDisk
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2ab0802), x::Name(0x150b410)), // op: PropertyChangeOp
-        x::FieldEntry::optional(x::Name(0x30c0103), x::Name(0x207ef07)), // val: anyType
-        x::FieldEntry::repeated(x::Name(0x2c2b807), x::Name(0x150ed0c)), // propSet: PropertySpec
-        x::FieldEntry::repeated(x::Name(0x2a93709), x::Name(0x139f50a)), // objectSet: ObjectSpec
-        x::FieldEntry::optional(x::Name(0x2ce871d), x::Name(0x212d207)), // reportMissingObjectsInResults: boolean
-        x::FieldEntry::required(x::Name(0x2563706), x::Name(0x1258216)), // filter: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a93709), x::Name(0x13a000c)), // objectSet: ObjectUpdate
-        x::FieldEntry::repeated(x::Name(0x2929b0a), x::Name(0x12a570d)), // missingSet: MissingObject
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2054103), x::Name(0x212d207)), // all: boolean
-        x::FieldEntry::repeated(x::Name(0x2b44107), x::Name(0x2f00106)), // pathSet: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1a6d20f)), // spec: UsbScanCodeSpec
+        x::FieldEntry::required(x::Name(0x2f7af04), x::Name(0x102c00e)), // pmem: HostPMemVolume
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x2f2ea03), x::Name(0x15c6e18)), // pdp: OvfParseDescriptorParams
+        x::FieldEntry::optional(x::Name(0x285d412), x::Name(0x89dd17)), // failoverIpSettings: CustomizationIPSettings
+        x::FieldEntry::optional(x::Name(0x285d412), x::Name(0x89dd17)), // failoverIpSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2f1f707), x::Name(0x3344606)), // patchID: string
+        x::FieldEntry::repeated(x::Name(0x23f4806), x::Name(0x3344606)), // binary: string
+        x::FieldEntry::required(x::Name(0x316ae0a), x::Name(0x2405e07)), // rolledBack: boolean
+        x::FieldEntry::required(x::Name(0x2f1f707), x::Name(0x3344606)), // patchID: string
+        x::FieldEntry::repeated(x::Name(0x2c9df08), x::Name(0x3344606)), // metaData: string
+        x::FieldEntry::repeated(x::Name(0x2fe0611), x::Name(0x3344606)), // prerequisitePatch: string
+        x::FieldEntry::repeated(x::Name(0x2fdf60f), x::Name(0x3344606)), // prerequisiteLib: string
+        x::FieldEntry::required(x::Name(0x2f1f707), x::Name(0x3344606)), // patchID: string
+        x::FieldEntry::repeated(x::Name(0x335f409), x::Name(0x3344606)), // supersede: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x1618714)), // entity: PerfEntityMetricBase
+        x::FieldEntry::repeated(x::Name(0x248910b), x::Name(0x1618714)), // childEntity: PerfEntityMetricBase
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2d13a08), x::Name(0xbdad12)), // nameInfo: ElementDescription
+        x::FieldEntry::required(x::Name(0x2931d09), x::Name(0xbdad12)), // groupInfo: ElementDescription
+        x::FieldEntry::required(x::Name(0x3485508), x::Name(0xbdad12)), // unitInfo: ElementDescription
+        x::FieldEntry::required(x::Name(0x316c60a), x::Name(0x1624d0f)), // rollupType: PerfSummaryType
+        x::FieldEntry::required(x::Name(0x3316f09), x::Name(0x1623f0d)), // statsType: PerfStatsType
+        x::FieldEntry::optional(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::optional(x::Name(0x2f34b0e), x::Name(0x2a94603)), // perDeviceLevel: int
+        x::FieldEntry::repeated(x::Name(0x2381213), x::Name(0x2a94603)), // associatedCounterId: int
+        x::FieldEntry::repeated(x::Name(0x318940a), x::Name(0x162300e)), // sampleInfo: PerfSampleInfo
+        x::FieldEntry::repeated(x::Name(0x3545105), x::Name(0x161e910)), // value: PerfMetricSeries
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3189f0d), x::Name(0x3344606)), // sampleInfoCSV: string
+        x::FieldEntry::repeated(x::Name(0x3545105), x::Name(0x161fa13)), // value: PerfMetricSeriesCSV
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x318d50e), x::Name(0x2a94603)), // samplingPeriod: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2b90d06), x::Name(0x2a94603)), // length: int
+        x::FieldEntry::optional(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x254ce09), x::Name(0x2a94603)), // counterId: int
+        x::FieldEntry::required(x::Name(0x2a8a808), x::Name(0x3344606)), // instance: string
+        x::FieldEntry::repeated(x::Name(0x3545105), x::Name(0x2be5304)), // value: long
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x161c80c)), // id: PerfMetricId
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25b2510), x::Name(0x2405e07)), // currentSupported: boolean
+        x::FieldEntry::required(x::Name(0x335a710), x::Name(0x2405e07)), // summarySupported: boolean
+        x::FieldEntry::optional(x::Name(0x30b280b), x::Name(0x2a94603)), // refreshRate: int
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2607608)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2c47a09), x::Name(0x2a94603)), // maxSample: int
+        x::FieldEntry::repeated(x::Name(0x2ca3d08), x::Name(0x161c80c)), // metricId: PerfMetricId
+        x::FieldEntry::optional(x::Name(0x2aa620a), x::Name(0x2a94603)), // intervalId: int
+        x::FieldEntry::optional(x::Name(0x28d0d06), x::Name(0x3344606)), // format: string
+        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::required(x::Name(0x2aa5908), x::Name(0x2a94603)), // interval: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::optional(x::Name(0x3008f0b), x::Name(0xb06f23)), // productSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x274a10f), x::Name(0x2405e07)), // downgradeFormat: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f48314), x::Name(0x2405e07)), // performObjectUpgrade: boolean
+        x::FieldEntry::optional(x::Name(0x274a10f), x::Name(0x2405e07)), // downgradeFormat: boolean
+        x::FieldEntry::optional(x::Name(0x2329716), x::Name(0x2405e07)), // allowReducedRedundancy: boolean
+        x::FieldEntry::repeated(x::Name(0x2825a0c), x::Name(0x13ff016)), // excludeHosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x254e80b), x::Name(0xbdad12)), // counterType: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x3316f09), x::Name(0xbdad12)), // statsType: ElementDescription
+        x::FieldEntry::required(x::Name(0x254ce09), x::Name(0x2a94603)), // counterId: int
+        x::FieldEntry::optional(x::Name(0x2311e0e), x::Name(0x2a94603)), // aggregateLevel: int
+        x::FieldEntry::optional(x::Name(0x2f34b0e), x::Name(0x2a94603)), // perDeviceLevel: int
+        x::FieldEntry::repeated(x::Name(0x2aa6d09), x::Name(0x161bb0c)), // intervals: PerfInterval
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x2405e07)), // group: boolean
+        x::FieldEntry::required(x::Name(0x3168206), x::Name(0x2a94603)), // roleId: int
+        x::FieldEntry::required(x::Name(0x3020209), x::Name(0x2405e07)), // propagate: boolean
+        x::FieldEntry::required(x::Name(0x3167d04), x::Name(0x19a5611)), // role: RoleEventArgument
+        x::FieldEntry::required(x::Name(0x3020209), x::Name(0x2405e07)), // propagate: boolean
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x2405e07)), // group: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3167d04), x::Name(0x19a5611)), // role: RoleEventArgument
+        x::FieldEntry::required(x::Name(0x3020209), x::Name(0x2405e07)), // propagate: boolean
+        x::FieldEntry::optional(x::Name(0x2fe8208), x::Name(0x19a5611)), // prevRole: RoleEventArgument
+        x::FieldEntry::optional(x::Name(0x2fe5e0d), x::Name(0x2405e07)), // prevPropagate: boolean
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2f25603), x::Name(0x3344606)), // pci: string
+        x::FieldEntry::optional(x::Name(0x2753e06), x::Name(0x3344606)), // driver: string
+        x::FieldEntry::optional(x::Name(0x275500d), x::Name(0x3344606)), // driverVersion: string
+        x::FieldEntry::optional(x::Name(0x28bd60f), x::Name(0x3344606)), // firmwareVersion: string
+        x::FieldEntry::optional(x::Name(0x2bafe09), x::Name(0x1646a13)), // linkSpeed: PhysicalNicLinkInfo
+        x::FieldEntry::repeated(x::Name(0x353f316), x::Name(0x1646a13)), // validLinkSpecification: PhysicalNicLinkInfo
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x164d60f)), // spec: PhysicalNicSpec
+        x::FieldEntry::required(x::Name(0x36ba812), x::Name(0x2405e07)), // wakeOnLanSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bf1803), x::Name(0x3344606)), // mac: string
+        x::FieldEntry::optional(x::Name(0x287f411), x::Name(0xc99e0a)), // fcoeConfiguration: FcoeConfig
+        x::FieldEntry::optional(x::Name(0x35ced19), x::Name(0x2405e07)), // vmDirectPathGen2Supported: boolean
+        x::FieldEntry::optional(x::Name(0x35d071d), x::Name(0x3344606)), // vmDirectPathGen2SupportedMode: string
+        x::FieldEntry::optional(x::Name(0x313791c), x::Name(0x2405e07)), // resourcePoolSchedulerAllowed: boolean
+        x::FieldEntry::repeated(x::Name(0x3139625), x::Name(0x3344606)), // resourcePoolSchedulerDisallowedReason: string
+        x::FieldEntry::optional(x::Name(0x23aeb16), x::Name(0x2405e07)), // autoNegotiateSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27df320), x::Name(0x2405e07)), // enhancedNetworkingStackSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27e3b15), x::Name(0x2405e07)), // ensInterruptSupported: boolean
+        x::FieldEntry::optional(x::Name(0x306790a), x::Name(0x3344606)), // rdmaDevice: string
+        x::FieldEntry::optional(x::Name(0x2752a05), x::Name(0x3344606)), // dpuId: string
+        x::FieldEntry::optional(x::Name(0x2f45d17), x::Name(0x2405e07)), // perfNicOffloadSupported: boolean
+        x::FieldEntry::required(x::Name(0x3177b06), x::Name(0x2405e07)), // router: boolean
+        x::FieldEntry::required(x::Name(0x344db11), x::Name(0x2405e07)), // transparentBridge: boolean
+        x::FieldEntry::required(x::Name(0x329aa11), x::Name(0x2405e07)), // sourceRouteBridge: boolean
+        x::FieldEntry::required(x::Name(0x2d70a0d), x::Name(0x2405e07)), // networkSwitch: boolean
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x2405e07)), // host: boolean
+        x::FieldEntry::required(x::Name(0x2a35c0b), x::Name(0x2405e07)), // igmpEnabled: boolean
+        x::FieldEntry::required(x::Name(0x30de208), x::Name(0x2405e07)), // repeater: boolean
+        x::FieldEntry::optional(x::Name(0x244b50a), x::Name(0x2a94603)), // cdpVersion: int
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::optional(x::Name(0x3465503), x::Name(0x2a94603)), // ttl: int
+        x::FieldEntry::optional(x::Name(0x318ba07), x::Name(0x2a94603)), // samples: int
+        x::FieldEntry::optional(x::Name(0x2693a05), x::Name(0x3344606)), // devId: string
+        x::FieldEntry::optional(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::optional(x::Name(0x2f99b06), x::Name(0x3344606)), // portId: string
+        x::FieldEntry::optional(x::Name(0x2694710), x::Name(0x163f01e)), // deviceCapability: PhysicalNicCdpDeviceCapability
+        x::FieldEntry::optional(x::Name(0x3275d0f), x::Name(0x3344606)), // softwareVersion: string
+        x::FieldEntry::optional(x::Name(0x2979d10), x::Name(0x3344606)), // hardwarePlatform: string
+        x::FieldEntry::optional(x::Name(0x2ae5808), x::Name(0x3344606)), // ipPrefix: string
+        x::FieldEntry::optional(x::Name(0x2ae610b), x::Name(0x2a94603)), // ipPrefixLen: int
+        x::FieldEntry::optional(x::Name(0x35ac704), x::Name(0x2a94603)), // vlan: int
+        x::FieldEntry::optional(x::Name(0x290560a), x::Name(0x2405e07)), // fullDuplex: boolean
+        x::FieldEntry::optional(x::Name(0x2cf3403), x::Name(0x2a94603)), // mtu: int
+        x::FieldEntry::optional(x::Name(0x33c790a), x::Name(0x3344606)), // systemName: string
+        x::FieldEntry::optional(x::Name(0x33c8409), x::Name(0x3344606)), // systemOID: string
+        x::FieldEntry::optional(x::Name(0x2ca8208), x::Name(0x3344606)), // mgmtAddr: string
+        x::FieldEntry::optional(x::Name(0x2bd2c08), x::Name(0x3344606)), // location: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x164d60f)), // spec: PhysicalNicSpec
+        x::FieldEntry::optional(x::Name(0x35ad506), x::Name(0x2a94603)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::repeated(x::Name(0x334e306), x::Name(0x1645811)), // subnet: PhysicalNicIpHint
+        x::FieldEntry::repeated(x::Name(0x2d41907), x::Name(0x1647e13)), // network: PhysicalNicNameHint
+        x::FieldEntry::optional(x::Name(0x251a613), x::Name(0x1640f12)), // connectedSwitchPort: PhysicalNicCdpInfo
+        x::FieldEntry::optional(x::Name(0x2bbd308), x::Name(0x13aa71e)), // lldpInfo: LinkLayerDiscoveryProtocolInfo
+        x::FieldEntry::required(x::Name(0x2aeeb08), x::Name(0x3344606)), // ipSubnet: string
+        x::FieldEntry::required(x::Name(0x32b8807), x::Name(0x2a94603)), // speedMb: int
+        x::FieldEntry::required(x::Name(0x2765406), x::Name(0x2405e07)), // duplex: boolean
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2ad6e02), x::Name(0xf4fb0c)), // ip: HostIpConfig
+        x::FieldEntry::optional(x::Name(0x2bafe09), x::Name(0x1646a13)), // linkSpeed: PhysicalNicLinkInfo
+        x::FieldEntry::optional(x::Name(0x27a721d), x::Name(0x2405e07)), // enableEnhancedNetworkingStack: boolean
+        x::FieldEntry::optional(x::Name(0x27e2713), x::Name(0x2405e07)), // ensInterruptEnabled: boolean
+        x::FieldEntry::required(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f7560d), x::Name(0x166150d)), // placementSpec: PlacementSpec
+        x::FieldEntry::repeated(x::Name(0x2d73308), x::Name(0x13ff016)), // networks: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33e240a), x::Name(0x13ff016)), // targetHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30c490c), x::Name(0x1f9b61a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x317b308), x::Name(0x3344606)), // ruleType: string
+        x::FieldEntry::required(x::Name(0x317a909), x::Name(0x3344606)), // ruleScope: string
+        x::FieldEntry::repeated(x::Name(0x3655403), x::Name(0x13ff016)), // vms: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b5cd04), x::Name(0x3344606)), // keys: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2439209), x::Name(0x13ff016)), // candidate: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312470f), x::Name(0x2be5304)), // reservedSpaceMB: long
+        x::FieldEntry::required(x::Name(0x34f170b), x::Name(0x2be5304)), // usedSpaceMB: long
+        x::FieldEntry::required(x::Name(0x343cc0c), x::Name(0x2be5304)), // totalSpaceMB: long
+        x::FieldEntry::required(x::Name(0x351010b), x::Name(0x2748106)), // utilization: double
+        x::FieldEntry::repeated(x::Name(0x2879906), x::Name(0x13d6214)), // faults: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x32b7005), x::Name(0x166150d)), // specs: PlacementSpec
+        x::FieldEntry::repeated(x::Name(0x24b5c08), x::Name(0x13ff016)), // clusters: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x317c505), x::Name(0x1658c15)), // rules: PlacementAffinityRule
+        x::FieldEntry::repeated(x::Name(0x2f74411), x::Name(0x1add61d)), // placementRankByVm: StorageDrsPlacementRankVmSpec
+        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x2757108), x::Name(0x6f6e10)), // drsFault: ClusterDrsFaults
+        x::FieldEntry::optional(x::Name(0x2ff4008), x::Name(0x1f7221a)), // priority: VirtualMachineMovePriority
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x30c490c), x::Name(0x1f9b61a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2606b0a), x::Name(0x13ff016)), // datastores: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x332e10b), x::Name(0x13ff016)), // storagePods: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26f0719), x::Name(0x2405e07)), // disallowPrerequisiteMoves: boolean
+        x::FieldEntry::repeated(x::Name(0x317c505), x::Name(0x75640f)), // rules: ClusterRuleInfo
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2f7640d), x::Name(0x3344606)), // placementType: string
+        x::FieldEntry::optional(x::Name(0x249af09), x::Name(0x1eb8417)), // cloneSpec: VirtualMachineCloneSpec
+        x::FieldEntry::optional(x::Name(0x249a509), x::Name(0x3344606)), // cloneName: string
+        x::FieldEntry::required(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x26fe60f), x::Name(0x1dc2818)), // diskBackingInfo: VirtualDeviceBackingInfo
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::required(x::Name(0x3326b10), x::Name(0x1acc614)), // storageDrsConfig: StorageDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x307df0e), x::Name(0x751915)), // recommendation: ClusterRecommendation
+        x::FieldEntry::repeated(x::Name(0x2757108), x::Name(0x6f6e10)), // drsFault: ClusterDrsFaults
+        x::FieldEntry::repeated(x::Name(0x22d940d), x::Name(0x66d914)), // actionHistory: ClusterActionHistory
+        x::FieldEntry::required(x::Name(0x2989213), x::Name(0x2405e07)), // hasPageSharingPodVM: boolean
+        x::FieldEntry::required(x::Name(0x2f88111), x::Name(0x1669c11)), // podVMOverheadInfo: PodVMOverheadInfo
+        x::FieldEntry::required(x::Name(0x2587b17), x::Name(0x2405e07)), // crxPageSharingSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f8b01f), x::Name(0x2a94603)), // podVMOverheadWithoutPageSharing: int
+        x::FieldEntry::required(x::Name(0x2f8931c), x::Name(0x2a94603)), // podVMOverheadWithPageSharing: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::repeated(x::Name(0x2efb709), x::Name(0x134090b)), // parameter: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x35ac704), x::Name(0x20f030b)), // vlan: VlanProfile
+        x::FieldEntry::required(x::Name(0x36a8007), x::Name(0x20bde1d)), // vswitch: VirtualSwitchSelectionProfile
+        x::FieldEntry::required(x::Name(0x2d5810d), x::Name(0x14bfc14)), // networkPolicy: NetworkPolicyProfile
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::optional(x::Name(0x3225e0b), x::Name(0x2405e07)), // shellAccess: boolean
+        x::FieldEntry::optional(x::Name(0x2b77012), x::Name(0x2be5304)), // lastPasswordChange: long
+        x::FieldEntry::optional(x::Name(0x2c66812), x::Name(0x2be5304)), // maximumPasswordAge: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281fe0b), x::Name(0xc19905)), // eventToPost: Event
+        x::FieldEntry::optional(x::Name(0x33eb508), x::Name(0x1b3b008)), // taskInfo: TaskInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::repeated(x::Name(0x34c0907), x::Name(0xda7f0c)), // updates: HealthUpdate
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x341240a), x::Name(0x2a94603)), // timeoutSec: int
+        x::FieldEntry::optional(x::Name(0x2815415), x::Name(0x2405e07)), // evacuatePoweredOffVms: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x29f6f0f), x::Name(0xcf071f)), // hostSelectionBy: FtIssuesOnHostHostSelectionType
+        x::FieldEntry::repeated(x::Name(0x29c9f0a), x::Name(0x13d6214)), // hostErrors: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x316d109), x::Name(0x13d6214)), // rootCause: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x23c730f), x::Name(0x106c20f)), // availablePolicy: HostPowerPolicy
+        x::FieldEntry::required(x::Name(0x25ae90d), x::Name(0x106c20f)), // currentPolicy: HostPowerPolicy
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x341240a), x::Name(0x2a94603)), // timeoutSec: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ff8906), x::Name(0x3344606)), // privId: string
+        x::FieldEntry::required(x::Name(0x2b2a309), x::Name(0x2405e07)), // isGranted: boolean
+        x::FieldEntry::required(x::Name(0x257e30f), x::Name(0x3344606)), // createPrivilege: string
+        x::FieldEntry::required(x::Name(0x306df0d), x::Name(0x3344606)), // readPrivilege: string
+        x::FieldEntry::required(x::Name(0x34bee0f), x::Name(0x3344606)), // updatePrivilege: string
+        x::FieldEntry::required(x::Name(0x265300f), x::Name(0x3344606)), // deletePrivilege: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x30bdd07), x::Name(0x2a94603)), // release: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x302550c), x::Name(0x3344606)), // propertyName: string
+        x::FieldEntry::required(x::Name(0x2369105), x::Name(0x2405e07)), // array: boolean
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0xad70c)), // profile: ApplyProfile
+        x::FieldEntry::required(x::Name(0x2e93608), x::Name(0x3344606)), // operator: string
+        x::FieldEntry::repeated(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x3344606)), // option: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x2a80c09), x::Name(0x16c0f13)), // inputPath: ProfilePropertyPath
+        x::FieldEntry::repeated(x::Name(0x2efb709), x::Name(0x134090b)), // parameter: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x31c0807), x::Name(0x169f419)), // section: ProfileDescriptionSection
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0xc5d81a)), // description: ExtendedElementDescription
+        x::FieldEntry::repeated(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x16a3314)), // profile: ProfileEventArgument
+        x::FieldEntry::required(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x16c0f13)), // path: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0xe1ea0e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2a4ec10), x::Name(0x3344606)), // inapplicablePath: string
+        x::FieldEntry::repeated(x::Name(0x3105c0c), x::Name(0x169bc24)), // requireInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::repeated(x::Name(0x2801305), x::Name(0x16a4813)), // error: ProfileExecuteError
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2726a0b), x::Name(0x3344606)), // displayName: string
+        x::FieldEntry::required(x::Name(0x2d2b607), x::Name(0x2405e07)), // negated: boolean
+        x::FieldEntry::required(x::Name(0x283f00c), x::Name(0xc5d81a)), // expressionId: ExtendedElementDescription
+        x::FieldEntry::repeated(x::Name(0x2efb709), x::Name(0x16b2718)), // parameter: ProfileParameterMetadata
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0xc5c413)), // description: ExtendedDescription
+        x::FieldEntry::repeated(x::Name(0x3280a08), x::Name(0x16aef1e)), // sortSpec: ProfileMetadataProfileSortSpec
+        x::FieldEntry::optional(x::Name(0x300bd0f), x::Name(0x3344606)), // profileCategory: string
+        x::FieldEntry::optional(x::Name(0x300da10), x::Name(0x3344606)), // profileComponent: string
+        x::FieldEntry::repeated(x::Name(0x2e8d911), x::Name(0x16ac826)), // operationMessages: ProfileMetadataProfileOperationMessage
+        x::FieldEntry::required(x::Name(0x2e8eb0d), x::Name(0x3344606)), // operationName: string
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x13d2d12)), // message: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2f90408), x::Name(0x3344606)), // policyId: string
+        x::FieldEntry::required(x::Name(0x2efb709), x::Name(0x3344606)), // parameter: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0xc5d81a)), // id: ExtendedElementDescription
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2e9ad08), x::Name(0x2405e07)), // optional: boolean
+        x::FieldEntry::optional(x::Name(0x264950c), x::Name(0x234a207)), // defaultValue: anyType
+        x::FieldEntry::optional(x::Name(0x29b0306), x::Name(0x2405e07)), // hidden: boolean
+        x::FieldEntry::optional(x::Name(0x31cb411), x::Name(0x2405e07)), // securitySensitive: boolean
+        x::FieldEntry::optional(x::Name(0x306b208), x::Name(0x2405e07)), // readOnly: boolean
+        x::FieldEntry::repeated(x::Name(0x2efcd12), x::Name(0x16b4031)), // parameterRelations: ProfileParameterMetadataParameterRelationMetadata
+        x::FieldEntry::repeated(x::Name(0x30bc50d), x::Name(0x3344606)), // relationTypes: string
+        x::FieldEntry::repeated(x::Name(0x3547106), x::Name(0x234a207)), // values: anyType
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x16c0f13)), // path: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x2cb6408), x::Name(0x2a94603)), // minCount: int
+        x::FieldEntry::required(x::Name(0x2c21e08), x::Name(0x2a94603)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2f9180c), x::Name(0x166ae0c)), // policyOption: PolicyOption
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0xc5d81a)), // id: ExtendedElementDescription
+        x::FieldEntry::repeated(x::Name(0x2faef0e), x::Name(0x16bbb1b)), // possibleOption: ProfilePolicyOptionMetadata
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0xc5d81a)), // id: ExtendedElementDescription
+        x::FieldEntry::repeated(x::Name(0x2efb709), x::Name(0x16b2718)), // parameter: ProfileParameterMetadata
+        x::FieldEntry::required(x::Name(0x301660f), x::Name(0x3344606)), // profileTypeName: string
+        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x16bef1f)), // child: ProfileProfileStructureProperty
+        x::FieldEntry::required(x::Name(0x302550c), x::Name(0x3344606)), // propertyName: string
+        x::FieldEntry::required(x::Name(0x2369105), x::Name(0x2405e07)), // array: boolean
+        x::FieldEntry::required(x::Name(0x279c107), x::Name(0x16bd717)), // element: ProfileProfileStructure
+        x::FieldEntry::required(x::Name(0x3013f0b), x::Name(0x3344606)), // profilePath: string
+        x::FieldEntry::optional(x::Name(0x2f90408), x::Name(0x3344606)), // policyId: string
+        x::FieldEntry::optional(x::Name(0x2efc10b), x::Name(0x3344606)), // parameterId: string
+        x::FieldEntry::optional(x::Name(0x2f9250e), x::Name(0x3344606)), // policyOptionId: string
+        x::FieldEntry::optional(x::Name(0x30aea0d), x::Name(0x13ff016)), // referenceHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30af811), x::Name(0x3344606)), // referenceHostName: string
+        x::FieldEntry::optional(x::Name(0x2fe6c15), x::Name(0x3344606)), // prevReferenceHostName: string
+        x::FieldEntry::required(x::Name(0x300eb13), x::Name(0x3344606)), // profileConfigString: string
+        x::FieldEntry::required(x::Name(0x2840c0e), x::Name(0x3344606)), // expressionType: string
+        x::FieldEntry::repeated(x::Name(0x2efb709), x::Name(0x134090b)), // parameter: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x2863807), x::Name(0x16ca020)), // failure: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x36bde08), x::Name(0x16ca020)), // warnings: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::required(x::Name(0x3013f0b), x::Name(0x16c0f13)), // profilePath: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x2800c06), x::Name(0x13d2d12)), // errMsg: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3490006), x::Name(0x2405e07)), // unlink: boolean
+        x::FieldEntry::repeated(x::Name(0x2724c05), x::Name(0x1df7c0b)), // disks: VirtualDisk
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2e7f202), x::Name(0x16ce810)), // op: PropertyChangeOp
+        x::FieldEntry::optional(x::Name(0x353d903), x::Name(0x234a207)), // val: anyType
+        x::FieldEntry::repeated(x::Name(0x301fa07), x::Name(0x16d210c)), // propSet: PropertySpec
+        x::FieldEntry::repeated(x::Name(0x2e60c09), x::Name(0x155190a)), // objectSet: ObjectSpec
+        x::FieldEntry::optional(x::Name(0x30f0c1d), x::Name(0x2405e07)), // reportMissingObjectsInResults: boolean
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0x13ff016)), // filter: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e60c09), x::Name(0x155240c)), // objectSet: ObjectUpdate
+        x::FieldEntry::repeated(x::Name(0x2ccbe0a), x::Name(0x144db0d)), // missingSet: MissingObject
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2319d03), x::Name(0x2405e07)), // all: boolean
+        x::FieldEntry::repeated(x::Name(0x2f22507), x::Name(0x3344606)), // pathSet: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1c9640f)), // spec: UsbScanCodeSpec
     ],
     values: &[
-        x::Name(0x29f7206), // normal
-        x::Name(0x229ce03), // csv
-        x::Name(0x200b108), // absolute
-        x::Name(0x234ef05), // delta
-        x::Name(0x2c69d04), // rate
-        x::Name(0x20f4607), // average
-        x::Name(0x28cbe07), // maximum
-        x::Name(0x291f707), // minimum
-        x::Name(0x27fd206), // latest
-        x::Name(0x2f10b09), // summation
-        x::Name(0x29f4b04), // none
-        x::Name(0x2b5e207), // percent
-        x::Name(0x27dd609), // kiloBytes
-        x::Name(0x28d1309), // megaBytes
-        x::Name(0x28d3009), // megaHertz
-        x::Name(0x2a7bf06), // number
-        x::Name(0x290a20b), // microsecond
-        x::Name(0x291560b), // millisecond
-        x::Name(0x2d9ba06), // second
-        x::Name(0x27de012), // kiloBytesPerSecond
-        x::Name(0x28d1d12), // megaBytesPerSecond
-        x::Name(0x3208404), // watt
-        x::Name(0x27cf805), // joule
-        x::Name(0x2fa1109), // teraBytes
-        x::Name(0x2171507), // celsius
-        x::Name(0x308d70a), // userOptOut
-        x::Name(0x2626f13), // hardwareUnsupported
-        x::Name(0x3067a03), // upt
-        x::Name(0x21bde07), // cluster
-        x::Name(0x2658304), // host
-        x::Name(0x2eeef0a), // storagePod
-        x::Name(0x22edf09), // datastore
-        x::Name(0x2044608), // affinity
-        x::Name(0x207c50c), // antiAffinity
-        x::Name(0x2e3f50c), // softAffinity
-        x::Name(0x2e40210), // softAntiAffinity
-        x::Name(0x2281106), // create
-        x::Name(0x2c9140b), // reconfigure
-        x::Name(0x2cbd708), // relocate
-        x::Name(0x21b7505), // clone
-        x::Name(0x310240e), // virtualMachine
-        x::Name(0x2f76910), // systemManagement
-        x::Name(0x2658304), // host
-        x::Name(0x3024f07), // unknown
-        x::Name(0x2f0e307), // success
-        x::Name(0x297a309), // needInput
-        x::Name(0x24c8205), // error
-        x::Name(0x280a208), // lessThan
-        x::Name(0x280ab0d), // lessThanEqual
-        x::Name(0x24c6e05), // equal
-        x::Name(0x29ffd08), // notEqual
-        x::Name(0x25dbd10), // greaterThanEqual
-        x::Name(0x25db10b), // greaterThan
-        x::Name(0x2459010), // dynamic_relation
-        x::Name(0x2504313), // extensible_relation
-        x::Name(0x2843314), // localizable_relation
-        x::Name(0x2ed280f), // static_relation
-        x::Name(0x30c5713), // validation_relation
-        x::Name(0x202ae03), // add
-        x::Name(0x2cd1806), // remove
-        x::Name(0x20a7806), // assign
-        x::Name(0x270290e), // indirectRemove
+        x::Name(0x2db2606), // normal
+        x::Name(0x2593703), // csv
+        x::Name(0x22c5508), // absolute
+        x::Name(0x2655305), // delta
+        x::Name(0x3062004), // rate
+        x::Name(0x23cab07), // average
+        x::Name(0x2c64607), // maximum
+        x::Name(0x2cbec07), // minimum
+        x::Name(0x2b83806), // latest
+        x::Name(0x335b809), // summation
+        x::Name(0x2daff04), // none
+        x::Name(0x2f3d207), // percent
+        x::Name(0x2b5d209), // kiloBytes
+        x::Name(0x2c6cf09), // megaBytes
+        x::Name(0x291e209), // gigaBytes
+        x::Name(0x2c6ec09), // megaHertz
+        x::Name(0x2e42806), // number
+        x::Name(0x2ca8b0b), // microsecond
+        x::Name(0x2cb4b0b), // millisecond
+        x::Name(0x31b9506), // second
+        x::Name(0x2b5dc12), // kiloBytesPerSecond
+        x::Name(0x2c6d912), // megaBytesPerSecond
+        x::Name(0x36bf004), // watt
+        x::Name(0x2b4bc05), // joule
+        x::Name(0x33fce09), // teraBytes
+        x::Name(0x244c607), // celsius
+        x::Name(0x2d1aa0a), // nanosecond
+        x::Name(0x3506c0a), // userOptOut
+        x::Name(0x297fb13), // hardwareUnsupported
+        x::Name(0x34d3a03), // upt
+        x::Name(0x2573710), // createAndPowerOn
+        x::Name(0x3093d0b), // reconfigure
+        x::Name(0x30c4008), // relocate
+        x::Name(0x249ed07), // cluster
+        x::Name(0x29b4e04), // host
+        x::Name(0x332d60a), // storagePod
+        x::Name(0x25ec109), // datastore
+        x::Name(0x2308a08), // affinity
+        x::Name(0x234780c), // antiAffinity
+        x::Name(0x326fb0c), // softAffinity
+        x::Name(0x3270810), // softAntiAffinity
+        x::Name(0x2573006), // create
+        x::Name(0x3093d0b), // reconfigure
+        x::Name(0x30c4008), // relocate
+        x::Name(0x2498405), // clone
+        x::Name(0x3589f0e), // virtualMachine
+        x::Name(0x33c6810), // systemManagement
+        x::Name(0x29b4e04), // host
+        x::Name(0x3488b07), // unknown
+        x::Name(0x3359007), // success
+        x::Name(0x2d28309), // needInput
+        x::Name(0x2801305), // error
+        x::Name(0x2b91408), // lessThan
+        x::Name(0x2b91d0d), // lessThanEqual
+        x::Name(0x27fff05), // equal
+        x::Name(0x2dbbf08), // notEqual
+        x::Name(0x292e010), // greaterThanEqual
+        x::Name(0x292d40b), // greaterThan
+        x::Name(0x2786110), // dynamic_relation
+        x::Name(0x2844e13), // extensible_relation
+        x::Name(0x2bcf214), // localizable_relation
+        x::Name(0x330fd0f), // static_relation
+        x::Name(0x3542f13), // validation_relation
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x2375106), // assign
+        x::Name(0x2a6a60e), // indirectRemove
     ],
 };

@@ -6,124 +6,132 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1512413), x::Name(0x1e6a50d), 0, 2), // QuarantineModeFault: VmConfigFault
-        x::TypeEntry::enumeration(x::Name(0x151381c), 0, 3), // QuarantineModeFaultFaultType
-        x::TypeEntry::structure(x::Name(0x1515520), x::Name::NONE, 2, 2), // QueryAnswerFileStatusRequestType
-        x::TypeEntry::structure(x::Name(0x1517620), x::Name::NONE, 4, 2), // QueryAssignedLicensesRequestType
-        x::TypeEntry::structure(x::Name(0x1519725), x::Name::NONE, 6, 2), // QueryAvailableDisksForVmfsRequestType
-        x::TypeEntry::structure(x::Name(0x151bd20), x::Name::NONE, 8, 2), // QueryAvailableDvsSpecRequestType
-        x::TypeEntry::structure(x::Name(0x151de22), x::Name::NONE, 10, 1), // QueryAvailablePartitionRequestType
-        x::TypeEntry::structure(x::Name(0x1520123), x::Name::NONE, 11, 5), // QueryAvailablePerfMetricRequestType
-        x::TypeEntry::structure(x::Name(0x152251d), x::Name::NONE, 16, 2), // QueryAvailableSsdsRequestType
-        x::TypeEntry::structure(x::Name(0x1524322), x::Name::NONE, 18, 1), // QueryAvailableTimeZonesRequestType
-        x::TypeEntry::structure(x::Name(0x152661b), x::Name::NONE, 19, 1), // QueryBootDevicesRequestType
-        x::TypeEntry::structure(x::Name(0x152821a), x::Name::NONE, 20, 2), // QueryBoundVnicsRequestType
-        x::TypeEntry::structure(x::Name(0x1529d1d), x::Name::NONE, 22, 2), // QueryCandidateNicsRequestType
-        x::TypeEntry::structure(x::Name(0x152bb20), x::Name::NONE, 24, 5), // QueryChangedDiskAreasRequestType
-        x::TypeEntry::structure(x::Name(0x152dc15), x::Name::NONE, 29, 2), // QueryCmmdsRequestType
-        x::TypeEntry::structure(x::Name(0x152f22c), x::Name::NONE, 31, 4), // QueryCompatibleHostForExistingDvsRequestType
-        x::TypeEntry::structure(x::Name(0x1531f27), x::Name::NONE, 35, 4), // QueryCompatibleHostForNewDvsRequestType
-        x::TypeEntry::structure(x::Name(0x1534720), x::Name::NONE, 39, 3), // QueryComplianceStatusRequestType
-        x::TypeEntry::structure(x::Name(0x1536826), x::Name::NONE, 42, 1), // QueryConfigOptionDescriptorRequestType
-        x::TypeEntry::structure(x::Name(0x1538f1e), x::Name::NONE, 43, 2), // QueryConfigOptionExRequestType
-        x::TypeEntry::structure(x::Name(0x153ae1c), x::Name::NONE, 45, 3), // QueryConfigOptionRequestType
-        x::TypeEntry::structure(x::Name(0x153cb1c), x::Name::NONE, 48, 2), // QueryConfigTargetRequestType
-        x::TypeEntry::structure(x::Name(0x153e82c), x::Name::NONE, 50, 2), // QueryConfiguredModuleOptionStringRequestType
-        x::TypeEntry::structure(x::Name(0x154151e), x::Name::NONE, 52, 6), // QueryConnectionInfoRequestType
-        x::TypeEntry::structure(x::Name(0x1543425), x::Name::NONE, 58, 2), // QueryConnectionInfoViaSpecRequestType
-        x::TypeEntry::structure(x::Name(0x1545a1b), x::Name::NONE, 60, 1), // QueryConnectionsRequestType
-        x::TypeEntry::structure(x::Name(0x154761f), x::Name::NONE, 61, 3), // QueryCryptoKeyStatusRequestType
-        x::TypeEntry::structure(x::Name(0x154962b), x::Name::NONE, 64, 2), // QueryDatastorePerformanceSummaryRequestType
-        x::TypeEntry::structure(x::Name(0x154c218), x::Name::NONE, 66, 1), // QueryDateTimeRequestType
-        x::TypeEntry::structure(x::Name(0x154db1c), x::Name::NONE, 67, 2), // QueryDescriptionsRequestType
-        x::TypeEntry::structure(x::Name(0x154f81c), x::Name::NONE, 69, 2), // QueryDisksForVsanRequestType
-        x::TypeEntry::structure(x::Name(0x1551520), x::Name::NONE, 71, 3), // QueryDisksUsingFilterRequestType
-        x::TypeEntry::structure(x::Name(0x1553619), x::Name::NONE, 74, 2), // QueryDvsByUuidRequestType
-        x::TypeEntry::structure(x::Name(0x1555025), x::Name::NONE, 76, 4), // QueryDvsCheckCompatibilityRequestType
-        x::TypeEntry::structure(x::Name(0x1557625), x::Name::NONE, 80, 2), // QueryDvsCompatibleHostSpecRequestType
-        x::TypeEntry::structure(x::Name(0x1559c1f), x::Name::NONE, 82, 3), // QueryDvsConfigTargetRequestType
-        x::TypeEntry::structure(x::Name(0x155bc24), x::Name::NONE, 85, 2), // QueryDvsFeatureCapabilityRequestType
-        x::TypeEntry::structure(x::Name(0x155e116), x::Name::NONE, 87, 2), // QueryEventsRequestType
-        x::TypeEntry::structure(x::Name(0x155f822), x::Name::NONE, 89, 3), // QueryExpressionMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x1561b2a), x::Name::NONE, 92, 2), // QueryExtensionIpAllocationUsageRequestType
-        x::TypeEntry::structure(x::Name(0x156462d), x::Name::NONE, 94, 2), // QueryFaultToleranceCompatibilityExRequestType
-        x::TypeEntry::structure(x::Name(0x156742b), x::Name::NONE, 96, 1), // QueryFaultToleranceCompatibilityRequestType
-        x::TypeEntry::structure(x::Name(0x156a01e), x::Name::NONE, 97, 2), // QueryFilterEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x156bf1d), x::Name::NONE, 99, 2), // QueryFilterInfoIdsRequestType
-        x::TypeEntry::structure(x::Name(0x156dd1a), x::Name::NONE, 101, 2), // QueryFilterListRequestType
-        x::TypeEntry::structure(x::Name(0x156f81a), x::Name::NONE, 103, 2), // QueryFilterNameRequestType
-        x::TypeEntry::structure(x::Name(0x1571327), x::Name::NONE, 105, 1), // QueryFirmwareConfigUploadURLRequestType
-        x::TypeEntry::structure(x::Name(0x1573b21), x::Name::NONE, 106, 2), // QueryHealthUpdateInfosRequestType
-        x::TypeEntry::structure(x::Name(0x1575d1d), x::Name::NONE, 108, 2), // QueryHealthUpdatesRequestType
-        x::TypeEntry::structure(x::Name(0x1577b22), x::Name::NONE, 110, 1), // QueryHostConnectionInfoRequestType
-        x::TypeEntry::structure(x::Name(0x1579e19), x::Name::NONE, 111, 2), // QueryHostPatchRequestType
-        x::TypeEntry::structure(x::Name(0x157b823), x::Name::NONE, 113, 3), // QueryHostProfileMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x157dc1a), x::Name::NONE, 116, 1), // QueryHostStatusRequestType
-        x::TypeEntry::structure(x::Name(0x157f724), x::Name::NONE, 117, 2), // QueryHostsWithAttachedLunRequestType
-        x::TypeEntry::structure(x::Name(0x1581c20), x::Name::NONE, 119, 2), // QueryIORMConfigOptionRequestType
-        x::TypeEntry::structure(x::Name(0x1583d1d), x::Name::NONE, 121, 4), // QueryIPAllocationsRequestType
-        x::TypeEntry::structure(x::Name(0x1585b1c), x::Name::NONE, 125, 2), // QueryIoFilterInfoRequestType
-        x::TypeEntry::structure(x::Name(0x158781e), x::Name::NONE, 127, 3), // QueryIoFilterIssuesRequestType
-        x::TypeEntry::structure(x::Name(0x1589717), x::Name::NONE, 130, 2), // QueryIpPoolsRequestType
-        x::TypeEntry::structure(x::Name(0x158af29), x::Name::NONE, 132, 2), // QueryLicenseSourceAvailabilityRequestType
-        x::TypeEntry::structure(x::Name(0x158d91c), x::Name::NONE, 134, 2), // QueryLicenseUsageRequestType
-        x::TypeEntry::structure(x::Name(0x158f622), x::Name::NONE, 136, 1), // QueryLockdownExceptionsRequestType
-        x::TypeEntry::structure(x::Name(0x1591919), x::Name::NONE, 137, 2), // QueryManagedByRequestType
-        x::TypeEntry::structure(x::Name(0x1593320), x::Name::NONE, 139, 2), // QueryMemoryOverheadExRequestType
-        x::TypeEntry::structure(x::Name(0x159541e), x::Name::NONE, 141, 4), // QueryMemoryOverheadRequestType
-        x::TypeEntry::structure(x::Name(0x1597325), x::Name::NONE, 145, 2), // QueryMigrationDependenciesRequestType
-        x::TypeEntry::structure(x::Name(0x1599917), x::Name::NONE, 147, 1), // QueryModulesRequestType
-        x::TypeEntry::structure(x::Name(0x159b121), x::Name::NONE, 148, 2), // QueryMonitoredEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x159d317), x::Name::NONE, 150, 1), // QueryNFSUserRequestType
-        x::TypeEntry::structure(x::Name(0x159eb19), x::Name::NONE, 151, 2), // QueryNetConfigRequestType
-        x::TypeEntry::structure(x::Name(0x15a051b), x::Name::NONE, 153, 2), // QueryNetworkHintRequestType
-        x::TypeEntry::structure(x::Name(0x15a2129), x::Name::NONE, 155, 2), // QueryObjectsOnPhysicalVsanDiskRequestType
-        x::TypeEntry::structure(x::Name(0x15a4b17), x::Name::NONE, 157, 2), // QueryOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x15a6323), x::Name::NONE, 159, 3), // QueryPartitionCreateDescRequestType
-        x::TypeEntry::structure(x::Name(0x15a8726), x::Name::NONE, 162, 3), // QueryPartitionCreateOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x15aae2a), x::Name::NONE, 165, 1), // QueryPathSelectionPolicyOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x15ad91d), x::Name::NONE, 166, 2), // QueryPerfCompositeRequestType
-        x::TypeEntry::structure(x::Name(0x15af722), x::Name::NONE, 168, 2), // QueryPerfCounterByLevelRequestType
-        x::TypeEntry::structure(x::Name(0x15b1a1b), x::Name::NONE, 170, 2), // QueryPerfCounterRequestType
-        x::TypeEntry::structure(x::Name(0x15b3623), x::Name::NONE, 172, 2), // QueryPerfProviderSummaryRequestType
-        x::TypeEntry::structure(x::Name(0x15b5a14), x::Name::NONE, 174, 2), // QueryPerfRequestType
-        x::TypeEntry::structure(x::Name(0x15b6f21), x::Name::NONE, 176, 2), // QueryPhysicalVsanDisksRequestType
-        x::TypeEntry::structure(x::Name(0x15b911a), x::Name::NONE, 178, 2), // QueryPnicStatusRequestType
-        x::TypeEntry::structure(x::Name(0x15bac1e), x::Name::NONE, 180, 3), // QueryPolicyMetadataRequestType
-        x::TypeEntry::structure(x::Name(0x15bcb25), x::Name::NONE, 183, 1), // QueryProductLockerLocationRequestType
-        x::TypeEntry::structure(x::Name(0x15bf120), x::Name::NONE, 184, 2), // QueryProfileStructureRequestType
-        x::TypeEntry::structure(x::Name(0x15c121c), x::Name::NONE, 186, 1), // QueryProviderListRequestType
-        x::TypeEntry::structure(x::Name(0x15c2f1c), x::Name::NONE, 187, 2), // QueryProviderNameRequestType
-        x::TypeEntry::structure(x::Name(0x15c4c24), x::Name::NONE, 189, 1), // QueryResourceConfigOptionRequestType
-        x::TypeEntry::structure(x::Name(0x15c711b), x::Name::NONE, 190, 3), // QueryServiceListRequestType
-        x::TypeEntry::structure(x::Name(0x15c8d2d), x::Name::NONE, 193, 1), // QueryStorageArrayTypePolicyOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x15cbb21), x::Name::NONE, 194, 2), // QuerySupportedFeaturesRequestType
-        x::TypeEntry::structure(x::Name(0x15cdd22), x::Name::NONE, 196, 2), // QuerySyncingVsanObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x15d001b), x::Name::NONE, 198, 1), // QuerySystemUsersRequestType
-        x::TypeEntry::structure(x::Name(0x15d1c22), x::Name::NONE, 199, 2), // QueryTargetCapabilitiesRequestType
-        x::TypeEntry::structure(x::Name(0x15d3f24), x::Name::NONE, 201, 1), // QueryTpmAttestationReportRequestType
-        x::TypeEntry::structure(x::Name(0x15d6420), x::Name::NONE, 202, 3), // QueryUnmonitoredHostsRequestType
-        x::TypeEntry::structure(x::Name(0x15d851c), x::Name::NONE, 205, 1), // QueryUnownedFilesRequestType
-        x::TypeEntry::structure(x::Name(0x15da224), x::Name::NONE, 206, 1), // QueryUnresolvedVmfsVolumeRequestType
-        x::TypeEntry::structure(x::Name(0x15dc725), x::Name::NONE, 207, 1), // QueryUnresolvedVmfsVolumesRequestType
-        x::TypeEntry::structure(x::Name(0x15ded1f), x::Name::NONE, 208, 1), // QueryUsedVlanIdInDvsRequestType
-        x::TypeEntry::structure(x::Name(0x15e0d26), x::Name::NONE, 209, 3), // QueryVMotionCompatibilityExRequestType
-        x::TypeEntry::structure(x::Name(0x15e3424), x::Name::NONE, 212, 4), // QueryVMotionCompatibilityRequestType
-        x::TypeEntry::structure(x::Name(0x15e5928), x::Name::NONE, 216, 3), // QueryVirtualDiskFragmentationRequestType
-        x::TypeEntry::structure(x::Name(0x15e8223), x::Name::NONE, 219, 3), // QueryVirtualDiskGeometryRequestType
-        x::TypeEntry::structure(x::Name(0x15ea61f), x::Name::NONE, 222, 3), // QueryVirtualDiskUuidRequestType
-        x::TypeEntry::structure(x::Name(0x15ec620), x::Name::NONE, 225, 1), // QueryVmfsConfigOptionRequestType
-        x::TypeEntry::structure(x::Name(0x15ee72a), x::Name::NONE, 226, 3), // QueryVmfsDatastoreCreateOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x15f122a), x::Name::NONE, 229, 2), // QueryVmfsDatastoreExpandOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x15f3d2a), x::Name::NONE, 231, 4), // QueryVmfsDatastoreExtendOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x15f681a), x::Name::NONE, 235, 2), // QueryVnicStatusRequestType
-        x::TypeEntry::structure(x::Name(0x15f8327), x::Name::NONE, 237, 4), // QueryVsanObjectUuidsByFilterRequestType
-        x::TypeEntry::structure(x::Name(0x15fab1b), x::Name::NONE, 241, 2), // QueryVsanObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x15fc71e), x::Name::NONE, 243, 2), // QueryVsanStatisticsRequestType
-        x::TypeEntry::structure(x::Name(0x15fe621), x::Name::NONE, 245, 2), // QueryVsanUpgradeStatusRequestType
-        x::TypeEntry::structure(x::Name(0x160080f), x::Name(0x117ae0c), 247, 1), // QuestionPending: InvalidState
-        x::TypeEntry::structure(x::Name(0x160181d), x::Name(0x1734e0d), 248, 4), // QuiesceDatastoreIOForHAFailed: ResourceInUse
-        x::TypeEntry::enumeration(x::Name(0x160360b), 3, 3), // QuiesceMode
+        x::TypeEntry::structure(x::Name(0x16d7d13), x::Name(0x210340d), 0, 2), // QuarantineModeFault: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x16d911c), 0, 3), // QuarantineModeFaultFaultType
+        x::TypeEntry::structure(x::Name(0x16dae20), x::Name::NONE, 2, 2), // QueryAnswerFileStatusRequestType
+        x::TypeEntry::structure(x::Name(0x16dcf20), x::Name::NONE, 4, 2), // QueryAssignedLicensesRequestType
+        x::TypeEntry::structure(x::Name(0x16df025), x::Name::NONE, 6, 2), // QueryAvailableDisksForVmfsRequestType
+        x::TypeEntry::structure(x::Name(0x16e1620), x::Name::NONE, 8, 2), // QueryAvailableDvsSpecRequestType
+        x::TypeEntry::structure(x::Name(0x16e3722), x::Name::NONE, 10, 1), // QueryAvailablePartitionRequestType
+        x::TypeEntry::structure(x::Name(0x16e5a23), x::Name::NONE, 11, 5), // QueryAvailablePerfMetricRequestType
+        x::TypeEntry::structure(x::Name(0x16e7e1d), x::Name::NONE, 16, 2), // QueryAvailableSsdsRequestType
+        x::TypeEntry::structure(x::Name(0x16e9c22), x::Name::NONE, 18, 1), // QueryAvailableTimeZonesRequestType
+        x::TypeEntry::structure(x::Name(0x16ebf1b), x::Name::NONE, 19, 1), // QueryBootDevicesRequestType
+        x::TypeEntry::structure(x::Name(0x16edb1a), x::Name::NONE, 20, 2), // QueryBoundVnicsRequestType
+        x::TypeEntry::structure(x::Name(0x16ef61d), x::Name::NONE, 22, 2), // QueryCandidateNicsRequestType
+        x::TypeEntry::structure(x::Name(0x16f1420), x::Name::NONE, 24, 5), // QueryChangedDiskAreasRequestType
+        x::TypeEntry::structure(x::Name(0x16f3515), x::Name::NONE, 29, 2), // QueryCmmdsRequestType
+        x::TypeEntry::structure(x::Name(0x16f4b2c), x::Name::NONE, 31, 4), // QueryCompatibleHostForExistingDvsRequestType
+        x::TypeEntry::structure(x::Name(0x16f7827), x::Name::NONE, 35, 4), // QueryCompatibleHostForNewDvsRequestType
+        x::TypeEntry::structure(x::Name(0x16fa029), x::Name::NONE, 39, 3), // QueryCompatibleVmnicsFromHostsRequestType
+        x::TypeEntry::structure(x::Name(0x16fca20), x::Name::NONE, 42, 3), // QueryComplianceStatusRequestType
+        x::TypeEntry::structure(x::Name(0x16feb26), x::Name::NONE, 45, 1), // QueryConfigOptionDescriptorRequestType
+        x::TypeEntry::structure(x::Name(0x170121e), x::Name::NONE, 46, 2), // QueryConfigOptionExRequestType
+        x::TypeEntry::structure(x::Name(0x170311c), x::Name::NONE, 48, 3), // QueryConfigOptionRequestType
+        x::TypeEntry::structure(x::Name(0x1704e1c), x::Name::NONE, 51, 2), // QueryConfigTargetRequestType
+        x::TypeEntry::structure(x::Name(0x1706b2c), x::Name::NONE, 53, 2), // QueryConfiguredModuleOptionStringRequestType
+        x::TypeEntry::structure(x::Name(0x170981e), x::Name::NONE, 55, 7), // QueryConnectionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x170b725), x::Name::NONE, 62, 2), // QueryConnectionInfoViaSpecRequestType
+        x::TypeEntry::structure(x::Name(0x170dd1b), x::Name::NONE, 64, 1), // QueryConnectionsRequestType
+        x::TypeEntry::structure(x::Name(0x170f91f), x::Name::NONE, 65, 3), // QueryCryptoKeyStatusRequestType
+        x::TypeEntry::structure(x::Name(0x171192b), x::Name::NONE, 68, 2), // QueryDatastorePerformanceSummaryRequestType
+        x::TypeEntry::structure(x::Name(0x1714518), x::Name::NONE, 70, 1), // QueryDateTimeRequestType
+        x::TypeEntry::structure(x::Name(0x1715e1c), x::Name::NONE, 71, 2), // QueryDescriptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1717b1d), x::Name::NONE, 73, 3), // QueryDirectoryInfoRequestType
+        x::TypeEntry::structure(x::Name(0x171991c), x::Name::NONE, 76, 2), // QueryDisksForVsanRequestType
+        x::TypeEntry::structure(x::Name(0x171b620), x::Name::NONE, 78, 3), // QueryDisksUsingFilterRequestType
+        x::TypeEntry::structure(x::Name(0x171d719), x::Name::NONE, 81, 2), // QueryDvsByUuidRequestType
+        x::TypeEntry::structure(x::Name(0x171f125), x::Name::NONE, 83, 4), // QueryDvsCheckCompatibilityRequestType
+        x::TypeEntry::structure(x::Name(0x1721725), x::Name::NONE, 87, 2), // QueryDvsCompatibleHostSpecRequestType
+        x::TypeEntry::structure(x::Name(0x1723d1f), x::Name::NONE, 89, 3), // QueryDvsConfigTargetRequestType
+        x::TypeEntry::structure(x::Name(0x1725d24), x::Name::NONE, 92, 2), // QueryDvsFeatureCapabilityRequestType
+        x::TypeEntry::structure(x::Name(0x1728216), x::Name::NONE, 94, 3), // QueryEventsRequestType
+        x::TypeEntry::structure(x::Name(0x1729922), x::Name::NONE, 97, 3), // QueryExpressionMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x172bc2a), x::Name::NONE, 100, 2), // QueryExtensionIpAllocationUsageRequestType
+        x::TypeEntry::structure(x::Name(0x172e72d), x::Name::NONE, 102, 2), // QueryFaultToleranceCompatibilityExRequestType
+        x::TypeEntry::structure(x::Name(0x173152b), x::Name::NONE, 104, 1), // QueryFaultToleranceCompatibilityRequestType
+        x::TypeEntry::structure(x::Name(0x173411c), x::Name::NONE, 105, 3), // QueryFileLockInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1735e1e), x::Name::NONE, 108, 2), // QueryFilterEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x1737d1d), x::Name::NONE, 110, 2), // QueryFilterInfoIdsRequestType
+        x::TypeEntry::structure(x::Name(0x1739b1a), x::Name::NONE, 112, 2), // QueryFilterListRequestType
+        x::TypeEntry::structure(x::Name(0x173b61a), x::Name::NONE, 114, 2), // QueryFilterNameRequestType
+        x::TypeEntry::structure(x::Name(0x173d127), x::Name::NONE, 116, 1), // QueryFirmwareConfigUploadURLRequestType
+        x::TypeEntry::structure(x::Name(0x173f921), x::Name::NONE, 117, 2), // QueryHealthUpdateInfosRequestType
+        x::TypeEntry::structure(x::Name(0x1741b1d), x::Name::NONE, 119, 2), // QueryHealthUpdatesRequestType
+        x::TypeEntry::structure(x::Name(0x1743922), x::Name::NONE, 121, 1), // QueryHostConnectionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1745c19), x::Name::NONE, 122, 2), // QueryHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x1747623), x::Name::NONE, 124, 3), // QueryHostProfileMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x1749a1a), x::Name::NONE, 127, 1), // QueryHostStatusRequestType
+        x::TypeEntry::structure(x::Name(0x174b524), x::Name::NONE, 128, 2), // QueryHostsWithAttachedLunRequestType
+        x::TypeEntry::structure(x::Name(0x174da20), x::Name::NONE, 130, 2), // QueryIORMConfigOptionRequestType
+        x::TypeEntry::structure(x::Name(0x174fb1d), x::Name::NONE, 132, 4), // QueryIPAllocationsRequestType
+        x::TypeEntry::structure(x::Name(0x175191c), x::Name::NONE, 136, 2), // QueryIoFilterInfoRequestType
+        x::TypeEntry::structure(x::Name(0x175361e), x::Name::NONE, 138, 3), // QueryIoFilterIssuesRequestType
+        x::TypeEntry::structure(x::Name(0x1755517), x::Name::NONE, 141, 2), // QueryIpPoolsRequestType
+        x::TypeEntry::structure(x::Name(0x1756d29), x::Name::NONE, 143, 2), // QueryLicenseSourceAvailabilityRequestType
+        x::TypeEntry::structure(x::Name(0x175971c), x::Name::NONE, 145, 2), // QueryLicenseUsageRequestType
+        x::TypeEntry::structure(x::Name(0x175b422), x::Name::NONE, 147, 1), // QueryLockdownExceptionsRequestType
+        x::TypeEntry::structure(x::Name(0x175d719), x::Name::NONE, 148, 2), // QueryManagedByRequestType
+        x::TypeEntry::structure(x::Name(0x175f11d), x::Name::NONE, 150, 2), // QueryMaxQueueDepthRequestType
+        x::TypeEntry::structure(x::Name(0x1760f20), x::Name::NONE, 152, 2), // QueryMemoryOverheadExRequestType
+        x::TypeEntry::structure(x::Name(0x176301e), x::Name::NONE, 154, 4), // QueryMemoryOverheadRequestType
+        x::TypeEntry::structure(x::Name(0x1764f25), x::Name::NONE, 158, 2), // QueryMigrationDependenciesRequestType
+        x::TypeEntry::structure(x::Name(0x1767517), x::Name::NONE, 160, 1), // QueryModulesRequestType
+        x::TypeEntry::structure(x::Name(0x1768d21), x::Name::NONE, 161, 2), // QueryMonitoredEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x176af17), x::Name::NONE, 163, 1), // QueryNFSUserRequestType
+        x::TypeEntry::structure(x::Name(0x176c719), x::Name::NONE, 164, 2), // QueryNetConfigRequestType
+        x::TypeEntry::structure(x::Name(0x176e11b), x::Name::NONE, 166, 2), // QueryNetworkHintRequestType
+        x::TypeEntry::structure(x::Name(0x176fd14), x::Name::NONE, 168, 2), // QueryNextRequestType
+        x::TypeEntry::structure(x::Name(0x1771229), x::Name::NONE, 170, 2), // QueryObjectsOnPhysicalVsanDiskRequestType
+        x::TypeEntry::structure(x::Name(0x1773c17), x::Name::NONE, 172, 2), // QueryOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1775423), x::Name::NONE, 174, 3), // QueryPartitionCreateDescRequestType
+        x::TypeEntry::structure(x::Name(0x1777826), x::Name::NONE, 177, 3), // QueryPartitionCreateOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1779f2a), x::Name::NONE, 180, 1), // QueryPathSelectionPolicyOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x177ca1d), x::Name::NONE, 181, 2), // QueryPerfCompositeRequestType
+        x::TypeEntry::structure(x::Name(0x177e822), x::Name::NONE, 183, 2), // QueryPerfCounterByLevelRequestType
+        x::TypeEntry::structure(x::Name(0x1780b1b), x::Name::NONE, 185, 2), // QueryPerfCounterRequestType
+        x::TypeEntry::structure(x::Name(0x1782723), x::Name::NONE, 187, 2), // QueryPerfProviderSummaryRequestType
+        x::TypeEntry::structure(x::Name(0x1784b14), x::Name::NONE, 189, 2), // QueryPerfRequestType
+        x::TypeEntry::structure(x::Name(0x1786021), x::Name::NONE, 191, 2), // QueryPhysicalVsanDisksRequestType
+        x::TypeEntry::structure(x::Name(0x178821a), x::Name::NONE, 193, 2), // QueryPnicStatusRequestType
+        x::TypeEntry::structure(x::Name(0x1789d1e), x::Name::NONE, 195, 3), // QueryPolicyMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x178bc25), x::Name::NONE, 198, 1), // QueryProductLockerLocationRequestType
+        x::TypeEntry::structure(x::Name(0x178e220), x::Name::NONE, 199, 2), // QueryProfileStructureRequestType
+        x::TypeEntry::structure(x::Name(0x179031c), x::Name::NONE, 201, 1), // QueryProviderListRequestType
+        x::TypeEntry::structure(x::Name(0x179201c), x::Name::NONE, 202, 2), // QueryProviderNameRequestType
+        x::TypeEntry::structure(x::Name(0x1793d10), x::Name::NONE, 204, 2), // QueryRequestType
+        x::TypeEntry::structure(x::Name(0x1794e24), x::Name::NONE, 206, 1), // QueryResourceConfigOptionRequestType
+        x::TypeEntry::structure(x::Name(0x179731b), x::Name::NONE, 207, 3), // QueryServiceListRequestType
+        x::TypeEntry::structure(x::Name(0x1798f2d), x::Name::NONE, 210, 1), // QueryStorageArrayTypePolicyOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x179bd21), x::Name::NONE, 211, 2), // QuerySupportedFeaturesRequestType
+        x::TypeEntry::structure(x::Name(0x179df2b), x::Name::NONE, 213, 2), // QuerySupportedNetworkOffloadSpecRequestType
+        x::TypeEntry::structure(x::Name(0x17a0b22), x::Name::NONE, 215, 2), // QuerySyncingVsanObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x17a2e1b), x::Name::NONE, 217, 1), // QuerySystemUsersRequestType
+        x::TypeEntry::structure(x::Name(0x17a4a22), x::Name::NONE, 218, 2), // QueryTargetCapabilitiesRequestType
+        x::TypeEntry::structure(x::Name(0x17a6d24), x::Name::NONE, 220, 1), // QueryTpmAttestationReportRequestType
+        x::TypeEntry::structure(x::Name(0x17a9220), x::Name::NONE, 221, 3), // QueryUnmonitoredHostsRequestType
+        x::TypeEntry::structure(x::Name(0x17ab31c), x::Name::NONE, 224, 1), // QueryUnownedFilesRequestType
+        x::TypeEntry::structure(x::Name(0x17ad024), x::Name::NONE, 225, 1), // QueryUnresolvedVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x17af525), x::Name::NONE, 226, 1), // QueryUnresolvedVmfsVolumesRequestType
+        x::TypeEntry::structure(x::Name(0x17b1b1f), x::Name::NONE, 227, 1), // QueryUsedVlanIdInDvsRequestType
+        x::TypeEntry::structure(x::Name(0x17b3b26), x::Name::NONE, 228, 3), // QueryVMotionCompatibilityExRequestType
+        x::TypeEntry::structure(x::Name(0x17b6224), x::Name::NONE, 231, 4), // QueryVMotionCompatibilityRequestType
+        x::TypeEntry::structure(x::Name(0x17b8728), x::Name::NONE, 235, 3), // QueryVirtualDiskFragmentationRequestType
+        x::TypeEntry::structure(x::Name(0x17bb023), x::Name::NONE, 238, 3), // QueryVirtualDiskGeometryRequestType
+        x::TypeEntry::structure(x::Name(0x17bd421), x::Name::NONE, 241, 3), // QueryVirtualDiskUuidExRequestType
+        x::TypeEntry::structure(x::Name(0x17bf61f), x::Name::NONE, 244, 3), // QueryVirtualDiskUuidRequestType
+        x::TypeEntry::structure(x::Name(0x17c1620), x::Name::NONE, 247, 1), // QueryVmfsConfigOptionRequestType
+        x::TypeEntry::structure(x::Name(0x17c372a), x::Name::NONE, 248, 3), // QueryVmfsDatastoreCreateOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x17c622a), x::Name::NONE, 251, 2), // QueryVmfsDatastoreExpandOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x17c8d2a), x::Name::NONE, 253, 4), // QueryVmfsDatastoreExtendOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x17cb81a), x::Name::NONE, 257, 2), // QueryVnicStatusRequestType
+        x::TypeEntry::structure(x::Name(0x17cd327), x::Name::NONE, 259, 4), // QueryVsanObjectUuidsByFilterRequestType
+        x::TypeEntry::structure(x::Name(0x17cfb1b), x::Name::NONE, 263, 2), // QueryVsanObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x17d171e), x::Name::NONE, 265, 2), // QueryVsanStatisticsRequestType
+        x::TypeEntry::structure(x::Name(0x17d3621), x::Name::NONE, 267, 2), // QueryVsanUpgradeStatusRequestType
+        x::TypeEntry::structure(x::Name(0x17d580f), x::Name(0x1302a0c), 269, 1), // QuestionPending: InvalidState
+        x::TypeEntry::structure(x::Name(0x17d681d), x::Name(0x191f50d), 270, 4), // QuiesceDatastoreIOForHAFailed: ResourceInUse
+        x::TypeEntry::enumeration(x::Name(0x17d860b), 3, 3), // QuiesceMode
     ],
     decoders: &[
         Some(x::decode_boxed::<QuarantineModeFault>),
@@ -143,6 +151,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // QueryCmmdsRequestType
         None, // QueryCompatibleHostForExistingDvsRequestType
         None, // QueryCompatibleHostForNewDvsRequestType
+        None, // QueryCompatibleVmnicsFromHostsRequestType
         None, // QueryComplianceStatusRequestType
         None, // QueryConfigOptionDescriptorRequestType
         None, // QueryConfigOptionExRequestType
@@ -156,6 +165,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // QueryDatastorePerformanceSummaryRequestType
         None, // QueryDateTimeRequestType
         None, // QueryDescriptionsRequestType
+        None, // QueryDirectoryInfoRequestType
         None, // QueryDisksForVsanRequestType
         None, // QueryDisksUsingFilterRequestType
         None, // QueryDvsByUuidRequestType
@@ -168,6 +178,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // QueryExtensionIpAllocationUsageRequestType
         None, // QueryFaultToleranceCompatibilityExRequestType
         None, // QueryFaultToleranceCompatibilityRequestType
+        None, // QueryFileLockInfoRequestType
         None, // QueryFilterEntitiesRequestType
         None, // QueryFilterInfoIdsRequestType
         None, // QueryFilterListRequestType
@@ -189,6 +200,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // QueryLicenseUsageRequestType
         None, // QueryLockdownExceptionsRequestType
         None, // QueryManagedByRequestType
+        None, // QueryMaxQueueDepthRequestType
         None, // QueryMemoryOverheadExRequestType
         None, // QueryMemoryOverheadRequestType
         None, // QueryMigrationDependenciesRequestType
@@ -197,6 +209,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // QueryNFSUserRequestType
         None, // QueryNetConfigRequestType
         None, // QueryNetworkHintRequestType
+        None, // QueryNextRequestType
         None, // QueryObjectsOnPhysicalVsanDiskRequestType
         None, // QueryOptionsRequestType
         None, // QueryPartitionCreateDescRequestType
@@ -214,10 +227,12 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // QueryProfileStructureRequestType
         None, // QueryProviderListRequestType
         None, // QueryProviderNameRequestType
+        None, // QueryRequestType
         None, // QueryResourceConfigOptionRequestType
         None, // QueryServiceListRequestType
         None, // QueryStorageArrayTypePolicyOptionsRequestType
         None, // QuerySupportedFeaturesRequestType
+        None, // QuerySupportedNetworkOffloadSpecRequestType
         None, // QuerySyncingVsanObjectsRequestType
         None, // QuerySystemUsersRequestType
         None, // QueryTargetCapabilitiesRequestType
@@ -231,6 +246,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // QueryVMotionCompatibilityRequestType
         None, // QueryVirtualDiskFragmentationRequestType
         None, // QueryVirtualDiskGeometryRequestType
+        None, // QueryVirtualDiskUuidExRequestType
         None, // QueryVirtualDiskUuidRequestType
         None, // QueryVmfsConfigOptionRequestType
         None, // QueryVmfsDatastoreCreateOptionsRequestType
@@ -246,265 +262,287 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<QuiesceMode>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x2537809), x::Name(0x2f00106)), // faultType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c80b0b), x::Name(0x212d207)), // recommended: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2119609), x::Name(0x2308208)), // beginTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
-        x::FieldEntry::optional(x::Name(0x273850a), x::Name(0x2729103)), // intervalId: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30e1908), x::Name(0x2f00106)), // vffsPath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c2d0c), x::Name(0x2f00106)), // iScsiHbaName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c2d0c), x::Name(0x2f00106)), // iScsiHbaName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e29c08), x::Name(0x1258216)), // snapshot: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2390e09), x::Name(0x2729103)), // deviceKey: int
-        x::FieldEntry::required(x::Name(0x2eb530b), x::Name(0x2857004)), // startOffset: long
-        x::FieldEntry::required(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c54b07), x::Name(0x1093320)), // queries: HostVsanInternalSystemCmmdsQuery
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2246c09), x::Name(0x1258216)), // container: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ca3809), x::Name(0x212d207)), // recursive: boolean
-        x::FieldEntry::required(x::Name(0x244cc03), x::Name(0x1258216)), // dvs: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2246c09), x::Name(0x1258216)), // container: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ca3809), x::Name(0x212d207)), // recursive: boolean
-        x::FieldEntry::optional(x::Name(0x2f67911), x::Name(0x9f4423)), // switchProductSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xaf0527)), // spec: EnvironmentBrowserConfigOptionQuerySpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xceb80f)), // spec: HostConnectSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27d8d06), x::Name(0x7b7d0b)), // keyIds: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x219cc0e), x::Name(0x2729103)), // checkKeyBitMap: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2162d0d), x::Name(0x2f00106)), // canonicalName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x266980d), x::Name(0x9d212c)), // hostContainer: DistributedVirtualSwitchManagerHostContainer
-        x::FieldEntry::optional(x::Name(0x245090e), x::Name(0x9cc42d)), // dvsProductSpec: DistributedVirtualSwitchManagerDvsProductSpec
-        x::FieldEntry::repeated(x::Name(0x267080e), x::Name(0x9d8130)), // hostFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f67911), x::Name(0x9f4423)), // switchProductSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x244cc03), x::Name(0x1258216)), // dvs: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f67911), x::Name(0x9f4423)), // switchProductSpec: DistributedVirtualSwitchProductSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2563706), x::Name(0xb0d80f)), // filter: EventFilterSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24ff20e), x::Name(0x2f00106)), // expressionName: string
-        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2506e0d), x::Name(0x2f00106)), // extensionKeys: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x258320b), x::Name(0x212d207)), // forLegacyFt: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c2160b), x::Name(0x2f00106)), // profileName: string
-        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ba8506), x::Name(0x2729103)), // poolId: int
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x313660c), x::Name(0x1c57218)), // vmConfigInfo: VirtualMachineConfigInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x28edb0a), x::Name(0x2857004)), // memorySize: long
-        x::FieldEntry::optional(x::Name(0x30e940c), x::Name(0x2729103)), // videoRamSize: int
-        x::FieldEntry::required(x::Name(0x2a68f08), x::Name(0x2729103)), // numVcpus: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29e2707), x::Name(0x2f00106)), // nicType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2404005), x::Name(0x2f00106)), // disks: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2402708), x::Name(0x2f00106)), // diskUuid: string
-        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2efb00b), x::Name(0x2f00106)), // storageType: string
-        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c58a09), x::Name(0x146950d)), // querySpec: PerfQuerySpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x2729103)), // level: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x225bd09), x::Name(0x2729103)), // counterId: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c58a09), x::Name(0x146950d)), // querySpec: PerfQuerySpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c33f05), x::Name(0x2f00106)), // props: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2ba590a), x::Name(0x2f00106)), // policyName: string
-        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2dcf80b), x::Name(0x2f00106)), // serviceName: string
-        x::FieldEntry::repeated(x::Name(0x2846d08), x::Name(0x2f00106)), // location: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x21e740d), x::Name(0x2f00106)), // compatibility: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x31aa510), x::Name(0x2729103)), // vmfsMajorVersion: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::optional(x::Name(0x2f4ca18), x::Name(0x212d207)), // suppressExpandCandidates: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
-        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
-        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2729103)), // version: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27e4206), x::Name(0x2f00106)), // labels: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2fa4204), x::Name(0x2f00106)), // text: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2434d02), x::Name(0x1258216)), // ds: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2435006), x::Name(0x2f00106)), // dsName: string
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2878309), x::Name(0x3344606)), // faultType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f5f08), x::Name(0x3344606)), // entityId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x307fe0b), x::Name(0x2405e07)), // recommended: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23f1809), x::Name(0x2607608)), // beginTime: dateTime
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2607608)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2aa620a), x::Name(0x2a94603)), // intervalId: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3562c08), x::Name(0x3344606)), // vffsPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a26f0c), x::Name(0x3344606)), // iScsiHbaName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a26f0c), x::Name(0x3344606)), // iScsiHbaName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x32f1e0b), x::Name(0x2be5304)), // startOffset: long
+        x::FieldEntry::required(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x304ba07), x::Name(0x120c020)), // queries: HostVsanInternalSystemCmmdsQuery
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2536c09), x::Name(0x13ff016)), // container: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x2774e03), x::Name(0x13ff016)), // dvs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2536c09), x::Name(0x13ff016)), // container: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30a6109), x::Name(0x2405e07)), // recursive: boolean
+        x::FieldEntry::optional(x::Name(0x33b6a11), x::Name(0xb06f23)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2774e03), x::Name(0x13ff016)), // dvs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0xc09227)), // spec: EnvironmentBrowserConfigOptionQuerySpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe28f0f)), // spec: HostConnectSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b56306), x::Name(0x83cb0b)), // keyIds: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x247a90e), x::Name(0x2a94603)), // checkKeyBitMap: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32de10a), x::Name(0x3344606)), // stableName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x243d30d), x::Name(0x3344606)), // canonicalName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x24c4c07), x::Name(0x13ff016)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29c630d), x::Name(0xadf92c)), // hostContainer: DistributedVirtualSwitchManagerHostContainer
+        x::FieldEntry::optional(x::Name(0x2778b0e), x::Name(0xad9c2d)), // dvsProductSpec: DistributedVirtualSwitchManagerDvsProductSpec
+        x::FieldEntry::repeated(x::Name(0x29ce00e), x::Name(0xae5930)), // hostFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33b6a11), x::Name(0xb06f23)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2774e03), x::Name(0x13ff016)), // dvs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33b6a11), x::Name(0xb06f23)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28a6506), x::Name(0xc26b0f)), // filter: EventFilterSpec
+        x::FieldEntry::optional(x::Name(0x282300d), x::Name(0xc2e219)), // eventViewSpec: EventManagerEventViewSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x283fd0e), x::Name(0x3344606)), // expressionName: string
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x284790d), x::Name(0x3344606)), // extensionKeys: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28cb40b), x::Name(0x2405e07)), // forLegacyFt: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x103bc29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x301250b), x::Name(0x3344606)), // profileName: string
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95906), x::Name(0x2a94603)), // poolId: int
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24c4c07), x::Name(0x13ff016)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x24c4c07), x::Name(0x13ff016)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35bfc0c), x::Name(0x1ebc618)), // vmConfigInfo: VirtualMachineConfigInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c8970a), x::Name(0x2be5304)), // memorySize: long
+        x::FieldEntry::optional(x::Name(0x356f40c), x::Name(0x2a94603)), // videoRamSize: int
+        x::FieldEntry::required(x::Name(0x2e2ea08), x::Name(0x2a94603)), // numVcpus: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b47d0d), x::Name(0x19f7018)), // iterationSpec: SearchIndexIterationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2724c05), x::Name(0x3344606)), // disks: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2723308), x::Name(0x3344606)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x333a80b), x::Name(0x3344606)), // storageType: string
+        x::FieldEntry::required(x::Name(0x26bb10e), x::Name(0x3344606)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x304f909), x::Name(0x162220d)), // querySpec: PerfQuerySpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x2a94603)), // level: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x254ce09), x::Name(0x2a94603)), // counterId: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x304f909), x::Name(0x162220d)), // querySpec: PerfQuerySpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3029005), x::Name(0x3344606)), // props: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f8030a), x::Name(0x3344606)), // pnicDevice: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f90d0a), x::Name(0x3344606)), // policyName: string
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x300b507), x::Name(0x13ff016)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x304f909), x::Name(0x1a00014)), // querySpec: SearchIndexQuerySpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31f3c0b), x::Name(0x3344606)), // serviceName: string
+        x::FieldEntry::repeated(x::Name(0x2bd2c08), x::Name(0x3344606)), // location: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x33b6a11), x::Name(0xb06f23)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24cc50d), x::Name(0x3344606)), // compatibility: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x3637210), x::Name(0x2a94603)), // vmfsMajorVersion: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x3399e18), x::Name(0x2405e07)), // suppressExpandCandidates: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x2a94603)), // version: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b65106), x::Name(0x3344606)), // labels: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x275cf02), x::Name(0x13ff016)), // ds: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x275d206), x::Name(0x3344606)), // dsName: string
     ],
     values: &[
-        x::Name(0x132cc1e), // NoCompatibleNonQuarantinedHost
-        x::Name(0x74a114), // CorrectionDisallowed
-        x::Name(0x74b610), // CorrectionImpact
-        x::Name(0x208cb0b), // application
-        x::Name(0x2561d0a), // filesystem
-        x::Name(0x29f4b04), // none
+        x::Name(0x14d761e), // NoCompatibleNonQuarantinedHost
+        x::Name(0x7cbe14), // CorrectionDisallowed
+        x::Name(0x7cd310), // CorrectionImpact
+        x::Name(0x2357e0b), // application
+        x::Name(0x28a4b0a), // filesystem
+        x::Name(0x2daff04), // none
     ],
 };

@@ -6,244 +6,254 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1604219), x::Name(0x128b00e), 0, 1), // RDMConversionNotSupported: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1605c0f), x::Name(0x128b00e), 1, 1), // RDMNotPreserved: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1606c0f), x::Name(0x942d12), 2, 0), // RDMNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1607c1a), x::Name(0x1e6a50d), 2, 3), // RDMNotSupportedOnDatastore: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x160971b), x::Name(0x581012), 5, 0), // RDMPointsToInaccessibleDisk: CannotAccessVmDisk
-        x::TypeEntry::structure(x::Name(0x160b313), x::Name(0x942d12), 5, 0), // RawDiskNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x160c729), x::Name::NONE, 5, 4), // ReadEnvironmentVariableInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x160f11e), x::Name(0xce7c10), 9, 0), // ReadHostResourcePoolTreeFailed: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x1611019), x::Name::NONE, 9, 2), // ReadNextEventsRequestType
-        x::TypeEntry::structure(x::Name(0x1612a18), x::Name::NONE, 11, 2), // ReadNextTasksRequestType
-        x::TypeEntry::structure(x::Name(0x1614322), x::Name(0x128b00e), 13, 2), // ReadOnlyDisksWithLegacyDestination: MigrationFault
-        x::TypeEntry::structure(x::Name(0x161661d), x::Name::NONE, 15, 2), // ReadPreviousEventsRequestType
-        x::TypeEntry::structure(x::Name(0x161841c), x::Name::NONE, 17, 2), // ReadPreviousTasksRequestType
-        x::TypeEntry::structure(x::Name(0x161a716), x::Name::NONE, 19, 1), // RebootGuestRequestType
-        x::TypeEntry::structure(x::Name(0x161be15), x::Name::NONE, 20, 2), // RebootHostRequestType
-        x::TypeEntry::structure(x::Name(0x161d40e), x::Name(0x1b42008), 22, 1), // RebootRequired: VimFault
-        x::TypeEntry::structure(x::Name(0x161e31e), x::Name::NONE, 23, 2), // RecommendDatastoresRequestType
-        x::TypeEntry::structure(x::Name(0x162021e), x::Name::NONE, 25, 3), // RecommendHostsForVmRequestType
-        x::TypeEntry::enumeration(x::Name(0x1622118), 0, 34), // RecommendationReasonCode
-        x::TypeEntry::enumeration(x::Name(0x1623a12), 34, 1), // RecommendationType
-        x::TypeEntry::structure(x::Name(0x1624d1f), x::Name::NONE, 28, 1), // RecommissionVsanNodeRequestType
-        x::TypeEntry::structure(x::Name(0x1626d26), x::Name::NONE, 29, 2), // ReconcileDatastoreInventoryRequestType
-        x::TypeEntry::structure(x::Name(0x1629415), x::Name::NONE, 31, 2), // ReconfigVMRequestType
-        x::TypeEntry::structure(x::Name(0x162aa25), x::Name::NONE, 33, 3), // ReconfigurationSatisfiableRequestType
-        x::TypeEntry::structure(x::Name(0x162d01b), x::Name::NONE, 36, 2), // ReconfigureAlarmRequestType
-        x::TypeEntry::structure(x::Name(0x162ec1f), x::Name::NONE, 38, 2), // ReconfigureAutostartRequestType
-        x::TypeEntry::structure(x::Name(0x1630c1d), x::Name::NONE, 40, 3), // ReconfigureClusterRequestType
-        x::TypeEntry::structure(x::Name(0x1632a25), x::Name::NONE, 43, 3), // ReconfigureComputeResourceRequestType
-        x::TypeEntry::structure(x::Name(0x163501c), x::Name::NONE, 46, 2), // ReconfigureDVPortRequestType
-        x::TypeEntry::structure(x::Name(0x1636d21), x::Name::NONE, 48, 2), // ReconfigureDVPortgroupRequestType
-        x::TypeEntry::structure(x::Name(0x1638f20), x::Name::NONE, 50, 3), // ReconfigureDatacenterRequestType
-        x::TypeEntry::structure(x::Name(0x163b01f), x::Name::NONE, 53, 3), // ReconfigureDomObjectRequestType
-        x::TypeEntry::structure(x::Name(0x163d019), x::Name::NONE, 56, 2), // ReconfigureDvsRequestType
-        x::TypeEntry::structure(x::Name(0x163ea20), x::Name::NONE, 58, 1), // ReconfigureHostForDASRequestType
-        x::TypeEntry::structure(x::Name(0x1640b23), x::Name::NONE, 59, 2), // ReconfigureScheduledTaskRequestType
-        x::TypeEntry::structure(x::Name(0x1642f2f), x::Name::NONE, 61, 2), // ReconfigureServiceConsoleReservationRequestType
-        x::TypeEntry::structure(x::Name(0x1645f1f), x::Name::NONE, 63, 2), // ReconfigureSnmpAgentRequestType
-        x::TypeEntry::structure(x::Name(0x1647f2f), x::Name::NONE, 65, 2), // ReconfigureVirtualMachineReservationRequestType
-        x::TypeEntry::structure(x::Name(0x164af18), x::Name::NONE, 67, 3), // ReconnectHostRequestType
-        x::TypeEntry::structure(x::Name(0x164c814), x::Name(0x1b42008), 70, 0), // RecordReplayDisabled: VimFault
-        x::TypeEntry::structure(x::Name(0x164dd0d), x::Name(0xa36408), 70, 4), // RecoveryEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0x164eb19), x::Name::NONE, 74, 2), // RectifyDvsHostRequestType
-        x::TypeEntry::structure(x::Name(0x165051b), x::Name::NONE, 76, 2), // RectifyDvsOnHostRequestType
-        x::TypeEntry::structure(x::Name(0x1652116), x::Name(0x192820d), 78, 1), // RecurrentTaskScheduler: TaskScheduler
-        x::TypeEntry::structure(x::Name(0x1653c1d), x::Name::NONE, 79, 2), // RefreshDVPortStateRequestType
-        x::TypeEntry::structure(x::Name(0x1655a1b), x::Name::NONE, 81, 1), // RefreshDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x1657626), x::Name::NONE, 82, 1), // RefreshDatastoreStorageInfoRequestType
-        x::TypeEntry::structure(x::Name(0x1659d20), x::Name::NONE, 83, 1), // RefreshDateTimeSystemRequestType
-        x::TypeEntry::structure(x::Name(0x165be1a), x::Name::NONE, 84, 1), // RefreshFirewallRequestType
-        x::TypeEntry::structure(x::Name(0x165d921), x::Name::NONE, 85, 1), // RefreshGraphicsManagerRequestType
-        x::TypeEntry::structure(x::Name(0x165fb24), x::Name::NONE, 86, 1), // RefreshHealthStatusSystemRequestType
-        x::TypeEntry::structure(x::Name(0x166201f), x::Name::NONE, 87, 1), // RefreshNetworkSystemRequestType
-        x::TypeEntry::structure(x::Name(0x1664020), x::Name::NONE, 88, 1), // RefreshRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0x1666112), x::Name::NONE, 89, 1), // RefreshRequestType
-        x::TypeEntry::structure(x::Name(0x1667419), x::Name::NONE, 90, 1), // RefreshRuntimeRequestType
-        x::TypeEntry::structure(x::Name(0x1668e1a), x::Name::NONE, 91, 1), // RefreshServicesRequestType
-        x::TypeEntry::structure(x::Name(0x166a92a), x::Name::NONE, 92, 2), // RefreshStorageDrsRecommendationRequestType
-        x::TypeEntry::structure(x::Name(0x166d431), x::Name::NONE, 94, 2), // RefreshStorageDrsRecommendationsForPodRequestType
-        x::TypeEntry::structure(x::Name(0x167061d), x::Name::NONE, 96, 1), // RefreshStorageInfoRequestType
-        x::TypeEntry::structure(x::Name(0x167241f), x::Name::NONE, 97, 1), // RefreshStorageSystemRequestType
-        x::TypeEntry::structure(x::Name(0x167441a), x::Name::NONE, 98, 4), // RegisterChildVMRequestType
-        x::TypeEntry::structure(x::Name(0x1675f17), x::Name::NONE, 102, 3), // RegisterDiskRequestType
-        x::TypeEntry::structure(x::Name(0x167771c), x::Name::NONE, 105, 2), // RegisterExtensionRequestType
-        x::TypeEntry::structure(x::Name(0x1679427), x::Name::NONE, 107, 3), // RegisterHealthUpdateProviderRequestType
-        x::TypeEntry::structure(x::Name(0x167bc1d), x::Name::NONE, 110, 2), // RegisterKmipServerRequestType
-        x::TypeEntry::structure(x::Name(0x167da1d), x::Name::NONE, 112, 3), // RegisterKmsClusterRequestType
-        x::TypeEntry::structure(x::Name(0x167f815), x::Name::NONE, 115, 6), // RegisterVMRequestType
-        x::TypeEntry::structure(x::Name(0x1680e08), x::Name(0xaa460b), 121, 3), // Relation: DynamicData
-        x::TypeEntry::structure(x::Name(0x1681724), x::Name::NONE, 124, 3), // ReleaseCredentialsInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1683c1e), x::Name::NONE, 127, 4), // ReleaseIpAllocationRequestType
-        x::TypeEntry::structure(x::Name(0x1685b21), x::Name::NONE, 131, 3), // ReleaseManagedSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x1687d11), x::Name::NONE, 134, 1), // ReloadRequestType
-        x::TypeEntry::structure(x::Name(0x1688f15), x::Name::NONE, 135, 3), // RelocateVMRequestType
-        x::TypeEntry::structure(x::Name(0x168a521), x::Name::NONE, 138, 4), // RelocateVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x168c718), x::Name(0x942d12), 142, 0), // RemoteDeviceNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x168e015), x::Name(0xd59909), 142, 0), // RemoteTSMEnabledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x168fd16), x::Name::NONE, 142, 1), // RemoveAlarmRequestType
-        x::TypeEntry::structure(x::Name(0x169141d), x::Name::NONE, 143, 2), // RemoveAllSnapshotsRequestType
-        x::TypeEntry::structure(x::Name(0x1693220), x::Name::NONE, 145, 2), // RemoveAssignedLicenseRequestType
-        x::TypeEntry::structure(x::Name(0x1695322), x::Name::NONE, 147, 3), // RemoveAuthorizationRoleRequestType
-        x::TypeEntry::structure(x::Name(0x169761f), x::Name::NONE, 150, 2), // RemoveCustomFieldDefRequestType
-        x::TypeEntry::structure(x::Name(0x169961c), x::Name::NONE, 152, 2), // RemoveDatastoreExRequestType
-        x::TypeEntry::structure(x::Name(0x169b31a), x::Name::NONE, 154, 2), // RemoveDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x169ce1c), x::Name::NONE, 156, 4), // RemoveDiskMappingRequestType
-        x::TypeEntry::structure(x::Name(0x169eb15), x::Name::NONE, 160, 4), // RemoveDiskRequestType
-        x::TypeEntry::structure(x::Name(0x16a0121), x::Name::NONE, 164, 4), // RemoveEntityPermissionRequestType
-        x::TypeEntry::structure(x::Name(0x16a230c), x::Name(0x1b42008), 168, 0), // RemoveFailed: VimFault
-        x::TypeEntry::structure(x::Name(0x16a301f), x::Name::NONE, 168, 3), // RemoveFilterEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x16a5017), x::Name::NONE, 171, 2), // RemoveFilterRequestType
-        x::TypeEntry::structure(x::Name(0x16a6816), x::Name::NONE, 173, 2), // RemoveGroupRequestType
-        x::TypeEntry::structure(x::Name(0x16a7f21), x::Name::NONE, 175, 5), // RemoveGuestAliasByCertRequestType
-        x::TypeEntry::structure(x::Name(0x16aa11b), x::Name::NONE, 180, 6), // RemoveGuestAliasRequestType
-        x::TypeEntry::structure(x::Name(0x16abd28), x::Name::NONE, 186, 4), // RemoveInternetScsiSendTargetsRequestType
-        x::TypeEntry::structure(x::Name(0x16ae62a), x::Name::NONE, 190, 3), // RemoveInternetScsiStaticTargetsRequestType
-        x::TypeEntry::structure(x::Name(0x16b1114), x::Name::NONE, 193, 3), // RemoveKeyRequestType
-        x::TypeEntry::structure(x::Name(0x16b2615), x::Name::NONE, 196, 3), // RemoveKeysRequestType
-        x::TypeEntry::structure(x::Name(0x16b3c1b), x::Name::NONE, 199, 3), // RemoveKmipServerRequestType
-        x::TypeEntry::structure(x::Name(0x16b581d), x::Name::NONE, 202, 3), // RemoveLicenseLabelRequestType
-        x::TypeEntry::structure(x::Name(0x16b7618), x::Name::NONE, 205, 2), // RemoveLicenseRequestType
-        x::TypeEntry::structure(x::Name(0x16b8f22), x::Name::NONE, 207, 3), // RemoveMonitoredEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x16bb224), x::Name::NONE, 210, 2), // RemoveNetworkResourcePoolRequestType
-        x::TypeEntry::structure(x::Name(0x16bd724), x::Name::NONE, 212, 2), // RemoveNvmeOverRdmaAdapterRequestType
-        x::TypeEntry::structure(x::Name(0x16bfc1d), x::Name::NONE, 214, 2), // RemovePerfIntervalRequestType
-        x::TypeEntry::structure(x::Name(0x16c1a1a), x::Name::NONE, 216, 2), // RemovePortGroupRequestType
-        x::TypeEntry::structure(x::Name(0x16c351e), x::Name::NONE, 218, 1), // RemoveScheduledTaskRequestType
-        x::TypeEntry::structure(x::Name(0x16c5429), x::Name::NONE, 219, 2), // RemoveServiceConsoleVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x16c7e32), x::Name::NONE, 221, 3), // RemoveSmartCardTrustAnchorByFingerprintRequestType
-        x::TypeEntry::structure(x::Name(0x16cb125), x::Name::NONE, 224, 3), // RemoveSmartCardTrustAnchorRequestType
-        x::TypeEntry::structure(x::Name(0x16cd719), x::Name::NONE, 227, 3), // RemoveSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x16cf120), x::Name::NONE, 230, 2), // RemoveSoftwareAdapterRequestType
-        x::TypeEntry::structure(x::Name(0x16d1215), x::Name::NONE, 232, 2), // RemoveUserRequestType
-        x::TypeEntry::structure(x::Name(0x16d281b), x::Name::NONE, 234, 2), // RemoveVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x16d441e), x::Name::NONE, 236, 2), // RemoveVirtualSwitchRequestType
-        x::TypeEntry::structure(x::Name(0x16d631f), x::Name::NONE, 238, 3), // RenameCustomFieldDefRequestType
-        x::TypeEntry::structure(x::Name(0x16d8322), x::Name::NONE, 241, 3), // RenameCustomizationSpecRequestType
-        x::TypeEntry::structure(x::Name(0x16da61a), x::Name::NONE, 244, 2), // RenameDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x16dc111), x::Name::NONE, 246, 2), // RenameRequestType
-        x::TypeEntry::structure(x::Name(0x16dd319), x::Name::NONE, 248, 3), // RenameSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x16ded1f), x::Name::NONE, 251, 4), // RenameVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x16e0d27), x::Name::NONE, 255, 3), // ReplaceCACertificatesAndCRLsRequestType
-        x::TypeEntry::structure(x::Name(0x16e3527), x::Name::NONE, 258, 2), // ReplaceSmartCardTrustAnchorsRequestType
-        x::TypeEntry::structure(x::Name(0x16e5d16), x::Name(0x16ece10), 260, 0), // ReplicationConfigFault: ReplicationFault
-        x::TypeEntry::structure(x::Name(0x16e7415), x::Name(0xaa460b), 260, 14), // ReplicationConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x16e8a1a), x::Name(0x16e5d16), 274, 3), // ReplicationDiskConfigFault: ReplicationConfigFault
-        x::TypeEntry::enumeration(x::Name(0x16ea528), 35, 7), // ReplicationDiskConfigFaultReasonForFault
-        x::TypeEntry::structure(x::Name(0x16ece10), x::Name(0x1b42008), 277, 0), // ReplicationFault: VimFault
-        x::TypeEntry::structure(x::Name(0x16edf12), x::Name(0xaa460b), 277, 2), // ReplicationGroupId: DynamicData
-        x::TypeEntry::structure(x::Name(0x16ef21d), x::Name(0x16ece10), 279, 0), // ReplicationIncompatibleWithFT: ReplicationFault
-        x::TypeEntry::structure(x::Name(0x16f101b), x::Name(0xaa460b), 279, 2), // ReplicationInfoDiskSettings: DynamicData
-        x::TypeEntry::structure(x::Name(0x16f2c19), x::Name(0x16ece10), 281, 2), // ReplicationInvalidOptions: ReplicationFault
-        x::TypeEntry::structure(x::Name(0x16f461d), x::Name(0x16ece10), 283, 0), // ReplicationNotSupportedOnHost: ReplicationFault
-        x::TypeEntry::structure(x::Name(0x16f640f), x::Name(0xaa460b), 283, 1), // ReplicationSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x16f7418), x::Name(0x16e5d16), 284, 2), // ReplicationVmConfigFault: ReplicationConfigFault
-        x::TypeEntry::enumeration(x::Name(0x16f8d26), 42, 17), // ReplicationVmConfigFaultReasonForFault
-        x::TypeEntry::structure(x::Name(0x16fb412), x::Name(0x16ece10), 286, 4), // ReplicationVmFault: ReplicationFault
-        x::TypeEntry::enumeration(x::Name(0x16fc720), 59, 9), // ReplicationVmFaultReasonForFault
-        x::TypeEntry::structure(x::Name(0x16fe81c), x::Name(0x16fb412), 290, 2), // ReplicationVmInProgressFault: ReplicationVmFault
-        x::TypeEntry::enumeration(x::Name(0x1700524), 68, 2), // ReplicationVmInProgressFaultActivity
-        x::TypeEntry::structure(x::Name(0x1702a19), x::Name(0xaa460b), 292, 5), // ReplicationVmProgressInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1704412), 70, 6), // ReplicationVmState
-        x::TypeEntry::structure(x::Name(0x170570f), x::Name(0x17bee0c), 297, 0), // RequestCanceled: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x1706717), x::Name::NONE, 297, 1), // RescanAllHbaRequestType
-        x::TypeEntry::structure(x::Name(0x1707f14), x::Name::NONE, 298, 2), // RescanHbaRequestType
-        x::TypeEntry::structure(x::Name(0x1709415), x::Name::NONE, 300, 1), // RescanVffsRequestType
-        x::TypeEntry::structure(x::Name(0x170aa15), x::Name::NONE, 301, 1), // RescanVmfsRequestType
-        x::TypeEntry::structure(x::Name(0x170d119), x::Name::NONE, 302, 1), // ResetCollectorRequestType
-        x::TypeEntry::structure(x::Name(0x170eb23), x::Name::NONE, 303, 2), // ResetCounterLevelMappingRequestType
-        x::TypeEntry::structure(x::Name(0x1710f21), x::Name::NONE, 305, 3), // ResetEntityPermissionsRequestType
-        x::TypeEntry::structure(x::Name(0x1713129), x::Name::NONE, 308, 1), // ResetFirmwareToFactoryDefaultsRequestType
-        x::TypeEntry::structure(x::Name(0x1715b20), x::Name::NONE, 309, 1), // ResetGuestInformationRequestType
-        x::TypeEntry::structure(x::Name(0x1717c20), x::Name::NONE, 310, 2), // ResetListViewFromViewRequestType
-        x::TypeEntry::structure(x::Name(0x1719d18), x::Name::NONE, 312, 2), // ResetListViewRequestType
-        x::TypeEntry::structure(x::Name(0x171b620), x::Name::NONE, 314, 1), // ResetSystemHealthInfoRequestType
-        x::TypeEntry::structure(x::Name(0x171d712), x::Name::NONE, 315, 1), // ResetVMRequestType
-        x::TypeEntry::structure(x::Name(0x171ea2a), x::Name::NONE, 316, 2), // ResignatureUnresolvedVmfsVolumeRequestType
-        x::TypeEntry::structure(x::Name(0x172152d), x::Name::NONE, 318, 3), // ResolveInstallationErrorsOnClusterRequestType
-        x::TypeEntry::structure(x::Name(0x172432a), x::Name::NONE, 321, 3), // ResolveInstallationErrorsOnHostRequestType
-        x::TypeEntry::structure(x::Name(0x1726e31), x::Name::NONE, 324, 2), // ResolveMultipleUnresolvedVmfsVolumesExRequestType
-        x::TypeEntry::structure(x::Name(0x172a02f), x::Name::NONE, 326, 2), // ResolveMultipleUnresolvedVmfsVolumesRequestType
-        x::TypeEntry::structure(x::Name(0x172d016), x::Name(0xaa460b), 328, 5), // ResourceAllocationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x172e718), x::Name(0xaa460b), 333, 1), // ResourceAllocationOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1730014), x::Name(0xaa460b), 334, 2), // ResourceConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1731512), x::Name(0xaa460b), 336, 6), // ResourceConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1732825), 76, 2), // ResourceConfigSpecScaleSharesBehavior
-        x::TypeEntry::structure(x::Name(0x1734e0d), x::Name(0x1b42008), 342, 2), // ResourceInUse: VimFault
-        x::TypeEntry::structure(x::Name(0x1735c14), x::Name(0x1b42008), 344, 3), // ResourceNotAvailable: VimFault
-        x::TypeEntry::structure(x::Name(0x1737118), x::Name(0x173a511), 347, 1), // ResourcePoolCreatedEvent: ResourcePoolEvent
-        x::TypeEntry::structure(x::Name(0x1738a1a), x::Name(0x173a511), 348, 0), // ResourcePoolDestroyedEvent: ResourcePoolEvent
-        x::TypeEntry::structure(x::Name(0x173a511), x::Name(0xb00605), 348, 1), // ResourcePoolEvent: Event
-        x::TypeEntry::structure(x::Name(0x173b719), x::Name(0xaeb513), 349, 1), // ResourcePoolEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x173d116), x::Name(0x173a511), 350, 2), // ResourcePoolMovedEvent: ResourcePoolEvent
-        x::TypeEntry::structure(x::Name(0x173e816), x::Name(0xaa460b), 352, 15), // ResourcePoolQuickStats: DynamicData
-        x::TypeEntry::structure(x::Name(0x173ff1d), x::Name(0x173a511), 367, 1), // ResourcePoolReconfiguredEvent: ResourcePoolEvent
-        x::TypeEntry::structure(x::Name(0x1741d19), x::Name(0xaa460b), 368, 6), // ResourcePoolResourceUsage: DynamicData
-        x::TypeEntry::structure(x::Name(0x1743717), x::Name(0xaa460b), 374, 4), // ResourcePoolRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1744f13), x::Name(0xaa460b), 378, 5), // ResourcePoolSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x1746315), x::Name(0x173a511), 383, 0), // ResourceViolatedEvent: ResourcePoolEvent
-        x::TypeEntry::structure(x::Name(0x174792a), x::Name::NONE, 383, 2), // RestartServiceConsoleVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x174a419), x::Name::NONE, 385, 2), // RestartServiceRequestType
-        x::TypeEntry::structure(x::Name(0x174be27), x::Name::NONE, 387, 2), // RestoreFirmwareConfigurationRequestType
-        x::TypeEntry::structure(x::Name(0x174e619), x::Name(0x17bee0c), 389, 1), // RestrictedByAdministrator: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x1750011), x::Name(0x1803d0d), 390, 0), // RestrictedVersion: SecurityError
-        x::TypeEntry::structure(x::Name(0x1751221), x::Name::NONE, 390, 1), // RetrieveAllPermissionsRequestType
-        x::TypeEntry::structure(x::Name(0x1753427), x::Name::NONE, 391, 3), // RetrieveAnswerFileForProfileRequestType
-        x::TypeEntry::structure(x::Name(0x1755c1d), x::Name::NONE, 394, 2), // RetrieveAnswerFileRequestType
-        x::TypeEntry::structure(x::Name(0x1757a26), x::Name::NONE, 396, 2), // RetrieveArgumentDescriptionRequestType
-        x::TypeEntry::structure(x::Name(0x175a11d), x::Name::NONE, 398, 2), // RetrieveClientCertRequestType
-        x::TypeEntry::structure(x::Name(0x175bf1c), x::Name::NONE, 400, 2), // RetrieveClientCsrRequestType
-        x::TypeEntry::structure(x::Name(0x175dc29), x::Name::NONE, 402, 1), // RetrieveDasAdvancedRuntimeInfoRequestType
-        x::TypeEntry::structure(x::Name(0x176061e), x::Name::NONE, 403, 1), // RetrieveDescriptionRequestType
-        x::TypeEntry::structure(x::Name(0x1762524), x::Name::NONE, 404, 2), // RetrieveDiskPartitionInfoRequestType
-        x::TypeEntry::structure(x::Name(0x1764a29), x::Name::NONE, 406, 1), // RetrieveDynamicPassthroughInfoRequestType
-        x::TypeEntry::structure(x::Name(0x1767424), x::Name::NONE, 407, 3), // RetrieveEntityPermissionsRequestType
-        x::TypeEntry::structure(x::Name(0x1769926), x::Name::NONE, 410, 2), // RetrieveEntityScheduledTaskRequestType
-        x::TypeEntry::structure(x::Name(0x176c020), x::Name::NONE, 412, 1), // RetrieveFreeEpcMemoryRequestType
-        x::TypeEntry::structure(x::Name(0x176e121), x::Name::NONE, 413, 1), // RetrieveHardwareUptimeRequestType
-        x::TypeEntry::structure(x::Name(0x177032b), x::Name::NONE, 414, 1), // RetrieveHostAccessControlEntriesRequestType
-        x::TypeEntry::structure(x::Name(0x1772f2f), x::Name::NONE, 415, 3), // RetrieveHostCustomizationsForProfileRequestType
-        x::TypeEntry::structure(x::Name(0x1775f25), x::Name::NONE, 418, 2), // RetrieveHostCustomizationsRequestType
-        x::TypeEntry::structure(x::Name(0x1778524), x::Name::NONE, 420, 3), // RetrieveHostSpecificationRequestType
-        x::TypeEntry::structure(x::Name(0x177aa21), x::Name::NONE, 423, 3), // RetrieveKmipServerCertRequestType
-        x::TypeEntry::structure(x::Name(0x177cc24), x::Name::NONE, 426, 2), // RetrieveKmipServersStatusRequestType
-        x::TypeEntry::structure(x::Name(0x177f126), x::Name::NONE, 428, 2), // RetrieveObjectScheduledTaskRequestType
-        x::TypeEntry::structure(x::Name(0x178180f), x::Name(0xaa460b), 430, 1), // RetrieveOptions: DynamicData
-        x::TypeEntry::structure(x::Name(0x1782824), x::Name::NONE, 431, 1), // RetrieveProductComponentsRequestType
-        x::TypeEntry::structure(x::Name(0x1784d1f), x::Name::NONE, 432, 3), // RetrievePropertiesExRequestType
-        x::TypeEntry::structure(x::Name(0x1786d1d), x::Name::NONE, 435, 2), // RetrievePropertiesRequestType
-        x::TypeEntry::structure(x::Name(0x1788b0e), x::Name(0xaa460b), 437, 2), // RetrieveResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1789a22), x::Name::NONE, 439, 2), // RetrieveRolePermissionsRequestType
-        x::TypeEntry::structure(x::Name(0x178bd27), x::Name::NONE, 441, 2), // RetrieveSelfSignedClientCertRequestType
-        x::TypeEntry::structure(x::Name(0x178e521), x::Name::NONE, 443, 1), // RetrieveServiceContentRequestType
-        x::TypeEntry::structure(x::Name(0x179072a), x::Name::NONE, 444, 1), // RetrieveServiceProviderEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x1793222), x::Name::NONE, 445, 4), // RetrieveSnapshotDetailsRequestType
-        x::TypeEntry::structure(x::Name(0x179551f), x::Name::NONE, 449, 3), // RetrieveSnapshotInfoRequestType
-        x::TypeEntry::structure(x::Name(0x179751d), x::Name::NONE, 452, 8), // RetrieveUserGroupsRequestType
-        x::TypeEntry::structure(x::Name(0x1799335), x::Name::NONE, 460, 2), // RetrieveVStorageInfrastructureObjectPolicyRequestType
-        x::TypeEntry::structure(x::Name(0x179c917), x::Name(0xaa460b), 462, 2), // RetrieveVStorageObjSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x179e12d), x::Name::NONE, 464, 2), // RetrieveVStorageObjectAssociationsRequestType
-        x::TypeEntry::structure(x::Name(0x17a0f21), x::Name::NONE, 466, 3), // RetrieveVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x17a3126), x::Name::NONE, 469, 3), // RetrieveVStorageObjectStateRequestType
-        x::TypeEntry::structure(x::Name(0x17a5821), x::Name::NONE, 472, 1), // RetrieveVgpuDeviceInfoRequestType
-        x::TypeEntry::structure(x::Name(0x17a7a22), x::Name::NONE, 473, 1), // RetrieveVgpuProfileInfoRequestType
-        x::TypeEntry::structure(x::Name(0x17a9d22), x::Name::NONE, 474, 3), // RevertToCurrentSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x17ac01b), x::Name::NONE, 477, 3), // RevertToSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x17adc1f), x::Name::NONE, 480, 4), // RevertVStorageObjectRequestType
-        x::TypeEntry::structure(x::Name(0x17afc1a), x::Name::NONE, 484, 1), // RewindCollectorRequestType
-        x::TypeEntry::structure(x::Name(0x17b170e), x::Name(0x17b2609), 485, 1), // RoleAddedEvent: RoleEvent
-        x::TypeEntry::structure(x::Name(0x17b2609), x::Name(0x531812), 486, 1), // RoleEvent: AuthorizationEvent
-        x::TypeEntry::structure(x::Name(0x17b3011), x::Name(0xb0740d), 487, 2), // RoleEventArgument: EventArgument
-        x::TypeEntry::structure(x::Name(0x17b4210), x::Name(0x17b2609), 489, 0), // RoleRemovedEvent: RoleEvent
-        x::TypeEntry::structure(x::Name(0x17b5310), x::Name(0x17b2609), 489, 4), // RoleUpdatedEvent: RoleEvent
-        x::TypeEntry::structure(x::Name(0x17b640d), x::Name(0xa36408), 493, 2), // RollbackEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0x17b720f), x::Name(0xa39508), 495, 2), // RollbackFailure: DvsFault
-        x::TypeEntry::structure(x::Name(0x17b820d), x::Name(0x1e6a50d), 497, 2), // RuleViolation: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x17b901b), x::Name::NONE, 499, 1), // RunScheduledTaskRequestType
-        x::TypeEntry::structure(x::Name(0x17bac0f), x::Name(0x24306), 500, 1), // RunScriptAction: Action
-        x::TypeEntry::structure(x::Name(0x17bbc29), x::Name::NONE, 501, 2), // RunVsanPhysicalDiskDiagnosticsRequestType
-        x::TypeEntry::structure(x::Name(0x17bee0c), x::Name(0x128210b), 503, 0), // RuntimeFault: MethodFault
+        x::TypeEntry::structure(x::Name(0x17d9219), x::Name(0x1431e0e), 0, 1), // RDMConversionNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x17dac0f), x::Name(0x1431e0e), 1, 1), // RDMNotPreserved: MigrationFault
+        x::TypeEntry::structure(x::Name(0x17dbc0f), x::Name(0x9fe612), 2, 0), // RDMNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x17dcc1a), x::Name(0x210340d), 2, 3), // RDMNotSupportedOnDatastore: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x17de71b), x::Name(0x5e8b12), 5, 0), // RDMPointsToInaccessibleDisk: CannotAccessVmDisk
+        x::TypeEntry::structure(x::Name(0x17e2413), x::Name(0x9fe612), 5, 0), // RawDiskNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x17e3829), x::Name::NONE, 5, 4), // ReadEnvironmentVariableInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x17e621e), x::Name(0xe25310), 9, 0), // ReadHostResourcePoolTreeFailed: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x17e8119), x::Name::NONE, 9, 2), // ReadNextEventsRequestType
+        x::TypeEntry::structure(x::Name(0x17e9b22), x::Name::NONE, 11, 4), // ReadNextTasksByViewSpecRequestType
+        x::TypeEntry::structure(x::Name(0x17ebe18), x::Name::NONE, 15, 2), // ReadNextTasksRequestType
+        x::TypeEntry::structure(x::Name(0x17ed722), x::Name(0x1431e0e), 17, 2), // ReadOnlyDisksWithLegacyDestination: MigrationFault
+        x::TypeEntry::structure(x::Name(0x17efa1d), x::Name::NONE, 19, 2), // ReadPreviousEventsRequestType
+        x::TypeEntry::structure(x::Name(0x17f181c), x::Name::NONE, 21, 2), // ReadPreviousTasksRequestType
+        x::TypeEntry::structure(x::Name(0x17f3b16), x::Name::NONE, 23, 1), // RebootGuestRequestType
+        x::TypeEntry::structure(x::Name(0x17f5215), x::Name::NONE, 24, 2), // RebootHostRequestType
+        x::TypeEntry::structure(x::Name(0x17f680e), x::Name(0x1d94808), 26, 1), // RebootRequired: VimFault
+        x::TypeEntry::structure(x::Name(0x17f771e), x::Name::NONE, 27, 2), // RecommendDatastoresRequestType
+        x::TypeEntry::structure(x::Name(0x17f961e), x::Name::NONE, 29, 3), // RecommendHostsForVmRequestType
+        x::TypeEntry::enumeration(x::Name(0x17fb518), 0, 39), // RecommendationReasonCode
+        x::TypeEntry::enumeration(x::Name(0x17fce12), 39, 1), // RecommendationType
+        x::TypeEntry::structure(x::Name(0x17fe11f), x::Name::NONE, 32, 1), // RecommissionVsanNodeRequestType
+        x::TypeEntry::structure(x::Name(0x1800128), x::Name::NONE, 33, 2), // ReconcileDatastoreInventoryExRequestType
+        x::TypeEntry::structure(x::Name(0x1802a26), x::Name::NONE, 35, 3), // ReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0x1805115), x::Name::NONE, 38, 2), // ReconfigVMRequestType
+        x::TypeEntry::structure(x::Name(0x1806725), x::Name::NONE, 40, 3), // ReconfigurationSatisfiableRequestType
+        x::TypeEntry::structure(x::Name(0x1808d1b), x::Name::NONE, 43, 2), // ReconfigureAlarmRequestType
+        x::TypeEntry::structure(x::Name(0x180a91f), x::Name::NONE, 45, 2), // ReconfigureAutostartRequestType
+        x::TypeEntry::structure(x::Name(0x180c91d), x::Name::NONE, 47, 3), // ReconfigureClusterRequestType
+        x::TypeEntry::structure(x::Name(0x180e725), x::Name::NONE, 50, 3), // ReconfigureComputeResourceRequestType
+        x::TypeEntry::structure(x::Name(0x1810d1c), x::Name::NONE, 53, 2), // ReconfigureDVPortRequestType
+        x::TypeEntry::structure(x::Name(0x1812a21), x::Name::NONE, 55, 2), // ReconfigureDVPortgroupRequestType
+        x::TypeEntry::structure(x::Name(0x1814c20), x::Name::NONE, 57, 3), // ReconfigureDatacenterRequestType
+        x::TypeEntry::structure(x::Name(0x1816d1f), x::Name::NONE, 60, 3), // ReconfigureDomObjectRequestType
+        x::TypeEntry::structure(x::Name(0x1818d19), x::Name::NONE, 63, 2), // ReconfigureDvsRequestType
+        x::TypeEntry::structure(x::Name(0x181a720), x::Name::NONE, 65, 1), // ReconfigureHostForDASRequestType
+        x::TypeEntry::structure(x::Name(0x181c823), x::Name::NONE, 66, 2), // ReconfigureScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x181ec2f), x::Name::NONE, 68, 2), // ReconfigureServiceConsoleReservationRequestType
+        x::TypeEntry::structure(x::Name(0x1821c1f), x::Name::NONE, 70, 2), // ReconfigureSnmpAgentRequestType
+        x::TypeEntry::structure(x::Name(0x1823c2f), x::Name::NONE, 72, 2), // ReconfigureVirtualMachineReservationRequestType
+        x::TypeEntry::structure(x::Name(0x1826c18), x::Name::NONE, 74, 3), // ReconnectHostRequestType
+        x::TypeEntry::structure(x::Name(0x1828514), x::Name(0x1d94808), 77, 0), // RecordReplayDisabled: VimFault
+        x::TypeEntry::structure(x::Name(0x1829a0d), x::Name(0xb4ba08), 77, 4), // RecoveryEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0x182a819), x::Name::NONE, 81, 2), // RectifyDvsHostRequestType
+        x::TypeEntry::structure(x::Name(0x182c21b), x::Name::NONE, 83, 2), // RectifyDvsOnHostRequestType
+        x::TypeEntry::structure(x::Name(0x182de16), x::Name(0x1b47d0d), 85, 1), // RecurrentTaskScheduler: TaskScheduler
+        x::TypeEntry::structure(x::Name(0x182f91d), x::Name::NONE, 86, 2), // RefreshDVPortStateRequestType
+        x::TypeEntry::structure(x::Name(0x183171b), x::Name::NONE, 88, 1), // RefreshDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x1833326), x::Name::NONE, 89, 1), // RefreshDatastoreStorageInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1835a20), x::Name::NONE, 90, 1), // RefreshDateTimeSystemRequestType
+        x::TypeEntry::structure(x::Name(0x1837b1a), x::Name::NONE, 91, 1), // RefreshFirewallRequestType
+        x::TypeEntry::structure(x::Name(0x1839621), x::Name::NONE, 92, 1), // RefreshGraphicsManagerRequestType
+        x::TypeEntry::structure(x::Name(0x183b824), x::Name::NONE, 93, 1), // RefreshHealthStatusSystemRequestType
+        x::TypeEntry::structure(x::Name(0x183dd1f), x::Name::NONE, 94, 1), // RefreshNetworkSystemRequestType
+        x::TypeEntry::structure(x::Name(0x183fd20), x::Name::NONE, 95, 1), // RefreshRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0x1841e12), x::Name::NONE, 96, 1), // RefreshRequestType
+        x::TypeEntry::structure(x::Name(0x1843119), x::Name::NONE, 97, 1), // RefreshRuntimeRequestType
+        x::TypeEntry::structure(x::Name(0x1844b1a), x::Name::NONE, 98, 1), // RefreshServicesRequestType
+        x::TypeEntry::structure(x::Name(0x184662a), x::Name::NONE, 99, 2), // RefreshStorageDrsRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0x1849131), x::Name::NONE, 101, 2), // RefreshStorageDrsRecommendationsForPodRequestType
+        x::TypeEntry::structure(x::Name(0x184c31d), x::Name::NONE, 103, 1), // RefreshStorageInfoRequestType
+        x::TypeEntry::structure(x::Name(0x184e11f), x::Name::NONE, 104, 1), // RefreshStorageSystemRequestType
+        x::TypeEntry::structure(x::Name(0x185011a), x::Name::NONE, 105, 4), // RegisterChildVMRequestType
+        x::TypeEntry::structure(x::Name(0x1851c17), x::Name::NONE, 109, 4), // RegisterDiskRequestType
+        x::TypeEntry::structure(x::Name(0x185341c), x::Name::NONE, 113, 2), // RegisterExtensionRequestType
+        x::TypeEntry::structure(x::Name(0x1855127), x::Name::NONE, 115, 3), // RegisterHealthUpdateProviderRequestType
+        x::TypeEntry::structure(x::Name(0x185791d), x::Name::NONE, 118, 2), // RegisterKmipServerRequestType
+        x::TypeEntry::structure(x::Name(0x185971d), x::Name::NONE, 120, 3), // RegisterKmsClusterRequestType
+        x::TypeEntry::structure(x::Name(0x185b515), x::Name::NONE, 123, 6), // RegisterVMRequestType
+        x::TypeEntry::structure(x::Name(0x185cb08), x::Name(0xbb9c0b), 129, 3), // Relation: DynamicData
+        x::TypeEntry::structure(x::Name(0x185d424), x::Name::NONE, 132, 3), // ReleaseCredentialsInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x185f91e), x::Name::NONE, 135, 4), // ReleaseIpAllocationRequestType
+        x::TypeEntry::structure(x::Name(0x1861821), x::Name::NONE, 139, 3), // ReleaseManagedSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x1863a11), x::Name::NONE, 142, 1), // ReloadRequestType
+        x::TypeEntry::structure(x::Name(0x1864c15), x::Name::NONE, 143, 3), // RelocateVMRequestType
+        x::TypeEntry::structure(x::Name(0x1866221), x::Name::NONE, 146, 4), // RelocateVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x1868418), x::Name(0x9fe612), 150, 0), // RemoteDeviceNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1869d15), x::Name(0xea3c09), 150, 0), // RemoteTSMEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x186ba16), x::Name::NONE, 150, 1), // RemoveAlarmRequestType
+        x::TypeEntry::structure(x::Name(0x186d11d), x::Name::NONE, 151, 3), // RemoveAllSnapshotsRequestType
+        x::TypeEntry::structure(x::Name(0x186ef20), x::Name::NONE, 154, 2), // RemoveAssignedLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x1871022), x::Name::NONE, 156, 3), // RemoveAuthorizationRoleRequestType
+        x::TypeEntry::structure(x::Name(0x187331f), x::Name::NONE, 159, 2), // RemoveCustomFieldDefRequestType
+        x::TypeEntry::structure(x::Name(0x187531c), x::Name::NONE, 161, 2), // RemoveDatastoreExRequestType
+        x::TypeEntry::structure(x::Name(0x187701a), x::Name::NONE, 163, 2), // RemoveDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x1878b1c), x::Name::NONE, 165, 4), // RemoveDiskMappingRequestType
+        x::TypeEntry::structure(x::Name(0x187a815), x::Name::NONE, 169, 4), // RemoveDiskRequestType
+        x::TypeEntry::structure(x::Name(0x187be21), x::Name::NONE, 173, 4), // RemoveEntityPermissionRequestType
+        x::TypeEntry::structure(x::Name(0x187e00c), x::Name(0x1d94808), 177, 0), // RemoveFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x187ed1f), x::Name::NONE, 177, 3), // RemoveFilterEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x1880d17), x::Name::NONE, 180, 2), // RemoveFilterRequestType
+        x::TypeEntry::structure(x::Name(0x1882516), x::Name::NONE, 182, 2), // RemoveGroupRequestType
+        x::TypeEntry::structure(x::Name(0x1883c21), x::Name::NONE, 184, 5), // RemoveGuestAliasByCertRequestType
+        x::TypeEntry::structure(x::Name(0x1885e1b), x::Name::NONE, 189, 6), // RemoveGuestAliasRequestType
+        x::TypeEntry::structure(x::Name(0x1887a28), x::Name::NONE, 195, 4), // RemoveInternetScsiSendTargetsRequestType
+        x::TypeEntry::structure(x::Name(0x188a32a), x::Name::NONE, 199, 3), // RemoveInternetScsiStaticTargetsRequestType
+        x::TypeEntry::structure(x::Name(0x188ce14), x::Name::NONE, 202, 3), // RemoveKeyRequestType
+        x::TypeEntry::structure(x::Name(0x188e315), x::Name::NONE, 205, 3), // RemoveKeysRequestType
+        x::TypeEntry::structure(x::Name(0x188f91b), x::Name::NONE, 208, 3), // RemoveKmipServerRequestType
+        x::TypeEntry::structure(x::Name(0x189151d), x::Name::NONE, 211, 3), // RemoveLicenseLabelRequestType
+        x::TypeEntry::structure(x::Name(0x1893318), x::Name::NONE, 214, 2), // RemoveLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x1894c22), x::Name::NONE, 216, 3), // RemoveMonitoredEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x1896f24), x::Name::NONE, 219, 2), // RemoveNetworkResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x1899424), x::Name::NONE, 221, 2), // RemoveNvmeOverRdmaAdapterRequestType
+        x::TypeEntry::structure(x::Name(0x189b91d), x::Name::NONE, 223, 2), // RemovePerfIntervalRequestType
+        x::TypeEntry::structure(x::Name(0x189d71a), x::Name::NONE, 225, 2), // RemovePortGroupRequestType
+        x::TypeEntry::structure(x::Name(0x189f21e), x::Name::NONE, 227, 1), // RemoveScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x18a1129), x::Name::NONE, 228, 2), // RemoveServiceConsoleVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x18a3b32), x::Name::NONE, 230, 3), // RemoveSmartCardTrustAnchorByFingerprintRequestType
+        x::TypeEntry::structure(x::Name(0x18a6e30), x::Name::NONE, 233, 2), // RemoveSmartCardTrustAnchorCertificateRequestType
+        x::TypeEntry::structure(x::Name(0x18a9f25), x::Name::NONE, 235, 3), // RemoveSmartCardTrustAnchorRequestType
+        x::TypeEntry::structure(x::Name(0x18ac519), x::Name::NONE, 238, 3), // RemoveSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x18adf20), x::Name::NONE, 241, 2), // RemoveSoftwareAdapterRequestType
+        x::TypeEntry::structure(x::Name(0x18b0015), x::Name::NONE, 243, 2), // RemoveUserRequestType
+        x::TypeEntry::structure(x::Name(0x18b161b), x::Name::NONE, 245, 2), // RemoveVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x18b321e), x::Name::NONE, 247, 2), // RemoveVirtualSwitchRequestType
+        x::TypeEntry::structure(x::Name(0x18b511f), x::Name::NONE, 249, 3), // RenameCustomFieldDefRequestType
+        x::TypeEntry::structure(x::Name(0x18b7122), x::Name::NONE, 252, 3), // RenameCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0x18b941a), x::Name::NONE, 255, 2), // RenameDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x18baf11), x::Name::NONE, 257, 2), // RenameRequestType
+        x::TypeEntry::structure(x::Name(0x18bc119), x::Name::NONE, 259, 3), // RenameSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x18bdb21), x::Name::NONE, 262, 4), // RenameVStorageObjectExRequestType
+        x::TypeEntry::structure(x::Name(0x18bfd1f), x::Name::NONE, 266, 4), // RenameVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x18c1d24), x::Name::NONE, 270, 3), // RepairVStorageObjectChainRequestType
+        x::TypeEntry::structure(x::Name(0x18c421d), x::Name::NONE, 273, 1), // RepairVmDiskChainsRequestType
+        x::TypeEntry::structure(x::Name(0x18c6027), x::Name::NONE, 274, 3), // ReplaceCACertificatesAndCRLsRequestType
+        x::TypeEntry::structure(x::Name(0x18c8827), x::Name::NONE, 277, 2), // ReplaceSmartCardTrustAnchorsRequestType
+        x::TypeEntry::structure(x::Name(0x18cb016), x::Name(0x18d2110), 279, 0), // ReplicationConfigFault: ReplicationFault
+        x::TypeEntry::structure(x::Name(0x18cc715), x::Name(0xbb9c0b), 279, 17), // ReplicationConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x18cdd1a), x::Name(0x18cb016), 296, 3), // ReplicationDiskConfigFault: ReplicationConfigFault
+        x::TypeEntry::enumeration(x::Name(0x18cf828), 40, 7), // ReplicationDiskConfigFaultReasonForFault
+        x::TypeEntry::structure(x::Name(0x18d2110), x::Name(0x1d94808), 299, 0), // ReplicationFault: VimFault
+        x::TypeEntry::structure(x::Name(0x18d3212), x::Name(0xbb9c0b), 299, 2), // ReplicationGroupId: DynamicData
+        x::TypeEntry::structure(x::Name(0x18d451d), x::Name(0x18d2110), 301, 0), // ReplicationIncompatibleWithFT: ReplicationFault
+        x::TypeEntry::structure(x::Name(0x18d631b), x::Name(0xbb9c0b), 301, 2), // ReplicationInfoDiskSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x18d7f19), x::Name(0x18d2110), 303, 2), // ReplicationInvalidOptions: ReplicationFault
+        x::TypeEntry::structure(x::Name(0x18d991d), x::Name(0x18d2110), 305, 0), // ReplicationNotSupportedOnHost: ReplicationFault
+        x::TypeEntry::structure(x::Name(0x18db70f), x::Name(0xbb9c0b), 305, 1), // ReplicationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x18dc718), x::Name(0x18cb016), 306, 2), // ReplicationVmConfigFault: ReplicationConfigFault
+        x::TypeEntry::enumeration(x::Name(0x18de026), 47, 17), // ReplicationVmConfigFaultReasonForFault
+        x::TypeEntry::structure(x::Name(0x18e0712), x::Name(0x18d2110), 308, 4), // ReplicationVmFault: ReplicationFault
+        x::TypeEntry::enumeration(x::Name(0x18e1a20), 64, 9), // ReplicationVmFaultReasonForFault
+        x::TypeEntry::structure(x::Name(0x18e3b1c), x::Name(0x18e0712), 312, 2), // ReplicationVmInProgressFault: ReplicationVmFault
+        x::TypeEntry::enumeration(x::Name(0x18e5824), 73, 2), // ReplicationVmInProgressFaultActivity
+        x::TypeEntry::structure(x::Name(0x18e7d19), x::Name(0xbb9c0b), 314, 5), // ReplicationVmProgressInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x18e9712), 75, 6), // ReplicationVmState
+        x::TypeEntry::structure(x::Name(0x18eaa0f), x::Name(0x19b140c), 319, 0), // RequestCanceled: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x18eea17), x::Name::NONE, 319, 1), // RescanAllHbaRequestType
+        x::TypeEntry::structure(x::Name(0x18f0214), x::Name::NONE, 320, 2), // RescanHbaRequestType
+        x::TypeEntry::structure(x::Name(0x18f1715), x::Name::NONE, 322, 1), // RescanVffsRequestType
+        x::TypeEntry::structure(x::Name(0x18f2d15), x::Name::NONE, 323, 1), // RescanVmfsRequestType
+        x::TypeEntry::structure(x::Name(0x18f5419), x::Name::NONE, 324, 1), // ResetCollectorRequestType
+        x::TypeEntry::structure(x::Name(0x18f6e23), x::Name::NONE, 325, 2), // ResetCounterLevelMappingRequestType
+        x::TypeEntry::structure(x::Name(0x18f9221), x::Name::NONE, 327, 3), // ResetEntityPermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x18fb429), x::Name::NONE, 330, 1), // ResetFirmwareToFactoryDefaultsRequestType
+        x::TypeEntry::structure(x::Name(0x18fde20), x::Name::NONE, 331, 1), // ResetGuestInformationRequestType
+        x::TypeEntry::structure(x::Name(0x18fff20), x::Name::NONE, 332, 2), // ResetListViewFromViewRequestType
+        x::TypeEntry::structure(x::Name(0x1902018), x::Name::NONE, 334, 2), // ResetListViewRequestType
+        x::TypeEntry::structure(x::Name(0x1903920), x::Name::NONE, 336, 1), // ResetSystemHealthInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1905a12), x::Name::NONE, 337, 1), // ResetVMRequestType
+        x::TypeEntry::structure(x::Name(0x1906d2a), x::Name::NONE, 338, 2), // ResignatureUnresolvedVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x190982d), x::Name::NONE, 340, 3), // ResolveInstallationErrorsOnClusterRequestType
+        x::TypeEntry::structure(x::Name(0x190c62a), x::Name::NONE, 343, 3), // ResolveInstallationErrorsOnHostRequestType
+        x::TypeEntry::structure(x::Name(0x190f131), x::Name::NONE, 346, 2), // ResolveMultipleUnresolvedVmfsVolumesExRequestType
+        x::TypeEntry::structure(x::Name(0x191232f), x::Name::NONE, 348, 2), // ResolveMultipleUnresolvedVmfsVolumesRequestType
+        x::TypeEntry::structure(x::Name(0x1915323), x::Name::NONE, 350, 5), // ResolveNfsServerHostNameRequestType
+        x::TypeEntry::structure(x::Name(0x1917716), x::Name(0xbb9c0b), 355, 5), // ResourceAllocationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1918e18), x::Name(0xbb9c0b), 360, 1), // ResourceAllocationOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x191a714), x::Name(0xbb9c0b), 361, 2), // ResourceConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x191bc12), x::Name(0xbb9c0b), 363, 6), // ResourceConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x191cf25), 81, 2), // ResourceConfigSpecScaleSharesBehavior
+        x::TypeEntry::structure(x::Name(0x191f50d), x::Name(0x1d94808), 369, 2), // ResourceInUse: VimFault
+        x::TypeEntry::structure(x::Name(0x1920314), x::Name(0x1d94808), 371, 3), // ResourceNotAvailable: VimFault
+        x::TypeEntry::structure(x::Name(0x1922518), x::Name(0x1925911), 374, 1), // ResourcePoolCreatedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1923e1a), x::Name(0x1925911), 375, 0), // ResourcePoolDestroyedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1925911), x::Name(0xc19905), 375, 1), // ResourcePoolEvent: Event
+        x::TypeEntry::structure(x::Name(0x1926b19), x::Name(0xc04213), 376, 1), // ResourcePoolEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x1928516), x::Name(0x1925911), 377, 2), // ResourcePoolMovedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1929c16), x::Name(0xbb9c0b), 379, 15), // ResourcePoolQuickStats: DynamicData
+        x::TypeEntry::structure(x::Name(0x192b31d), x::Name(0x1925911), 394, 1), // ResourcePoolReconfiguredEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x192d119), x::Name(0xbb9c0b), 395, 6), // ResourcePoolResourceUsage: DynamicData
+        x::TypeEntry::structure(x::Name(0x192eb17), x::Name(0xbb9c0b), 401, 4), // ResourcePoolRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1930313), x::Name(0xbb9c0b), 405, 5), // ResourcePoolSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1931715), x::Name(0x1925911), 410, 0), // ResourceViolatedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1932d2a), x::Name::NONE, 410, 2), // RestartServiceConsoleVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x1935819), x::Name::NONE, 412, 2), // RestartServiceRequestType
+        x::TypeEntry::structure(x::Name(0x1937227), x::Name::NONE, 414, 2), // RestoreFirmwareConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x1939a19), x::Name(0x19b140c), 416, 1), // RestrictedByAdministrator: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x193b411), x::Name(0x1a0ce0d), 417, 0), // RestrictedVersion: SecurityError
+        x::TypeEntry::structure(x::Name(0x193c621), x::Name::NONE, 417, 1), // RetrieveAllPermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x193e827), x::Name::NONE, 418, 3), // RetrieveAnswerFileForProfileRequestType
+        x::TypeEntry::structure(x::Name(0x194101d), x::Name::NONE, 421, 2), // RetrieveAnswerFileRequestType
+        x::TypeEntry::structure(x::Name(0x1942e26), x::Name::NONE, 423, 2), // RetrieveArgumentDescriptionRequestType
+        x::TypeEntry::structure(x::Name(0x1945526), x::Name::NONE, 425, 1), // RetrieveCertificateInfoListRequestType
+        x::TypeEntry::structure(x::Name(0x1947c1d), x::Name::NONE, 426, 2), // RetrieveClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x1949a1c), x::Name::NONE, 428, 2), // RetrieveClientCsrRequestType
+        x::TypeEntry::structure(x::Name(0x194b729), x::Name::NONE, 430, 1), // RetrieveDasAdvancedRuntimeInfoRequestType
+        x::TypeEntry::structure(x::Name(0x194e11e), x::Name::NONE, 431, 1), // RetrieveDescriptionRequestType
+        x::TypeEntry::structure(x::Name(0x1950024), x::Name::NONE, 432, 2), // RetrieveDiskPartitionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1952529), x::Name::NONE, 434, 1), // RetrieveDynamicPassthroughInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1954f24), x::Name::NONE, 435, 3), // RetrieveEntityPermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x1957426), x::Name::NONE, 438, 2), // RetrieveEntityScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x1959b20), x::Name::NONE, 440, 1), // RetrieveFreeEpcMemoryRequestType
+        x::TypeEntry::structure(x::Name(0x195bc21), x::Name::NONE, 441, 1), // RetrieveHardwareUptimeRequestType
+        x::TypeEntry::structure(x::Name(0x195de2b), x::Name::NONE, 442, 1), // RetrieveHostAccessControlEntriesRequestType
+        x::TypeEntry::structure(x::Name(0x1960a2f), x::Name::NONE, 443, 3), // RetrieveHostCustomizationsForProfileRequestType
+        x::TypeEntry::structure(x::Name(0x1963a25), x::Name::NONE, 446, 2), // RetrieveHostCustomizationsRequestType
+        x::TypeEntry::structure(x::Name(0x1966024), x::Name::NONE, 448, 3), // RetrieveHostSpecificationRequestType
+        x::TypeEntry::structure(x::Name(0x1968521), x::Name::NONE, 451, 3), // RetrieveKmipServerCertRequestType
+        x::TypeEntry::structure(x::Name(0x196a724), x::Name::NONE, 454, 2), // RetrieveKmipServersStatusRequestType
+        x::TypeEntry::structure(x::Name(0x196cc26), x::Name::NONE, 456, 2), // RetrieveObjectScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x196f30f), x::Name(0xbb9c0b), 458, 1), // RetrieveOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x1970324), x::Name::NONE, 459, 1), // RetrieveProductComponentsRequestType
+        x::TypeEntry::structure(x::Name(0x197281f), x::Name::NONE, 460, 3), // RetrievePropertiesExRequestType
+        x::TypeEntry::structure(x::Name(0x197481d), x::Name::NONE, 463, 2), // RetrievePropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x197660e), x::Name(0xbb9c0b), 465, 2), // RetrieveResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1977522), x::Name::NONE, 467, 2), // RetrieveRolePermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x1979827), x::Name::NONE, 469, 2), // RetrieveSelfSignedClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x197c021), x::Name::NONE, 471, 1), // RetrieveServiceContentRequestType
+        x::TypeEntry::structure(x::Name(0x197e22a), x::Name::NONE, 472, 1), // RetrieveServiceProviderEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x1980d22), x::Name::NONE, 473, 4), // RetrieveSnapshotDetailsRequestType
+        x::TypeEntry::structure(x::Name(0x198301f), x::Name::NONE, 477, 3), // RetrieveSnapshotInfoRequestType
+        x::TypeEntry::structure(x::Name(0x198501d), x::Name::NONE, 480, 8), // RetrieveUserGroupsRequestType
+        x::TypeEntry::structure(x::Name(0x1986e35), x::Name::NONE, 488, 2), // RetrieveVStorageInfrastructureObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x198a417), x::Name(0xbb9c0b), 490, 2), // RetrieveVStorageObjSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x198bc2d), x::Name::NONE, 492, 2), // RetrieveVStorageObjectAssociationsRequestType
+        x::TypeEntry::structure(x::Name(0x198ea21), x::Name::NONE, 494, 4), // RetrieveVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x1990c26), x::Name::NONE, 498, 3), // RetrieveVStorageObjectStateRequestType
+        x::TypeEntry::structure(x::Name(0x1993328), x::Name::NONE, 501, 1), // RetrieveVendorDeviceGroupInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1995c21), x::Name::NONE, 502, 1), // RetrieveVgpuDeviceInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1997e22), x::Name::NONE, 503, 1), // RetrieveVgpuProfileInfoRequestType
+        x::TypeEntry::structure(x::Name(0x199a122), x::Name::NONE, 504, 3), // RevertToCurrentSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x199c41b), x::Name::NONE, 507, 3), // RevertToSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x199e021), x::Name::NONE, 510, 4), // RevertVStorageObjectExRequestType
+        x::TypeEntry::structure(x::Name(0x19a021f), x::Name::NONE, 514, 4), // RevertVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x19a221a), x::Name::NONE, 518, 1), // RewindCollectorRequestType
+        x::TypeEntry::structure(x::Name(0x19a3d0e), x::Name(0x19a4c09), 519, 1), // RoleAddedEvent: RoleEvent
+        x::TypeEntry::structure(x::Name(0x19a4c09), x::Name(0x595d12), 520, 1), // RoleEvent: AuthorizationEvent
+        x::TypeEntry::structure(x::Name(0x19a5611), x::Name(0xc2070d), 521, 2), // RoleEventArgument: EventArgument
+        x::TypeEntry::structure(x::Name(0x19a6810), x::Name(0x19a4c09), 523, 0), // RoleRemovedEvent: RoleEvent
+        x::TypeEntry::structure(x::Name(0x19a7910), x::Name(0x19a4c09), 523, 4), // RoleUpdatedEvent: RoleEvent
+        x::TypeEntry::structure(x::Name(0x19a8a0d), x::Name(0xb4ba08), 527, 2), // RollbackEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0x19a980f), x::Name(0xb4eb08), 529, 2), // RollbackFailure: DvsFault
+        x::TypeEntry::structure(x::Name(0x19aa80d), x::Name(0x210340d), 531, 2), // RuleViolation: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x19ab61b), x::Name::NONE, 533, 1), // RunScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x19ad20f), x::Name(0x24a06), 534, 1), // RunScriptAction: Action
+        x::TypeEntry::structure(x::Name(0x19ae229), x::Name::NONE, 535, 2), // RunVsanPhysicalDiskDiagnosticsRequestType
+        x::TypeEntry::structure(x::Name(0x19b140c), x::Name(0x1428f0b), 537, 0), // RuntimeFault: MethodFault
     ],
     decoders: &[
         Some(x::decode_boxed::<RDMConversionNotSupported>),
@@ -255,6 +265,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // ReadEnvironmentVariableInGuestRequestType
         Some(x::decode_boxed::<ReadHostResourcePoolTreeFailed>),
         None, // ReadNextEventsRequestType
+        None, // ReadNextTasksByViewSpecRequestType
         None, // ReadNextTasksRequestType
         Some(x::decode_boxed::<ReadOnlyDisksWithLegacyDestination>),
         None, // ReadPreviousEventsRequestType
@@ -267,6 +278,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<RecommendationReasonCode>),
         Some(x::decode_boxed::<RecommendationType>),
         None, // RecommissionVsanNodeRequestType
+        None, // ReconcileDatastoreInventoryExRequestType
         None, // ReconcileDatastoreInventoryRequestType
         None, // ReconfigVMRequestType
         None, // ReconfigurationSatisfiableRequestType
@@ -353,6 +365,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // RemoveScheduledTaskRequestType
         None, // RemoveServiceConsoleVirtualNicRequestType
         None, // RemoveSmartCardTrustAnchorByFingerprintRequestType
+        None, // RemoveSmartCardTrustAnchorCertificateRequestType
         None, // RemoveSmartCardTrustAnchorRequestType
         None, // RemoveSnapshotRequestType
         None, // RemoveSoftwareAdapterRequestType
@@ -364,7 +377,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // RenameDatastoreRequestType
         None, // RenameRequestType
         None, // RenameSnapshotRequestType
+        None, // RenameVStorageObjectExRequestType
         None, // RenameVStorageObjectRequestType
+        None, // RepairVStorageObjectChainRequestType
+        None, // RepairVmDiskChainsRequestType
         None, // ReplaceCACertificatesAndCRLsRequestType
         None, // ReplaceSmartCardTrustAnchorsRequestType
         Some(x::decode_boxed::<ReplicationConfigFault>),
@@ -405,6 +421,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // ResolveInstallationErrorsOnHostRequestType
         None, // ResolveMultipleUnresolvedVmfsVolumesExRequestType
         None, // ResolveMultipleUnresolvedVmfsVolumesRequestType
+        None, // ResolveNfsServerHostNameRequestType
         Some(x::decode_boxed::<ResourceAllocationInfo>),
         Some(x::decode_boxed::<ResourceAllocationOption>),
         Some(x::decode_boxed::<ResourceConfigOption>),
@@ -432,6 +449,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // RetrieveAnswerFileForProfileRequestType
         None, // RetrieveAnswerFileRequestType
         None, // RetrieveArgumentDescriptionRequestType
+        None, // RetrieveCertificateInfoListRequestType
         None, // RetrieveClientCertRequestType
         None, // RetrieveClientCsrRequestType
         None, // RetrieveDasAdvancedRuntimeInfoRequestType
@@ -466,10 +484,12 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // RetrieveVStorageObjectAssociationsRequestType
         None, // RetrieveVStorageObjectRequestType
         None, // RetrieveVStorageObjectStateRequestType
+        None, // RetrieveVendorDeviceGroupInfoRequestType
         None, // RetrieveVgpuDeviceInfoRequestType
         None, // RetrieveVgpuProfileInfoRequestType
         None, // RevertToCurrentSnapshotRequestType
         None, // RevertToSnapshotRequestType
+        None, // RevertVStorageObjectExRequestType
         None, // RevertVStorageObjectRequestType
         None, // RewindCollectorRequestType
         Some(x::decode_boxed::<RoleAddedEvent>),
@@ -486,588 +506,627 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<RuntimeFault>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::repeated(x::Name(0x2969d05), x::Name(0x2f00106)), // names: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
-        x::FieldEntry::required(x::Name(0x2d4de0b), x::Name(0x2729103)), // roDiskCount: int
-        x::FieldEntry::required(x::Name(0x2fb360d), x::Name(0x212d207)), // timeoutDanger: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::optional(x::Name(0x2b40d05), x::Name(0x2f00106)), // patch: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ef840b), x::Name(0x18eee14)), // storageSpec: StoragePlacementSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1c66718)), // spec: VirtualMachineConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2b46d04), x::Name(0x1fa2c15)), // pcbs: VsanPolicyChangeBatch
-        x::FieldEntry::optional(x::Name(0x26d2d14), x::Name(0x212d207)), // ignoreSatisfiability: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x77409)), // spec: AlarmSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xc9d91a)), // spec: HostAutoStartManagerConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x63eb11)), // spec: ClusterConfigSpec
-        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x212d207)), // modify: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x713719)), // spec: ComputeResourceConfigSpec
-        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x212d207)), // modify: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2ba9a04), x::Name(0x845d10)), // port: DVPortConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x852015)), // spec: DVPortgroupConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x8ab514)), // spec: DatacenterConfigSpec
-        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x212d207)), // modify: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x862b0d)), // spec: DVSConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x17eb111)), // spec: ScheduledTaskSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x217dc08), x::Name(0x2857004)), // cfgBytes: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xfb4f12)), // spec: HostSnmpConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1cef923)), // spec: VirtualMachineMemoryReservationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x21d6807), x::Name(0xceb80f)), // cnxSpec: HostConnectSpec
-        x::FieldEntry::optional(x::Name(0x2c9880d), x::Name(0xfed417)), // reconnectSpec: HostSystemReconnectSpec
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2bad807), x::Name(0x2f00106)), // portKey: string
-        x::FieldEntry::optional(x::Name(0x2454007), x::Name(0x2f00106)), // dvsUuid: string
-        x::FieldEntry::optional(x::Name(0x31c7904), x::Name(0x2f00106)), // vnic: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x2729103)), // interval: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2bae008), x::Name(0x2f00106)), // portKeys: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2505709), x::Name(0xb45a09)), // extension: Extension
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x264b610), x::Name(0xc78a10)), // healthUpdateInfo: HealthUpdateInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2dbe806), x::Name(0x11c4f0e)), // server: KmipServerSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::optional(x::Name(0x287920e), x::Name(0x2f00106)), // managementType: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x209eb0a), x::Name(0x212d207)), // asTemplate: boolean
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x224270a), x::Name(0x2f00106)), // constraint: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ba8506), x::Name(0x2729103)), // poolId: int
-        x::FieldEntry::required(x::Name(0x205b90c), x::Name(0x2f00106)), // allocationId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30d1f05), x::Name(0x2f00106)), // vdisk: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1d3071a)), // spec: VirtualMachineRelocateSpec
-        x::FieldEntry::optional(x::Name(0x2c03e08), x::Name(0x1d0731a)), // priority: VirtualMachineMovePriority
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fdb110)), // spec: VslmRelocateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x223f90b), x::Name(0x212d207)), // consolidate: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
-        x::FieldEntry::required(x::Name(0x250fb0a), x::Name(0x212d207)), // failIfUsed: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2881607), x::Name(0x1f91213)), // mapping: VsanHostDiskMapping
-        x::FieldEntry::optional(x::Name(0x286f00f), x::Name(0xe46e13)), // maintenanceSpec: HostMaintenanceSpec
-        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0xf9200c)), // disk: HostScsiDisk
-        x::FieldEntry::optional(x::Name(0x286f00f), x::Name(0xe46e13)), // maintenanceSpec: HostMaintenanceSpec
-        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
-        x::FieldEntry::required(x::Name(0x27b3307), x::Name(0x212d207)), // isGroup: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25e0409), x::Name(0x2f00106)), // groupName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
-        x::FieldEntry::required(x::Name(0x2f04e07), x::Name(0xc1ac10)), // subject: GuestAuthSubject
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0xdec81d)), // targets: HostInternetScsiHbaSendTarget
-        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0xdee61f)), // targets: HostInternetScsiHbaStaticTarget
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x7b7d0b)), // key: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27dd104), x::Name(0x7b7d0b)), // keys: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2dc240a), x::Name(0x2f00106)), // serverName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
-        x::FieldEntry::required(x::Name(0x27e2108), x::Name(0x2f00106)), // labelKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x263340d), x::Name(0x2f00106)), // hbaDeviceName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d6ef0c), x::Name(0x2729103)), // samplePeriod: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b82f06), x::Name(0x2f00106)), // pgName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x257010b), x::Name(0x2f00106)), // fingerprint: string
-        x::FieldEntry::required(x::Name(0x23a8506), x::Name(0x2f00106)), // digest: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27cb406), x::Name(0x2f00106)), // issuer: string
-        x::FieldEntry::required(x::Name(0x2dbcd06), x::Name(0x2f00106)), // serial: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2cd1f0e), x::Name(0x212d207)), // removeChildren: boolean
-        x::FieldEntry::optional(x::Name(0x223f90b), x::Name(0x212d207)), // consolidate: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x263340d), x::Name(0x2f00106)), // hbaDeviceName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31f900b), x::Name(0x2f00106)), // vswitchName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2151006), x::Name(0x2f00106)), // caCert: string
-        x::FieldEntry::repeated(x::Name(0x2151705), x::Name(0x2f00106)), // caCrl: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x217d605), x::Name(0x2f00106)), // certs: string
-        x::FieldEntry::required(x::Name(0x25c4f0a), x::Name(0x2857004)), // generation: long
-        x::FieldEntry::required(x::Name(0x318c10f), x::Name(0x2f00106)), // vmReplicationId: string
-        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x2f00106)), // destination: string
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::required(x::Name(0x2d5ee03), x::Name(0x2857004)), // rpo: long
-        x::FieldEntry::required(x::Name(0x2c61913), x::Name(0x212d207)), // quiesceGuestEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2b45e06), x::Name(0x212d207)), // paused: boolean
-        x::FieldEntry::required(x::Name(0x2ac3f11), x::Name(0x212d207)), // oppUpdatesEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2983215), x::Name(0x212d207)), // netCompressionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2985214), x::Name(0x212d207)), // netEncryptionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2490015), x::Name(0x2f00106)), // encryptionDestination: string
-        x::FieldEntry::optional(x::Name(0x2499b0e), x::Name(0x2729103)), // encryptionPort: int
-        x::FieldEntry::optional(x::Name(0x2cc5b1b), x::Name(0x2f00106)), // remoteCertificateThumbprint: string
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x16f101b)), // disk: ReplicationInfoDiskSettings
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x318bb05), x::Name(0x1258216)), // vmRef: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x252cf0d), x::Name(0xb5d50d)), // faultDomainId: FaultDomainId
-        x::FieldEntry::required(x::Name(0x238e00d), x::Name(0x93f60d)), // deviceGroupId: DeviceGroupId
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x23f8311), x::Name(0x2f00106)), // diskReplicationId: string
-        x::FieldEntry::required(x::Name(0x2aca707), x::Name(0x2f00106)), // options: string
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ce4712), x::Name(0x16edf12)), // replicationGroupId: ReplicationGroupId
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x318bb05), x::Name(0x1258216)), // vmRef: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2cee211), x::Name(0x2f00106)), // requestedActivity: string
-        x::FieldEntry::required(x::Name(0x26e2f12), x::Name(0x2f00106)), // inProgressActivity: string
-        x::FieldEntry::required(x::Name(0x2c28f08), x::Name(0x2729103)), // progress: int
-        x::FieldEntry::required(x::Name(0x214ff10), x::Name(0x2857004)), // bytesTransferred: long
-        x::FieldEntry::required(x::Name(0x214ef0f), x::Name(0x2857004)), // bytesToTransfer: long
-        x::FieldEntry::optional(x::Name(0x21a7a12), x::Name(0x2857004)), // checksumTotalBytes: long
-        x::FieldEntry::optional(x::Name(0x21a5415), x::Name(0x2857004)), // checksumComparedBytes: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2632a09), x::Name(0x2f00106)), // hbaDevice: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x225e308), x::Name(0x2729103)), // counters: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2b6830a), x::Name(0x147cd0a)), // permission: Permission
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30eb204), x::Name(0x1258216)), // view: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d19e0e), x::Name(0x1024221)), // resolutionSpec: HostUnresolvedVmfsResignatureSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d19e0e), x::Name(0x1028720)), // resolutionSpec: HostUnresolvedVmfsResolutionSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d19e0e), x::Name(0x1028720)), // resolutionSpec: HostUnresolvedVmfsResolutionSpec
-        x::FieldEntry::optional(x::Name(0x2d05c0b), x::Name(0x2857004)), // reservation: long
-        x::FieldEntry::optional(x::Name(0x24f2a15), x::Name(0x212d207)), // expandableReservation: boolean
-        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2857004)), // limit: long
-        x::FieldEntry::optional(x::Name(0x2df7b06), x::Name(0x185cb0a)), // shares: SharesInfo
-        x::FieldEntry::optional(x::Name(0x2afa80d), x::Name(0x2857004)), // overheadLimit: long
-        x::FieldEntry::required(x::Name(0x2df820c), x::Name(0x185e20c)), // sharesOption: SharesOption
-        x::FieldEntry::required(x::Name(0x2263f13), x::Name(0x172e718)), // cpuAllocationOption: ResourceAllocationOption
-        x::FieldEntry::required(x::Name(0x28dd816), x::Name(0x172e718)), // memoryAllocationOption: ResourceAllocationOption
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2189c0d), x::Name(0x2f00106)), // changeVersion: string
-        x::FieldEntry::optional(x::Name(0x27f0e0c), x::Name(0x2308208)), // lastModified: dateTime
-        x::FieldEntry::required(x::Name(0x226310d), x::Name(0x172d016)), // cpuAllocation: ResourceAllocationInfo
-        x::FieldEntry::required(x::Name(0x28dc710), x::Name(0x172d016)), // memoryAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x2d78216), x::Name(0x2f00106)), // scaleDescendantsShares: string
-        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x224900d), x::Name(0x2f00106)), // containerType: string
-        x::FieldEntry::optional(x::Name(0x224820d), x::Name(0x2f00106)), // containerName: string
-        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2b25f06), x::Name(0x173b719)), // parent: ResourcePoolEventArgument
-        x::FieldEntry::required(x::Name(0x2d23a0c), x::Name(0x173b719)), // resourcePool: ResourcePoolEventArgument
-        x::FieldEntry::required(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2aa6709), x::Name(0x173b719)), // oldParent: ResourcePoolEventArgument
-        x::FieldEntry::required(x::Name(0x29c7c09), x::Name(0x173b719)), // newParent: ResourcePoolEventArgument
-        x::FieldEntry::optional(x::Name(0x2af6a0f), x::Name(0x2857004)), // overallCpuUsage: long
-        x::FieldEntry::optional(x::Name(0x2af4510), x::Name(0x2857004)), // overallCpuDemand: long
-        x::FieldEntry::optional(x::Name(0x25f4710), x::Name(0x2857004)), // guestMemoryUsage: long
-        x::FieldEntry::optional(x::Name(0x268060f), x::Name(0x2857004)), // hostMemoryUsage: long
-        x::FieldEntry::optional(x::Name(0x2407919), x::Name(0x2857004)), // distributedCpuEntitlement: long
-        x::FieldEntry::optional(x::Name(0x240aa1c), x::Name(0x2857004)), // distributedMemoryEntitlement: long
-        x::FieldEntry::optional(x::Name(0x2ec7714), x::Name(0x2729103)), // staticCpuEntitlement: int
-        x::FieldEntry::optional(x::Name(0x2eca117), x::Name(0x2729103)), // staticMemoryEntitlement: int
-        x::FieldEntry::optional(x::Name(0x2c0a10d), x::Name(0x2857004)), // privateMemory: long
-        x::FieldEntry::optional(x::Name(0x2df380c), x::Name(0x2857004)), // sharedMemory: long
-        x::FieldEntry::optional(x::Name(0x2f6460d), x::Name(0x2857004)), // swappedMemory: long
-        x::FieldEntry::optional(x::Name(0x210e20f), x::Name(0x2857004)), // balloonedMemory: long
-        x::FieldEntry::optional(x::Name(0x2afb60e), x::Name(0x2857004)), // overheadMemory: long
-        x::FieldEntry::optional(x::Name(0x2243216), x::Name(0x2857004)), // consumedOverheadMemory: long
-        x::FieldEntry::optional(x::Name(0x21f7f10), x::Name(0x2857004)), // compressedMemory: long
-        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x2d10b0f), x::Name(0x2857004)), // reservationUsed: long
-        x::FieldEntry::required(x::Name(0x2d11b14), x::Name(0x2857004)), // reservationUsedForVm: long
-        x::FieldEntry::required(x::Name(0x303e011), x::Name(0x2857004)), // unreservedForPool: long
-        x::FieldEntry::required(x::Name(0x303f20f), x::Name(0x2857004)), // unreservedForVm: long
-        x::FieldEntry::required(x::Name(0x2af9b0c), x::Name(0x2857004)), // overallUsage: long
-        x::FieldEntry::required(x::Name(0x28c3c08), x::Name(0x2857004)), // maxUsage: long
-        x::FieldEntry::required(x::Name(0x28db106), x::Name(0x1741d19)), // memory: ResourcePoolResourceUsage
-        x::FieldEntry::required(x::Name(0x2262103), x::Name(0x1741d19)), // cpu: ResourcePoolResourceUsage
-        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x2df8f0e), x::Name(0x2f00106)), // sharesScalable: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1731512)), // config: ResourceConfigSpec
-        x::FieldEntry::required(x::Name(0x2d68907), x::Name(0x1743717)), // runtime: ResourcePoolRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x2c5f60a), x::Name(0x173e816)), // quickStats: ResourcePoolQuickStats
-        x::FieldEntry::optional(x::Name(0x2216a12), x::Name(0x2729103)), // configuredMemoryMB: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2387c07), x::Name(0x2f00106)), // details: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24e5d0b), x::Name(0x2f00106)), // eventTypeId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2709b09), x::Name(0x212d207)), // inherited: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x259f308), x::Name(0x212d207)), // fromHost: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27db10b), x::Name(0x11b5f0d)), // keyProvider: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2dbe806), x::Name(0x11c400e)), // server: KmipServerInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x21d4d08), x::Name(0x11c0f0f)), // clusters: KmipClusterInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28ac00a), x::Name(0x2729103)), // maxObjects: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2e82207), x::Name(0x150c512)), // specSet: PropertyFilterSpec
-        x::FieldEntry::required(x::Name(0x2aca707), x::Name(0x178180f)), // options: RetrieveOptions
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2e82207), x::Name(0x150c512)), // specSet: PropertyFilterSpec
-        x::FieldEntry::optional(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
-        x::FieldEntry::repeated(x::Name(0x2a94c07), x::Name(0x139e70d)), // objects: ObjectContent
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x241f106), x::Name(0x2f00106)), // domain: string
-        x::FieldEntry::required(x::Name(0x2d9b009), x::Name(0x2f00106)), // searchStr: string
-        x::FieldEntry::optional(x::Name(0x211a90e), x::Name(0x2f00106)), // belongsToGroup: string
-        x::FieldEntry::optional(x::Name(0x211b80d), x::Name(0x2f00106)), // belongsToUser: string
-        x::FieldEntry::required(x::Name(0x24e790a), x::Name(0x212d207)), // exactMatch: boolean
-        x::FieldEntry::required(x::Name(0x256f709), x::Name(0x212d207)), // findUsers: boolean
-        x::FieldEntry::required(x::Name(0x256ec0a), x::Name(0x212d207)), // findGroups: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x26d1603), x::Name(0x179c917)), // ids: RetrieveVStorageObjSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f4e30f), x::Name(0x212d207)), // suppressPowerOn: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f4e30f), x::Name(0x212d207)), // suppressPowerOn: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c0d40d), x::Name(0x2f00106)), // privilegeList: string
-        x::FieldEntry::required(x::Name(0x2d51404), x::Name(0x17b3011)), // role: RoleEventArgument
-        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x2c0d40d), x::Name(0x2f00106)), // privilegeList: string
-        x::FieldEntry::optional(x::Name(0x2bf890c), x::Name(0x2f00106)), // prevRoleName: string
-        x::FieldEntry::repeated(x::Name(0x2c0ed0f), x::Name(0x2f00106)), // privilegesAdded: string
-        x::FieldEntry::repeated(x::Name(0x2c0fd11), x::Name(0x2f00106)), // privilegesRemoved: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2906f0a), x::Name(0x2f00106)), // methodName: string
-        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
-        x::FieldEntry::required(x::Name(0x24bef0a), x::Name(0x2f00106)), // entityType: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d5f204), x::Name(0x6de50f)), // rule: ClusterRuleInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d89306), x::Name(0x2f00106)), // script: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2404005), x::Name(0x2f00106)), // disks: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f3b0d), x::Name(0x3344606)), // datastoreName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::repeated(x::Name(0x2d14f05), x::Name(0x3344606)), // names: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c21e08), x::Name(0x2a94603)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3572308), x::Name(0x1b3fe17)), // viewSpec: TaskManagerTaskViewSpec
+        x::FieldEntry::required(x::Name(0x28ae40a), x::Name(0x1b3160e)), // filterSpec: TaskFilterSpec
+        x::FieldEntry::optional(x::Name(0x2a6db0e), x::Name(0x1b3b912)), // infoFilterSpec: TaskInfoFilterSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c21e08), x::Name(0x2a94603)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x316340b), x::Name(0x2a94603)), // roDiskCount: int
+        x::FieldEntry::required(x::Name(0x3410a0d), x::Name(0x2405e07)), // timeoutDanger: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c21e08), x::Name(0x2a94603)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c21e08), x::Name(0x2a94603)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x2f1f105), x::Name(0x3344606)), // patch: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3337c0b), x::Name(0x1b03014)), // storageSpec: StoragePlacementSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1d5c01b)), // spec: VStorageObjectReconcileSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x262330d), x::Name(0x2405e07)), // deepCleansing: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1ecbb18)), // spec: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f25104), x::Name(0x2256f15)), // pcbs: VsanPolicyChangeBatch
+        x::FieldEntry::optional(x::Name(0x2a36f14), x::Name(0x2405e07)), // ignoreSatisfiability: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x77b09)), // spec: AlarmSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xdcf71a)), // spec: HostAutoStartManagerConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x6b1811)), // spec: ClusterConfigSpec
+        x::FieldEntry::required(x::Name(0x2cd8606), x::Name(0x2405e07)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x78ef19)), // spec: ComputeResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x2cd8606), x::Name(0x2405e07)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f96e04), x::Name(0x8e3e10)), // port: DVPortConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x8f0115)), // spec: DVPortgroupConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x95f814)), // spec: DatacenterConfigSpec
+        x::FieldEntry::required(x::Name(0x2cd8606), x::Name(0x2405e07)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x90410d)), // spec: DVSConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x19e2111)), // spec: ScheduledTaskSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x245a008), x::Name(0x2be5304)), // cfgBytes: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1123b12)), // spec: HostSnmpConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1f5a823)), // spec: VirtualMachineMemoryReservationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24b7707), x::Name(0xe28f0f)), // cnxSpec: HostConnectSpec
+        x::FieldEntry::optional(x::Name(0x309b10d), x::Name(0x115cb17)), // reconnectSpec: HostSystemReconnectSpec
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x277c207), x::Name(0x3344606)), // dvsUuid: string
+        x::FieldEntry::optional(x::Name(0x3663404), x::Name(0x3344606)), // vnic: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2aa5908), x::Name(0x2a94603)), // interval: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f9b408), x::Name(0x3344606)), // portKeys: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846209), x::Name(0xc62109)), // extension: Extension
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x29a7710), x::Name(0xda8c10)), // healthUpdateInfo: HealthUpdateInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31dff06), x::Name(0x135a70e)), // server: KmipServerSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x2c0810e), x::Name(0x3344606)), // managementType: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x236c40a), x::Name(0x2405e07)), // asTemplate: boolean
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x253140a), x::Name(0x3344606)), // constraint: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95906), x::Name(0x2a94603)), // poolId: int
+        x::FieldEntry::required(x::Name(0x2321f0c), x::Name(0x3344606)), // allocationId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x354f705), x::Name(0x3344606)), // vdisk: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1f9b61a)), // spec: VirtualMachineRelocateSpec
+        x::FieldEntry::optional(x::Name(0x2ff4008), x::Name(0x1f7221a)), // priority: VirtualMachineMovePriority
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x228f410)), // spec: VslmRelocateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x252bd0b), x::Name(0x2405e07)), // consolidate: boolean
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x1a8de15)), // spec: SnapshotSelectionSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f5f08), x::Name(0x3344606)), // entityId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3168206), x::Name(0x2a94603)), // roleId: int
+        x::FieldEntry::required(x::Name(0x285060a), x::Name(0x2405e07)), // failIfUsed: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c11b07), x::Name(0x2245513)), // mapping: VsanHostDiskMapping
+        x::FieldEntry::optional(x::Name(0x2bfdf0f), x::Name(0xf98713)), // maintenanceSpec: HostMaintenanceSpec
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
+        x::FieldEntry::optional(x::Name(0x2bfdf0f), x::Name(0xf98713)), // maintenanceSpec: HostMaintenanceSpec
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
+        x::FieldEntry::required(x::Name(0x2b2ad07), x::Name(0x2405e07)), // isGroup: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::repeated(x::Name(0x27f0e08), x::Name(0x13ff016)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2933809), x::Name(0x3344606)), // groupName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::required(x::Name(0x23e860a), x::Name(0x3344606)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::required(x::Name(0x23e860a), x::Name(0x3344606)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x334ae07), x::Name(0xd44d10)), // subject: GuestAuthSubject
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0xf3e11d)), // targets: HostInternetScsiHbaSendTarget
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0xf3ff1f)), // targets: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x83cb0b)), // key: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b5cd04), x::Name(0x83cb0b)), // keys: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x31e4d0a), x::Name(0x3344606)), // serverName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x2b63008), x::Name(0x3344606)), // labelKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::repeated(x::Name(0x27f0e08), x::Name(0x13ff016)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x298f50d), x::Name(0x3344606)), // hbaDeviceName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x318ad0c), x::Name(0x2a94603)), // samplePeriod: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f65006), x::Name(0x3344606)), // pgName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28b4a0b), x::Name(0x3344606)), // fingerprint: string
+        x::FieldEntry::required(x::Name(0x26bc006), x::Name(0x3344606)), // digest: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b46406), x::Name(0x3344606)), // issuer: string
+        x::FieldEntry::required(x::Name(0x31de406), x::Name(0x3344606)), // serial: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30d920e), x::Name(0x2405e07)), // removeChildren: boolean
+        x::FieldEntry::optional(x::Name(0x252bd0b), x::Name(0x2405e07)), // consolidate: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x298f50d), x::Name(0x3344606)), // hbaDeviceName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x36a9f0b), x::Name(0x3344606)), // vswitchName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x242b606), x::Name(0x3344606)), // caCert: string
+        x::FieldEntry::repeated(x::Name(0x242bd05), x::Name(0x3344606)), // caCrl: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2459a05), x::Name(0x3344606)), // certs: string
+        x::FieldEntry::required(x::Name(0x291680a), x::Name(0x2be5304)), // generation: long
+        x::FieldEntry::required(x::Name(0x3618e0f), x::Name(0x3344606)), // vmReplicationId: string
+        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x3344606)), // destination: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::required(x::Name(0x3178203), x::Name(0x2be5304)), // rpo: long
+        x::FieldEntry::required(x::Name(0x3059c13), x::Name(0x2405e07)), // quiesceGuestEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2f24206), x::Name(0x2405e07)), // paused: boolean
+        x::FieldEntry::required(x::Name(0x2e93f11), x::Name(0x2405e07)), // oppUpdatesEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d32915), x::Name(0x2405e07)), // netCompressionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d34914), x::Name(0x2405e07)), // netEncryptionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x27c3515), x::Name(0x3344606)), // encryptionDestination: string
+        x::FieldEntry::repeated(x::Name(0x22f011f), x::Name(0x3344606)), // additionalEncryptionDestination: string
+        x::FieldEntry::optional(x::Name(0x27cd00e), x::Name(0x2a94603)), // encryptionPort: int
+        x::FieldEntry::optional(x::Name(0x30cc41b), x::Name(0x3344606)), // remoteCertificateThumbprint: string
+        x::FieldEntry::optional(x::Name(0x25e7e1a), x::Name(0x2405e07)), // dataSetsReplicationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x34e7617), x::Name(0x2405e07)), // useHbrProxyHttpPreamble: boolean
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x18d631b)), // disk: ReplicationInfoDiskSettings
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x3618805), x::Name(0x13ff016)), // vmRef: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x286da0d), x::Name(0xc7a30d)), // faultDomainId: FaultDomainId
+        x::FieldEntry::required(x::Name(0x269c00d), x::Name(0x9faf0d)), // deviceGroupId: DeviceGroupId
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2718611), x::Name(0x3344606)), // diskReplicationId: string
+        x::FieldEntry::required(x::Name(0x2e9b607), x::Name(0x3344606)), // options: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30ecc12), x::Name(0x18d3212)), // replicationGroupId: ReplicationGroupId
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x3618805), x::Name(0x13ff016)), // vmRef: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30f8011), x::Name(0x3344606)), // requestedActivity: string
+        x::FieldEntry::required(x::Name(0x2a47d12), x::Name(0x3344606)), // inProgressActivity: string
+        x::FieldEntry::required(x::Name(0x3019e08), x::Name(0x2a94603)), // progress: int
+        x::FieldEntry::required(x::Name(0x242a510), x::Name(0x2be5304)), // bytesTransferred: long
+        x::FieldEntry::required(x::Name(0x242950f), x::Name(0x2be5304)), // bytesToTransfer: long
+        x::FieldEntry::optional(x::Name(0x2486b12), x::Name(0x2be5304)), // checksumTotalBytes: long
+        x::FieldEntry::optional(x::Name(0x2484515), x::Name(0x2be5304)), // checksumComparedBytes: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x298eb09), x::Name(0x3344606)), // hbaDevice: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x254f408), x::Name(0x2a94603)), // counters: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f4a40a), x::Name(0x1635a0a)), // permission: Permission
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3571204), x::Name(0x13ff016)), // view: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312c00e), x::Name(0x119cf21)), // resolutionSpec: HostUnresolvedVmfsResignatureSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x13ff016)), // cluster: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x312c00e), x::Name(0x11a1420)), // resolutionSpec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x312c00e), x::Name(0x11a1420)), // resolutionSpec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x366e90a), x::Name(0x3344606)), // volumeName: string
+        x::FieldEntry::optional(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x2b30307), x::Name(0x2405e07)), // isNFS41: boolean
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
+        x::FieldEntry::optional(x::Name(0x2831e15), x::Name(0x2405e07)), // expandableReservation: boolean
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
+        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2ed370d), x::Name(0x2be5304)), // overheadLimit: long
+        x::FieldEntry::required(x::Name(0x3221b0c), x::Name(0x1a70e0c)), // sharesOption: SharesOption
+        x::FieldEntry::required(x::Name(0x2555813), x::Name(0x1918e18)), // cpuAllocationOption: ResourceAllocationOption
+        x::FieldEntry::required(x::Name(0x2c79416), x::Name(0x1918e18)), // memoryAllocationOption: ResourceAllocationOption
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x2b7410c), x::Name(0x2607608)), // lastModified: dateTime
+        x::FieldEntry::required(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::required(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x3194016), x::Name(0x3344606)), // scaleDescendantsShares: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x253900d), x::Name(0x3344606)), // containerType: string
+        x::FieldEntry::optional(x::Name(0x253820d), x::Name(0x3344606)), // containerName: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2f00106), x::Name(0x1926b19)), // parent: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x3135c0c), x::Name(0x1926b19)), // resourcePool: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x3135c0c), x::Name(0x13ff016)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e74a09), x::Name(0x1926b19)), // oldParent: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x2d7f609), x::Name(0x1926b19)), // newParent: ResourcePoolEventArgument
+        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2be5304)), // overallCpuUsage: long
+        x::FieldEntry::optional(x::Name(0x2ecd410), x::Name(0x2be5304)), // overallCpuDemand: long
+        x::FieldEntry::optional(x::Name(0x2949f10), x::Name(0x2be5304)), // guestMemoryUsage: long
+        x::FieldEntry::optional(x::Name(0x29df60f), x::Name(0x2be5304)), // hostMemoryUsage: long
+        x::FieldEntry::optional(x::Name(0x2729119), x::Name(0x2be5304)), // distributedCpuEntitlement: long
+        x::FieldEntry::optional(x::Name(0x272c21c), x::Name(0x2be5304)), // distributedMemoryEntitlement: long
+        x::FieldEntry::optional(x::Name(0x3304c14), x::Name(0x2a94603)), // staticCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x3307617), x::Name(0x2a94603)), // staticMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x2ffa30d), x::Name(0x2be5304)), // privateMemory: long
+        x::FieldEntry::optional(x::Name(0x321d10c), x::Name(0x2be5304)), // sharedMemory: long
+        x::FieldEntry::optional(x::Name(0x33b370d), x::Name(0x2be5304)), // swappedMemory: long
+        x::FieldEntry::optional(x::Name(0x23e640f), x::Name(0x2be5304)), // balloonedMemory: long
+        x::FieldEntry::optional(x::Name(0x2ed450e), x::Name(0x2be5304)), // overheadMemory: long
+        x::FieldEntry::optional(x::Name(0x2532816), x::Name(0x2be5304)), // consumedOverheadMemory: long
+        x::FieldEntry::optional(x::Name(0x24e0210), x::Name(0x2be5304)), // compressedMemory: long
+        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x3120c0f), x::Name(0x2be5304)), // reservationUsed: long
+        x::FieldEntry::required(x::Name(0x3121c14), x::Name(0x2be5304)), // reservationUsedForVm: long
+        x::FieldEntry::required(x::Name(0x34a4211), x::Name(0x2be5304)), // unreservedForPool: long
+        x::FieldEntry::required(x::Name(0x34a540f), x::Name(0x2be5304)), // unreservedForVm: long
+        x::FieldEntry::required(x::Name(0x2ed2a0c), x::Name(0x2be5304)), // overallUsage: long
+        x::FieldEntry::required(x::Name(0x2c5a108), x::Name(0x2be5304)), // maxUsage: long
+        x::FieldEntry::required(x::Name(0x2c76d06), x::Name(0x192d119)), // memory: ResourcePoolResourceUsage
+        x::FieldEntry::required(x::Name(0x2553a03), x::Name(0x192d119)), // cpu: ResourcePoolResourceUsage
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x322280e), x::Name(0x3344606)), // sharesScalable: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x191bc12)), // config: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x3181d07), x::Name(0x192eb17)), // runtime: ResourcePoolRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x305790a), x::Name(0x1929c16)), // quickStats: ResourcePoolQuickStats
+        x::FieldEntry::optional(x::Name(0x2501312), x::Name(0x2a94603)), // configuredMemoryMB: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2691007), x::Name(0x3344606)), // details: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x282140b), x::Name(0x3344606)), // eventTypeId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a73209), x::Name(0x2405e07)), // inherited: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x235c20c), x::Name(0xdc2c10)), // applyProfile: HostApplyProfile
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ecb08), x::Name(0x2405e07)), // fromHost: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b58f0b), x::Name(0x134210d)), // keyProvider: KeyProviderId
+        x::FieldEntry::required(x::Name(0x31dff06), x::Name(0x135980e)), // server: KmipServerInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b5c08), x::Name(0x134e60f)), // clusters: KmipClusterInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e5c903), x::Name(0x13ff016)), // obj: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c3cc0a), x::Name(0x2a94603)), // maxObjects: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x32b6807), x::Name(0x16cf912)), // specSet: PropertyFilterSpec
+        x::FieldEntry::required(x::Name(0x2e9b607), x::Name(0x196f30f)), // options: RetrieveOptions
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x32b6807), x::Name(0x16cf912)), // specSet: PropertyFilterSpec
+        x::FieldEntry::optional(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
+        x::FieldEntry::repeated(x::Name(0x2e62107), x::Name(0x1550b0d)), // objects: ObjectContent
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3168206), x::Name(0x2a94603)), // roleId: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2740d06), x::Name(0x3344606)), // domain: string
+        x::FieldEntry::required(x::Name(0x31b8b09), x::Name(0x3344606)), // searchStr: string
+        x::FieldEntry::optional(x::Name(0x23f2b0e), x::Name(0x3344606)), // belongsToGroup: string
+        x::FieldEntry::optional(x::Name(0x23f3a0d), x::Name(0x3344606)), // belongsToUser: string
+        x::FieldEntry::required(x::Name(0x2823e0a), x::Name(0x2405e07)), // exactMatch: boolean
+        x::FieldEntry::required(x::Name(0x28b4009), x::Name(0x2405e07)), // findUsers: boolean
+        x::FieldEntry::required(x::Name(0x28b350a), x::Name(0x2405e07)), // findGroups: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a35803), x::Name(0x198a417)), // ids: RetrieveVStorageObjSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x270940d), x::Name(0x3344606)), // diskInfoFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x339b70f), x::Name(0x2405e07)), // suppressPowerOn: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x339b70f), x::Name(0x2405e07)), // suppressPowerOn: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ffe30d), x::Name(0x3344606)), // privilegeList: string
+        x::FieldEntry::required(x::Name(0x3167d04), x::Name(0x19a5611)), // role: RoleEventArgument
+        x::FieldEntry::required(x::Name(0x3168206), x::Name(0x2a94603)), // roleId: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2ffe30d), x::Name(0x3344606)), // privilegeList: string
+        x::FieldEntry::optional(x::Name(0x2fe8b0c), x::Name(0x3344606)), // prevRoleName: string
+        x::FieldEntry::repeated(x::Name(0x2fffc0f), x::Name(0x3344606)), // privilegesAdded: string
+        x::FieldEntry::repeated(x::Name(0x3000c11), x::Name(0x3344606)), // privilegesRemoved: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2ca2b0a), x::Name(0x3344606)), // methodName: string
+        x::FieldEntry::required(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::required(x::Name(0x27f800a), x::Name(0x3344606)), // entityType: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3178604), x::Name(0x75640f)), // rule: ClusterRuleInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31a6e06), x::Name(0x3344606)), // script: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2724c05), x::Name(0x3344606)), // disks: string
     ],
     values: &[
-        x::Name(0x252860e), // fairnessCpuAvg
-        x::Name(0x252950e), // fairnessMemAvg
-        x::Name(0x27ced0a), // jointAffin
-        x::Name(0x207a309), // antiAffin
-        x::Name(0x267bc09), // hostMaint
-        x::Name(0x24b500c), // enterStandby
-        x::Name(0x2d0680e), // reservationCpu
-        x::Name(0x2d0d90e), // reservationMem
-        x::Name(0x2bcb609), // powerOnVm
-        x::Name(0x2bcde0b), // powerSaving
-        x::Name(0x26fb410), // increaseCapacity
-        x::Name(0x219db0d), // checkResource
-        x::Name(0x303cd12), // unreservedCapacity
-        x::Name(0x3158512), // vmHostHardAffinity
-        x::Name(0x3159812), // vmHostSoftAffinity
-        x::Name(0x210b61a), // balanceDatastoreSpaceUsage
-        x::Name(0x2107f16), // balanceDatastoreIOLoad
-        x::Name(0x210961f), // balanceDatastoreIOPSReservation
-        x::Name(0x22f380e), // datastoreMaint
-        x::Name(0x30f4915), // virtualDiskJointAffin
-        x::Name(0x30f3414), // virtualDiskAntiAffin
-        x::Name(0x22fec14), // datastoreSpaceOutage
-        x::Name(0x2eede10), // storagePlacement
-        x::Name(0x2761f14), // iolbDisabledInternal
-        x::Name(0x3247811), // xvmotionPlacement
-        x::Name(0x2996e1b), // networkBandwidthReservation
-        x::Name(0x2672311), // hostInDegradation
-        x::Name(0x266df13), // hostExitDegradation
-        x::Name(0x28c9e10), // maxVmsConstraint
-        x::Name(0x25a120d), // ftConstraints
-        x::Name(0x3155714), // vmHostAffinityPolicy
-        x::Name(0x3156c18), // vmHostAntiAffinityPolicy
-        x::Name(0x312f214), // vmAntiAffinityPolicy
-        x::Name(0x210d110), // balanceVsanUsage
-        x::Name(0x1a81202), // V1
-        x::Name(0x23f150c), // diskNotFound
-        x::Name(0x2401214), // diskTypeNotSupported
-        x::Name(0x274090e), // invalidDiskKey
-        x::Name(0x2741818), // invalidDiskReplicationId
-        x::Name(0x243e31a), // duplicateDiskReplicationId
-        x::Name(0x2747119), // invalidPersistentFilePath
-        x::Name(0x2c92026), // reconfigureDiskReplicationIdNotAllowed
-        x::Name(0x26f5215), // incompatibleHwVersion
-        x::Name(0x274e616), // invalidVmReplicationId
-        x::Name(0x2744717), // invalidGenerationNumber
-        x::Name(0x2aed813), // outOfBoundsRpoValue
-        x::Name(0x273d61b), // invalidDestinationIpAddress
-        x::Name(0x273f216), // invalidDestinationPort
-        x::Name(0x2743115), // invalidExtraVmOptions
-        x::Name(0x2ea6015), // staleGenerationNumber
-        x::Name(0x2c94724), // reconfigureVmReplicationIdNotAllowed
-        x::Name(0x2160428), // cannotRetrieveVmReplicationConfiguration
-        x::Name(0x2ce0e19), // replicationAlreadyEnabled
-        x::Name(0x2748b19), // invalidPriorConfiguration
-        x::Name(0x2ce5a15), // replicationNotEnabled
-        x::Name(0x2ce281e), // replicationConfigurationFailed
-        x::Name(0x248ac0b), // encryptedVm
-        x::Name(0x274d411), // invalidThumbprint
-        x::Name(0x26f2e12), // incompatibleDevice
-        x::Name(0x29fdb0d), // notConfigured
-        x::Name(0x2bd270a), // poweredOff
-        x::Name(0x2f58209), // suspended
-        x::Name(0x2bd9809), // poweredOn
-        x::Name(0x2a9c912), // offlineReplicating
-        x::Name(0x274c70c), // invalidState
-        x::Name(0x2745f11), // invalidInstanceId
-        x::Name(0x21bb60e), // closeDiskError
-        x::Name(0x25de70a), // groupExist
-        x::Name(0x25b9108), // fullSync
-        x::Name(0x234ef05), // delta
-        x::Name(0x29f4b04), // none
-        x::Name(0x2b45e06), // paused
-        x::Name(0x2f6df07), // syncing
-        x::Name(0x26d0104), // idle
-        x::Name(0x201d706), // active
-        x::Name(0x24c8205), // error
-        x::Name(0x23ca108), // disabled
-        x::Name(0x2d76a17), // scaleCpuAndMemoryShares
+        x::Name(0x286910e), // fairnessCpuAvg
+        x::Name(0x286a00e), // fairnessMemAvg
+        x::Name(0x2b4b10a), // jointAffin
+        x::Name(0x2342d09), // antiAffin
+        x::Name(0x29dac09), // hostMaint
+        x::Name(0x27eba0c), // enterStandby
+        x::Name(0x311690e), // reservationCpu
+        x::Name(0x311da0e), // reservationMem
+        x::Name(0x2fb9209), // powerOnVm
+        x::Name(0x2fbba0b), // powerSaving
+        x::Name(0x2a63110), // increaseCapacity
+        x::Name(0x247b80d), // checkResource
+        x::Name(0x34a2f12), // unreservedCapacity
+        x::Name(0x24bbc17), // colocateCommunicatingVM
+        x::Name(0x23e361c), // balanceNetworkBandwidthUsage
+        x::Name(0x35e1b12), // vmHostHardAffinity
+        x::Name(0x35e2e12), // vmHostSoftAffinity
+        x::Name(0x2a61e12), // increaseAllocation
+        x::Name(0x23e1b1a), // balanceDatastoreSpaceUsage
+        x::Name(0x23de416), // balanceDatastoreIOLoad
+        x::Name(0x23dfb1f), // balanceDatastoreIOPSReservation
+        x::Name(0x25f1a0e), // datastoreMaint
+        x::Name(0x357c415), // virtualDiskJointAffin
+        x::Name(0x3579d14), // virtualDiskAntiAffin
+        x::Name(0x25fe014), // datastoreSpaceOutage
+        x::Name(0x332c510), // storagePlacement
+        x::Name(0x2ad3414), // iolbDisabledInternal
+        x::Name(0x3705211), // xvmotionPlacement
+        x::Name(0x2d4651b), // networkBandwidthReservation
+        x::Name(0x29d1311), // hostInDegradation
+        x::Name(0x29cb713), // hostExitDegradation
+        x::Name(0x2c62610), // maxVmsConstraint
+        x::Name(0x28ef10d), // ftConstraints
+        x::Name(0x35ded14), // vmHostAffinityPolicy
+        x::Name(0x35e0218), // vmHostAntiAffinityPolicy
+        x::Name(0x35b8814), // vmAntiAffinityPolicy
+        x::Name(0x23e5310), // balanceVsanUsage
+        x::Name(0x2314417), // ahPlacementOptimization
+        x::Name(0x365fc0a), // vmxUpgrade
+        x::Name(0x1caa402), // V1
+        x::Name(0x2710b0c), // diskNotFound
+        x::Name(0x2721514), // diskTypeNotSupported
+        x::Name(0x2aae60e), // invalidDiskKey
+        x::Name(0x2ab0618), // invalidDiskReplicationId
+        x::Name(0x276651a), // duplicateDiskReplicationId
+        x::Name(0x2ab5f19), // invalidPersistentFilePath
+        x::Name(0x3094926), // reconfigureDiskReplicationIdNotAllowed
+        x::Name(0x2a5b115), // incompatibleHwVersion
+        x::Name(0x2abd416), // invalidVmReplicationId
+        x::Name(0x2ab3517), // invalidGenerationNumber
+        x::Name(0x2ec6713), // outOfBoundsRpoValue
+        x::Name(0x2aab31b), // invalidDestinationIpAddress
+        x::Name(0x2aacf16), // invalidDestinationPort
+        x::Name(0x2ab1f15), // invalidExtraVmOptions
+        x::Name(0x32dec15), // staleGenerationNumber
+        x::Name(0x3097024), // reconfigureVmReplicationIdNotAllowed
+        x::Name(0x243aa28), // cannotRetrieveVmReplicationConfiguration
+        x::Name(0x30e9319), // replicationAlreadyEnabled
+        x::Name(0x2ab7919), // invalidPriorConfiguration
+        x::Name(0x30edf15), // replicationNotEnabled
+        x::Name(0x30ead1e), // replicationConfigurationFailed
+        x::Name(0x27be10b), // encryptedVm
+        x::Name(0x2abc211), // invalidThumbprint
+        x::Name(0x2a58d12), // incompatibleDevice
+        x::Name(0x2db9d0d), // notConfigured
+        x::Name(0x2fc030a), // poweredOff
+        x::Name(0x33a5609), // suspended
+        x::Name(0x2fc7409), // poweredOn
+        x::Name(0x2e69e12), // offlineReplicating
+        x::Name(0x2abb50c), // invalidState
+        x::Name(0x2ab4d11), // invalidInstanceId
+        x::Name(0x249c50e), // closeDiskError
+        x::Name(0x2930a0a), // groupExist
+        x::Name(0x2908a08), // fullSync
+        x::Name(0x2655305), // delta
+        x::Name(0x2daff04), // none
+        x::Name(0x2f24206), // paused
+        x::Name(0x33bd007), // syncing
+        x::Name(0x2a34304), // idle
+        x::Name(0x22dba06), // active
+        x::Name(0x2801305), // error
+        x::Name(0x26e4608), // disabled
+        x::Name(0x3192817), // scaleCpuAndMemoryShares
     ],
 };

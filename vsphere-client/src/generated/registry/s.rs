@@ -6,210 +6,229 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x17bfb17), x::Name(0xc1bd13), 0, 2), // SAMLTokenAuthentication: GuestAuthentication
-        x::TypeEntry::structure(x::Name(0x17c1308), x::Name(0xaa460b), 2, 0), // SDDCBase: DynamicData
-        x::TypeEntry::structure(x::Name(0x17c5110), x::Name(0xce7c10), 2, 0), // SSLDisabledFault: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x17c620e), x::Name(0xce7c10), 2, 2), // SSLVerifyFault: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x17c7112), x::Name(0xc1bd13), 4, 1), // SSPIAuthentication: GuestAuthentication
-        x::TypeEntry::structure(x::Name(0x17c840d), x::Name(0x1b42008), 5, 1), // SSPIChallenge: VimFault
-        x::TypeEntry::structure(x::Name(0x17c9918), x::Name::NONE, 6, 3), // ScanHostPatchRequestType
-        x::TypeEntry::structure(x::Name(0x17cb21a), x::Name::NONE, 9, 4), // ScanHostPatchV2RequestType
-        x::TypeEntry::structure(x::Name(0x17ccd2e), x::Name::NONE, 13, 2), // ScheduleReconcileDatastoreInventoryRequestType
-        x::TypeEntry::structure(x::Name(0x17cfc1c), x::Name(0xaa460b), 15, 4), // ScheduledHardwareUpgradeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x17d1931), 0, 3), // ScheduledHardwareUpgradeInfoHardwareUpgradePolicy
-        x::TypeEntry::enumeration(x::Name(0x17d4b31), 3, 4), // ScheduledHardwareUpgradeInfoHardwareUpgradeStatus
-        x::TypeEntry::structure(x::Name(0x17d7d1b), x::Name(0x17e1f12), 19, 0), // ScheduledTaskCompletedEvent: ScheduledTaskEvent
-        x::TypeEntry::structure(x::Name(0x17d9919), x::Name(0x17e1f12), 19, 0), // ScheduledTaskCreatedEvent: ScheduledTaskEvent
-        x::TypeEntry::structure(x::Name(0x17db318), x::Name(0xaa460b), 19, 5), // ScheduledTaskDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x17dcc13), x::Name(0x196b20f), 24, 1), // ScheduledTaskDetail: TypeDescription
-        x::TypeEntry::structure(x::Name(0x17de020), x::Name(0x17e1f12), 25, 1), // ScheduledTaskEmailCompletedEvent: ScheduledTaskEvent
-        x::TypeEntry::structure(x::Name(0x17e011d), x::Name(0x17e1f12), 26, 2), // ScheduledTaskEmailFailedEvent: ScheduledTaskEvent
-        x::TypeEntry::structure(x::Name(0x17e1f12), x::Name(0xb00605), 28, 2), // ScheduledTaskEvent: Event
-        x::TypeEntry::structure(x::Name(0x17e321a), x::Name(0xaeb513), 30, 1), // ScheduledTaskEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x17e4d18), x::Name(0x17e1f12), 31, 1), // ScheduledTaskFailedEvent: ScheduledTaskEvent
-        x::TypeEntry::structure(x::Name(0x17e6611), x::Name(0x17eb111), 32, 12), // ScheduledTaskInfo: ScheduledTaskSpec
-        x::TypeEntry::structure(x::Name(0x17e781e), x::Name(0x17e1f12), 44, 1), // ScheduledTaskReconfiguredEvent: ScheduledTaskEvent
-        x::TypeEntry::structure(x::Name(0x17e9719), x::Name(0x17e1f12), 45, 0), // ScheduledTaskRemovedEvent: ScheduledTaskEvent
-        x::TypeEntry::structure(x::Name(0x17eb111), x::Name(0xaa460b), 45, 6), // ScheduledTaskSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x17ec319), x::Name(0x17e1f12), 51, 0), // ScheduledTaskStartedEvent: ScheduledTaskEvent
-        x::TypeEntry::enumeration(x::Name(0x17edd0c), 7, 5), // ScsiDiskType
-        x::TypeEntry::structure(x::Name(0x17eea07), x::Name(0xd2400a), 51, 21), // ScsiLun: HostDevice
-        x::TypeEntry::structure(x::Name(0x17ef213), x::Name(0xaa460b), 72, 1), // ScsiLunCapabilities: DynamicData
-        x::TypeEntry::structure(x::Name(0x17f0611), x::Name(0xaa460b), 73, 2), // ScsiLunDescriptor: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x17f1818), 12, 4), // ScsiLunDescriptorQuality
-        x::TypeEntry::structure(x::Name(0x17f3112), x::Name(0xaa460b), 75, 3), // ScsiLunDurableName: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x17f440c), 16, 8), // ScsiLunState
-        x::TypeEntry::enumeration(x::Name(0x17f510b), 24, 13), // ScsiLunType
-        x::TypeEntry::enumeration(x::Name(0x17f5d1c), 37, 3), // ScsiLunVStorageSupportStatus
-        x::TypeEntry::structure(x::Name(0x17f7a17), x::Name(0xb95119), 78, 1), // SeSparseVirtualDiskSpec: FileBackedVirtualDiskSpec
-        x::TypeEntry::structure(x::Name(0x17f921a), x::Name::NONE, 79, 3), // SearchDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x17fad24), x::Name::NONE, 82, 3), // SearchDatastoreSubFoldersRequestType
-        x::TypeEntry::structure(x::Name(0x17fd21a), x::Name(0x1ebab15), 85, 1), // SecondaryVmAlreadyDisabled: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x17fed19), x::Name(0x1ebab15), 86, 1), // SecondaryVmAlreadyEnabled: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x180071c), x::Name(0x1ebab15), 87, 1), // SecondaryVmAlreadyRegistered: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x1802418), x::Name(0x1ebab15), 88, 1), // SecondaryVmNotRegistered: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x1803d0d), x::Name(0x17bee0c), 89, 0), // SecurityError: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x1804b0f), x::Name(0xab90c), 89, 1), // SecurityProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1805b20), x::Name::NONE, 90, 2), // SelectActivePartitionRequestType
-        x::TypeEntry::structure(x::Name(0x1807c1f), x::Name::NONE, 92, 3), // SelectVnicForNicTypeRequestType
-        x::TypeEntry::structure(x::Name(0x1809c15), x::Name::NONE, 95, 2), // SelectVnicRequestType
-        x::TypeEntry::structure(x::Name(0x180b20c), x::Name(0xaa460b), 97, 0), // SelectionSet: DynamicData
-        x::TypeEntry::structure(x::Name(0x180bf0d), x::Name(0xaa460b), 97, 1), // SelectionSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x180cd0f), x::Name(0x24306), 98, 4), // SendEmailAction: Action
-        x::TypeEntry::structure(x::Name(0x180dd12), x::Name::NONE, 102, 1), // SendNMIRequestType
-        x::TypeEntry::structure(x::Name(0x180f00e), x::Name(0x24306), 103, 0), // SendSNMPAction: Action
-        x::TypeEntry::structure(x::Name(0x180ff1f), x::Name::NONE, 103, 1), // SendTestNotificationRequestType
-        x::TypeEntry::structure(x::Name(0x1812f19), x::Name(0x11dda0c), 104, 1), // ServerLicenseExpiredEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x1814919), x::Name(0x182430c), 105, 0), // ServerStartedSessionEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0x181631e), x::Name(0x14acf10), 105, 1), // ServiceConsolePortGroupProfile: PortGroupProfile
-        x::TypeEntry::structure(x::Name(0x181821d), x::Name(0xaa460b), 106, 3), // ServiceConsoleReservationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x181a00e), x::Name(0xaa460b), 109, 50), // ServiceContent: DynamicData
-        x::TypeEntry::structure(x::Name(0x181af0e), x::Name(0xaa460b), 159, 4), // ServiceLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0x181be18), x::Name(0xaa460b), 163, 0), // ServiceLocatorCredential: DynamicData
-        x::TypeEntry::structure(x::Name(0x181d71a), x::Name(0x181be18), 163, 2), // ServiceLocatorNamePassword: ServiceLocatorCredential
-        x::TypeEntry::structure(x::Name(0x181f21c), x::Name(0x181be18), 165, 1), // ServiceLocatorSAMLCredential: ServiceLocatorCredential
-        x::TypeEntry::structure(x::Name(0x1820f19), x::Name(0xaa460b), 166, 4), // ServiceManagerServiceInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x182290e), x::Name(0xab90c), 170, 1), // ServiceProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x182430c), x::Name(0xb00605), 171, 0), // SessionEvent: Event
-        x::TypeEntry::structure(x::Name(0x182501a), x::Name::NONE, 171, 3), // SessionIsActiveRequestType
-        x::TypeEntry::structure(x::Name(0x1826b22), x::Name(0xaa460b), 174, 4), // SessionManagerGenericServiceTicket: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1828e2c), 40, 3), // SessionManagerGenericServiceTicketTicketType
-        x::TypeEntry::structure(x::Name(0x182bb24), x::Name(0x1832520), 178, 2), // SessionManagerHttpServiceRequestSpec: SessionManagerServiceRequestSpec
-        x::TypeEntry::enumeration(x::Name(0x182e02a), 43, 8), // SessionManagerHttpServiceRequestSpecMethod
-        x::TypeEntry::structure(x::Name(0x1830b19), x::Name(0xaa460b), 180, 2), // SessionManagerLocalTicket: DynamicData
-        x::TypeEntry::structure(x::Name(0x1832520), x::Name(0xaa460b), 182, 0), // SessionManagerServiceRequestSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1834625), x::Name(0x1832520), 182, 1), // SessionManagerVmomiServiceRequestSpec: SessionManagerServiceRequestSpec
-        x::TypeEntry::structure(x::Name(0x1836c16), x::Name(0x182430c), 183, 2), // SessionTerminatedEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0x183831f), x::Name::NONE, 185, 2), // SetCollectorPageSizeRequestType
-        x::TypeEntry::structure(x::Name(0x183a318), x::Name::NONE, 187, 2), // SetCryptoModeRequestType
-        x::TypeEntry::structure(x::Name(0x183bc1f), x::Name::NONE, 189, 3), // SetDefaultKmsClusterRequestType
-        x::TypeEntry::structure(x::Name(0x183f61d), x::Name::NONE, 192, 2), // SetDisplayTopologyRequestType
-        x::TypeEntry::structure(x::Name(0x184141f), x::Name::NONE, 194, 3), // SetEntityPermissionsRequestType
-        x::TypeEntry::structure(x::Name(0x1843422), x::Name::NONE, 197, 3), // SetExtensionCertificateRequestType
-        x::TypeEntry::structure(x::Name(0x1845713), x::Name::NONE, 200, 4), // SetFieldRequestType
-        x::TypeEntry::structure(x::Name(0x1846b1c), x::Name::NONE, 204, 3), // SetLicenseEditionRequestType
-        x::TypeEntry::structure(x::Name(0x1848814), x::Name::NONE, 207, 2), // SetLocaleRequestType
-        x::TypeEntry::structure(x::Name(0x1849d20), x::Name::NONE, 209, 3), // SetMultipathLunPolicyRequestType
-        x::TypeEntry::structure(x::Name(0x184be15), x::Name::NONE, 212, 3), // SetNFSUserRequestType
-        x::TypeEntry::structure(x::Name(0x184d417), x::Name::NONE, 215, 3), // SetPublicKeyRequestType
-        x::TypeEntry::structure(x::Name(0x184ec22), x::Name::NONE, 218, 4), // SetRegistryValueInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1850f1e), x::Name::NONE, 222, 3), // SetScreenResolutionRequestType
-        x::TypeEntry::structure(x::Name(0x1852e1d), x::Name::NONE, 225, 2), // SetTaskDescriptionRequestType
-        x::TypeEntry::structure(x::Name(0x1854c17), x::Name::NONE, 227, 4), // SetTaskStateRequestType
-        x::TypeEntry::structure(x::Name(0x1856428), x::Name::NONE, 231, 4), // SetVStorageObjectControlFlagsRequestType
-        x::TypeEntry::structure(x::Name(0x1858d1d), x::Name::NONE, 235, 4), // SetVirtualDiskUuidRequestType
-        x::TypeEntry::structure(x::Name(0x185ab1f), x::Name(0x942d12), 239, 0), // SharedBusControllerNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x185cb0a), x::Name(0xaa460b), 239, 2), // SharesInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x185d60b), 51, 4), // SharesLevel
-        x::TypeEntry::structure(x::Name(0x185e20c), x::Name(0xaa460b), 241, 2), // SharesOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x185ef0f), x::Name(0x1b42008), 243, 1), // ShrinkDiskFault: VimFault
-        x::TypeEntry::structure(x::Name(0x185ff1c), x::Name::NONE, 244, 4), // ShrinkVirtualDiskRequestType
-        x::TypeEntry::structure(x::Name(0x1861c18), x::Name::NONE, 248, 1), // ShutdownGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1863517), x::Name::NONE, 249, 2), // ShutdownHostRequestType
-        x::TypeEntry::enumeration(x::Name(0x1866915), 55, 3), // SimpleCommandEncoding
-        x::TypeEntry::structure(x::Name(0x1867f08), x::Name(0x1187109), 251, 1), // SingleIp: IpAddress
-        x::TypeEntry::structure(x::Name(0x1868809), x::Name(0x124a10a), 252, 1), // SingleMac: MacAddress
-        x::TypeEntry::structure(x::Name(0x1869208), x::Name(0xaa460b), 253, 0), // SiteInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1869b12), 58, 4), // SlpDiscoveryMethod
-        x::TypeEntry::structure(x::Name(0x186ae19), x::Name(0x186c818), 253, 0), // SnapshotCloneNotSupported: SnapshotCopyNotSupported
-        x::TypeEntry::structure(x::Name(0x186c818), x::Name(0x128b00e), 253, 0), // SnapshotCopyNotSupported: MigrationFault
-        x::TypeEntry::structure(x::Name(0x186e110), x::Name(0x186f20d), 253, 0), // SnapshotDisabled: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x186f20d), x::Name(0x1b42008), 253, 0), // SnapshotFault: VimFault
-        x::TypeEntry::structure(x::Name(0x187001e), x::Name(0x186f20d), 253, 1), // SnapshotIncompatibleDeviceInVm: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x1871f0e), x::Name(0x186f20d), 254, 0), // SnapshotLocked: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x1872e23), x::Name(0x186c818), 254, 0), // SnapshotMoveFromNonHomeNotSupported: SnapshotCopyNotSupported
-        x::TypeEntry::structure(x::Name(0x1875218), x::Name(0x186c818), 254, 0), // SnapshotMoveNotSupported: SnapshotCopyNotSupported
-        x::TypeEntry::structure(x::Name(0x1876b21), x::Name(0x186c818), 254, 0), // SnapshotMoveToNonHomeNotSupported: SnapshotCopyNotSupported
-        x::TypeEntry::structure(x::Name(0x1878d10), x::Name(0x186f20d), 254, 0), // SnapshotNoChange: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x1879e13), x::Name(0x128b00e), 254, 3), // SnapshotRevertIssue: MigrationFault
-        x::TypeEntry::structure(x::Name(0x187b21f), x::Name(0x1e6a50d), 257, 1), // SoftRuleVioCorrectionDisallowed: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x187d21b), x::Name(0x1e6a50d), 258, 1), // SoftRuleVioCorrectionImpact: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x188010f), x::Name(0xaa460b), 259, 18), // SoftwarePackage: DynamicData
-        x::TypeEntry::structure(x::Name(0x1881119), x::Name(0xaa460b), 277, 4), // SoftwarePackageCapability: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1882b19), 62, 5), // SoftwarePackageConstraint
-        x::TypeEntry::enumeration(x::Name(0x1884516), 67, 3), // SoftwarePackageVibType
-        x::TypeEntry::structure(x::Name(0x1885c14), x::Name(0x1803d0d), 281, 0), // SolutionUserRequired: SecurityError
-        x::TypeEntry::structure(x::Name(0x188710e), x::Name(0xaa460b), 281, 2), // SourceNodeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1888013), x::Name(0x1b42008), 283, 1), // SsdDiskNotAvailable: VimFault
-        x::TypeEntry::structure(x::Name(0x1889419), x::Name::NONE, 284, 5), // StageHostPatchRequestType
-        x::TypeEntry::structure(x::Name(0x188ae20), x::Name::NONE, 289, 1), // StampAllRulesWithUuidRequestType
-        x::TypeEntry::structure(x::Name(0x188cf17), x::Name::NONE, 290, 1), // StandbyGuestRequestType
-        x::TypeEntry::structure(x::Name(0x188e71c), x::Name::NONE, 291, 3), // StartGuestNetworkRequestType
-        x::TypeEntry::structure(x::Name(0x189041e), x::Name::NONE, 294, 4), // StartProgramInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1892319), x::Name::NONE, 298, 3), // StartRecordingRequestType
-        x::TypeEntry::structure(x::Name(0x1893d19), x::Name::NONE, 301, 2), // StartReplayingRequestType
-        x::TypeEntry::structure(x::Name(0x1895717), x::Name::NONE, 303, 2), // StartServiceRequestType
-        x::TypeEntry::structure(x::Name(0x1896f14), x::Name(0x6740f), 305, 5), // StateAlarmExpression: AlarmExpression
-        x::TypeEntry::enumeration(x::Name(0x1898412), 70, 2), // StateAlarmOperator
-        x::TypeEntry::structure(x::Name(0x1899e12), x::Name(0xab90c), 310, 1), // StaticRouteProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x189b118), x::Name::NONE, 311, 1), // StopRecordingRequestType
-        x::TypeEntry::structure(x::Name(0x189ca18), x::Name::NONE, 312, 1), // StopReplayingRequestType
-        x::TypeEntry::structure(x::Name(0x189e316), x::Name::NONE, 313, 2), // StopServiceRequestType
-        x::TypeEntry::structure(x::Name(0x18a021a), x::Name(0xaa460b), 315, 5), // StorageDrsAutomationConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x18a1d29), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveDiskInMultiWriterMode: VimFault
-        x::TypeEntry::structure(x::Name(0x18a4718), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveFTVm: VimFault
-        x::TypeEntry::structure(x::Name(0x18a6023), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveIndependentDisk: VimFault
-        x::TypeEntry::structure(x::Name(0x18a842a), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveManuallyPlacedSwapFile: VimFault
-        x::TypeEntry::structure(x::Name(0x18aaf24), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveManuallyPlacedVm: VimFault
-        x::TypeEntry::structure(x::Name(0x18ad41e), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveSharedDisk: VimFault
-        x::TypeEntry::structure(x::Name(0x18af31c), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveTemplate: VimFault
-        x::TypeEntry::structure(x::Name(0x18b1022), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveVmInUserFolder: VimFault
-        x::TypeEntry::structure(x::Name(0x18b3326), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveVmWithMountedCDROM: VimFault
-        x::TypeEntry::structure(x::Name(0x18b5a29), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveVmWithNoFilesInLayout: VimFault
-        x::TypeEntry::structure(x::Name(0x18b8414), x::Name(0xaa460b), 320, 2), // StorageDrsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x18b9914), x::Name(0xaa460b), 322, 2), // StorageDrsConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x18bae29), x::Name(0x1b42008), 324, 0), // StorageDrsDatacentersCannotShareDatastore: VimFault
-        x::TypeEntry::structure(x::Name(0x18bd816), x::Name(0x1b42008), 324, 0), // StorageDrsDisabledOnVm: VimFault
-        x::TypeEntry::structure(x::Name(0x18bef1b), x::Name(0x1b42008), 324, 1), // StorageDrsHbrDiskNotMovable: VimFault
-        x::TypeEntry::structure(x::Name(0x18c0b1b), x::Name(0x1b42008), 325, 0), // StorageDrsHmsMoveInProgress: VimFault
-        x::TypeEntry::structure(x::Name(0x18c2718), x::Name(0x1b42008), 325, 0), // StorageDrsHmsUnreachable: VimFault
-        x::TypeEntry::structure(x::Name(0x18c401d), x::Name(0xaa460b), 325, 5), // StorageDrsIoLoadBalanceConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x18c5e20), x::Name(0x1b42008), 330, 0), // StorageDrsIolbDisabledInternally: VimFault
-        x::TypeEntry::structure(x::Name(0x18c7f14), x::Name(0x51f10f), 330, 1), // StorageDrsOptionSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x18c941d), x::Name(0xaa460b), 331, 2), // StorageDrsPlacementRankVmSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x18cb217), x::Name(0xaa460b), 333, 10), // StorageDrsPodConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x18cca1f), 72, 2), // StorageDrsPodConfigInfoBehavior
-        x::TypeEntry::structure(x::Name(0x18cea17), x::Name(0xaa460b), 343, 10), // StorageDrsPodConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x18d021a), x::Name(0xaa460b), 353, 2), // StorageDrsPodSelectionSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x18d1d1a), x::Name(0x1b42008), 355, 0), // StorageDrsRelocateDisabled: VimFault
-        x::TypeEntry::structure(x::Name(0x18d3820), x::Name(0xaa460b), 355, 4), // StorageDrsSpaceLoadBalanceConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x18d5932), 74, 2), // StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode
-        x::TypeEntry::structure(x::Name(0x18d8c1c), x::Name(0x1b42008), 359, 0), // StorageDrsStaleHmsCollection: VimFault
-        x::TypeEntry::structure(x::Name(0x18da91b), x::Name(0x1b42008), 359, 0), // StorageDrsUnableToMoveFiles: VimFault
-        x::TypeEntry::structure(x::Name(0x18dc516), x::Name(0xaa460b), 359, 6), // StorageDrsVmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x18ddc16), x::Name(0x51f10f), 365, 1), // StorageDrsVmConfigSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x18df317), x::Name(0xaa460b), 366, 3), // StorageIOAllocationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x18e0b19), x::Name(0xaa460b), 369, 2), // StorageIOAllocationOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x18e2517), x::Name(0xaa460b), 371, 4), // StorageIORMConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x18e3d15), x::Name(0xaa460b), 375, 8), // StorageIORMConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x18e530f), x::Name(0xaa460b), 383, 8), // StorageIORMInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x18e6318), 76, 2), // StorageIORMThresholdMode
-        x::TypeEntry::structure(x::Name(0x18e7c16), x::Name(0x60500d), 391, 11), // StorageMigrationAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x18ea619), x::Name(0xaa460b), 402, 8), // StoragePerformanceSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x18ec016), x::Name(0x60500d), 410, 8), // StoragePlacementAction: ClusterAction
-        x::TypeEntry::structure(x::Name(0x18ed716), x::Name(0xaa460b), 418, 3), // StoragePlacementResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x18eee14), x::Name(0xaa460b), 421, 13), // StoragePlacementSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x18f0321), 78, 4), // StoragePlacementSpecPlacementType
-        x::TypeEntry::structure(x::Name(0x18f3811), x::Name(0xaa460b), 434, 3), // StoragePodSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x18f4a0e), x::Name(0xab90c), 437, 1), // StorageProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x18f5912), x::Name(0xaa460b), 438, 2), // StorageRequirement: DynamicData
-        x::TypeEntry::structure(x::Name(0x18f6c2e), x::Name(0xaa460b), 440, 3), // StorageResourceManagerStorageProfileStatistics: DynamicData
-        x::TypeEntry::structure(x::Name(0x18f9b1a), x::Name(0x128bf1c), 443, 0), // StorageVMotionNotSupported: MigrationFeatureNotSupported
-        x::TypeEntry::structure(x::Name(0x18fb61a), x::Name(0x1c24021), 443, 1), // StorageVmotionIncompatible: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x18fd110), x::Name(0x12e6913), 444, 1), // StringExpression: NegatableExpression
-        x::TypeEntry::structure(x::Name(0x18fe20c), x::Name(0x13b260a), 445, 2), // StringOption: OptionType
-        x::TypeEntry::structure(x::Name(0x18fef0c), x::Name(0x10f8011), 447, 1), // StringPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x18ffc18), x::Name(0xf3d920), 448, 2), // StructuredCustomizations: HostProfilesEntityCustomizations
-        x::TypeEntry::structure(x::Name(0x1901516), x::Name::NONE, 450, 1), // SuspendVAppRequestType
-        x::TypeEntry::structure(x::Name(0x1902c14), x::Name::NONE, 451, 1), // SuspendVMRequestType
-        x::TypeEntry::structure(x::Name(0x190411d), x::Name(0x128b00e), 452, 0), // SuspendedRelocateNotSupported: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1905f1e), x::Name(0x8d1f1a), 452, 0), // SwapDatastoreNotWritableOnHost: DatastoreNotWritableOnHost
-        x::TypeEntry::structure(x::Name(0x1907e12), x::Name(0x1b42008), 452, 0), // SwapDatastoreUnset: VimFault
-        x::TypeEntry::structure(x::Name(0x1909121), x::Name(0x117c70f), 452, 0), // SwapPlacementOverrideNotSupported: InvalidVmConfig
-        x::TypeEntry::structure(x::Name(0x190b30d), x::Name(0xa39508), 452, 0), // SwitchIpUnset: DvsFault
-        x::TypeEntry::structure(x::Name(0x190c116), x::Name(0xa39508), 452, 0), // SwitchNotInUpgradeMode: DvsFault
-        x::TypeEntry::structure(x::Name(0x190d80b), x::Name(0x17bee0c), 452, 1), // SystemError: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x190e40f), x::Name(0xaa460b), 453, 5), // SystemEventInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x19b2117), x::Name(0xd45e13), 0, 2), // SAMLTokenAuthentication: GuestAuthentication
+        x::TypeEntry::structure(x::Name(0x19b3e08), x::Name(0xbb9c0b), 2, 0), // SDDCBase: DynamicData
+        x::TypeEntry::structure(x::Name(0x19b8e10), x::Name(0xe25310), 2, 0), // SSLDisabledFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x19b9f0e), x::Name(0xe25310), 2, 3), // SSLVerifyFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x19bae12), x::Name(0xd45e13), 5, 1), // SSPIAuthentication: GuestAuthentication
+        x::TypeEntry::structure(x::Name(0x19bc10d), x::Name(0x1d94808), 6, 1), // SSPIChallenge: VimFault
+        x::TypeEntry::structure(x::Name(0x19c0918), x::Name::NONE, 7, 3), // ScanHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x19c221a), x::Name::NONE, 10, 4), // ScanHostPatchV2RequestType
+        x::TypeEntry::structure(x::Name(0x19c3d2e), x::Name::NONE, 14, 3), // ScheduleReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0x19c6c1c), x::Name(0xbb9c0b), 17, 4), // ScheduledHardwareUpgradeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x19c8931), 0, 3), // ScheduledHardwareUpgradeInfoHardwareUpgradePolicy
+        x::TypeEntry::enumeration(x::Name(0x19cbb31), 3, 4), // ScheduledHardwareUpgradeInfoHardwareUpgradeStatus
+        x::TypeEntry::structure(x::Name(0x19ced1b), x::Name(0x19d8f12), 21, 0), // ScheduledTaskCompletedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x19d0919), x::Name(0x19d8f12), 21, 0), // ScheduledTaskCreatedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x19d2318), x::Name(0xbb9c0b), 21, 5), // ScheduledTaskDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x19d3c13), x::Name(0x1b9090f), 26, 1), // ScheduledTaskDetail: TypeDescription
+        x::TypeEntry::structure(x::Name(0x19d5020), x::Name(0x19d8f12), 27, 1), // ScheduledTaskEmailCompletedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x19d711d), x::Name(0x19d8f12), 28, 2), // ScheduledTaskEmailFailedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x19d8f12), x::Name(0xc19905), 30, 2), // ScheduledTaskEvent: Event
+        x::TypeEntry::structure(x::Name(0x19da21a), x::Name(0xc04213), 32, 1), // ScheduledTaskEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x19dbd18), x::Name(0x19d8f12), 33, 1), // ScheduledTaskFailedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x19dd611), x::Name(0x19e2111), 34, 12), // ScheduledTaskInfo: ScheduledTaskSpec
+        x::TypeEntry::structure(x::Name(0x19de81e), x::Name(0x19d8f12), 46, 1), // ScheduledTaskReconfiguredEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x19e0719), x::Name(0x19d8f12), 47, 0), // ScheduledTaskRemovedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x19e2111), x::Name(0xbb9c0b), 47, 6), // ScheduledTaskSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x19e3319), x::Name(0x19d8f12), 53, 0), // ScheduledTaskStartedEvent: ScheduledTaskEvent
+        x::TypeEntry::enumeration(x::Name(0x19e4d0c), 7, 5), // ScsiDiskType
+        x::TypeEntry::structure(x::Name(0x19e5a07), x::Name(0xe6730a), 53, 24), // ScsiLun: HostDevice
+        x::TypeEntry::structure(x::Name(0x19e6213), x::Name(0xbb9c0b), 77, 1), // ScsiLunCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x19e7611), x::Name(0xbb9c0b), 78, 2), // ScsiLunDescriptor: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x19e8818), 12, 4), // ScsiLunDescriptorQuality
+        x::TypeEntry::structure(x::Name(0x19ea112), x::Name(0xbb9c0b), 80, 3), // ScsiLunDurableName: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x19eb41b), 16, 4), // ScsiLunLunReservationStatus
+        x::TypeEntry::enumeration(x::Name(0x19ed00c), 20, 8), // ScsiLunState
+        x::TypeEntry::enumeration(x::Name(0x19edd0b), 28, 13), // ScsiLunType
+        x::TypeEntry::enumeration(x::Name(0x19ee91c), 41, 3), // ScsiLunVStorageSupportStatus
+        x::TypeEntry::structure(x::Name(0x19f0617), x::Name(0xcb1f19), 83, 1), // SeSparseVirtualDiskSpec: FileBackedVirtualDiskSpec
+        x::TypeEntry::structure(x::Name(0x19f1e1a), x::Name::NONE, 84, 3), // SearchDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x19f3924), x::Name::NONE, 87, 3), // SearchDatastoreSubFoldersRequestType
+        x::TypeEntry::structure(x::Name(0x19f5e11), x::Name(0xbb9c0b), 90, 1), // SearchIndexFilter: DynamicData
+        x::TypeEntry::structure(x::Name(0x19f7018), x::Name(0xbb9c0b), 91, 2), // SearchIndexIterationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x19f8918), x::Name(0xbb9c0b), 93, 1), // SearchIndexOptionalValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x19fa214), x::Name(0xbb9c0b), 94, 5), // SearchIndexPredicate: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x19fb721), 44, 2), // SearchIndexPredicateArrayOperator
+        x::TypeEntry::enumeration(x::Name(0x19fd926), 46, 10), // SearchIndexPredicateComparisonOperator
+        x::TypeEntry::structure(x::Name(0x1a00014), x::Name(0xbb9c0b), 99, 5), // SearchIndexQuerySpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1a01520), 56, 16), // SearchIndexQuerySpecResourceType
+        x::TypeEntry::structure(x::Name(0x1a03617), x::Name(0xbb9c0b), 104, 1), // SearchIndexResourceItem: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a04e14), x::Name(0xbb9c0b), 105, 4), // SearchIndexResultSet: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a0631a), x::Name(0x2153a15), 109, 1), // SecondaryVmAlreadyDisabled: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1a07e19), x::Name(0x2153a15), 110, 1), // SecondaryVmAlreadyEnabled: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1a0981c), x::Name(0x2153a15), 111, 1), // SecondaryVmAlreadyRegistered: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1a0b518), x::Name(0x2153a15), 112, 1), // SecondaryVmNotRegistered: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1a0ce0d), x::Name(0x19b140c), 113, 0), // SecurityError: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1a0dc0f), x::Name(0xad70c), 113, 1), // SecurityProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1a0ec20), x::Name::NONE, 114, 2), // SelectActivePartitionRequestType
+        x::TypeEntry::structure(x::Name(0x1a10d1f), x::Name::NONE, 116, 3), // SelectVnicForNicTypeRequestType
+        x::TypeEntry::structure(x::Name(0x1a12d15), x::Name::NONE, 119, 2), // SelectVnicRequestType
+        x::TypeEntry::structure(x::Name(0x1a1430c), x::Name(0xbb9c0b), 121, 0), // SelectionSet: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a1500d), x::Name(0xbb9c0b), 121, 1), // SelectionSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a15e0f), x::Name(0x24a06), 122, 4), // SendEmailAction: Action
+        x::TypeEntry::structure(x::Name(0x1a16e12), x::Name::NONE, 126, 1), // SendNMIRequestType
+        x::TypeEntry::structure(x::Name(0x1a1810e), x::Name(0x24a06), 127, 0), // SendSNMPAction: Action
+        x::TypeEntry::structure(x::Name(0x1a1901f), x::Name::NONE, 127, 1), // SendTestNotificationRequestType
+        x::TypeEntry::structure(x::Name(0x1a1c019), x::Name(0x137ff0c), 128, 1), // ServerLicenseExpiredEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1a1da19), x::Name(0x1a2e40c), 129, 0), // ServerStartedSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x1a1f41e), x::Name(0x166d210), 129, 1), // ServiceConsolePortGroupProfile: PortGroupProfile
+        x::TypeEntry::structure(x::Name(0x1a2131d), x::Name(0xbb9c0b), 130, 3), // ServiceConsoleReservationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a2310e), x::Name(0xbb9c0b), 133, 51), // ServiceContent: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a2500e), x::Name(0xbb9c0b), 184, 5), // ServiceLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a25f18), x::Name(0xbb9c0b), 189, 0), // ServiceLocatorCredential: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a2781a), x::Name(0x1a25f18), 189, 2), // ServiceLocatorNamePassword: ServiceLocatorCredential
+        x::TypeEntry::structure(x::Name(0x1a2931c), x::Name(0x1a25f18), 191, 1), // ServiceLocatorSAMLCredential: ServiceLocatorCredential
+        x::TypeEntry::structure(x::Name(0x1a2b019), x::Name(0xbb9c0b), 192, 4), // ServiceManagerServiceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a2ca0e), x::Name(0xad70c), 196, 1), // ServiceProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1a2e40c), x::Name(0xc19905), 197, 0), // SessionEvent: Event
+        x::TypeEntry::structure(x::Name(0x1a2f11a), x::Name::NONE, 197, 3), // SessionIsActiveRequestType
+        x::TypeEntry::structure(x::Name(0x1a30c22), x::Name(0xbb9c0b), 200, 6), // SessionManagerGenericServiceTicket: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1a32f2c), 72, 3), // SessionManagerGenericServiceTicketTicketType
+        x::TypeEntry::structure(x::Name(0x1a35c24), x::Name(0x1a3c620), 206, 2), // SessionManagerHttpServiceRequestSpec: SessionManagerServiceRequestSpec
+        x::TypeEntry::enumeration(x::Name(0x1a3812a), 75, 8), // SessionManagerHttpServiceRequestSpecMethod
+        x::TypeEntry::structure(x::Name(0x1a3ac19), x::Name(0xbb9c0b), 208, 2), // SessionManagerLocalTicket: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a3c620), x::Name(0xbb9c0b), 210, 0), // SessionManagerServiceRequestSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a3e725), x::Name(0x1a3c620), 210, 1), // SessionManagerVmomiServiceRequestSpec: SessionManagerServiceRequestSpec
+        x::TypeEntry::structure(x::Name(0x1a40d0f), x::Name(0x19b140c), 211, 0), // SessionNotFound: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1a41d16), x::Name(0x1a2e40c), 211, 2), // SessionTerminatedEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x1a4341f), x::Name::NONE, 213, 2), // SetCollectorPageSizeRequestType
+        x::TypeEntry::structure(x::Name(0x1a45418), x::Name::NONE, 215, 3), // SetCryptoModeRequestType
+        x::TypeEntry::structure(x::Name(0x1a46d1f), x::Name::NONE, 218, 3), // SetDefaultKmsClusterRequestType
+        x::TypeEntry::structure(x::Name(0x1a4a71d), x::Name::NONE, 221, 2), // SetDisplayTopologyRequestType
+        x::TypeEntry::structure(x::Name(0x1a4c51f), x::Name::NONE, 223, 3), // SetEntityPermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x1a4e522), x::Name::NONE, 226, 3), // SetExtensionCertificateRequestType
+        x::TypeEntry::structure(x::Name(0x1a50813), x::Name::NONE, 229, 4), // SetFieldRequestType
+        x::TypeEntry::structure(x::Name(0x1a51c21), x::Name::NONE, 233, 3), // SetKeyCustomAttributesRequestType
+        x::TypeEntry::structure(x::Name(0x1a53e1c), x::Name::NONE, 236, 3), // SetLicenseEditionRequestType
+        x::TypeEntry::structure(x::Name(0x1a55b14), x::Name::NONE, 239, 2), // SetLocaleRequestType
+        x::TypeEntry::structure(x::Name(0x1a5701b), x::Name::NONE, 241, 3), // SetMaxQueueDepthRequestType
+        x::TypeEntry::structure(x::Name(0x1a58c20), x::Name::NONE, 244, 3), // SetMultipathLunPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1a5ad15), x::Name::NONE, 247, 3), // SetNFSUserRequestType
+        x::TypeEntry::structure(x::Name(0x1a5c317), x::Name::NONE, 250, 3), // SetPublicKeyRequestType
+        x::TypeEntry::structure(x::Name(0x1a5db22), x::Name::NONE, 253, 4), // SetRegistryValueInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1a5fe1e), x::Name::NONE, 257, 3), // SetScreenResolutionRequestType
+        x::TypeEntry::structure(x::Name(0x1a61d1c), x::Name::NONE, 260, 3), // SetServiceAccountRequestType
+        x::TypeEntry::structure(x::Name(0x1a63a1d), x::Name::NONE, 263, 2), // SetTaskDescriptionRequestType
+        x::TypeEntry::structure(x::Name(0x1a65817), x::Name::NONE, 265, 4), // SetTaskStateRequestType
+        x::TypeEntry::structure(x::Name(0x1a67028), x::Name::NONE, 269, 4), // SetVStorageObjectControlFlagsRequestType
+        x::TypeEntry::structure(x::Name(0x1a6991f), x::Name::NONE, 273, 4), // SetVirtualDiskUuidExRequestType
+        x::TypeEntry::structure(x::Name(0x1a6b91d), x::Name::NONE, 277, 4), // SetVirtualDiskUuidRequestType
+        x::TypeEntry::structure(x::Name(0x1a6d71f), x::Name(0x9fe612), 281, 0), // SharedBusControllerNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1a6f70a), x::Name(0xbb9c0b), 281, 2), // SharesInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1a7020b), 83, 4), // SharesLevel
+        x::TypeEntry::structure(x::Name(0x1a70e0c), x::Name(0xbb9c0b), 283, 2), // SharesOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a71b0f), x::Name(0x1d94808), 285, 1), // ShrinkDiskFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1a72b1c), x::Name::NONE, 286, 4), // ShrinkVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x1a74818), x::Name::NONE, 290, 1), // ShutdownGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1a76117), x::Name::NONE, 291, 2), // ShutdownHostRequestType
+        x::TypeEntry::enumeration(x::Name(0x1a79515), 87, 3), // SimpleCommandEncoding
+        x::TypeEntry::structure(x::Name(0x1a7ab08), x::Name(0x1311209), 293, 1), // SingleIp: IpAddress
+        x::TypeEntry::structure(x::Name(0x1a7b409), x::Name(0x13f070a), 294, 1), // SingleMac: MacAddress
+        x::TypeEntry::structure(x::Name(0x1a7be08), x::Name(0xbb9c0b), 295, 0), // SiteInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1a7c712), 90, 4), // SlpDiscoveryMethod
+        x::TypeEntry::structure(x::Name(0x1a7da19), x::Name(0x1a7f418), 295, 0), // SnapshotCloneNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1a7f418), x::Name(0x1431e0e), 295, 0), // SnapshotCopyNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1a80d10), x::Name(0x1a81e0d), 295, 0), // SnapshotDisabled: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1a81e0d), x::Name(0x1d94808), 295, 0), // SnapshotFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1a82c1e), x::Name(0x1a81e0d), 295, 1), // SnapshotIncompatibleDeviceInVm: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1a84b0e), x::Name(0x1a81e0d), 296, 0), // SnapshotLocked: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1a85a23), x::Name(0x1a7f418), 296, 0), // SnapshotMoveFromNonHomeNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1a87e18), x::Name(0x1a7f418), 296, 0), // SnapshotMoveNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1a89721), x::Name(0x1a7f418), 296, 0), // SnapshotMoveToNonHomeNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1a8b910), x::Name(0x1a81e0d), 296, 0), // SnapshotNoChange: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1a8ca13), x::Name(0x1431e0e), 296, 3), // SnapshotRevertIssue: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1a8de15), x::Name(0xbb9c0b), 299, 1), // SnapshotSelectionSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a8f41f), x::Name(0x210340d), 300, 1), // SoftRuleVioCorrectionDisallowed: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1a9141b), x::Name(0x210340d), 301, 1), // SoftRuleVioCorrectionImpact: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1a9430f), x::Name(0xbb9c0b), 302, 18), // SoftwarePackage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a95319), x::Name(0xbb9c0b), 320, 4), // SoftwarePackageCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1a96d19), 94, 5), // SoftwarePackageConstraint
+        x::TypeEntry::enumeration(x::Name(0x1a98716), 99, 3), // SoftwarePackageVibType
+        x::TypeEntry::structure(x::Name(0x1a99e14), x::Name(0x1a0ce0d), 324, 0), // SolutionUserRequired: SecurityError
+        x::TypeEntry::structure(x::Name(0x1a9b30e), x::Name(0xbb9c0b), 324, 2), // SourceNodeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a9c213), x::Name(0x1d94808), 326, 1), // SsdDiskNotAvailable: VimFault
+        x::TypeEntry::structure(x::Name(0x1a9d619), x::Name::NONE, 327, 5), // StageHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x1a9f020), x::Name::NONE, 332, 1), // StampAllRulesWithUuidRequestType
+        x::TypeEntry::structure(x::Name(0x1aa1117), x::Name::NONE, 333, 1), // StandbyGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1aa291c), x::Name::NONE, 334, 3), // StartGuestNetworkRequestType
+        x::TypeEntry::structure(x::Name(0x1aa461e), x::Name::NONE, 337, 4), // StartProgramInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1aa6519), x::Name::NONE, 341, 3), // StartRecordingRequestType
+        x::TypeEntry::structure(x::Name(0x1aa7f19), x::Name::NONE, 344, 2), // StartReplayingRequestType
+        x::TypeEntry::structure(x::Name(0x1aa9917), x::Name::NONE, 346, 2), // StartServiceRequestType
+        x::TypeEntry::structure(x::Name(0x1aab114), x::Name(0x67b0f), 348, 5), // StateAlarmExpression: AlarmExpression
+        x::TypeEntry::enumeration(x::Name(0x1aac612), 102, 2), // StateAlarmOperator
+        x::TypeEntry::structure(x::Name(0x1aae012), x::Name(0xad70c), 353, 1), // StaticRouteProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1aaf318), x::Name::NONE, 354, 1), // StopRecordingRequestType
+        x::TypeEntry::structure(x::Name(0x1ab0c18), x::Name::NONE, 355, 1), // StopReplayingRequestType
+        x::TypeEntry::structure(x::Name(0x1ab2516), x::Name::NONE, 356, 2), // StopServiceRequestType
+        x::TypeEntry::structure(x::Name(0x1ab441a), x::Name(0xbb9c0b), 358, 5), // StorageDrsAutomationConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ab5f29), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveDiskInMultiWriterMode: VimFault
+        x::TypeEntry::structure(x::Name(0x1ab8918), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveFTVm: VimFault
+        x::TypeEntry::structure(x::Name(0x1aba223), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveIndependentDisk: VimFault
+        x::TypeEntry::structure(x::Name(0x1abc62a), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveManuallyPlacedSwapFile: VimFault
+        x::TypeEntry::structure(x::Name(0x1abf124), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveManuallyPlacedVm: VimFault
+        x::TypeEntry::structure(x::Name(0x1ac161e), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveSharedDisk: VimFault
+        x::TypeEntry::structure(x::Name(0x1ac351c), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveTemplate: VimFault
+        x::TypeEntry::structure(x::Name(0x1ac5222), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveVmInUserFolder: VimFault
+        x::TypeEntry::structure(x::Name(0x1ac7526), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveVmWithMountedCDROM: VimFault
+        x::TypeEntry::structure(x::Name(0x1ac9c29), x::Name(0x1d94808), 363, 0), // StorageDrsCannotMoveVmWithNoFilesInLayout: VimFault
+        x::TypeEntry::structure(x::Name(0x1acc614), x::Name(0xbb9c0b), 363, 2), // StorageDrsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1acdb14), x::Name(0xbb9c0b), 365, 2), // StorageDrsConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1acf029), x::Name(0x1d94808), 367, 0), // StorageDrsDatacentersCannotShareDatastore: VimFault
+        x::TypeEntry::structure(x::Name(0x1ad1a16), x::Name(0x1d94808), 367, 0), // StorageDrsDisabledOnVm: VimFault
+        x::TypeEntry::structure(x::Name(0x1ad311b), x::Name(0x1d94808), 367, 1), // StorageDrsHbrDiskNotMovable: VimFault
+        x::TypeEntry::structure(x::Name(0x1ad4d1b), x::Name(0x1d94808), 368, 0), // StorageDrsHmsMoveInProgress: VimFault
+        x::TypeEntry::structure(x::Name(0x1ad6918), x::Name(0x1d94808), 368, 0), // StorageDrsHmsUnreachable: VimFault
+        x::TypeEntry::structure(x::Name(0x1ad821d), x::Name(0xbb9c0b), 368, 5), // StorageDrsIoLoadBalanceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ada020), x::Name(0x1d94808), 373, 0), // StorageDrsIolbDisabledInternally: VimFault
+        x::TypeEntry::structure(x::Name(0x1adc114), x::Name(0x57b40f), 373, 1), // StorageDrsOptionSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1add61d), x::Name(0xbb9c0b), 374, 2), // StorageDrsPlacementRankVmSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1adf417), x::Name(0xbb9c0b), 376, 10), // StorageDrsPodConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ae0c1f), 104, 2), // StorageDrsPodConfigInfoBehavior
+        x::TypeEntry::structure(x::Name(0x1ae2c17), x::Name(0xbb9c0b), 386, 10), // StorageDrsPodConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ae441a), x::Name(0xbb9c0b), 396, 2), // StorageDrsPodSelectionSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ae5f1a), x::Name(0x1d94808), 398, 0), // StorageDrsRelocateDisabled: VimFault
+        x::TypeEntry::structure(x::Name(0x1ae7a20), x::Name(0xbb9c0b), 398, 4), // StorageDrsSpaceLoadBalanceConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ae9b32), 106, 2), // StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode
+        x::TypeEntry::structure(x::Name(0x1aece1c), x::Name(0x1d94808), 402, 0), // StorageDrsStaleHmsCollection: VimFault
+        x::TypeEntry::structure(x::Name(0x1aeeb1b), x::Name(0x1d94808), 402, 0), // StorageDrsUnableToMoveFiles: VimFault
+        x::TypeEntry::structure(x::Name(0x1af0716), x::Name(0xbb9c0b), 402, 6), // StorageDrsVmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1af1e16), x::Name(0x57b40f), 408, 1), // StorageDrsVmConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1af3517), x::Name(0xbb9c0b), 409, 3), // StorageIOAllocationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1af4d19), x::Name(0xbb9c0b), 412, 2), // StorageIOAllocationOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1af6717), x::Name(0xbb9c0b), 414, 4), // StorageIORMConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1af7f15), x::Name(0xbb9c0b), 418, 8), // StorageIORMConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1af950f), x::Name(0xbb9c0b), 426, 8), // StorageIORMInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1afa518), 108, 2), // StorageIORMThresholdMode
+        x::TypeEntry::structure(x::Name(0x1afbe16), x::Name(0x66cb0d), 434, 11), // StorageMigrationAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x1afe819), x::Name(0xbb9c0b), 445, 8), // StoragePerformanceSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b00216), x::Name(0x66cb0d), 453, 8), // StoragePlacementAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x1b01916), x::Name(0xbb9c0b), 461, 3), // StoragePlacementResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b03014), x::Name(0xbb9c0b), 464, 13), // StoragePlacementSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1b04521), 110, 4), // StoragePlacementSpecPlacementType
+        x::TypeEntry::structure(x::Name(0x1b08511), x::Name(0xbb9c0b), 477, 3), // StoragePodSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b0970e), x::Name(0xad70c), 480, 1), // StorageProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1b0a612), x::Name(0xbb9c0b), 481, 2), // StorageRequirement: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b0b92e), x::Name(0xbb9c0b), 483, 3), // StorageResourceManagerStorageProfileStatistics: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b0e81a), x::Name(0x1432d1c), 486, 0), // StorageVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0x1b1031a), x::Name(0x1e7f321), 486, 1), // StorageVmotionIncompatible: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1b11e10), x::Name(0x1491313), 487, 1), // StringExpression: NegatableExpression
+        x::TypeEntry::structure(x::Name(0x1b12f0c), x::Name(0x156580a), 488, 2), // StringOption: OptionType
+        x::TypeEntry::structure(x::Name(0x1b13c0c), x::Name(0x127c311), 490, 1), // StringPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x1b14918), x::Name(0x109fe20), 491, 2), // StructuredCustomizations: HostProfilesEntityCustomizations
+        x::TypeEntry::structure(x::Name(0x1b1620a), x::Name(0x1fc7f18), 493, 5), // SubnetInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1b16d14), x::Name(0xbb9c0b), 498, 2), // SubnetInfoFolderInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b18216), x::Name::NONE, 500, 1), // SuspendVAppRequestType
+        x::TypeEntry::structure(x::Name(0x1b19914), x::Name::NONE, 501, 1), // SuspendVMRequestType
+        x::TypeEntry::structure(x::Name(0x1b1ae1d), x::Name(0x1431e0e), 502, 0), // SuspendedRelocateNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1b1cc1e), x::Name(0x98891a), 502, 0), // SwapDatastoreNotWritableOnHost: DatastoreNotWritableOnHost
+        x::TypeEntry::structure(x::Name(0x1b1eb12), x::Name(0x1d94808), 502, 0), // SwapDatastoreUnset: VimFault
+        x::TypeEntry::structure(x::Name(0x1b1fe21), x::Name(0x130500f), 502, 0), // SwapPlacementOverrideNotSupported: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x1b2200d), x::Name(0xb4eb08), 502, 0), // SwitchIpUnset: DvsFault
+        x::TypeEntry::structure(x::Name(0x1b22e16), x::Name(0xb4eb08), 502, 0), // SwitchNotInUpgradeMode: DvsFault
+        x::TypeEntry::structure(x::Name(0x1b2450b), x::Name(0x19b140c), 502, 1), // SystemError: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1b2510f), x::Name(0xbb9c0b), 503, 5), // SystemEventInfo: DynamicData
     ],
     decoders: &[
         Some(x::decode_boxed::<SAMLTokenAuthentication>),
@@ -244,12 +263,23 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<ScsiLunDescriptor>),
         Some(x::decode_boxed::<ScsiLunDescriptorQuality>),
         Some(x::decode_boxed::<ScsiLunDurableName>),
+        Some(x::decode_boxed::<ScsiLunLunReservationStatus>),
         Some(x::decode_boxed::<ScsiLunState>),
         Some(x::decode_boxed::<ScsiLunType>),
         Some(x::decode_boxed::<ScsiLunVStorageSupportStatus>),
         Some(x::decode_boxed::<SeSparseVirtualDiskSpec>),
         None, // SearchDatastoreRequestType
         None, // SearchDatastoreSubFoldersRequestType
+        Some(x::decode_boxed::<SearchIndexFilter>),
+        Some(x::decode_boxed::<SearchIndexIterationSpec>),
+        Some(x::decode_boxed::<SearchIndexOptionalValue>),
+        Some(x::decode_boxed::<SearchIndexPredicate>),
+        Some(x::decode_boxed::<SearchIndexPredicateArrayOperator>),
+        Some(x::decode_boxed::<SearchIndexPredicateComparisonOperator>),
+        Some(x::decode_boxed::<SearchIndexQuerySpec>),
+        Some(x::decode_boxed::<SearchIndexQuerySpecResourceType>),
+        Some(x::decode_boxed::<SearchIndexResourceItem>),
+        Some(x::decode_boxed::<SearchIndexResultSet>),
         Some(x::decode_boxed::<SecondaryVmAlreadyDisabled>),
         Some(x::decode_boxed::<SecondaryVmAlreadyEnabled>),
         Some(x::decode_boxed::<SecondaryVmAlreadyRegistered>),
@@ -285,6 +315,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<SessionManagerLocalTicket>),
         Some(x::decode_boxed::<SessionManagerServiceRequestSpec>),
         Some(x::decode_boxed::<SessionManagerVmomiServiceRequestSpec>),
+        Some(x::decode_boxed::<SessionNotFound>),
         Some(x::decode_boxed::<SessionTerminatedEvent>),
         None, // SetCollectorPageSizeRequestType
         None, // SetCryptoModeRequestType
@@ -293,16 +324,20 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // SetEntityPermissionsRequestType
         None, // SetExtensionCertificateRequestType
         None, // SetFieldRequestType
+        None, // SetKeyCustomAttributesRequestType
         None, // SetLicenseEditionRequestType
         None, // SetLocaleRequestType
+        None, // SetMaxQueueDepthRequestType
         None, // SetMultipathLunPolicyRequestType
         None, // SetNFSUserRequestType
         None, // SetPublicKeyRequestType
         None, // SetRegistryValueInGuestRequestType
         None, // SetScreenResolutionRequestType
+        None, // SetServiceAccountRequestType
         None, // SetTaskDescriptionRequestType
         None, // SetTaskStateRequestType
         None, // SetVStorageObjectControlFlagsRequestType
+        None, // SetVirtualDiskUuidExRequestType
         None, // SetVirtualDiskUuidRequestType
         Some(x::decode_boxed::<SharedBusControllerNotSupported>),
         Some(x::decode_boxed::<SharesInfo>),
@@ -328,6 +363,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<SnapshotMoveToNonHomeNotSupported>),
         Some(x::decode_boxed::<SnapshotNoChange>),
         Some(x::decode_boxed::<SnapshotRevertIssue>),
+        Some(x::decode_boxed::<SnapshotSelectionSpec>),
         Some(x::decode_boxed::<SoftRuleVioCorrectionDisallowed>),
         Some(x::decode_boxed::<SoftRuleVioCorrectionImpact>),
         Some(x::decode_boxed::<SoftwarePackage>),
@@ -406,6 +442,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<StringOption>),
         Some(x::decode_boxed::<StringPolicy>),
         Some(x::decode_boxed::<StructuredCustomizations>),
+        Some(x::decode_boxed::<SubnetInfo>),
+        Some(x::decode_boxed::<SubnetInfoFolderInfo>),
         None, // SuspendVAppRequestType
         None, // SuspendVMRequestType
         Some(x::decode_boxed::<SuspendedRelocateNotSupported>),
@@ -418,547 +456,629 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<SystemEventInfo>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
-        x::FieldEntry::optional(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::required(x::Name(0x2db290a), x::Name(0x212d207)), // selfSigned: boolean
-        x::FieldEntry::required(x::Name(0x2fa9c0a), x::Name(0x2f00106)), // thumbprint: string
-        x::FieldEntry::required(x::Name(0x2ea5009), x::Name(0x2f00106)), // sspiToken: string
-        x::FieldEntry::required(x::Name(0x2110f0b), x::Name(0x2f00106)), // base64Token: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ceb80a), x::Name(0xede617)), // repository: HostPatchManagerLocator
-        x::FieldEntry::repeated(x::Name(0x3052508), x::Name(0x2f00106)), // updateID: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2904b08), x::Name(0x2f00106)), // metaUrls: string
-        x::FieldEntry::repeated(x::Name(0x214150a), x::Name(0x2f00106)), // bundleUrls: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3056d0d), x::Name(0x2f00106)), // upgradePolicy: string
-        x::FieldEntry::optional(x::Name(0x30e090a), x::Name(0x2f00106)), // versionKey: string
-        x::FieldEntry::optional(x::Name(0x2d7d81e), x::Name(0x2f00106)), // scheduledHardwareUpgradeStatus: string
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x2019a06), x::Name(0x196b20f)), // action: TypeDescription
-        x::FieldEntry::repeated(x::Name(0x2d8460d), x::Name(0x17dcc13)), // schedulerInfo: ScheduledTaskDetail
-        x::FieldEntry::repeated(x::Name(0x2ebd605), x::Name(0xac5712)), // state: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x230c309), x::Name(0xac5712)), // dayOfWeek: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x320af0b), x::Name(0xac5712)), // weekOfMonth: ElementDescription
-        x::FieldEntry::required(x::Name(0x259d009), x::Name(0x2f00106)), // frequency: string
-        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
-        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2d8190d), x::Name(0x17e321a)), // scheduledTask: ScheduledTaskEventArgument
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
-        x::FieldEntry::required(x::Name(0x2d8190d), x::Name(0x1258216)), // scheduledTask: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2d8190d), x::Name(0x1258216)), // scheduledTask: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27f1b10), x::Name(0x2308208)), // lastModifiedTime: dateTime
-        x::FieldEntry::required(x::Name(0x27f2c10), x::Name(0x2f00106)), // lastModifiedUser: string
-        x::FieldEntry::optional(x::Name(0x29cf10b), x::Name(0x2308208)), // nextRunTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2bf960b), x::Name(0x2308208)), // prevRunTime: dateTime
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x192260d)), // state: TaskInfoState
-        x::FieldEntry::optional(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2d39d06), x::Name(0x207ef07)), // result: anyType
-        x::FieldEntry::optional(x::Name(0x2c28f08), x::Name(0x2729103)), // progress: int
-        x::FieldEntry::optional(x::Name(0x202470a), x::Name(0x1258216)), // activeTask: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f96e0a), x::Name(0x1258216)), // taskObject: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::required(x::Name(0x2d83c09), x::Name(0x192820d)), // scheduler: TaskScheduler
-        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x24306)), // action: Action
-        x::FieldEntry::optional(x::Name(0x2a0500c), x::Name(0x2f00106)), // notification: string
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::repeated(x::Name(0x236360a), x::Name(0x17f0611)), // descriptor: ScsiLunDescriptor
-        x::FieldEntry::optional(x::Name(0x2162d0d), x::Name(0x2f00106)), // canonicalName: string
-        x::FieldEntry::optional(x::Name(0x240520b), x::Name(0x2f00106)), // displayName: string
-        x::FieldEntry::required(x::Name(0x2861907), x::Name(0x2f00106)), // lunType: string
-        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
-        x::FieldEntry::optional(x::Name(0x2d3ea08), x::Name(0x2f00106)), // revision: string
-        x::FieldEntry::optional(x::Name(0x2d90709), x::Name(0x2729103)), // scsiLevel: int
-        x::FieldEntry::optional(x::Name(0x2dbd40c), x::Name(0x2f00106)), // serialNumber: string
-        x::FieldEntry::optional(x::Name(0x2440a0b), x::Name(0x17f3112)), // durableName: ScsiLunDurableName
-        x::FieldEntry::repeated(x::Name(0x207240d), x::Name(0x17f3112)), // alternateName: ScsiLunDurableName
-        x::FieldEntry::repeated(x::Name(0x2ea950f), x::Name(0x2146004)), // standardInquiry: byte
-        x::FieldEntry::optional(x::Name(0x2c5a80a), x::Name(0x2729103)), // queueDepth: int
-        x::FieldEntry::repeated(x::Name(0x2ac2510), x::Name(0x2f00106)), // operationalState: string
-        x::FieldEntry::optional(x::Name(0x2163b0c), x::Name(0x17ef213)), // capabilities: ScsiLunCapabilities
-        x::FieldEntry::optional(x::Name(0x30bbb0f), x::Name(0x2f00106)), // vStorageSupport: string
-        x::FieldEntry::optional(x::Name(0x2c35d10), x::Name(0x212d207)), // protocolEndpoint: boolean
-        x::FieldEntry::optional(x::Name(0x2b63413), x::Name(0x212d207)), // perenniallyReserved: boolean
-        x::FieldEntry::optional(x::Name(0x21d3616), x::Name(0x212d207)), // clusteredVmdkSupported: boolean
-        x::FieldEntry::required(x::Name(0x3050a1a), x::Name(0x212d207)), // updateDisplayNameSupported: boolean
-        x::FieldEntry::required(x::Name(0x2c54307), x::Name(0x2f00106)), // quality: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x296a309), x::Name(0x2f00106)), // namespace: string
-        x::FieldEntry::required(x::Name(0x296d10b), x::Name(0x2146004)), // namespaceId: byte
-        x::FieldEntry::repeated(x::Name(0x22e4204), x::Name(0x2146004)), // data: byte
-        x::FieldEntry::optional(x::Name(0x25d0c0b), x::Name(0x2729103)), // grainSizeKb: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22f6f0d), x::Name(0x2f00106)), // datastorePath: string
-        x::FieldEntry::optional(x::Name(0x2d9a50a), x::Name(0xd0831e)), // searchSpec: HostDatastoreBrowserSearchSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22f6f0d), x::Name(0x2f00106)), // datastorePath: string
-        x::FieldEntry::optional(x::Name(0x2d9a50a), x::Name(0xd0831e)), // searchSpec: HostDatastoreBrowserSearchSpec
-        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::repeated(x::Name(0x2b6830a), x::Name(0x147fd11)), // permission: PermissionProfile
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b30d09), x::Name(0xf92d15)), // partition: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29e2707), x::Name(0x2f00106)), // nicType: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2fbc206), x::Name(0x2f00106)), // toList: string
-        x::FieldEntry::required(x::Name(0x216f306), x::Name(0x2f00106)), // ccList: string
-        x::FieldEntry::required(x::Name(0x2f04e07), x::Name(0x2f00106)), // subject: string
-        x::FieldEntry::required(x::Name(0x212cd04), x::Name(0x2f00106)), // body: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c14807), x::Name(0x2f00106)), // product: string
-        x::FieldEntry::required(x::Name(0x2769308), x::Name(0x1187b10)), // ipConfig: IpAddressProfile
-        x::FieldEntry::required(x::Name(0x2dcc519), x::Name(0x2857004)), // serviceConsoleReservedCfg: long
-        x::FieldEntry::required(x::Name(0x2dcae16), x::Name(0x2857004)), // serviceConsoleReserved: long
-        x::FieldEntry::required(x::Name(0x303c20a), x::Name(0x2857004)), // unreserved: long
-        x::FieldEntry::required(x::Name(0x2d5990a), x::Name(0x1258216)), // rootFolder: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c2f111), x::Name(0x1258216)), // propertyCollector: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30eb70b), x::Name(0x1258216)), // viewManager: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x200ab05), x::Name(0x10009)), // about: AboutInfo
-        x::FieldEntry::optional(x::Name(0x2ddea07), x::Name(0x1258216)), // setting: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x308720d), x::Name(0x1258216)), // userDirectory: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2dd910e), x::Name(0x1258216)), // sessionManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x20cb514), x::Name(0x1258216)), // authorizationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2dce90e), x::Name(0x1258216)), // serviceManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b6480b), x::Name(0x1258216)), // perfManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d82714), x::Name(0x1258216)), // scheduledTaskManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x205060c), x::Name(0x1258216)), // alarmManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24e3a0c), x::Name(0x1258216)), // eventManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f9620b), x::Name(0x1258216)), // taskManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2507c10), x::Name(0x1258216)), // extensionManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22c6c18), x::Name(0x1258216)), // customizationSpecManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25e9119), x::Name(0x1258216)), // guestCustomizationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22bf713), x::Name(0x1258216)), // customFieldsManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2015a0e), x::Name(0x1258216)), // accountManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23a5311), x::Name(0x1258216)), // diagnosticManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x281400e), x::Name(0x1258216)), // licenseManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d9990b), x::Name(0x1258216)), // searchIndex: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x255880b), x::Name(0x1258216)), // fileManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22f5519), x::Name(0x1258216)), // datastoreNamespaceManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30f5f12), x::Name(0x1258216)), // virtualDiskManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3122a15), x::Name(0x1258216)), // virtualizationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e3dc0a), x::Name(0x1258216)), // snmpSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3188215), x::Name(0x1258216)), // vmProvisioningChecker: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x3131216), x::Name(0x1258216)), // vmCompatibilityChecker: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b0410a), x::Name(0x1258216)), // ovfManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x276ec0d), x::Name(0x1258216)), // ipPoolManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x244ac0f), x::Name(0x1258216)), // dvSwitchManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2692412), x::Name(0x1258216)), // hostProfileManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x21cc315), x::Name(0x1258216)), // clusterProfileManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x21f1111), x::Name(0x1258216)), // complianceManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2844813), x::Name(0x1258216)), // localizationManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ef6d16), x::Name(0x1258216)), // storageResourceManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x25f9616), x::Name(0x1258216)), // guestOperationsManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2afc515), x::Name(0x1258216)), // overheadMemoryManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x217b412), x::Name(0x1258216)), // certificateManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2755f0f), x::Name(0x1258216)), // ioFilterManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30ba515), x::Name(0x1258216)), // vStorageObjectManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2697d0f), x::Name(0x1258216)), // hostSpecManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x229780d), x::Name(0x1258216)), // cryptoManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x264da13), x::Name(0x1258216)), // healthUpdateManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2517d1b), x::Name(0x1258216)), // failoverClusterConfigurator: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2519916), x::Name(0x1258216)), // failoverClusterManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f9f90d), x::Name(0x1258216)), // tenantManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e0780f), x::Name(0x1258216)), // siteInfoManager: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ef5913), x::Name(0x1258216)), // storageQueryManager: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::required(x::Name(0x229370a), x::Name(0x181be18)), // credential: ServiceLocatorCredential
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
-        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::optional(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
-        x::FieldEntry::required(x::Name(0x2dcf80b), x::Name(0x2f00106)), // serviceName: string
-        x::FieldEntry::repeated(x::Name(0x2846d08), x::Name(0x2f00106)), // location: string
-        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x1258216)), // service: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2dd7d09), x::Name(0x2f00106)), // sessionID: string
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x2fac60a), x::Name(0x2f00106)), // ticketType: string
-        x::FieldEntry::optional(x::Name(0x2905d06), x::Name(0x2f00106)), // method: string
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x2b3fc10), x::Name(0x2f00106)), // passwordFilePath: string
-        x::FieldEntry::required(x::Name(0x2905d06), x::Name(0x2f00106)), // method: string
-        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
-        x::FieldEntry::required(x::Name(0x2fa2612), x::Name(0x2f00106)), // terminatedUsername: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x229860a), x::Name(0x2f00106)), // cryptoMode: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2405e08), x::Name(0x1c9da1d)), // displays: VirtualMachineDisplayTopology
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2b6830a), x::Name(0x147cd0a)), // permission: Permission
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::optional(x::Name(0x217c70e), x::Name(0x2f00106)), // certificatePem: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2544a0a), x::Name(0x2f00106)), // featureKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2860905), x::Name(0x2f00106)), // lunId: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xe67b22)), // policy: HostMultipathInfoLogicalUnitPolicy
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
-        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2c46309), x::Name(0x2f00106)), // publicKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0xc50011)), // value: GuestRegValueSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x320d105), x::Name(0x2729103)), // width: int
-        x::FieldEntry::required(x::Name(0x2652006), x::Name(0x2729103)), // height: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x1230312)), // description: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x192260d)), // state: TaskInfoState
-        x::FieldEntry::optional(x::Name(0x2d39d06), x::Name(0x207ef07)), // result: anyType
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x224fd0c), x::Name(0x2f00106)), // controlFlags: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2df7b06), x::Name(0x2729103)), // shares: int
-        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x185d60b)), // level: SharesLevel
-        x::FieldEntry::required(x::Name(0x2df820c), x::Name(0x1134d09)), // sharesOption: IntOption
-        x::FieldEntry::required(x::Name(0x233410c), x::Name(0x185d60b)), // defaultLevel: SharesLevel
-        x::FieldEntry::optional(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2255d04), x::Name(0x212d207)), // copy: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2e3760c), x::Name(0x2f00106)), // snapshotName: string
-        x::FieldEntry::repeated(x::Name(0x24de405), x::Name(0xb00605)), // event: Event
-        x::FieldEntry::required(x::Name(0x24cae06), x::Name(0x212d207)), // errors: boolean
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::required(x::Name(0x200cb0f), x::Name(0x2f00106)), // acceptanceLevel: string
-        x::FieldEntry::required(x::Name(0x2f0f207), x::Name(0x2f00106)), // summary: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::repeated(x::Name(0x2cad80c), x::Name(0x2f00106)), // referenceURL: string
-        x::FieldEntry::optional(x::Name(0x229120c), x::Name(0x2308208)), // creationDate: dateTime
-        x::FieldEntry::repeated(x::Name(0x2359b07), x::Name(0x1680e08)), // depends: Relation
-        x::FieldEntry::repeated(x::Name(0x2222709), x::Name(0x1680e08)), // conflicts: Relation
-        x::FieldEntry::repeated(x::Name(0x2cd7608), x::Name(0x1680e08)), // replaces: Relation
-        x::FieldEntry::repeated(x::Name(0x2c38c08), x::Name(0x2f00106)), // provides: string
-        x::FieldEntry::optional(x::Name(0x286bf17), x::Name(0x212d207)), // maintenanceModeRequired: boolean
-        x::FieldEntry::repeated(x::Name(0x2622219), x::Name(0x2f00106)), // hardwarePlatformsRequired: string
-        x::FieldEntry::required(x::Name(0x216480a), x::Name(0x1881119)), // capability: SoftwarePackageCapability
-        x::FieldEntry::repeated(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
-        x::FieldEntry::repeated(x::Name(0x2b46507), x::Name(0x2f00106)), // payload: string
-        x::FieldEntry::optional(x::Name(0x282dd12), x::Name(0x212d207)), // liveInstallAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x2830611), x::Name(0x212d207)), // liveRemoveAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x2ec500e), x::Name(0x212d207)), // statelessReady: boolean
-        x::FieldEntry::optional(x::Name(0x2afdb07), x::Name(0x212d207)), // overlay: boolean
-        x::FieldEntry::required(x::Name(0x287c40c), x::Name(0x181af0e)), // managementVc: ServiceLocator
-        x::FieldEntry::required(x::Name(0x2026e08), x::Name(0x1258216)), // activeVc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2904b08), x::Name(0x2f00106)), // metaUrls: string
-        x::FieldEntry::repeated(x::Name(0x214150a), x::Name(0x2f00106)), // bundleUrls: string
-        x::FieldEntry::repeated(x::Name(0x30e6207), x::Name(0x2f00106)), // vibUrls: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xc3f510)), // spec: GuestProgramSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2cdac0e), x::Name(0x1258216)), // replaySnapshot: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2ac3608), x::Name(0x1898412)), // operator: StateAlarmOperator
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2ec0809), x::Name(0x2f00106)), // statePath: string
-        x::FieldEntry::optional(x::Name(0x3248c06), x::Name(0x2f00106)), // yellow: string
-        x::FieldEntry::optional(x::Name(0x2ca6203), x::Name(0x2f00106)), // red: string
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::optional(x::Name(0x2e6ca1e), x::Name(0x2f00106)), // spaceLoadBalanceAutomationMode: string
-        x::FieldEntry::optional(x::Name(0x275b81b), x::Name(0x2f00106)), // ioLoadBalanceAutomationMode: string
-        x::FieldEntry::optional(x::Name(0x2d5f71d), x::Name(0x2f00106)), // ruleEnforcementAutomationMode: string
-        x::FieldEntry::optional(x::Name(0x2ba301f), x::Name(0x2f00106)), // policyEnforcementAutomationMode: string
-        x::FieldEntry::optional(x::Name(0x314fa1a), x::Name(0x2f00106)), // vmEvacuationAutomationMode: string
-        x::FieldEntry::required(x::Name(0x2b9f309), x::Name(0x18cb217)), // podConfig: StorageDrsPodConfigInfo
-        x::FieldEntry::repeated(x::Name(0x3135d08), x::Name(0x18dc516)), // vmConfig: StorageDrsVmConfigInfo
-        x::FieldEntry::optional(x::Name(0x2b9fd0d), x::Name(0x18cea17)), // podConfigSpec: StorageDrsPodConfigSpec
-        x::FieldEntry::repeated(x::Name(0x313730c), x::Name(0x18ddc16)), // vmConfigSpec: StorageDrsVmConfigSpec
-        x::FieldEntry::required(x::Name(0x29f2211), x::Name(0x2f00106)), // nonMovableDiskIds: string
-        x::FieldEntry::optional(x::Name(0x2d0291a), x::Name(0x2729103)), // reservablePercentThreshold: int
-        x::FieldEntry::optional(x::Name(0x2d01117), x::Name(0x2729103)), // reservableIopsThreshold: int
-        x::FieldEntry::optional(x::Name(0x2d04417), x::Name(0x2f00106)), // reservableThresholdMode: string
-        x::FieldEntry::optional(x::Name(0x275a512), x::Name(0x2729103)), // ioLatencyThreshold: int
-        x::FieldEntry::optional(x::Name(0x275fd18), x::Name(0x2729103)), // ioLoadImbalanceThreshold: int
-        x::FieldEntry::optional(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::required(x::Name(0x3185c0f), x::Name(0x14a2e0d)), // vmPlacementSpec: PlacementSpec
-        x::FieldEntry::repeated(x::Name(0x313070a), x::Name(0x1258216)), // vmClusters: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::required(x::Name(0x275e814), x::Name(0x212d207)), // ioLoadBalanceEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2344a11), x::Name(0x2f00106)), // defaultVmBehavior: string
-        x::FieldEntry::optional(x::Name(0x2833713), x::Name(0x2729103)), // loadBalanceInterval: int
-        x::FieldEntry::optional(x::Name(0x2331516), x::Name(0x212d207)), // defaultIntraVmAffinity: boolean
-        x::FieldEntry::optional(x::Name(0x2e6e916), x::Name(0x18d3820)), // spaceLoadBalanceConfig: StorageDrsSpaceLoadBalanceConfig
-        x::FieldEntry::optional(x::Name(0x275d413), x::Name(0x18c401d)), // ioLoadBalanceConfig: StorageDrsIoLoadBalanceConfig
-        x::FieldEntry::optional(x::Name(0x20e3813), x::Name(0x18a021a)), // automationOverrides: StorageDrsAutomationConfig
-        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0x6de50f)), // rule: ClusterRuleInfo
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x275e814), x::Name(0x212d207)), // ioLoadBalanceEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2344a11), x::Name(0x2f00106)), // defaultVmBehavior: string
-        x::FieldEntry::optional(x::Name(0x2833713), x::Name(0x2729103)), // loadBalanceInterval: int
-        x::FieldEntry::optional(x::Name(0x2331516), x::Name(0x212d207)), // defaultIntraVmAffinity: boolean
-        x::FieldEntry::optional(x::Name(0x2e6e916), x::Name(0x18d3820)), // spaceLoadBalanceConfig: StorageDrsSpaceLoadBalanceConfig
-        x::FieldEntry::optional(x::Name(0x275d413), x::Name(0x18c401d)), // ioLoadBalanceConfig: StorageDrsIoLoadBalanceConfig
-        x::FieldEntry::optional(x::Name(0x20e3813), x::Name(0x18a021a)), // automationOverrides: StorageDrsAutomationConfig
-        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0x6df50f)), // rule: ClusterRuleSpec
-        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x18c7f14)), // option: StorageDrsOptionSpec
-        x::FieldEntry::repeated(x::Name(0x270f50f), x::Name(0x1eef717)), // initialVmConfig: VmPodConfigForPlacement
-        x::FieldEntry::optional(x::Name(0x2eeef0a), x::Name(0x1258216)), // storagePod: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e70012), x::Name(0x2f00106)), // spaceThresholdMode: string
-        x::FieldEntry::optional(x::Name(0x2e78a19), x::Name(0x2729103)), // spaceUtilizationThreshold: int
-        x::FieldEntry::optional(x::Name(0x2593c14), x::Name(0x2729103)), // freeSpaceThresholdGB: int
-        x::FieldEntry::optional(x::Name(0x291b51d), x::Name(0x2729103)), // minSpaceUtilizationDifference: int
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x211a008), x::Name(0x2f00106)), // behavior: string
-        x::FieldEntry::optional(x::Name(0x2739a0f), x::Name(0x212d207)), // intraVmAffinity: boolean
-        x::FieldEntry::optional(x::Name(0x273aa13), x::Name(0x1ba0c1f)), // intraVmAntiAffinity: VirtualDiskAntiAffinityRuleSpec
-        x::FieldEntry::repeated(x::Name(0x30f7210), x::Name(0x1bd1313)), // virtualDiskRules: VirtualDiskRuleSpec
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x18dc516)), // info: StorageDrsVmConfigInfo
-        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2857004)), // limit: long
-        x::FieldEntry::optional(x::Name(0x2df7b06), x::Name(0x185cb0a)), // shares: SharesInfo
-        x::FieldEntry::optional(x::Name(0x2d05c0b), x::Name(0x2729103)), // reservation: int
-        x::FieldEntry::required(x::Name(0x2820c0b), x::Name(0x124480a)), // limitOption: LongOption
-        x::FieldEntry::required(x::Name(0x2df820c), x::Name(0x185e20c)), // sharesOption: SharesOption
-        x::FieldEntry::required(x::Name(0x247d70d), x::Name(0x55d20a)), // enabledOption: BoolOption
-        x::FieldEntry::required(x::Name(0x2227819), x::Name(0x1134d09)), // congestionThresholdOption: IntOption
-        x::FieldEntry::optional(x::Name(0x2ed6e1c), x::Name(0x55d20a)), // statsCollectionEnabledOption: BoolOption
-        x::FieldEntry::optional(x::Name(0x2d08a18), x::Name(0x55d20a)), // reservationEnabledOption: BoolOption
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2226017), x::Name(0x2f00106)), // congestionThresholdMode: string
-        x::FieldEntry::optional(x::Name(0x2224c13), x::Name(0x2729103)), // congestionThreshold: int
-        x::FieldEntry::optional(x::Name(0x2b60617), x::Name(0x2729103)), // percentOfPeakThroughput: int
-        x::FieldEntry::optional(x::Name(0x2ed5716), x::Name(0x212d207)), // statsCollectionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d07712), x::Name(0x212d207)), // reservationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ed3e18), x::Name(0x212d207)), // statsAggregationDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d01117), x::Name(0x2729103)), // reservableIopsThreshold: int
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2226017), x::Name(0x2f00106)), // congestionThresholdMode: string
-        x::FieldEntry::required(x::Name(0x2224c13), x::Name(0x2729103)), // congestionThreshold: int
-        x::FieldEntry::optional(x::Name(0x2b60617), x::Name(0x2729103)), // percentOfPeakThroughput: int
-        x::FieldEntry::optional(x::Name(0x2ed5716), x::Name(0x212d207)), // statsCollectionEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d07712), x::Name(0x212d207)), // reservationEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2ed3e18), x::Name(0x212d207)), // statsAggregationDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d01117), x::Name(0x2729103)), // reservableIopsThreshold: int
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e08d0f), x::Name(0x2857004)), // sizeTransferred: long
-        x::FieldEntry::optional(x::Name(0x2e77712), x::Name(0x2580f05)), // spaceUtilSrcBefore: float
-        x::FieldEntry::optional(x::Name(0x2e75212), x::Name(0x2580f05)), // spaceUtilDstBefore: float
-        x::FieldEntry::optional(x::Name(0x2e76511), x::Name(0x2580f05)), // spaceUtilSrcAfter: float
-        x::FieldEntry::optional(x::Name(0x2e74011), x::Name(0x2580f05)), // spaceUtilDstAfter: float
-        x::FieldEntry::optional(x::Name(0x2759212), x::Name(0x2580f05)), // ioLatencySrcBefore: float
-        x::FieldEntry::optional(x::Name(0x2757f12), x::Name(0x2580f05)), // ioLatencyDstBefore: float
-        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x2729103)), // interval: int
-        x::FieldEntry::repeated(x::Name(0x2b6290a), x::Name(0x2729103)), // percentile: int
-        x::FieldEntry::repeated(x::Name(0x22fd714), x::Name(0x2425c06)), // datastoreReadLatency: double
-        x::FieldEntry::repeated(x::Name(0x2306115), x::Name(0x2425c06)), // datastoreWriteLatency: double
-        x::FieldEntry::repeated(x::Name(0x2303b12), x::Name(0x2425c06)), // datastoreVmLatency: double
-        x::FieldEntry::repeated(x::Name(0x22fc511), x::Name(0x2425c06)), // datastoreReadIops: double
-        x::FieldEntry::repeated(x::Name(0x2304e12), x::Name(0x2425c06)), // datastoreWriteIops: double
-        x::FieldEntry::required(x::Name(0x2e06314), x::Name(0x2729103)), // siocActivityDuration: int
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
-        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2e7300f), x::Name(0x2580f05)), // spaceUtilBefore: float
-        x::FieldEntry::optional(x::Name(0x2e6b811), x::Name(0x2580f05)), // spaceDemandBefore: float
-        x::FieldEntry::optional(x::Name(0x2e7210e), x::Name(0x2580f05)), // spaceUtilAfter: float
-        x::FieldEntry::optional(x::Name(0x2e6a710), x::Name(0x2580f05)), // spaceDemandAfter: float
-        x::FieldEntry::optional(x::Name(0x2756f0f), x::Name(0x2580f05)), // ioLatencyBefore: float
-        x::FieldEntry::repeated(x::Name(0x2c7fb0f), x::Name(0x6d9a15)), // recommendations: ClusterRecommendation
-        x::FieldEntry::optional(x::Name(0x242ff08), x::Name(0x684110)), // drsFault: ClusterDrsFaults
-        x::FieldEntry::optional(x::Name(0x2f92004), x::Name(0x1258216)), // task: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2c03e08), x::Name(0x1d0731a)), // priority: VirtualMachineMovePriority
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ba0b10), x::Name(0x18d021a)), // podSelectionSpec: StorageDrsPodSelectionSpec
-        x::FieldEntry::optional(x::Name(0x21ba009), x::Name(0x1c55a17)), // cloneSpec: VirtualMachineCloneSpec
-        x::FieldEntry::optional(x::Name(0x21b9609), x::Name(0x2f00106)), // cloneName: string
-        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
-        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23d5519), x::Name(0x212d207)), // disallowPrerequisiteMoves: boolean
-        x::FieldEntry::optional(x::Name(0x2d20418), x::Name(0x2729103)), // resourceLeaseDurationSec: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
-        x::FieldEntry::required(x::Name(0x2590e09), x::Name(0x2857004)), // freeSpace: long
-        x::FieldEntry::repeated(x::Name(0x297090a), x::Name(0x12e4311)), // nasStorage: NasStorageProfile
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2592615), x::Name(0x2857004)), // freeSpaceRequiredInKb: long
-        x::FieldEntry::required(x::Name(0x2c1fc09), x::Name(0x2f00106)), // profileId: string
-        x::FieldEntry::required(x::Name(0x2fded0c), x::Name(0x2857004)), // totalSpaceMB: long
-        x::FieldEntry::required(x::Name(0x307b20b), x::Name(0x2857004)), // usedSpaceMB: long
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x2f00106)), // defaultValue: string
-        x::FieldEntry::optional(x::Name(0x30c0b0f), x::Name(0x2f00106)), // validCharacters: string
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22c990e), x::Name(0x8d80a)), // customizations: AnswerFile
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2c99608), x::Name(0x2857004)), // recordId: long
-        x::FieldEntry::required(x::Name(0x320c804), x::Name(0x2f00106)), // when: string
-        x::FieldEntry::required(x::Name(0x2daf807), x::Name(0x2857004)), // selType: long
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::required(x::Name(0x2dbac0c), x::Name(0x2857004)), // sensorNumber: long
+        x::FieldEntry::required(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
+        x::FieldEntry::optional(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::required(x::Name(0x31d1c0a), x::Name(0x2405e07)), // selfSigned: boolean
+        x::FieldEntry::required(x::Name(0x3405d0a), x::Name(0x3344606)), // thumbprint: string
+        x::FieldEntry::optional(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::required(x::Name(0x32dd109), x::Name(0x3344606)), // sspiToken: string
+        x::FieldEntry::required(x::Name(0x23e910b), x::Name(0x3344606)), // base64Token: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30f3d0a), x::Name(0x103a417)), // repository: HostPatchManagerLocator
+        x::FieldEntry::repeated(x::Name(0x34bd708), x::Name(0x3344606)), // updateID: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca0708), x::Name(0x3344606)), // metaUrls: string
+        x::FieldEntry::repeated(x::Name(0x241bb0a), x::Name(0x3344606)), // bundleUrls: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x103bc29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x262330d), x::Name(0x2405e07)), // deepCleansing: boolean
+        x::FieldEntry::optional(x::Name(0x34c2d0d), x::Name(0x3344606)), // upgradePolicy: string
+        x::FieldEntry::optional(x::Name(0x3561c0a), x::Name(0x3344606)), // versionKey: string
+        x::FieldEntry::optional(x::Name(0x319ac1e), x::Name(0x3344606)), // scheduledHardwareUpgradeStatus: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x22d7d06), x::Name(0x1b9090f)), // action: TypeDescription
+        x::FieldEntry::repeated(x::Name(0x31a1a0d), x::Name(0x19d3c13)), // schedulerInfo: ScheduledTaskDetail
+        x::FieldEntry::repeated(x::Name(0x32fa105), x::Name(0xbdad12)), // state: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x260b709), x::Name(0xbdad12)), // dayOfWeek: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x36c1b0b), x::Name(0xbdad12)), // weekOfMonth: ElementDescription
+        x::FieldEntry::required(x::Name(0x28ea809), x::Name(0x3344606)), // frequency: string
+        x::FieldEntry::required(x::Name(0x3413902), x::Name(0x3344606)), // to: string
+        x::FieldEntry::required(x::Name(0x3413902), x::Name(0x3344606)), // to: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x319ed0d), x::Name(0x19da21a)), // scheduledTask: ScheduledTaskEventArgument
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13fab1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x319ed0d), x::Name(0x13ff016)), // scheduledTask: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x319ed0d), x::Name(0x13ff016)), // scheduledTask: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b74e10), x::Name(0x2607608)), // lastModifiedTime: dateTime
+        x::FieldEntry::required(x::Name(0x2b75f10), x::Name(0x3344606)), // lastModifiedUser: string
+        x::FieldEntry::optional(x::Name(0x2d86b0b), x::Name(0x2607608)), // nextRunTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2fe980b), x::Name(0x2607608)), // prevRunTime: dateTime
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x1b3f00d)), // state: TaskInfoState
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x314bf06), x::Name(0x234a207)), // result: anyType
+        x::FieldEntry::optional(x::Name(0x3019e08), x::Name(0x2a94603)), // progress: int
+        x::FieldEntry::optional(x::Name(0x22e450a), x::Name(0x13ff016)), // activeTask: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33ee70a), x::Name(0x13ff016)), // taskObject: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24eb70d), x::Name(0x635318)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x31a1009), x::Name(0x1b47d0d)), // scheduler: TaskScheduler
+        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x24a06)), // action: Action
+        x::FieldEntry::optional(x::Name(0x2dc210c), x::Name(0x3344606)), // notification: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x266b80a), x::Name(0x19e7611)), // descriptor: ScsiLunDescriptor
+        x::FieldEntry::optional(x::Name(0x243d30d), x::Name(0x3344606)), // canonicalName: string
+        x::FieldEntry::optional(x::Name(0x2726a0b), x::Name(0x3344606)), // displayName: string
+        x::FieldEntry::required(x::Name(0x2bf0807), x::Name(0x3344606)), // lunType: string
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x2cd2605), x::Name(0x3344606)), // model: string
+        x::FieldEntry::optional(x::Name(0x3153108), x::Name(0x3344606)), // revision: string
+        x::FieldEntry::optional(x::Name(0x31ae209), x::Name(0x2a94603)), // scsiLevel: int
+        x::FieldEntry::optional(x::Name(0x31deb0c), x::Name(0x3344606)), // serialNumber: string
+        x::FieldEntry::optional(x::Name(0x2768c0b), x::Name(0x19ea112)), // durableName: ScsiLunDurableName
+        x::FieldEntry::repeated(x::Name(0x233a40d), x::Name(0x19ea112)), // alternateName: ScsiLunDurableName
+        x::FieldEntry::repeated(x::Name(0x32e210f), x::Name(0x2420604)), // standardInquiry: byte
+        x::FieldEntry::optional(x::Name(0x305170a), x::Name(0x2a94603)), // queueDepth: int
+        x::FieldEntry::repeated(x::Name(0x2e92510), x::Name(0x3344606)), // operationalState: string
+        x::FieldEntry::optional(x::Name(0x243e10c), x::Name(0x19e6213)), // capabilities: ScsiLunCapabilities
+        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
+        x::FieldEntry::optional(x::Name(0x302ae10), x::Name(0x2405e07)), // protocolEndpoint: boolean
+        x::FieldEntry::optional(x::Name(0x2f42413), x::Name(0x2405e07)), // perenniallyReserved: boolean
+        x::FieldEntry::optional(x::Name(0x24b4516), x::Name(0x2405e07)), // clusteredVmdkSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2358a13), x::Name(0x3344606)), // applicationProtocol: string
+        x::FieldEntry::optional(x::Name(0x2725e0b), x::Name(0x2405e07)), // dispersedNs: boolean
+        x::FieldEntry::optional(x::Name(0x26ab311), x::Name(0x3344606)), // deviceReservation: string
+        x::FieldEntry::required(x::Name(0x34bbc1a), x::Name(0x2405e07)), // updateDisplayNameSupported: boolean
+        x::FieldEntry::required(x::Name(0x304b207), x::Name(0x3344606)), // quality: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2d15509), x::Name(0x3344606)), // namespace: string
+        x::FieldEntry::required(x::Name(0x2d1830b), x::Name(0x2420604)), // namespaceId: byte
+        x::FieldEntry::repeated(x::Name(0x25ddf04), x::Name(0x2420604)), // data: byte
+        x::FieldEntry::optional(x::Name(0x2922f0b), x::Name(0x2a94603)), // grainSizeKb: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
+        x::FieldEntry::optional(x::Name(0x31b800a), x::Name(0xe4b61e)), // searchSpec: HostDatastoreBrowserSearchSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f630d), x::Name(0x3344606)), // datastorePath: string
+        x::FieldEntry::optional(x::Name(0x31b800a), x::Name(0xe4b61e)), // searchSpec: HostDatastoreBrowserSearchSpec
+        x::FieldEntry::repeated(x::Name(0x2fd700a), x::Name(0x19fa214)), // predicates: SearchIndexPredicate
+        x::FieldEntry::optional(x::Name(0x2c18f06), x::Name(0x3344606)), // marker: string
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x234a207)), // value: anyType
+        x::FieldEntry::required(x::Name(0x302620c), x::Name(0x3344606)), // propertyPath: string
+        x::FieldEntry::required(x::Name(0x2e93608), x::Name(0x3344606)), // operator: string
+        x::FieldEntry::optional(x::Name(0x2369f0d), x::Name(0x3344606)), // arrayOperator: string
+        x::FieldEntry::optional(x::Name(0x24c820f), x::Name(0x234a207)), // comparableValue: anyType
+        x::FieldEntry::repeated(x::Name(0x24c730e), x::Name(0x234a207)), // comparableList: anyType
+        x::FieldEntry::repeated(x::Name(0x3020c0a), x::Name(0x3344606)), // properties: string
+        x::FieldEntry::required(x::Name(0x314310c), x::Name(0x3344606)), // resourceType: string
+        x::FieldEntry::repeated(x::Name(0x28b2207), x::Name(0x19f5e11)), // filters: SearchIndexFilter
+        x::FieldEntry::optional(x::Name(0x314f110), x::Name(0x2405e07)), // returnTotalCount: boolean
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2a94603)), // limit: int
+        x::FieldEntry::repeated(x::Name(0x302810e), x::Name(0x19f8918)), // propertyValues: SearchIndexOptionalValue
+        x::FieldEntry::repeated(x::Name(0x3020c0a), x::Name(0x3344606)), // properties: string
+        x::FieldEntry::repeated(x::Name(0x2b47705), x::Name(0x1a03617)), // items: SearchIndexResourceItem
+        x::FieldEntry::optional(x::Name(0x3432e0a), x::Name(0x2a94603)), // totalCount: int
+        x::FieldEntry::optional(x::Name(0x2c18f06), x::Name(0x3344606)), // marker: string
+        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::repeated(x::Name(0x2f4a40a), x::Name(0x1638a11)), // permission: PermissionProfile
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f0f109), x::Name(0x10f8d15)), // partition: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3419606), x::Name(0x3344606)), // toList: string
+        x::FieldEntry::required(x::Name(0x244a406), x::Name(0x3344606)), // ccList: string
+        x::FieldEntry::required(x::Name(0x334ae07), x::Name(0x3344606)), // subject: string
+        x::FieldEntry::required(x::Name(0x2405904), x::Name(0x3344606)), // body: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x3344606)), // product: string
+        x::FieldEntry::required(x::Name(0x2adc808), x::Name(0x1311c10)), // ipConfig: IpAddressProfile
+        x::FieldEntry::required(x::Name(0x31efd19), x::Name(0x2be5304)), // serviceConsoleReservedCfg: long
+        x::FieldEntry::required(x::Name(0x31ee616), x::Name(0x2be5304)), // serviceConsoleReserved: long
+        x::FieldEntry::required(x::Name(0x34a240a), x::Name(0x2be5304)), // unreserved: long
+        x::FieldEntry::required(x::Name(0x317020a), x::Name(0x13ff016)), // rootFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3023311), x::Name(0x13ff016)), // propertyCollector: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x357170b), x::Name(0x13ff016)), // viewManager: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4f05), x::Name(0x10709)), // about: AboutInfo
+        x::FieldEntry::optional(x::Name(0x3203a07), x::Name(0x13ff016)), // setting: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x34fe80d), x::Name(0x13ff016)), // userDirectory: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31fe10e), x::Name(0x13ff016)), // sessionManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x239c014), x::Name(0x13ff016)), // authorizationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31f2d0e), x::Name(0x13ff016)), // serviceManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f4380b), x::Name(0x13ff016)), // perfManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x319fb14), x::Name(0x13ff016)), // scheduledTaskManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x231620c), x::Name(0x13ff016)), // alarmManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x281f10c), x::Name(0x13ff016)), // eventManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33edb0b), x::Name(0x13ff016)), // taskManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2848710), x::Name(0x13ff016)), // extensionManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25be718), x::Name(0x13ff016)), // customizationSpecManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x293d719), x::Name(0x13ff016)), // guestCustomizationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25b6013), x::Name(0x13ff016)), // customFieldsManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22d0c0e), x::Name(0x13ff016)), // accountManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26b8e11), x::Name(0x13ff016)), // diagnosticManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b9b20e), x::Name(0x13ff016)), // licenseManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31b740b), x::Name(0x13ff016)), // searchIndex: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x289b60b), x::Name(0x13ff016)), // fileManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25f4919), x::Name(0x13ff016)), // datastoreNamespaceManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x357da12), x::Name(0x13ff016)), // virtualDiskManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x35ab115), x::Name(0x13ff016)), // virtualizationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x326cc0a), x::Name(0x13ff016)), // snmpSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3614f15), x::Name(0x13ff016)), // vmProvisioningChecker: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x35ba816), x::Name(0x13ff016)), // vmCompatibilityChecker: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2edd00a), x::Name(0x13ff016)), // ovfManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ae3f0d), x::Name(0x13ff016)), // ipPoolManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2772e0f), x::Name(0x13ff016)), // dvSwitchManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29f2c12), x::Name(0x13ff016)), // hostProfileManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24ad215), x::Name(0x13ff016)), // clusterProfileManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24d8011), x::Name(0x13ff016)), // complianceManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2bd0713), x::Name(0x13ff016)), // localizationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3336516), x::Name(0x13ff016)), // storageResourceManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x294ee16), x::Name(0x13ff016)), // guestOperationsManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ed5415), x::Name(0x13ff016)), // overheadMemoryManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2457812), x::Name(0x13ff016)), // certificateManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ac740f), x::Name(0x13ff016)), // ioFilterManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3537d15), x::Name(0x13ff016)), // vStorageObjectManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29f920f), x::Name(0x13ff016)), // hostSpecManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x258dd0d), x::Name(0x13ff016)), // cryptoManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29a9b13), x::Name(0x13ff016)), // healthUpdateManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x285881b), x::Name(0x13ff016)), // failoverClusterConfigurator: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x285a416), x::Name(0x13ff016)), // failoverClusterManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33f9b0d), x::Name(0x13ff016)), // tenantManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x323460f), x::Name(0x13ff016)), // siteInfoManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3335113), x::Name(0x13ff016)), // storageQueryManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26d4518), x::Name(0x13ff016)), // directPathProfileManager: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x258670a), x::Name(0x1a25f18)), // credential: ServiceLocatorCredential
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::required(x::Name(0x350dc08), x::Name(0x3344606)), // username: string
+        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::optional(x::Name(0x341ab05), x::Name(0x3344606)), // token: string
+        x::FieldEntry::required(x::Name(0x31f3c0b), x::Name(0x3344606)), // serviceName: string
+        x::FieldEntry::repeated(x::Name(0x2bd2c08), x::Name(0x3344606)), // location: string
+        x::FieldEntry::required(x::Name(0x31e9d07), x::Name(0x13ff016)), // service: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31fcd09), x::Name(0x3344606)), // sessionID: string
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::repeated(x::Name(0x2455912), x::Name(0x1eb3d1c)), // certThumbprintList: VirtualMachineCertThumbprint
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x340870a), x::Name(0x3344606)), // ticketType: string
+        x::FieldEntry::optional(x::Name(0x2ca1906), x::Name(0x3344606)), // method: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x2f1e010), x::Name(0x3344606)), // passwordFilePath: string
+        x::FieldEntry::required(x::Name(0x2ca1906), x::Name(0x3344606)), // method: string
+        x::FieldEntry::required(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
+        x::FieldEntry::required(x::Name(0x33fe312), x::Name(0x3344606)), // terminatedUsername: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c21e08), x::Name(0x2a94603)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x258eb0a), x::Name(0x3344606)), // cryptoMode: string
+        x::FieldEntry::optional(x::Name(0x2f8dd06), x::Name(0x67bd26)), // policy: ClusterComputeResourceCryptoModePolicy
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2727608), x::Name(0x1f02e1d)), // displays: VirtualMachineDisplayTopology
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f4a40a), x::Name(0x1635a0a)), // permission: Permission
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2458b0e), x::Name(0x3344606)), // certificatePem: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x85f324)), // spec: CryptoManagerKmipCustomAttributeSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x288780a), x::Name(0x3344606)), // featureKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c42309), x::Name(0x2be5304)), // maxQdepth: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bef805), x::Name(0x3344606)), // lunId: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfbd522)), // policy: HostMultipathInfoLogicalUnitPolicy
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
+        x::FieldEntry::required(x::Name(0x2f1c008), x::Name(0x3344606)), // password: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x303c909), x::Name(0x3344606)), // publicKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0xd7c211)), // value: GuestRegValueSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x36c3d05), x::Name(0x2a94603)), // width: int
+        x::FieldEntry::required(x::Name(0x29aeb06), x::Name(0x2a94603)), // height: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x31ea50e), x::Name(0x3344606)), // serviceAccount: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x13d2d12)), // description: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x1b3f00d)), // state: TaskInfoState
+        x::FieldEntry::optional(x::Name(0x314bf06), x::Name(0x234a207)), // result: anyType
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x253fd0c), x::Name(0x3344606)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x3221406), x::Name(0x2a94603)), // shares: int
+        x::FieldEntry::required(x::Name(0x2b92b05), x::Name(0x1a7020b)), // level: SharesLevel
+        x::FieldEntry::required(x::Name(0x3221b0c), x::Name(0x12bb409)), // sharesOption: IntOption
+        x::FieldEntry::required(x::Name(0x263990c), x::Name(0x1a7020b)), // defaultLevel: SharesLevel
+        x::FieldEntry::optional(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x25ead0a), x::Name(0x13ff016)), // datacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2545d04), x::Name(0x2405e07)), // copy: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x22f3707), x::Name(0x3344606)), // address: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x326660c), x::Name(0x3344606)), // snapshotName: string
+        x::FieldEntry::repeated(x::Name(0x2819b05), x::Name(0xc19905)), // event: Event
+        x::FieldEntry::required(x::Name(0x2805c06), x::Name(0x2405e07)), // errors: boolean
+        x::FieldEntry::optional(x::Name(0x314dd0d), x::Name(0x2a94603)), // retentionDays: int
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x22c6f0f), x::Name(0x3344606)), // acceptanceLevel: string
+        x::FieldEntry::required(x::Name(0x3359f07), x::Name(0x3344606)), // summary: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x30b0a0c), x::Name(0x3344606)), // referenceURL: string
+        x::FieldEntry::optional(x::Name(0x258420c), x::Name(0x2607608)), // creationDate: dateTime
+        x::FieldEntry::repeated(x::Name(0x265ff07), x::Name(0x185cb08)), // depends: Relation
+        x::FieldEntry::repeated(x::Name(0x250df09), x::Name(0x185cb08)), // conflicts: Relation
+        x::FieldEntry::repeated(x::Name(0x30dfb08), x::Name(0x185cb08)), // replaces: Relation
+        x::FieldEntry::repeated(x::Name(0x302f208), x::Name(0x3344606)), // provides: string
+        x::FieldEntry::optional(x::Name(0x2bfae17), x::Name(0x2405e07)), // maintenanceModeRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x297ae19), x::Name(0x3344606)), // hardwarePlatformsRequired: string
+        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x1a95319)), // capability: SoftwarePackageCapability
+        x::FieldEntry::repeated(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
+        x::FieldEntry::repeated(x::Name(0x2f24907), x::Name(0x3344606)), // payload: string
+        x::FieldEntry::optional(x::Name(0x2bb9312), x::Name(0x2405e07)), // liveInstallAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2bbbc11), x::Name(0x2405e07)), // liveRemoveAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x330250e), x::Name(0x2405e07)), // statelessReady: boolean
+        x::FieldEntry::optional(x::Name(0x2ed6a07), x::Name(0x2405e07)), // overlay: boolean
+        x::FieldEntry::required(x::Name(0x2c0b30c), x::Name(0x1a2500e)), // managementVc: ServiceLocator
+        x::FieldEntry::required(x::Name(0x22e7908), x::Name(0x13ff016)), // activeVc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca0708), x::Name(0x3344606)), // metaUrls: string
+        x::FieldEntry::repeated(x::Name(0x241bb0a), x::Name(0x3344606)), // bundleUrls: string
+        x::FieldEntry::repeated(x::Name(0x356c207), x::Name(0x3344606)), // vibUrls: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x103bc29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xd69610)), // spec: GuestProgramSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30e310e), x::Name(0x13ff016)), // replaySnapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2e93608), x::Name(0x1aac612)), // operator: StateAlarmOperator
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x32fd309), x::Name(0x3344606)), // statePath: string
+        x::FieldEntry::optional(x::Name(0x3706606), x::Name(0x3344606)), // yellow: string
+        x::FieldEntry::optional(x::Name(0x30a8b03), x::Name(0x3344606)), // red: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::optional(x::Name(0x32a011e), x::Name(0x3344606)), // spaceLoadBalanceAutomationMode: string
+        x::FieldEntry::optional(x::Name(0x2accd1b), x::Name(0x3344606)), // ioLoadBalanceAutomationMode: string
+        x::FieldEntry::optional(x::Name(0x3178b1d), x::Name(0x3344606)), // ruleEnforcementAutomationMode: string
+        x::FieldEntry::optional(x::Name(0x2f8e41f), x::Name(0x3344606)), // policyEnforcementAutomationMode: string
+        x::FieldEntry::optional(x::Name(0x35d901a), x::Name(0x3344606)), // vmEvacuationAutomationMode: string
+        x::FieldEntry::required(x::Name(0x2f84e09), x::Name(0x1adf417)), // podConfig: StorageDrsPodConfigInfo
+        x::FieldEntry::repeated(x::Name(0x35bf308), x::Name(0x1af0716)), // vmConfig: StorageDrsVmConfigInfo
+        x::FieldEntry::optional(x::Name(0x2f8580d), x::Name(0x1ae2c17)), // podConfigSpec: StorageDrsPodConfigSpec
+        x::FieldEntry::repeated(x::Name(0x35c090c), x::Name(0x1af1e16)), // vmConfigSpec: StorageDrsVmConfigSpec
+        x::FieldEntry::required(x::Name(0x2dad611), x::Name(0x3344606)), // nonMovableDiskIds: string
+        x::FieldEntry::optional(x::Name(0x3112a1a), x::Name(0x2a94603)), // reservablePercentThreshold: int
+        x::FieldEntry::optional(x::Name(0x3111217), x::Name(0x2a94603)), // reservableIopsThreshold: int
+        x::FieldEntry::optional(x::Name(0x3114517), x::Name(0x3344606)), // reservableThresholdMode: string
+        x::FieldEntry::optional(x::Name(0x2acba12), x::Name(0x2a94603)), // ioLatencyThreshold: int
+        x::FieldEntry::optional(x::Name(0x2ad1218), x::Name(0x2a94603)), // ioLoadImbalanceThreshold: int
+        x::FieldEntry::optional(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::required(x::Name(0x361290f), x::Name(0x166150d)), // vmPlacementSpec: PlacementSpec
+        x::FieldEntry::repeated(x::Name(0x35b9d0a), x::Name(0x13ff016)), // vmClusters: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x2acfd14), x::Name(0x2405e07)), // ioLoadBalanceEnabled: boolean
+        x::FieldEntry::required(x::Name(0x264a211), x::Name(0x3344606)), // defaultVmBehavior: string
+        x::FieldEntry::optional(x::Name(0x2bbed13), x::Name(0x2a94603)), // loadBalanceInterval: int
+        x::FieldEntry::optional(x::Name(0x2635e16), x::Name(0x2405e07)), // defaultIntraVmAffinity: boolean
+        x::FieldEntry::optional(x::Name(0x32a2016), x::Name(0x1ae7a20)), // spaceLoadBalanceConfig: StorageDrsSpaceLoadBalanceConfig
+        x::FieldEntry::optional(x::Name(0x2ace913), x::Name(0x1ad821d)), // ioLoadBalanceConfig: StorageDrsIoLoadBalanceConfig
+        x::FieldEntry::optional(x::Name(0x23b7b13), x::Name(0x1ab441a)), // automationOverrides: StorageDrsAutomationConfig
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0x75640f)), // rule: ClusterRuleInfo
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x156630b)), // option: OptionValue
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2acfd14), x::Name(0x2405e07)), // ioLoadBalanceEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x264a211), x::Name(0x3344606)), // defaultVmBehavior: string
+        x::FieldEntry::optional(x::Name(0x2bbed13), x::Name(0x2a94603)), // loadBalanceInterval: int
+        x::FieldEntry::optional(x::Name(0x2635e16), x::Name(0x2405e07)), // defaultIntraVmAffinity: boolean
+        x::FieldEntry::optional(x::Name(0x32a2016), x::Name(0x1ae7a20)), // spaceLoadBalanceConfig: StorageDrsSpaceLoadBalanceConfig
+        x::FieldEntry::optional(x::Name(0x2ace913), x::Name(0x1ad821d)), // ioLoadBalanceConfig: StorageDrsIoLoadBalanceConfig
+        x::FieldEntry::optional(x::Name(0x23b7b13), x::Name(0x1ab441a)), // automationOverrides: StorageDrsAutomationConfig
+        x::FieldEntry::repeated(x::Name(0x3178604), x::Name(0x75740f)), // rule: ClusterRuleSpec
+        x::FieldEntry::repeated(x::Name(0x2e98406), x::Name(0x1adc114)), // option: StorageDrsOptionSpec
+        x::FieldEntry::repeated(x::Name(0x2a78c0f), x::Name(0x218f017)), // initialVmConfig: VmPodConfigForPlacement
+        x::FieldEntry::optional(x::Name(0x332d60a), x::Name(0x13ff016)), // storagePod: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32a3712), x::Name(0x3344606)), // spaceThresholdMode: string
+        x::FieldEntry::optional(x::Name(0x32ac119), x::Name(0x2a94603)), // spaceUtilizationThreshold: int
+        x::FieldEntry::optional(x::Name(0x28dd214), x::Name(0x2a94603)), // freeSpaceThresholdGB: int
+        x::FieldEntry::optional(x::Name(0x2cbaa1d), x::Name(0x2a94603)), // minSpaceUtilizationDifference: int
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23f2208), x::Name(0x3344606)), // behavior: string
+        x::FieldEntry::optional(x::Name(0x2aa770f), x::Name(0x2405e07)), // intraVmAffinity: boolean
+        x::FieldEntry::optional(x::Name(0x2aa8713), x::Name(0x1df9f1f)), // intraVmAntiAffinity: VirtualDiskAntiAffinityRuleSpec
+        x::FieldEntry::repeated(x::Name(0x357ed10), x::Name(0x1e2c613)), // virtualDiskRules: VirtualDiskRuleSpec
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x1af0716)), // info: StorageDrsVmConfigInfo
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
+        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2a94603)), // reservation: int
+        x::FieldEntry::required(x::Name(0x2ba7e0b), x::Name(0x13e720a)), // limitOption: LongOption
+        x::FieldEntry::required(x::Name(0x3221b0c), x::Name(0x1a70e0c)), // sharesOption: SharesOption
+        x::FieldEntry::required(x::Name(0x27b0c0d), x::Name(0x5c290a)), // enabledOption: BoolOption
+        x::FieldEntry::required(x::Name(0x2513019), x::Name(0x12bb409)), // congestionThresholdOption: IntOption
+        x::FieldEntry::optional(x::Name(0x331431c), x::Name(0x5c290a)), // statsCollectionEnabledOption: BoolOption
+        x::FieldEntry::optional(x::Name(0x3118b18), x::Name(0x5c290a)), // reservationEnabledOption: BoolOption
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2511817), x::Name(0x3344606)), // congestionThresholdMode: string
+        x::FieldEntry::optional(x::Name(0x2510413), x::Name(0x2a94603)), // congestionThreshold: int
+        x::FieldEntry::optional(x::Name(0x2f3f617), x::Name(0x2a94603)), // percentOfPeakThroughput: int
+        x::FieldEntry::optional(x::Name(0x3312c16), x::Name(0x2405e07)), // statsCollectionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3117812), x::Name(0x2405e07)), // reservationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3311318), x::Name(0x2405e07)), // statsAggregationDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x3111217), x::Name(0x2a94603)), // reservableIopsThreshold: int
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2511817), x::Name(0x3344606)), // congestionThresholdMode: string
+        x::FieldEntry::required(x::Name(0x2510413), x::Name(0x2a94603)), // congestionThreshold: int
+        x::FieldEntry::optional(x::Name(0x2f3f617), x::Name(0x2a94603)), // percentOfPeakThroughput: int
+        x::FieldEntry::optional(x::Name(0x3312c16), x::Name(0x2405e07)), // statsCollectionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3117812), x::Name(0x2405e07)), // reservationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3311318), x::Name(0x2405e07)), // statsAggregationDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x3111217), x::Name(0x2a94603)), // reservableIopsThreshold: int
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30c490c), x::Name(0x1f9b61a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x13ff016)), // destination: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3235b0f), x::Name(0x2be5304)), // sizeTransferred: long
+        x::FieldEntry::optional(x::Name(0x32aae12), x::Name(0x28c9105)), // spaceUtilSrcBefore: float
+        x::FieldEntry::optional(x::Name(0x32a8912), x::Name(0x28c9105)), // spaceUtilDstBefore: float
+        x::FieldEntry::optional(x::Name(0x32a9c11), x::Name(0x28c9105)), // spaceUtilSrcAfter: float
+        x::FieldEntry::optional(x::Name(0x32a7711), x::Name(0x28c9105)), // spaceUtilDstAfter: float
+        x::FieldEntry::optional(x::Name(0x2aca712), x::Name(0x28c9105)), // ioLatencySrcBefore: float
+        x::FieldEntry::optional(x::Name(0x2ac9412), x::Name(0x28c9105)), // ioLatencyDstBefore: float
+        x::FieldEntry::required(x::Name(0x2aa5908), x::Name(0x2a94603)), // interval: int
+        x::FieldEntry::repeated(x::Name(0x2f4190a), x::Name(0x2a94603)), // percentile: int
+        x::FieldEntry::repeated(x::Name(0x25fcb14), x::Name(0x2748106)), // datastoreReadLatency: double
+        x::FieldEntry::repeated(x::Name(0x2605515), x::Name(0x2748106)), // datastoreWriteLatency: double
+        x::FieldEntry::repeated(x::Name(0x2602f12), x::Name(0x2748106)), // datastoreVmLatency: double
+        x::FieldEntry::repeated(x::Name(0x25fb911), x::Name(0x2748106)), // datastoreReadIops: double
+        x::FieldEntry::repeated(x::Name(0x2604212), x::Name(0x2748106)), // datastoreWriteIops: double
+        x::FieldEntry::required(x::Name(0x3233114), x::Name(0x2a94603)), // siocActivityDuration: int
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30c490c), x::Name(0x1f9b61a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x13ff016)), // destination: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32a670f), x::Name(0x28c9105)), // spaceUtilBefore: float
+        x::FieldEntry::optional(x::Name(0x329ef11), x::Name(0x28c9105)), // spaceDemandBefore: float
+        x::FieldEntry::optional(x::Name(0x32a580e), x::Name(0x28c9105)), // spaceUtilAfter: float
+        x::FieldEntry::optional(x::Name(0x329de10), x::Name(0x28c9105)), // spaceDemandAfter: float
+        x::FieldEntry::optional(x::Name(0x2ac840f), x::Name(0x28c9105)), // ioLatencyBefore: float
+        x::FieldEntry::repeated(x::Name(0x307ee0f), x::Name(0x751915)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x2757108), x::Name(0x6f6e10)), // drsFault: ClusterDrsFaults
+        x::FieldEntry::optional(x::Name(0x33e9904), x::Name(0x13ff016)), // task: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2ff4008), x::Name(0x1f7221a)), // priority: VirtualMachineMovePriority
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f86610), x::Name(0x1ae441a)), // podSelectionSpec: StorageDrsPodSelectionSpec
+        x::FieldEntry::optional(x::Name(0x249af09), x::Name(0x1eb8417)), // cloneSpec: VirtualMachineCloneSpec
+        x::FieldEntry::optional(x::Name(0x249a509), x::Name(0x3344606)), // cloneName: string
+        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x30c490c), x::Name(0x1f9b61a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::optional(x::Name(0x3135c0c), x::Name(0x13ff016)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26f0719), x::Name(0x2405e07)), // disallowPrerequisiteMoves: boolean
+        x::FieldEntry::optional(x::Name(0x3132618), x::Name(0x2a94603)), // resourceLeaseDurationSec: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::required(x::Name(0x28da409), x::Name(0x2be5304)), // freeSpace: long
+        x::FieldEntry::repeated(x::Name(0x2d1c60a), x::Name(0x148ed11)), // nasStorage: NasStorageProfile
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28dbc15), x::Name(0x2be5304)), // freeSpaceRequiredInKb: long
+        x::FieldEntry::required(x::Name(0x3010b09), x::Name(0x3344606)), // profileId: string
+        x::FieldEntry::required(x::Name(0x343cc0c), x::Name(0x2be5304)), // totalSpaceMB: long
+        x::FieldEntry::required(x::Name(0x34f170b), x::Name(0x2be5304)), // usedSpaceMB: long
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x264950c), x::Name(0x3344606)), // defaultValue: string
+        x::FieldEntry::optional(x::Name(0x353e30f), x::Name(0x3344606)), // validCharacters: string
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25c140e), x::Name(0x8eb0a)), // customizations: AnswerFile
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x3350810), x::Name(0x1b16d14)), // subnetFolderInfo: SubnetInfoFolderInfo
+        x::FieldEntry::required(x::Name(0x367250d), x::Name(0x1b16d14)), // vpcFolderInfo: SubnetInfoFolderInfo
+        x::FieldEntry::optional(x::Name(0x301c411), x::Name(0x1b16d14)), // projectFolderInfo: SubnetInfoFolderInfo
+        x::FieldEntry::required(x::Name(0x3170d0e), x::Name(0x1b16d14)), // rootFolderInfo: SubnetInfoFolderInfo
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x309bf08), x::Name(0x2be5304)), // recordId: long
+        x::FieldEntry::required(x::Name(0x36c3404), x::Name(0x3344606)), // when: string
+        x::FieldEntry::required(x::Name(0x31ceb07), x::Name(0x2be5304)), // selType: long
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::required(x::Name(0x31db00c), x::Name(0x2be5304)), // sensorNumber: long
     ],
     values: &[
-        x::Name(0x29bd105), // never
-        x::Name(0x2aad30e), // onSoftPowerOff
-        x::Name(0x2073206), // always
-        x::Name(0x29f4b04), // none
-        x::Name(0x2b51b07), // pending
-        x::Name(0x2f0e307), // success
-        x::Name(0x2510f06), // failed
-        x::Name(0x2972109), // native512
-        x::Name(0x246d00b), // emulated512
-        x::Name(0x2971808), // native4k
-        x::Name(0x187ee12), // SoftwareEmulated4k
-        x::Name(0x3024f07), // unknown
-        x::Name(0x265670b), // highQuality
-        x::Name(0x28d050d), // mediumQuality
-        x::Name(0x285c40a), // lowQuality
-        x::Name(0x302730e), // unknownQuality
-        x::Name(0x3028f0c), // unknownState
-        x::Name(0x2aa0502), // ok
-        x::Name(0x24c8205), // error
-        x::Name(0x2a9ab03), // off
-        x::Name(0x2c64508), // quiesced
-        x::Name(0x234a908), // degraded
-        x::Name(0x2859311), // lostCommunication
-        x::Name(0x2fb2e07), // timeout
-        x::Name(0x23e0704), // disk
-        x::Name(0x2f80604), // tape
-        x::Name(0x2c03607), // printer
-        x::Name(0x2c13e09), // processor
-        x::Name(0x3240804), // worm
-        x::Name(0x2170f05), // cdrom
-        x::Name(0x2d7b307), // scanner
-        x::Name(0x2ac670d), // opticalDevice
-        x::Name(0x28cf10c), // mediaChanger
-        x::Name(0x21e010e), // communications
-        x::Name(0x2ee3616), // storageArrayController
-        x::Name(0x2485c09), // enclosure
-        x::Name(0x3024f07), // unknown
-        x::Name(0x30bcb11), // vStorageSupported
-        x::Name(0x30bed13), // vStorageUnsupported
-        x::Name(0x30bdd0f), // vStorageUnknown
-        x::Name(0x10c7214), // HttpNfcServiceTicket
-        x::Name(0xfa3b11), // HostServiceTicket
-        x::Name(0x1b3110f), // VcServiceTicket
-        x::Name(0x26b860b), // httpOptions
-        x::Name(0x26b6907), // httpGet
-        x::Name(0x26b7108), // httpHead
-        x::Name(0x26b9208), // httpPost
-        x::Name(0x26ba507), // httpPut
-        x::Name(0x26b5e0a), // httpDelete
-        x::Name(0x26bad09), // httpTrace
-        x::Name(0x26b520b), // httpConnect
-        x::Name(0x285b403), // low
-        x::Name(0x29f7206), // normal
-        x::Name(0x2653f04), // high
-        x::Name(0x22bdc06), // custom
-        x::Name(0x563e03), // CSV
-        x::Name(0xc65a03), // HEX
-        x::Name(0x17c9206), // STRING
-        x::Name(0x2e18007), // slpDhcp
-        x::Name(0x2e1710e), // slpAutoUnicast
-        x::Name(0x2e16010), // slpAutoMulticast
-        x::Name(0x2e1cc09), // slpManual
-        x::Name(0x24c7406), // equals
-        x::Name(0x280a208), // lessThan
-        x::Name(0x280ab0d), // lessThanEqual
-        x::Name(0x25dbd10), // greaterThanEqual
-        x::Name(0x25db10b), // greaterThan
-        x::Name(0x2138208), // bootbank
-        x::Name(0x2fc0705), // tools
-        x::Name(0x2901e04), // meta
-        x::Name(0x27b2107), // isEqual
-        x::Name(0x27bc909), // isUnequal
-        x::Name(0x2880706), // manual
-        x::Name(0x20e2409), // automated
-        x::Name(0x3096c0b), // utilization
-        x::Name(0x2590e09), // freeSpace
-        x::Name(0x20e2e09), // automatic
-        x::Name(0x2880706), // manual
-        x::Name(0x2281106), // create
-        x::Name(0x2c9140b), // reconfigure
-        x::Name(0x2cbd708), // relocate
-        x::Name(0x21b7505), // clone
+        x::Name(0x2d73c05), // never
+        x::Name(0x2e7b60e), // onSoftPowerOff
+        x::Name(0x233b206), // always
+        x::Name(0x2daff04), // none
+        x::Name(0x2f30b07), // pending
+        x::Name(0x3359007), // success
+        x::Name(0x2851a06), // failed
+        x::Name(0x2d1de09), // native512
+        x::Name(0x279e40b), // emulated512
+        x::Name(0x2d1d508), // native4k
+        x::Name(0x1a93012), // SoftwareEmulated4k
+        x::Name(0x3488b07), // unknown
+        x::Name(0x29b320b), // highQuality
+        x::Name(0x2c6c10d), // mediumQuality
+        x::Name(0x2bea70a), // lowQuality
+        x::Name(0x348af0e), // unknownQuality
+        x::Name(0x1365d14), // LUN_RESERVED_UNKNOWN
+        x::Name(0x1367210), // LUN_RESERVED_YES
+        x::Name(0x136320f), // LUN_RESERVED_NO
+        x::Name(0x136421a), // LUN_RESERVED_NOT_SUPPORTED
+        x::Name(0x348cb0c), // unknownState
+        x::Name(0x2e6e802), // ok
+        x::Name(0x2801305), // error
+        x::Name(0x2e68003), // off
+        x::Name(0x305c808), // quiesced
+        x::Name(0x2650108), // degraded
+        x::Name(0x2be7611), // lostCommunication
+        x::Name(0x3410207), // timeout
+        x::Name(0x26fca04), // disk
+        x::Name(0x33d4d04), // tape
+        x::Name(0x2ff3807), // printer
+        x::Name(0x3004d09), // processor
+        x::Name(0x36fd304), // worm
+        x::Name(0x244c005), // cdrom
+        x::Name(0x3197107), // scanner
+        x::Name(0x2e9760d), // opticalDevice
+        x::Name(0x2c6ad0c), // mediaChanger
+        x::Name(0x24c330e), // communications
+        x::Name(0x3321d16), // storageArrayController
+        x::Name(0x27b9109), // enclosure
+        x::Name(0x3488b07), // unknown
+        x::Name(0x353a311), // vStorageSupported
+        x::Name(0x353c513), // vStorageUnsupported
+        x::Name(0x353b50f), // vStorageUnknown
+        x::Name(0x7e20b), // AllElements
+        x::Name(0x9d50a), // AnyElement
+        x::Name(0xc0ba05), // Equal
+        x::Name(0x150ee08), // NotEqual
+        x::Name(0xd3d507), // Greater
+        x::Name(0xd3dd0e), // GreaterOrEqual
+        x::Name(0x1373204), // Less
+        x::Name(0x137370b), // LessOrEqual
+        x::Name(0x1257a02), // In
+        x::Name(0x1510f05), // NotIn
+        x::Name(0x13a2704), // Like
+        x::Name(0x1511507), // NotLike
+        x::Name(0x677c16), // ClusterComputeResource
+        x::Name(0x78c50f), // ComputeResource
+        x::Name(0x95bd0a), // Datacenter
+        x::Name(0x969109), // Datastore
+        x::Name(0xa8f01b), // DistributedVirtualPortgroup
+        x::Name(0xa9fd18), // DistributedVirtualSwitch
+        x::Name(0xcdc706), // Folder
+        x::Name(0x1150a0a), // HostSystem
+        x::Name(0x14b9607), // Network
+        x::Name(0x155660d), // OpaqueNetwork
+        x::Name(0x192180c), // ResourcePool
+        x::Name(0x1a2400f), // ServiceInstance
+        x::Name(0x1b07a0a), // StoragePod
+        x::Name(0x1d9e50a), // VirtualApp
+        x::Name(0x1e96b0e), // VirtualMachine
+        x::Name(0x220361e), // VmwareDistributedVirtualSwitch
+        x::Name(0x1242514), // HttpNfcServiceTicket
+        x::Name(0x1109b11), // HostServiceTicket
+        x::Name(0x1d8390f), // VcServiceTicket
+        x::Name(0x2a1b70b), // httpOptions
+        x::Name(0x2a19a07), // httpGet
+        x::Name(0x2a1a208), // httpHead
+        x::Name(0x2a1c308), // httpPost
+        x::Name(0x2a1d607), // httpPut
+        x::Name(0x2a18f0a), // httpDelete
+        x::Name(0x2a1de09), // httpTrace
+        x::Name(0x2a1830b), // httpConnect
+        x::Name(0x2be9703), // low
+        x::Name(0x2db2606), // normal
+        x::Name(0x29b0a04), // high
+        x::Name(0x25b4506), // custom
+        x::Name(0x5cb903), // CSV
+        x::Name(0xd91c03), // HEX
+        x::Name(0x19bd706), // STRING
+        x::Name(0x3247007), // slpDhcp
+        x::Name(0x324610e), // slpAutoUnicast
+        x::Name(0x3245010), // slpAutoMulticast
+        x::Name(0x324bc09), // slpManual
+        x::Name(0x2800506), // equals
+        x::Name(0x2b91408), // lessThan
+        x::Name(0x2b91d0d), // lessThanEqual
+        x::Name(0x292e010), // greaterThanEqual
+        x::Name(0x292d40b), // greaterThan
+        x::Name(0x2411e08), // bootbank
+        x::Name(0x341db05), // tools
+        x::Name(0x2c9da04), // meta
+        x::Name(0x2b29107), // isEqual
+        x::Name(0x2b37909), // isUnequal
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x23b6709), // automated
+        x::Name(0x351010b), // utilization
+        x::Name(0x28da409), // freeSpace
+        x::Name(0x23b7109), // automatic
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x2573006), // create
+        x::Name(0x3093d0b), // reconfigure
+        x::Name(0x30c4008), // relocate
+        x::Name(0x2498405), // clone
     ],
 };

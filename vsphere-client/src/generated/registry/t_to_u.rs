@@ -6,215 +6,231 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1916503), x::Name(0xaa460b), 0, 1), // Tag: DynamicData
-        x::TypeEntry::structure(x::Name(0x191690f), x::Name(0xaa460b), 1, 3), // TaskDescription: DynamicData
-        x::TypeEntry::structure(x::Name(0x1917909), x::Name(0xb00605), 4, 1), // TaskEvent: Event
-        x::TypeEntry::structure(x::Name(0x191830e), x::Name(0xaa460b), 5, 11), // TaskFilterSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1919216), x::Name(0xaa460b), 16, 2), // TaskFilterSpecByEntity: DynamicData
-        x::TypeEntry::structure(x::Name(0x191a914), x::Name(0xaa460b), 18, 3), // TaskFilterSpecByTime: DynamicData
-        x::TypeEntry::structure(x::Name(0x191be18), x::Name(0xaa460b), 21, 2), // TaskFilterSpecByUsername: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x191d71d), 0, 3), // TaskFilterSpecRecursionOption
-        x::TypeEntry::enumeration(x::Name(0x191f518), 3, 3), // TaskFilterSpecTimeOption
-        x::TypeEntry::structure(x::Name(0x1920e0e), x::Name(0x1b42008), 23, 1), // TaskInProgress: VimFault
-        x::TypeEntry::structure(x::Name(0x1921d08), x::Name(0xaa460b), 24, 23), // TaskInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x192260d), 6, 4), // TaskInfoState
-        x::TypeEntry::structure(x::Name(0x192340a), x::Name(0xaa460b), 47, 0), // TaskReason: DynamicData
-        x::TypeEntry::structure(x::Name(0x1923f0f), x::Name(0x192340a), 47, 4), // TaskReasonAlarm: TaskReason
-        x::TypeEntry::structure(x::Name(0x1924f12), x::Name(0x192340a), 51, 2), // TaskReasonSchedule: TaskReason
-        x::TypeEntry::structure(x::Name(0x1926210), x::Name(0x192340a), 53, 0), // TaskReasonSystem: TaskReason
-        x::TypeEntry::structure(x::Name(0x192730e), x::Name(0x192340a), 53, 1), // TaskReasonUser: TaskReason
-        x::TypeEntry::structure(x::Name(0x192820d), x::Name(0xaa460b), 54, 2), // TaskScheduler: DynamicData
-        x::TypeEntry::structure(x::Name(0x1929010), x::Name(0x1917909), 56, 0), // TaskTimeoutEvent: TaskEvent
-        x::TypeEntry::structure(x::Name(0x192a111), x::Name(0xa4151a), 56, 0), // TeamingMatchEvent: DvsHealthStatusChangeEvent
-        x::TypeEntry::structure(x::Name(0x192b314), x::Name(0xa4151a), 56, 0), // TeamingMisMatchEvent: DvsHealthStatusChangeEvent
-        x::TypeEntry::structure(x::Name(0x192c81a), x::Name(0x1931214), 56, 0), // TemplateBeingUpgradedEvent: TemplateUpgradeEvent
-        x::TypeEntry::structure(x::Name(0x192e316), x::Name(0x1e6ce10), 56, 0), // TemplateConfigFileInfo: VmConfigFileInfo
-        x::TypeEntry::structure(x::Name(0x192fa17), x::Name(0x1e6df11), 56, 0), // TemplateConfigFileQuery: VmConfigFileQuery
-        x::TypeEntry::structure(x::Name(0x1931214), x::Name(0xb00605), 56, 1), // TemplateUpgradeEvent: Event
-        x::TypeEntry::structure(x::Name(0x193271a), x::Name(0x1931214), 57, 1), // TemplateUpgradeFailedEvent: TemplateUpgradeEvent
-        x::TypeEntry::structure(x::Name(0x1934215), x::Name(0x1931214), 58, 0), // TemplateUpgradedEvent: TemplateUpgradeEvent
-        x::TypeEntry::structure(x::Name(0x1935823), x::Name::NONE, 58, 2), // TerminateFaultTolerantVMRequestType
-        x::TypeEntry::structure(x::Name(0x1937c22), x::Name::NONE, 60, 4), // TerminateProcessInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1939f1b), x::Name::NONE, 64, 2), // TerminateSessionRequestType
-        x::TypeEntry::structure(x::Name(0x193bb16), x::Name::NONE, 66, 1), // TerminateVMRequestType
-        x::TypeEntry::structure(x::Name(0x193d21a), x::Name::NONE, 67, 1), // TestTimeServiceRequestType
-        x::TypeEntry::structure(x::Name(0x193ed21), x::Name(0x17bee0c), 68, 3), // ThirdPartyLicenseAssignmentFailed: RuntimeFault
-        x::TypeEntry::enumeration(x::Name(0x1940f27), 10, 2), // ThirdPartyLicenseAssignmentFailedReason
-        x::TypeEntry::structure(x::Name(0x194371d), x::Name(0xc1bd13), 71, 1), // TicketedSessionAuthentication: GuestAuthentication
-        x::TypeEntry::structure(x::Name(0x194551a), x::Name(0xd59909), 72, 0), // TimedOutHostOperationEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1947008), x::Name(0x1b42008), 72, 0), // Timedout: VimFault
-        x::TypeEntry::structure(x::Name(0x194791d), x::Name(0xb96b09), 72, 0), // TooManyConcurrentNativeClones: FileFault
-        x::TypeEntry::structure(x::Name(0x194971b), x::Name(0x1b42008), 72, 0), // TooManyConsecutiveOverrides: VimFault
-        x::TypeEntry::structure(x::Name(0x194b30e), x::Name(0x117c70f), 72, 0), // TooManyDevices: InvalidVmConfig
-        x::TypeEntry::structure(x::Name(0x194c218), x::Name(0x128b00e), 72, 2), // TooManyDisksOnLegacyHost: MigrationFault
-        x::TypeEntry::structure(x::Name(0x194db12), x::Name(0xc32214), 74, 0), // TooManyGuestLogons: GuestOperationsFault
-        x::TypeEntry::structure(x::Name(0x194ee0c), x::Name(0xce7c10), 74, 0), // TooManyHosts: HostConnectFault
-        x::TypeEntry::structure(x::Name(0x194fb18), x::Name(0xb96b09), 74, 0), // TooManyNativeCloneLevels: FileFault
-        x::TypeEntry::structure(x::Name(0x1951419), x::Name(0xb96b09), 74, 0), // TooManyNativeClonesOnFile: FileFault
-        x::TypeEntry::structure(x::Name(0x1952e15), x::Name(0x186f20d), 74, 0), // TooManySnapshotLevels: SnapshotFault
-        x::TypeEntry::structure(x::Name(0x1954414), x::Name(0x1f34413), 74, 0), // ToolsAlreadyUpgraded: VmToolsUpgradeFault
-        x::TypeEntry::structure(x::Name(0x195591c), x::Name(0x1f34413), 74, 0), // ToolsAutoUpgradeNotSupported: VmToolsUpgradeFault
-        x::TypeEntry::structure(x::Name(0x195760f), x::Name(0xaa460b), 74, 13), // ToolsConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1958623), x::Name(0xaa460b), 87, 2), // ToolsConfigInfoToolsLastInstallInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x195aa14), x::Name(0x1f34413), 89, 0), // ToolsImageCopyFailed: VmToolsUpgradeFault
-        x::TypeEntry::structure(x::Name(0x195bf16), x::Name(0x1f34413), 89, 0), // ToolsImageNotAvailable: VmToolsUpgradeFault
-        x::TypeEntry::structure(x::Name(0x195d61e), x::Name(0x1f34413), 89, 0), // ToolsImageSignatureCheckFailed: VmToolsUpgradeFault
-        x::TypeEntry::structure(x::Name(0x195f51b), x::Name(0x128b00e), 89, 0), // ToolsInstallationInProgress: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1961110), x::Name(0x1b42008), 89, 0), // ToolsUnavailable: VimFault
-        x::TypeEntry::structure(x::Name(0x1962215), x::Name(0x1f34413), 89, 0), // ToolsUpgradeCancelled: VmToolsUpgradeFault
-        x::TypeEntry::structure(x::Name(0x196380d), x::Name(0x180bf0d), 89, 4), // TraversalSpec: SelectionSpec
-        x::TypeEntry::structure(x::Name(0x1964b20), x::Name::NONE, 93, 2), // TurnDiskLocatorLedOffRequestType
-        x::TypeEntry::structure(x::Name(0x1966c1f), x::Name::NONE, 95, 2), // TurnDiskLocatorLedOnRequestType
-        x::TypeEntry::structure(x::Name(0x1968c25), x::Name::NONE, 97, 1), // TurnOffFaultToleranceForVMRequestType
-        x::TypeEntry::structure(x::Name(0x196b20f), x::Name(0x911f0b), 98, 1), // TypeDescription: Description
-        x::TypeEntry::structure(x::Name(0x196c21d), x::Name(0x19a2814), 99, 2), // UnSupportedDatastoreForVFlash: UnsupportedDatastore
-        x::TypeEntry::structure(x::Name(0x196e020), x::Name::NONE, 101, 3), // UnassignUserFromGroupRequestType
-        x::TypeEntry::structure(x::Name(0x1970115), x::Name::NONE, 104, 4), // UnbindVnicRequestType
-        x::TypeEntry::structure(x::Name(0x1971717), x::Name(0x128b00e), 108, 0), // UncommittedUndoableDisk: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1972f19), x::Name(0x1175214), 108, 0), // UnconfiguredPropertyValue: InvalidPropertyValue
-        x::TypeEntry::structure(x::Name(0x1975613), x::Name(0x7f8d12), 108, 1), // UncustomizableGuest: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x1976a1c), x::Name(0x7f8d12), 109, 0), // UnexpectedCustomizationFault: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x197870f), x::Name(0x17bee0c), 109, 2), // UnexpectedFault: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x197971d), x::Name::NONE, 111, 3), // UninstallHostPatchRequestType
-        x::TypeEntry::structure(x::Name(0x197b51c), x::Name::NONE, 114, 3), // UninstallIoFilterRequestType
-        x::TypeEntry::structure(x::Name(0x197d21b), x::Name::NONE, 117, 2), // UninstallServiceRequestType
-        x::TypeEntry::structure(x::Name(0x1980c1e), x::Name(0x11dda0c), 119, 2), // UnlicensedVirtualMachinesEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x1982b23), x::Name(0x11dda0c), 121, 1), // UnlicensedVirtualMachinesFoundEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x1984f1c), x::Name::NONE, 122, 2), // UnmapVmfsVolumeExRequestType
-        x::TypeEntry::structure(x::Name(0x1986c28), x::Name::NONE, 124, 2), // UnmarkServiceProviderEntitiesRequestType
-        x::TypeEntry::structure(x::Name(0x198951d), x::Name::NONE, 126, 2), // UnmountDiskMappingRequestType
-        x::TypeEntry::structure(x::Name(0x198b328), x::Name::NONE, 128, 2), // UnmountForceMountedVmfsVolumeRequestType
-        x::TypeEntry::structure(x::Name(0x198dc20), x::Name::NONE, 130, 1), // UnmountToolsInstallerRequestType
-        x::TypeEntry::structure(x::Name(0x198fd1c), x::Name::NONE, 131, 2), // UnmountVffsVolumeRequestType
-        x::TypeEntry::structure(x::Name(0x1991a1e), x::Name::NONE, 133, 2), // UnmountVmfsVolumeExRequestType
-        x::TypeEntry::structure(x::Name(0x199391c), x::Name::NONE, 135, 2), // UnmountVmfsVolumeRequestType
-        x::TypeEntry::structure(x::Name(0x1995610), x::Name(0x1b42008), 137, 1), // UnrecognizedHost: VimFault
-        x::TypeEntry::structure(x::Name(0x199671f), x::Name::NONE, 138, 1), // UnregisterAndDestroyRequestType
-        x::TypeEntry::structure(x::Name(0x199871e), x::Name::NONE, 139, 2), // UnregisterExtensionRequestType
-        x::TypeEntry::structure(x::Name(0x199a629), x::Name::NONE, 141, 2), // UnregisterHealthUpdateProviderRequestType
-        x::TypeEntry::structure(x::Name(0x199d01f), x::Name::NONE, 143, 2), // UnregisterKmsClusterRequestType
-        x::TypeEntry::structure(x::Name(0x199f017), x::Name::NONE, 145, 1), // UnregisterVMRequestType
-        x::TypeEntry::structure(x::Name(0x19a081f), x::Name(0x128bf1c), 146, 0), // UnsharedSwapVMotionNotSupported: MigrationFeatureNotSupported
-        x::TypeEntry::structure(x::Name(0x19a2814), x::Name(0x1e6a50d), 146, 1), // UnsupportedDatastore: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x19a3d10), x::Name(0x117c70f), 147, 1), // UnsupportedGuest: InvalidVmConfig
-        x::TypeEntry::structure(x::Name(0x19a4e18), x::Name(0x1b42008), 148, 1), // UnsupportedVimApiVersion: VimFault
-        x::TypeEntry::structure(x::Name(0x19a6716), x::Name(0x1e6a50d), 149, 0), // UnsupportedVmxLocation: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x19a7e22), x::Name(0x93bf19), 149, 0), // UnusedVirtualDiskBlocksNotScrubbed: DeviceBackingNotSupported
-        x::TypeEntry::structure(x::Name(0x19aa81b), x::Name::NONE, 149, 3), // UpdateAnswerFileRequestType
-        x::TypeEntry::structure(x::Name(0x19ac429), x::Name::NONE, 152, 2), // UpdateAssignableHardwareConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19aee20), x::Name::NONE, 154, 4), // UpdateAssignedLicenseRequestType
-        x::TypeEntry::structure(x::Name(0x19b0f22), x::Name::NONE, 158, 4), // UpdateAuthorizationRoleRequestType
-        x::TypeEntry::structure(x::Name(0x19b321b), x::Name::NONE, 162, 2), // UpdateBootDeviceRequestType
-        x::TypeEntry::structure(x::Name(0x19b4e2b), x::Name::NONE, 164, 2), // UpdateChildResourceConfigurationRequestType
-        x::TypeEntry::structure(x::Name(0x19b7a1f), x::Name::NONE, 166, 2), // UpdateClusterProfileRequestType
-        x::TypeEntry::structure(x::Name(0x19b9a17), x::Name::NONE, 168, 3), // UpdateConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19bb225), x::Name::NONE, 171, 2), // UpdateConsoleIpRouteConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19bd824), x::Name::NONE, 173, 2), // UpdateCounterLevelMappingRequestType
-        x::TypeEntry::structure(x::Name(0x19bfd25), x::Name::NONE, 175, 2), // UpdateDVSHealthCheckConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19c2323), x::Name::NONE, 177, 2), // UpdateDVSLacpGroupConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19c471f), x::Name::NONE, 179, 2), // UpdateDateTimeConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19c6719), x::Name::NONE, 181, 2), // UpdateDateTimeRequestType
-        x::TypeEntry::structure(x::Name(0x19c811e), x::Name::NONE, 183, 2), // UpdateDefaultPolicyRequestType
-        x::TypeEntry::structure(x::Name(0x19ca01f), x::Name::NONE, 185, 3), // UpdateDiskPartitionsRequestType
-        x::TypeEntry::structure(x::Name(0x19cc01a), x::Name::NONE, 188, 2), // UpdateDnsConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19cdb1e), x::Name::NONE, 190, 2), // UpdateDvsCapabilityRequestType
-        x::TypeEntry::structure(x::Name(0x19cfa1a), x::Name::NONE, 192, 2), // UpdateExtensionRequestType
-        x::TypeEntry::structure(x::Name(0x19d1516), x::Name::NONE, 194, 2), // UpdateFlagsRequestType
-        x::TypeEntry::structure(x::Name(0x19d2c1f), x::Name::NONE, 196, 2), // UpdateGraphicsConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19d4c29), x::Name::NONE, 198, 2), // UpdateHostImageAcceptanceLevelRequestType
-        x::TypeEntry::structure(x::Name(0x19d761c), x::Name::NONE, 200, 2), // UpdateHostProfileRequestType
-        x::TypeEntry::structure(x::Name(0x19d9322), x::Name::NONE, 202, 3), // UpdateHostSpecificationRequestType
-        x::TypeEntry::structure(x::Name(0x19db625), x::Name::NONE, 205, 3), // UpdateHostSubSpecificationRequestType
-        x::TypeEntry::structure(x::Name(0x19ddc26), x::Name::NONE, 208, 3), // UpdateHppMultipathLunPolicyRequestType
-        x::TypeEntry::structure(x::Name(0x19e032c), x::Name::NONE, 211, 4), // UpdateInternetScsiAdvancedOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x19e3022), x::Name::NONE, 215, 3), // UpdateInternetScsiAliasRequestType
-        x::TypeEntry::structure(x::Name(0x19e5335), x::Name::NONE, 218, 4), // UpdateInternetScsiAuthenticationPropertiesRequestType
-        x::TypeEntry::structure(x::Name(0x19e892d), x::Name::NONE, 222, 4), // UpdateInternetScsiDigestPropertiesRequestType
-        x::TypeEntry::structure(x::Name(0x19eb730), x::Name::NONE, 226, 3), // UpdateInternetScsiDiscoveryPropertiesRequestType
-        x::TypeEntry::structure(x::Name(0x19ee829), x::Name::NONE, 229, 3), // UpdateInternetScsiIPPropertiesRequestType
-        x::TypeEntry::structure(x::Name(0x19f1221), x::Name::NONE, 232, 3), // UpdateInternetScsiNameRequestType
-        x::TypeEntry::structure(x::Name(0x19f3419), x::Name::NONE, 235, 2), // UpdateIpConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19f4e17), x::Name::NONE, 237, 3), // UpdateIpPoolRequestType
-        x::TypeEntry::structure(x::Name(0x19f661e), x::Name::NONE, 240, 2), // UpdateIpRouteConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19f8523), x::Name::NONE, 242, 2), // UpdateIpRouteTableConfigRequestType
-        x::TypeEntry::structure(x::Name(0x19fa915), x::Name::NONE, 244, 2), // UpdateIpmiRequestType
-        x::TypeEntry::structure(x::Name(0x19fbf1b), x::Name::NONE, 246, 2), // UpdateKmipServerRequestType
-        x::TypeEntry::structure(x::Name(0x19fdb27), x::Name::NONE, 248, 3), // UpdateKmsSignedCsrClientCertRequestType
-        x::TypeEntry::structure(x::Name(0x1a0031d), x::Name::NONE, 251, 4), // UpdateLicenseLabelRequestType
-        x::TypeEntry::structure(x::Name(0x1a02118), x::Name::NONE, 255, 3), // UpdateLicenseRequestType
-        x::TypeEntry::structure(x::Name(0x1a03a1f), x::Name::NONE, 258, 3), // UpdateLinkedChildrenRequestType
-        x::TypeEntry::structure(x::Name(0x1a05a23), x::Name::NONE, 261, 2), // UpdateLocalSwapDatastoreRequestType
-        x::TypeEntry::structure(x::Name(0x1a07e23), x::Name::NONE, 263, 2), // UpdateLockdownExceptionsRequestType
-        x::TypeEntry::structure(x::Name(0x1a0a223), x::Name::NONE, 265, 3), // UpdateModuleOptionStringRequestType
-        x::TypeEntry::structure(x::Name(0x1a0c61e), x::Name::NONE, 268, 3), // UpdateNetworkConfigRequestType
-        x::TypeEntry::structure(x::Name(0x1a0e524), x::Name::NONE, 271, 2), // UpdateNetworkResourcePoolRequestType
-        x::TypeEntry::structure(x::Name(0x1a10a18), x::Name::NONE, 273, 2), // UpdateOptionsRequestType
-        x::TypeEntry::structure(x::Name(0x1a1231f), x::Name::NONE, 275, 2), // UpdatePassthruConfigRequestType
-        x::TypeEntry::structure(x::Name(0x1a1431d), x::Name::NONE, 277, 2), // UpdatePerfIntervalRequestType
-        x::TypeEntry::structure(x::Name(0x1a16125), x::Name::NONE, 279, 3), // UpdatePhysicalNicLinkSpeedRequestType
-        x::TypeEntry::structure(x::Name(0x1a1871a), x::Name::NONE, 282, 3), // UpdatePortGroupRequestType
-        x::TypeEntry::structure(x::Name(0x1a1a226), x::Name::NONE, 285, 2), // UpdateProductLockerLocationRequestType
-        x::TypeEntry::structure(x::Name(0x1a1c919), x::Name::NONE, 287, 2), // UpdateProgressRequestType
-        x::TypeEntry::structure(x::Name(0x1a1e31e), x::Name::NONE, 289, 2), // UpdateReferenceHostRequestType
-        x::TypeEntry::structure(x::Name(0x1a20218), x::Name::NONE, 291, 3), // UpdateRulesetRequestType
-        x::TypeEntry::structure(x::Name(0x1a21b23), x::Name::NONE, 294, 3), // UpdateScsiLunDisplayNameRequestType
-        x::TypeEntry::structure(x::Name(0x1a23f25), x::Name::NONE, 297, 3), // UpdateSelfSignedClientCertRequestType
-        x::TypeEntry::structure(x::Name(0x1a26529), x::Name::NONE, 300, 3), // UpdateServiceConsoleVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x1a28f1f), x::Name::NONE, 303, 2), // UpdateServiceMessageRequestType
-        x::TypeEntry::structure(x::Name(0x1a2af1e), x::Name::NONE, 305, 3), // UpdateServicePolicyRequestType
-        x::TypeEntry::structure(x::Name(0x1a2ce09), x::Name(0xaa460b), 308, 3), // UpdateSet: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a2d82c), x::Name::NONE, 311, 2), // UpdateSoftwareInternetScsiEnabledRequestType
-        x::TypeEntry::structure(x::Name(0x1a30520), x::Name::NONE, 313, 2), // UpdateSystemResourcesRequestType
-        x::TypeEntry::structure(x::Name(0x1a32628), x::Name::NONE, 315, 2), // UpdateSystemSwapConfigurationRequestType
-        x::TypeEntry::structure(x::Name(0x1a34f1c), x::Name::NONE, 317, 2), // UpdateSystemUsersRequestType
-        x::TypeEntry::structure(x::Name(0x1a36c15), x::Name::NONE, 319, 2), // UpdateUserRequestType
-        x::TypeEntry::structure(x::Name(0x1a3821b), x::Name::NONE, 321, 2), // UpdateVAppConfigRequestType
-        x::TypeEntry::structure(x::Name(0x1a39e33), x::Name::NONE, 323, 2), // UpdateVStorageInfrastructureObjectPolicyRequestType
-        x::TypeEntry::structure(x::Name(0x1a3d225), x::Name::NONE, 325, 5), // UpdateVStorageObjectCryptoRequestType
-        x::TypeEntry::structure(x::Name(0x1a3f825), x::Name::NONE, 330, 4), // UpdateVStorageObjectPolicyRequestType
-        x::TypeEntry::structure(x::Name(0x1a41e28), x::Name::NONE, 334, 2), // UpdateVVolVirtualMachineFilesRequestType
-        x::TypeEntry::structure(x::Name(0x1a44724), x::Name::NONE, 336, 2), // UpdateVirtualMachineFilesRequestType
-        x::TypeEntry::structure(x::Name(0x1a46c1f), x::Name(0xaa460b), 338, 1), // UpdateVirtualMachineFilesResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a48c2f), x::Name(0xaa460b), 339, 2), // UpdateVirtualMachineFilesResultFailedVmFileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a4bc1b), x::Name::NONE, 341, 3), // UpdateVirtualNicRequestType
-        x::TypeEntry::structure(x::Name(0x1a4d81e), x::Name::NONE, 344, 3), // UpdateVirtualSwitchRequestType
-        x::TypeEntry::structure(x::Name(0x1a4f723), x::Name::NONE, 347, 3), // UpdateVmfsUnmapBandwidthRequestType
-        x::TypeEntry::structure(x::Name(0x1a51b22), x::Name::NONE, 350, 3), // UpdateVmfsUnmapPriorityRequestType
-        x::TypeEntry::structure(x::Name(0x1a53e15), x::Name::NONE, 353, 2), // UpdateVsanRequestType
-        x::TypeEntry::structure(x::Name(0x1a5541f), x::Name(0xd59909), 355, 0), // UpdatedAgentBeingRestartedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1a5740c), x::Name(0xb00605), 355, 1), // UpgradeEvent: Event
-        x::TypeEntry::structure(x::Name(0x1a5811a), x::Name::NONE, 356, 4), // UpgradeIoFilterRequestType
-        x::TypeEntry::enumeration(x::Name(0x1a59c0d), 12, 2), // UpgradePolicy
-        x::TypeEntry::structure(x::Name(0x1a5aa17), x::Name::NONE, 360, 2), // UpgradeToolsRequestType
-        x::TypeEntry::structure(x::Name(0x1a5c214), x::Name::NONE, 362, 2), // UpgradeVMRequestType
-        x::TypeEntry::structure(x::Name(0x1a5d71a), x::Name::NONE, 364, 1), // UpgradeVmLayoutRequestType
-        x::TypeEntry::structure(x::Name(0x1a5f216), x::Name::NONE, 365, 2), // UpgradeVmfsRequestType
-        x::TypeEntry::structure(x::Name(0x1a6091d), x::Name::NONE, 367, 3), // UpgradeVsanObjectsRequestType
-        x::TypeEntry::structure(x::Name(0x1a6271c), x::Name(0xa4151a), 370, 0), // UplinkPortMtuNotSupportEvent: DvsHealthStatusChangeEvent
-        x::TypeEntry::structure(x::Name(0x1a64419), x::Name(0xa4151a), 370, 0), // UplinkPortMtuSupportEvent: DvsHealthStatusChangeEvent
-        x::TypeEntry::structure(x::Name(0x1a65e1a), x::Name(0xa4151a), 370, 0), // UplinkPortVlanTrunkedEvent: DvsHealthStatusChangeEvent
-        x::TypeEntry::structure(x::Name(0x1a6791c), x::Name(0xa4151a), 370, 0), // UplinkPortVlanUntrunkedEvent: DvsHealthStatusChangeEvent
-        x::TypeEntry::structure(x::Name(0x1a6961b), x::Name::NONE, 370, 4), // UploadClientCertRequestType
-        x::TypeEntry::structure(x::Name(0x1a6b21f), x::Name::NONE, 374, 3), // UploadKmipServerCertRequestType
-        x::TypeEntry::structure(x::Name(0x1a6d20f), x::Name(0xaa460b), 377, 1), // UsbScanCodeSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a6e217), x::Name(0xaa460b), 378, 2), // UsbScanCodeSpecKeyEvent: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a6fa1b), x::Name(0xaa460b), 380, 8), // UsbScanCodeSpecModifierType: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a71613), x::Name(0xd59909), 388, 2), // UserAssignedToGroup: HostEvent
-        x::TypeEntry::structure(x::Name(0x1a72a10), x::Name(0xab90c), 390, 1), // UserGroupProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1a73b22), x::Name(0x14f871b), 391, 1), // UserInputRequiredParameterMetadata: ProfilePolicyOptionMetadata
-        x::TypeEntry::structure(x::Name(0x1a75e15), x::Name(0x182430c), 392, 4), // UserLoginSessionEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0x1a77416), x::Name(0x182430c), 396, 5), // UserLogoutSessionEvent: SessionEvent
-        x::TypeEntry::structure(x::Name(0x1a78b0c), x::Name(0x1b42008), 401, 2), // UserNotFound: VimFault
-        x::TypeEntry::structure(x::Name(0x1a79813), x::Name(0xd59909), 403, 1), // UserPasswordChanged: HostEvent
-        x::TypeEntry::structure(x::Name(0x1a7ac13), x::Name(0xaa460b), 404, 2), // UserPrivilegeResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a7c00b), x::Name(0xab90c), 406, 1), // UserProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1a7cc10), x::Name(0xaa460b), 407, 3), // UserSearchResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a7dd0b), x::Name(0xaa460b), 410, 11), // UserSession: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a7e917), x::Name(0xd59909), 421, 2), // UserUnassignedFromGroup: HostEvent
-        x::TypeEntry::structure(x::Name(0x1a80110), x::Name(0x1a5740c), 423, 0), // UserUpgradeEvent: UpgradeEvent
+        x::TypeEntry::structure(x::Name(0x1b2de03), x::Name(0xbb9c0b), 0, 1), // Tag: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b2e205), x::Name(0xbb9c0b), 1, 2), // TagId: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b2e80b), x::Name(0xbb9c0b), 3, 2), // TagIdNameId: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b2f407), x::Name(0x57b40f), 5, 1), // TagSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1b2fc0f), x::Name(0xbb9c0b), 6, 3), // TaskDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b30c09), x::Name(0xc19905), 9, 1), // TaskEvent: Event
+        x::TypeEntry::structure(x::Name(0x1b3160e), x::Name(0xbb9c0b), 10, 11), // TaskFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b32516), x::Name(0xbb9c0b), 21, 2), // TaskFilterSpecByEntity: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b33c14), x::Name(0xbb9c0b), 23, 3), // TaskFilterSpecByTime: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b35118), x::Name(0xbb9c0b), 26, 2), // TaskFilterSpecByUsername: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1b36a1d), 0, 3), // TaskFilterSpecRecursionOption
+        x::TypeEntry::enumeration(x::Name(0x1b38818), 3, 3), // TaskFilterSpecTimeOption
+        x::TypeEntry::structure(x::Name(0x1b3a10e), x::Name(0x1d94808), 28, 1), // TaskInProgress: VimFault
+        x::TypeEntry::structure(x::Name(0x1b3b008), x::Name(0xbb9c0b), 29, 24), // TaskInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b3b912), x::Name(0xbb9c0b), 53, 1), // TaskInfoFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b3cc23), x::Name(0xbb9c0b), 54, 3), // TaskInfoFilterSpecFilterTaskResults: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1b3f00d), 6, 4), // TaskInfoState
+        x::TypeEntry::structure(x::Name(0x1b3fe17), x::Name(0xbb9c0b), 57, 0), // TaskManagerTaskViewSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b41618), x::Name(0x1b3fe17), 57, 2), // TaskManagerViewByStartId: TaskManagerTaskViewSpec
+        x::TypeEntry::structure(x::Name(0x1b42f0a), x::Name(0xbb9c0b), 59, 0), // TaskReason: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b43a0f), x::Name(0x1b42f0a), 59, 4), // TaskReasonAlarm: TaskReason
+        x::TypeEntry::structure(x::Name(0x1b44a12), x::Name(0x1b42f0a), 63, 2), // TaskReasonSchedule: TaskReason
+        x::TypeEntry::structure(x::Name(0x1b45d10), x::Name(0x1b42f0a), 65, 0), // TaskReasonSystem: TaskReason
+        x::TypeEntry::structure(x::Name(0x1b46e0e), x::Name(0x1b42f0a), 65, 1), // TaskReasonUser: TaskReason
+        x::TypeEntry::structure(x::Name(0x1b47d0d), x::Name(0xbb9c0b), 66, 2), // TaskScheduler: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b48b10), x::Name(0x1b30c09), 68, 0), // TaskTimeoutEvent: TaskEvent
+        x::TypeEntry::structure(x::Name(0x1b49c11), x::Name(0xb56b1a), 68, 0), // TeamingMatchEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1b4ae14), x::Name(0xb56b1a), 68, 0), // TeamingMisMatchEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1b4c31a), x::Name(0x1b50d14), 68, 0), // TemplateBeingUpgradedEvent: TemplateUpgradeEvent
+        x::TypeEntry::structure(x::Name(0x1b4de16), x::Name(0x2105d10), 68, 0), // TemplateConfigFileInfo: VmConfigFileInfo
+        x::TypeEntry::structure(x::Name(0x1b4f517), x::Name(0x2106e11), 68, 0), // TemplateConfigFileQuery: VmConfigFileQuery
+        x::TypeEntry::structure(x::Name(0x1b50d14), x::Name(0xc19905), 68, 1), // TemplateUpgradeEvent: Event
+        x::TypeEntry::structure(x::Name(0x1b5221a), x::Name(0x1b50d14), 69, 1), // TemplateUpgradeFailedEvent: TemplateUpgradeEvent
+        x::TypeEntry::structure(x::Name(0x1b53d15), x::Name(0x1b50d14), 70, 0), // TemplateUpgradedEvent: TemplateUpgradeEvent
+        x::TypeEntry::structure(x::Name(0x1b55323), x::Name::NONE, 70, 2), // TerminateFaultTolerantVMRequestType
+        x::TypeEntry::structure(x::Name(0x1b57722), x::Name::NONE, 72, 4), // TerminateProcessInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1b59a1b), x::Name::NONE, 76, 2), // TerminateSessionRequestType
+        x::TypeEntry::structure(x::Name(0x1b5b616), x::Name::NONE, 78, 1), // TerminateVMRequestType
+        x::TypeEntry::structure(x::Name(0x1b5cd1a), x::Name::NONE, 79, 1), // TestTimeServiceRequestType
+        x::TypeEntry::structure(x::Name(0x1b5e810), x::Name(0xc04213), 80, 1), // TgwEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x1b5f921), x::Name(0x19b140c), 81, 3), // ThirdPartyLicenseAssignmentFailed: RuntimeFault
+        x::TypeEntry::enumeration(x::Name(0x1b61b27), 10, 2), // ThirdPartyLicenseAssignmentFailedReason
+        x::TypeEntry::structure(x::Name(0x1b6431d), x::Name(0xd45e13), 84, 1), // TicketedSessionAuthentication: GuestAuthentication
+        x::TypeEntry::structure(x::Name(0x1b6611a), x::Name(0xea3c09), 85, 0), // TimedOutHostOperationEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1b67c08), x::Name(0x1d94808), 85, 0), // Timedout: VimFault
+        x::TypeEntry::structure(x::Name(0x1b6851d), x::Name(0xcb3909), 85, 0), // TooManyConcurrentNativeClones: FileFault
+        x::TypeEntry::structure(x::Name(0x1b6a31b), x::Name(0x1d94808), 85, 0), // TooManyConsecutiveOverrides: VimFault
+        x::TypeEntry::structure(x::Name(0x1b6bf0e), x::Name(0x130500f), 85, 0), // TooManyDevices: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x1b6ce18), x::Name(0x1431e0e), 85, 2), // TooManyDisksOnLegacyHost: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1b6e712), x::Name(0xd5c314), 87, 0), // TooManyGuestLogons: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0x1b6fa0c), x::Name(0xe25310), 87, 0), // TooManyHosts: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x1b70718), x::Name(0xcb3909), 87, 0), // TooManyNativeCloneLevels: FileFault
+        x::TypeEntry::structure(x::Name(0x1b72019), x::Name(0xcb3909), 87, 0), // TooManyNativeClonesOnFile: FileFault
+        x::TypeEntry::structure(x::Name(0x1b73a15), x::Name(0x1a81e0d), 87, 0), // TooManySnapshotLevels: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1b75014), x::Name(0x21d5613), 87, 0), // ToolsAlreadyUpgraded: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x1b7651c), x::Name(0x21d5613), 87, 0), // ToolsAutoUpgradeNotSupported: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x1b7820f), x::Name(0xbb9c0b), 87, 13), // ToolsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b79223), x::Name(0xbb9c0b), 100, 2), // ToolsConfigInfoToolsLastInstallInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b7b614), x::Name(0x21d5613), 102, 0), // ToolsImageCopyFailed: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x1b7cb16), x::Name(0x21d5613), 102, 0), // ToolsImageNotAvailable: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x1b7e21e), x::Name(0x21d5613), 102, 0), // ToolsImageSignatureCheckFailed: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x1b8011b), x::Name(0x1431e0e), 102, 0), // ToolsInstallationInProgress: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1b81d10), x::Name(0x1d94808), 102, 0), // ToolsUnavailable: VimFault
+        x::TypeEntry::structure(x::Name(0x1b82e15), x::Name(0x21d5613), 102, 0), // ToolsUpgradeCancelled: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x1b84418), x::Name(0xbb9c0b), 102, 2), // TransitGatewayConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b85d18), x::Name(0xbb9c0b), 104, 1), // TransitGatewayConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b87618), x::Name(0xbb9c0b), 105, 2), // TransitGatewayCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b88f0d), x::Name(0x1a1500d), 107, 4), // TraversalSpec: SelectionSpec
+        x::TypeEntry::structure(x::Name(0x1b8a220), x::Name::NONE, 111, 2), // TurnDiskLocatorLedOffRequestType
+        x::TypeEntry::structure(x::Name(0x1b8c31f), x::Name::NONE, 113, 2), // TurnDiskLocatorLedOnRequestType
+        x::TypeEntry::structure(x::Name(0x1b8e325), x::Name::NONE, 115, 1), // TurnOffFaultToleranceForVMRequestType
+        x::TypeEntry::structure(x::Name(0x1b9090f), x::Name(0x9cd80b), 116, 1), // TypeDescription: Description
+        x::TypeEntry::structure(x::Name(0x1b9251d), x::Name(0x1bca514), 117, 2), // UnSupportedDatastoreForVFlash: UnsupportedDatastore
+        x::TypeEntry::structure(x::Name(0x1b94320), x::Name::NONE, 119, 3), // UnassignUserFromGroupRequestType
+        x::TypeEntry::structure(x::Name(0x1b96415), x::Name::NONE, 122, 4), // UnbindVnicRequestType
+        x::TypeEntry::structure(x::Name(0x1b97a17), x::Name(0x1431e0e), 126, 0), // UncommittedUndoableDisk: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1b99219), x::Name(0x12fb914), 126, 0), // UnconfiguredPropertyValue: InvalidPropertyValue
+        x::TypeEntry::structure(x::Name(0x1b9b913), x::Name(0x893612), 126, 1), // UncustomizableGuest: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x1b9cd1c), x::Name(0x893612), 127, 0), // UnexpectedCustomizationFault: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x1b9ea0f), x::Name(0x19b140c), 127, 2), // UnexpectedFault: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1b9fa1d), x::Name::NONE, 129, 3), // UninstallHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x1ba181c), x::Name::NONE, 132, 3), // UninstallIoFilterRequestType
+        x::TypeEntry::structure(x::Name(0x1ba351b), x::Name::NONE, 135, 2), // UninstallServiceRequestType
+        x::TypeEntry::structure(x::Name(0x1ba6f1e), x::Name(0x137ff0c), 137, 2), // UnlicensedVirtualMachinesEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1ba8e23), x::Name(0x137ff0c), 139, 1), // UnlicensedVirtualMachinesFoundEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1bab21c), x::Name::NONE, 140, 2), // UnmapVmfsVolumeExRequestType
+        x::TypeEntry::structure(x::Name(0x1bacf28), x::Name::NONE, 142, 2), // UnmarkServiceProviderEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x1baf81d), x::Name::NONE, 144, 2), // UnmountDiskMappingRequestType
+        x::TypeEntry::structure(x::Name(0x1bb1628), x::Name::NONE, 146, 2), // UnmountForceMountedVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x1bb3f20), x::Name::NONE, 148, 1), // UnmountToolsInstallerRequestType
+        x::TypeEntry::structure(x::Name(0x1bb601c), x::Name::NONE, 149, 2), // UnmountVffsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x1bb7d1e), x::Name::NONE, 151, 2), // UnmountVmfsVolumeExRequestType
+        x::TypeEntry::structure(x::Name(0x1bb9c1c), x::Name::NONE, 153, 2), // UnmountVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x1bbb910), x::Name(0x1d94808), 155, 1), // UnrecognizedHost: VimFault
+        x::TypeEntry::structure(x::Name(0x1bbca1f), x::Name::NONE, 156, 1), // UnregisterAndDestroyRequestType
+        x::TypeEntry::structure(x::Name(0x1bbea19), x::Name::NONE, 157, 3), // UnregisterDiskRequestType
+        x::TypeEntry::structure(x::Name(0x1bc041e), x::Name::NONE, 160, 2), // UnregisterExtensionRequestType
+        x::TypeEntry::structure(x::Name(0x1bc2329), x::Name::NONE, 162, 2), // UnregisterHealthUpdateProviderRequestType
+        x::TypeEntry::structure(x::Name(0x1bc4d1f), x::Name::NONE, 164, 2), // UnregisterKmsClusterRequestType
+        x::TypeEntry::structure(x::Name(0x1bc6d17), x::Name::NONE, 166, 1), // UnregisterVMRequestType
+        x::TypeEntry::structure(x::Name(0x1bc851f), x::Name(0x1432d1c), 167, 0), // UnsharedSwapVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0x1bca514), x::Name(0x210340d), 167, 1), // UnsupportedDatastore: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1bcba10), x::Name(0x130500f), 168, 1), // UnsupportedGuest: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x1bccb18), x::Name(0x1d94808), 169, 1), // UnsupportedVimApiVersion: VimFault
+        x::TypeEntry::structure(x::Name(0x1bce416), x::Name(0x210340d), 170, 0), // UnsupportedVmxLocation: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1bcfb14), x::Name(0x130c217), 170, 0), // UntrustedCertificate: IoFilterManagerSslTrust
+        x::TypeEntry::structure(x::Name(0x1bd1022), x::Name(0x9f7819), 170, 0), // UnusedVirtualDiskBlocksNotScrubbed: DeviceBackingNotSupported
+        x::TypeEntry::structure(x::Name(0x1bd3a1b), x::Name::NONE, 170, 3), // UpdateAnswerFileRequestType
+        x::TypeEntry::structure(x::Name(0x1bd5629), x::Name::NONE, 173, 2), // UpdateAssignableHardwareConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1bd8020), x::Name::NONE, 175, 4), // UpdateAssignedLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x1bda122), x::Name::NONE, 179, 4), // UpdateAuthorizationRoleRequestType
+        x::TypeEntry::structure(x::Name(0x1bdc41b), x::Name::NONE, 183, 2), // UpdateBootDeviceRequestType
+        x::TypeEntry::structure(x::Name(0x1bde02b), x::Name::NONE, 185, 2), // UpdateChildResourceConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x1be0c1f), x::Name::NONE, 187, 2), // UpdateClusterProfileRequestType
+        x::TypeEntry::structure(x::Name(0x1be2c17), x::Name::NONE, 189, 3), // UpdateConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1be4425), x::Name::NONE, 192, 2), // UpdateConsoleIpRouteConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1be6a24), x::Name::NONE, 194, 2), // UpdateCounterLevelMappingRequestType
+        x::TypeEntry::structure(x::Name(0x1be8f25), x::Name::NONE, 196, 2), // UpdateDVSHealthCheckConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1beb523), x::Name::NONE, 198, 2), // UpdateDVSLacpGroupConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1bed91f), x::Name::NONE, 200, 2), // UpdateDateTimeConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1bef919), x::Name::NONE, 202, 2), // UpdateDateTimeRequestType
+        x::TypeEntry::structure(x::Name(0x1bf131e), x::Name::NONE, 204, 2), // UpdateDefaultPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1bf321f), x::Name::NONE, 206, 3), // UpdateDiskPartitionsRequestType
+        x::TypeEntry::structure(x::Name(0x1bf521a), x::Name::NONE, 209, 2), // UpdateDnsConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1bf6d1e), x::Name::NONE, 211, 2), // UpdateDvsCapabilityRequestType
+        x::TypeEntry::structure(x::Name(0x1bf8c1a), x::Name::NONE, 213, 2), // UpdateExtensionRequestType
+        x::TypeEntry::structure(x::Name(0x1bfa716), x::Name::NONE, 215, 2), // UpdateFlagsRequestType
+        x::TypeEntry::structure(x::Name(0x1bfbe1f), x::Name::NONE, 217, 2), // UpdateGraphicsConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1bfde29), x::Name::NONE, 219, 2), // UpdateHostImageAcceptanceLevelRequestType
+        x::TypeEntry::structure(x::Name(0x1c0081c), x::Name::NONE, 221, 2), // UpdateHostProfileRequestType
+        x::TypeEntry::structure(x::Name(0x1c02522), x::Name::NONE, 223, 3), // UpdateHostSpecificationRequestType
+        x::TypeEntry::structure(x::Name(0x1c04825), x::Name::NONE, 226, 3), // UpdateHostSubSpecificationRequestType
+        x::TypeEntry::structure(x::Name(0x1c06e26), x::Name::NONE, 229, 3), // UpdateHppMultipathLunPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1c0952c), x::Name::NONE, 232, 4), // UpdateInternetScsiAdvancedOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1c0c222), x::Name::NONE, 236, 3), // UpdateInternetScsiAliasRequestType
+        x::TypeEntry::structure(x::Name(0x1c0e535), x::Name::NONE, 239, 4), // UpdateInternetScsiAuthenticationPropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x1c11b2d), x::Name::NONE, 243, 4), // UpdateInternetScsiDigestPropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x1c14930), x::Name::NONE, 247, 3), // UpdateInternetScsiDiscoveryPropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x1c17a29), x::Name::NONE, 250, 3), // UpdateInternetScsiIPPropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x1c1a421), x::Name::NONE, 253, 3), // UpdateInternetScsiNameRequestType
+        x::TypeEntry::structure(x::Name(0x1c1c619), x::Name::NONE, 256, 2), // UpdateIpConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1c1e017), x::Name::NONE, 258, 3), // UpdateIpPoolRequestType
+        x::TypeEntry::structure(x::Name(0x1c1f81e), x::Name::NONE, 261, 2), // UpdateIpRouteConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1c21723), x::Name::NONE, 263, 2), // UpdateIpRouteTableConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1c23b15), x::Name::NONE, 265, 2), // UpdateIpmiRequestType
+        x::TypeEntry::structure(x::Name(0x1c2511b), x::Name::NONE, 267, 2), // UpdateKmipServerRequestType
+        x::TypeEntry::structure(x::Name(0x1c26d27), x::Name::NONE, 269, 3), // UpdateKmsSignedCsrClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x1c2951d), x::Name::NONE, 272, 4), // UpdateLicenseLabelRequestType
+        x::TypeEntry::structure(x::Name(0x1c2b318), x::Name::NONE, 276, 3), // UpdateLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x1c2cc1f), x::Name::NONE, 279, 3), // UpdateLinkedChildrenRequestType
+        x::TypeEntry::structure(x::Name(0x1c2ec23), x::Name::NONE, 282, 2), // UpdateLocalSwapDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x1c31023), x::Name::NONE, 284, 2), // UpdateLockdownExceptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1c33423), x::Name::NONE, 286, 3), // UpdateModuleOptionStringRequestType
+        x::TypeEntry::structure(x::Name(0x1c3581e), x::Name::NONE, 289, 3), // UpdateNetworkConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1c37724), x::Name::NONE, 292, 2), // UpdateNetworkResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x1c39c18), x::Name::NONE, 294, 2), // UpdateOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1c3b51f), x::Name::NONE, 296, 2), // UpdatePassthruConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1c3d51d), x::Name::NONE, 298, 2), // UpdatePerfIntervalRequestType
+        x::TypeEntry::structure(x::Name(0x1c3f325), x::Name::NONE, 300, 3), // UpdatePhysicalNicLinkSpeedRequestType
+        x::TypeEntry::structure(x::Name(0x1c4191a), x::Name::NONE, 303, 3), // UpdatePortGroupRequestType
+        x::TypeEntry::structure(x::Name(0x1c43426), x::Name::NONE, 306, 2), // UpdateProductLockerLocationRequestType
+        x::TypeEntry::structure(x::Name(0x1c45b19), x::Name::NONE, 308, 2), // UpdateProgressRequestType
+        x::TypeEntry::structure(x::Name(0x1c4751e), x::Name::NONE, 310, 2), // UpdateReferenceHostRequestType
+        x::TypeEntry::structure(x::Name(0x1c49418), x::Name::NONE, 312, 3), // UpdateRulesetRequestType
+        x::TypeEntry::structure(x::Name(0x1c4ad23), x::Name::NONE, 315, 3), // UpdateScsiLunDisplayNameRequestType
+        x::TypeEntry::structure(x::Name(0x1c4d125), x::Name::NONE, 318, 3), // UpdateSelfSignedClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x1c4f729), x::Name::NONE, 321, 3), // UpdateServiceConsoleVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x1c5211f), x::Name::NONE, 324, 2), // UpdateServiceMessageRequestType
+        x::TypeEntry::structure(x::Name(0x1c5411e), x::Name::NONE, 326, 3), // UpdateServicePolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1c56009), x::Name(0xbb9c0b), 329, 3), // UpdateSet: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c56a2c), x::Name::NONE, 332, 2), // UpdateSoftwareInternetScsiEnabledRequestType
+        x::TypeEntry::structure(x::Name(0x1c59720), x::Name::NONE, 334, 2), // UpdateSystemResourcesRequestType
+        x::TypeEntry::structure(x::Name(0x1c5b828), x::Name::NONE, 336, 2), // UpdateSystemSwapConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x1c5e11c), x::Name::NONE, 338, 2), // UpdateSystemUsersRequestType
+        x::TypeEntry::structure(x::Name(0x1c5fe15), x::Name::NONE, 340, 2), // UpdateUserRequestType
+        x::TypeEntry::structure(x::Name(0x1c6141b), x::Name::NONE, 342, 2), // UpdateVAppConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1c63033), x::Name::NONE, 344, 2), // UpdateVStorageInfrastructureObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1c66425), x::Name::NONE, 346, 5), // UpdateVStorageObjectCryptoRequestType
+        x::TypeEntry::structure(x::Name(0x1c68a25), x::Name::NONE, 351, 4), // UpdateVStorageObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1c6b028), x::Name::NONE, 355, 2), // UpdateVVolVirtualMachineFilesRequestType
+        x::TypeEntry::structure(x::Name(0x1c6d924), x::Name::NONE, 357, 2), // UpdateVirtualMachineFilesRequestType
+        x::TypeEntry::structure(x::Name(0x1c6fe1f), x::Name(0xbb9c0b), 359, 1), // UpdateVirtualMachineFilesResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c71e2f), x::Name(0xbb9c0b), 360, 2), // UpdateVirtualMachineFilesResultFailedVmFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c74e1b), x::Name::NONE, 362, 3), // UpdateVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x1c76a1e), x::Name::NONE, 365, 3), // UpdateVirtualSwitchRequestType
+        x::TypeEntry::structure(x::Name(0x1c78923), x::Name::NONE, 368, 3), // UpdateVmfsUnmapBandwidthRequestType
+        x::TypeEntry::structure(x::Name(0x1c7ad22), x::Name::NONE, 371, 3), // UpdateVmfsUnmapPriorityRequestType
+        x::TypeEntry::structure(x::Name(0x1c7d015), x::Name::NONE, 374, 2), // UpdateVsanRequestType
+        x::TypeEntry::structure(x::Name(0x1c7e61f), x::Name(0xea3c09), 376, 0), // UpdatedAgentBeingRestartedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1c8060c), x::Name(0xc19905), 376, 1), // UpgradeEvent: Event
+        x::TypeEntry::structure(x::Name(0x1c8131a), x::Name::NONE, 377, 5), // UpgradeIoFilterRequestType
+        x::TypeEntry::enumeration(x::Name(0x1c82e0d), 12, 2), // UpgradePolicy
+        x::TypeEntry::structure(x::Name(0x1c83c17), x::Name::NONE, 382, 2), // UpgradeToolsRequestType
+        x::TypeEntry::structure(x::Name(0x1c85414), x::Name::NONE, 384, 2), // UpgradeVMRequestType
+        x::TypeEntry::structure(x::Name(0x1c8691a), x::Name::NONE, 386, 1), // UpgradeVmLayoutRequestType
+        x::TypeEntry::structure(x::Name(0x1c88416), x::Name::NONE, 387, 2), // UpgradeVmfsRequestType
+        x::TypeEntry::structure(x::Name(0x1c89b1d), x::Name::NONE, 389, 3), // UpgradeVsanObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x1c8b91c), x::Name(0xb56b1a), 392, 0), // UplinkPortMtuNotSupportEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1c8d619), x::Name(0xb56b1a), 392, 0), // UplinkPortMtuSupportEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1c8f01a), x::Name(0xb56b1a), 392, 0), // UplinkPortVlanTrunkedEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1c90b1c), x::Name(0xb56b1a), 392, 0), // UplinkPortVlanUntrunkedEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1c9281b), x::Name::NONE, 392, 4), // UploadClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x1c9441f), x::Name::NONE, 396, 3), // UploadKmipServerCertRequestType
+        x::TypeEntry::structure(x::Name(0x1c9640f), x::Name(0xbb9c0b), 399, 1), // UsbScanCodeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c97417), x::Name(0xbb9c0b), 400, 2), // UsbScanCodeSpecKeyEvent: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c98c1b), x::Name(0xbb9c0b), 402, 8), // UsbScanCodeSpecModifierType: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c9a813), x::Name(0xea3c09), 410, 2), // UserAssignedToGroup: HostEvent
+        x::TypeEntry::structure(x::Name(0x1c9bc10), x::Name(0xad70c), 412, 1), // UserGroupProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1c9cd22), x::Name(0x16bbb1b), 413, 1), // UserInputRequiredParameterMetadata: ProfilePolicyOptionMetadata
+        x::TypeEntry::structure(x::Name(0x1c9f015), x::Name(0x1a2e40c), 414, 4), // UserLoginSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x1ca0616), x::Name(0x1a2e40c), 418, 5), // UserLogoutSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x1ca1d0c), x::Name(0x1d94808), 423, 2), // UserNotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x1ca2a13), x::Name(0xea3c09), 425, 1), // UserPasswordChanged: HostEvent
+        x::TypeEntry::structure(x::Name(0x1ca3e13), x::Name(0xbb9c0b), 426, 2), // UserPrivilegeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ca520b), x::Name(0xad70c), 428, 1), // UserProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1ca5e10), x::Name(0xbb9c0b), 429, 3), // UserSearchResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ca6f0b), x::Name(0xbb9c0b), 432, 11), // UserSession: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ca7b17), x::Name(0xea3c09), 443, 2), // UserUnassignedFromGroup: HostEvent
+        x::TypeEntry::structure(x::Name(0x1ca9310), x::Name(0x1c8060c), 445, 0), // UserUpgradeEvent: UpgradeEvent
     ],
     decoders: &[
         Some(x::decode_boxed::<Tag>),
+        Some(x::decode_boxed::<TagId>),
+        Some(x::decode_boxed::<TagIdNameId>),
+        Some(x::decode_boxed::<TagSpec>),
         Some(x::decode_boxed::<TaskDescription>),
         Some(x::decode_boxed::<TaskEvent>),
         Some(x::decode_boxed::<TaskFilterSpec>),
@@ -225,7 +241,11 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<TaskFilterSpecTimeOption>),
         Some(x::decode_boxed::<TaskInProgress>),
         Some(x::decode_boxed::<TaskInfo>),
+        Some(x::decode_boxed::<TaskInfoFilterSpec>),
+        Some(x::decode_boxed::<TaskInfoFilterSpecFilterTaskResults>),
         Some(x::decode_boxed::<TaskInfoState>),
+        Some(x::decode_boxed::<TaskManagerTaskViewSpec>),
+        Some(x::decode_boxed::<TaskManagerViewByStartId>),
         Some(x::decode_boxed::<TaskReason>),
         Some(x::decode_boxed::<TaskReasonAlarm>),
         Some(x::decode_boxed::<TaskReasonSchedule>),
@@ -246,6 +266,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // TerminateSessionRequestType
         None, // TerminateVMRequestType
         None, // TestTimeServiceRequestType
+        Some(x::decode_boxed::<TgwEventArgument>),
         Some(x::decode_boxed::<ThirdPartyLicenseAssignmentFailed>),
         Some(x::decode_boxed::<ThirdPartyLicenseAssignmentFailedReason>),
         Some(x::decode_boxed::<TicketedSessionAuthentication>),
@@ -270,6 +291,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<ToolsInstallationInProgress>),
         Some(x::decode_boxed::<ToolsUnavailable>),
         Some(x::decode_boxed::<ToolsUpgradeCancelled>),
+        Some(x::decode_boxed::<TransitGatewayConfigInfo>),
+        Some(x::decode_boxed::<TransitGatewayConfigSpec>),
+        Some(x::decode_boxed::<TransitGatewayCreateSpec>),
         Some(x::decode_boxed::<TraversalSpec>),
         None, // TurnDiskLocatorLedOffRequestType
         None, // TurnDiskLocatorLedOnRequestType
@@ -298,6 +322,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         None, // UnmountVmfsVolumeRequestType
         Some(x::decode_boxed::<UnrecognizedHost>),
         None, // UnregisterAndDestroyRequestType
+        None, // UnregisterDiskRequestType
         None, // UnregisterExtensionRequestType
         None, // UnregisterHealthUpdateProviderRequestType
         None, // UnregisterKmsClusterRequestType
@@ -307,6 +332,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<UnsupportedGuest>),
         Some(x::decode_boxed::<UnsupportedVimApiVersion>),
         Some(x::decode_boxed::<UnsupportedVmxLocation>),
+        Some(x::decode_boxed::<UntrustedCertificate>),
         Some(x::decode_boxed::<UnusedVirtualDiskBlocksNotScrubbed>),
         None, // UpdateAnswerFileRequestType
         None, // UpdateAssignableHardwareConfigRequestType
@@ -422,444 +448,466 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<UserUpgradeEvent>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::repeated(x::Name(0x290640a), x::Name(0xac5712)), // methodInfo: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x2ebd605), x::Name(0xac5712)), // state: ElementDescription
-        x::FieldEntry::repeated(x::Name(0x2c78206), x::Name(0x196b20f)), // reason: TypeDescription
-        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x1921d08)), // info: TaskInfo
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1919216)), // entity: TaskFilterSpecByEntity
-        x::FieldEntry::optional(x::Name(0x2fad104), x::Name(0x191a914)), // time: TaskFilterSpecByTime
-        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x191be18)), // userName: TaskFilterSpecByUsername
-        x::FieldEntry::repeated(x::Name(0x201ca0c), x::Name(0x2f00106)), // activationId: string
-        x::FieldEntry::repeated(x::Name(0x2ebd605), x::Name(0x192260d)), // state: TaskInfoState
-        x::FieldEntry::optional(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d8190d), x::Name(0x1258216)), // scheduledTask: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24dea0c), x::Name(0x2729103)), // eventChainId: int
-        x::FieldEntry::repeated(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
-        x::FieldEntry::repeated(x::Name(0x2b2b00d), x::Name(0x2f00106)), // parentTaskKey: string
-        x::FieldEntry::repeated(x::Name(0x2d5b50b), x::Name(0x2f00106)), // rootTaskKey: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ca2e09), x::Name(0x191d71d)), // recursion: TaskFilterSpecRecursionOption
-        x::FieldEntry::required(x::Name(0x2fb1c08), x::Name(0x191f518)), // timeType: TaskFilterSpecTimeOption
-        x::FieldEntry::optional(x::Name(0x2119609), x::Name(0x2308208)), // beginTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
-        x::FieldEntry::required(x::Name(0x2f7c30a), x::Name(0x212d207)), // systemUser: boolean
-        x::FieldEntry::repeated(x::Name(0x308bb08), x::Name(0x2f00106)), // userList: string
-        x::FieldEntry::required(x::Name(0x2f92004), x::Name(0x1258216)), // task: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2f92004), x::Name(0x1258216)), // task: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x1230312)), // description: LocalizableMessage
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x236100d), x::Name(0x2f00106)), // descriptionId: string
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
-        x::FieldEntry::repeated(x::Name(0x284df06), x::Name(0x1258216)), // locked: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x192260d)), // state: TaskInfoState
-        x::FieldEntry::required(x::Name(0x215e209), x::Name(0x212d207)), // cancelled: boolean
-        x::FieldEntry::required(x::Name(0x215ce0a), x::Name(0x212d207)), // cancelable: boolean
-        x::FieldEntry::optional(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2d39d06), x::Name(0x207ef07)), // result: anyType
-        x::FieldEntry::optional(x::Name(0x2c28f08), x::Name(0x2729103)), // progress: int
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x192340a)), // reason: TaskReason
-        x::FieldEntry::required(x::Name(0x2c5bd09), x::Name(0x2308208)), // queueTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
-        x::FieldEntry::optional(x::Name(0x21ee10c), x::Name(0x2308208)), // completeTime: dateTime
-        x::FieldEntry::required(x::Name(0x24dea0c), x::Name(0x2729103)), // eventChainId: int
-        x::FieldEntry::optional(x::Name(0x2186409), x::Name(0x2f00106)), // changeTag: string
-        x::FieldEntry::optional(x::Name(0x2b2b00d), x::Name(0x2f00106)), // parentTaskKey: string
-        x::FieldEntry::optional(x::Name(0x2d5b50b), x::Name(0x2f00106)), // rootTaskKey: string
-        x::FieldEntry::optional(x::Name(0x201ca0c), x::Name(0x2f00106)), // activationId: string
-        x::FieldEntry::required(x::Name(0x2051309), x::Name(0x2f00106)), // alarmName: string
-        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2d8190d), x::Name(0x1258216)), // scheduledTask: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x202520a), x::Name(0x2308208)), // activeTime: dateTime
-        x::FieldEntry::optional(x::Name(0x24f920a), x::Name(0x2308208)), // expireTime: dateTime
-        x::FieldEntry::required(x::Name(0x2808c0e), x::Name(0x2f00106)), // legacyTemplate: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2b8c703), x::Name(0x2857004)), // pid: long
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2936006), x::Name(0x2f00106)), // module: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2fabf06), x::Name(0x2f00106)), // ticket: string
-        x::FieldEntry::required(x::Name(0x23e4b09), x::Name(0x2729103)), // diskCount: int
-        x::FieldEntry::required(x::Name(0x2fb360d), x::Name(0x212d207)), // timeoutDanger: boolean
-        x::FieldEntry::optional(x::Name(0x2fce50c), x::Name(0x2729103)), // toolsVersion: int
-        x::FieldEntry::optional(x::Name(0x2fc2610), x::Name(0x2f00106)), // toolsInstallType: string
-        x::FieldEntry::optional(x::Name(0x2045b0c), x::Name(0x212d207)), // afterPowerOn: boolean
-        x::FieldEntry::optional(x::Name(0x204680b), x::Name(0x212d207)), // afterResume: boolean
-        x::FieldEntry::optional(x::Name(0x2118312), x::Name(0x212d207)), // beforeGuestStandby: boolean
-        x::FieldEntry::optional(x::Name(0x2116f13), x::Name(0x212d207)), // beforeGuestShutdown: boolean
-        x::FieldEntry::optional(x::Name(0x2115d11), x::Name(0x212d207)), // beforeGuestReboot: boolean
-        x::FieldEntry::optional(x::Name(0x2fcd212), x::Name(0x2f00106)), // toolsUpgradePolicy: string
-        x::FieldEntry::optional(x::Name(0x2b52314), x::Name(0x2f00106)), // pendingCustomization: string
-        x::FieldEntry::optional(x::Name(0x22c5912), x::Name(0x7b7d0b)), // customizationKeyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x2f6c717), x::Name(0x212d207)), // syncTimeWithHostAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x2f6b610), x::Name(0x212d207)), // syncTimeWithHost: boolean
-        x::FieldEntry::optional(x::Name(0x27efe0f), x::Name(0x1958623)), // lastInstallInfo: ToolsConfigInfoToolsLastInstallInfo
-        x::FieldEntry::required(x::Name(0x225b507), x::Name(0x2729103)), // counter: int
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x2e0a704), x::Name(0x212d207)), // skip: boolean
-        x::FieldEntry::repeated(x::Name(0x2db0009), x::Name(0x180bf0d)), // selectSet: SelectionSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d8f90d), x::Name(0x2f00106)), // scsiDiskUuids: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d8f90d), x::Name(0x2f00106)), // scsiDiskUuids: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x2f00106)), // group: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c2d0c), x::Name(0x2f00106)), // iScsiHbaName: string
-        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
-        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
-        x::FieldEntry::required(x::Name(0x3017f15), x::Name(0x2f00106)), // uncustomizableGuestOS: string
-        x::FieldEntry::required(x::Name(0x2530c09), x::Name(0x2f00106)), // faultName: string
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x213e40b), x::Name(0x2f00106)), // bulletinIds: string
-        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x3029c0a), x::Name(0x2729103)), // unlicensed: int
-        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2729103)), // available: int
-        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2729103)), // available: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2881607), x::Name(0x1f91213)), // mapping: VsanHostDiskMapping
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30e2208), x::Name(0x2f00106)), // vffsUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3047112), x::Name(0x2f00106)), // unsupportedGuestOS: string
-        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x8e314)), // configSpec: AnswerFileCreateSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xc9541c)), // config: HostAssignableHardwareConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x2f00106)), // entity: string
-        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
-        x::FieldEntry::optional(x::Name(0x24bbc11), x::Name(0x2f00106)), // entityDisplayName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
-        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
-        x::FieldEntry::repeated(x::Name(0x2c08e07), x::Name(0x2f00106)), // privIds: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2e81104), x::Name(0x1731512)), // spec: ResourceConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x6d4e18)), // config: ClusterProfileConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2202206), x::Name(0x1731512)), // config: ResourceConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xe08411)), // config: HostIpRouteConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x225c70f), x::Name(0x1475b25)), // counterLevelMap: PerformanceManagerCounterLevelMapping
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2640111), x::Name(0x869714)), // healthCheckConfig: DVSHealthCheckConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x27e8d0d), x::Name(0x1aec216)), // lacpGroupSpec: VMwareDvsLacpGroupSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xd16712)), // config: HostDateTimeConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2308208), x::Name(0x2308208)), // dateTime: dateTime
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2334e0d), x::Name(0xd7b919)), // defaultPolicy: HostFirewallDefaultPolicy
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd50b15)), // spec: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xd5210d)), // config: HostDnsConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x216480a), x::Name(0x860f0d)), // capability: DVSCapability
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2505709), x::Name(0xb45a09)), // extension: Extension
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x257c808), x::Name(0xd8ab0c)), // flagInfo: HostFlagInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xd93412)), // config: HostGraphicsConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x29bd712), x::Name(0x2f00106)), // newAcceptanceLevel: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xf12715)), // config: HostProfileConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2697408), x::Name(0xfbb311)), // hostSpec: HostSpecification
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x269a20b), x::Name(0xfdb514)), // hostSubSpec: HostSubSpecification
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2860905), x::Name(0x2f00106)), // lunId: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xe63825)), // policy: HostMultipathInfoHppLogicalUnitPolicy
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::optional(x::Name(0x2f90e09), x::Name(0xdf3b1c)), // targetSet: HostInternetScsiHbaTargetSet
-        x::FieldEntry::repeated(x::Name(0x2aca707), x::Name(0xdeaa1d)), // options: HostInternetScsiHbaParamValue
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::required(x::Name(0x26c130a), x::Name(0x2f00106)), // iScsiAlias: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::required(x::Name(0x20c9c18), x::Name(0xdc732b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
-        x::FieldEntry::optional(x::Name(0x2f90e09), x::Name(0xdf3b1c)), // targetSet: HostInternetScsiHbaTargetSet
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::optional(x::Name(0x2f90e09), x::Name(0xdf3b1c)), // targetSet: HostInternetScsiHbaTargetSet
-        x::FieldEntry::required(x::Name(0x23b2910), x::Name(0xdcef23)), // digestProperties: HostInternetScsiHbaDigestProperties
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::required(x::Name(0x23df313), x::Name(0xdd5a26)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::required(x::Name(0x2771a0c), x::Name(0xdda31f)), // ipProperties: HostInternetScsiHbaIPProperties
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
-        x::FieldEntry::required(x::Name(0x26c3a09), x::Name(0x2f00106)), // iScsiName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2769308), x::Name(0xdfe20c)), // ipConfig: HostIpConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ba8004), x::Name(0x118a506)), // pool: IpPool
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xe08411)), // config: HostIpRouteConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xe0cb16)), // config: HostIpRouteTableConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x278a908), x::Name(0xe1140c)), // ipmiInfo: HostIpmiInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2dbe806), x::Name(0x11c4f0e)), // server: KmipServerSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
-        x::FieldEntry::required(x::Name(0x27e2108), x::Name(0x2f00106)), // labelKey: string
-        x::FieldEntry::required(x::Name(0x27e370a), x::Name(0x2f00106)), // labelValue: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
-        x::FieldEntry::repeated(x::Name(0x27e4206), x::Name(0x11c0608)), // labels: KeyValue
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x202b20c), x::Name(0x1b4b112)), // addChangeSet: VirtualAppLinkInfo
-        x::FieldEntry::repeated(x::Name(0x2cd4909), x::Name(0x1258216)), // removeSet: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3095005), x::Name(0x2f00106)), // users: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2aca707), x::Name(0x2f00106)), // options: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xe88a11)), // config: HostNetworkConfig
-        x::FieldEntry::required(x::Name(0x218350a), x::Name(0x2f00106)), // changeMode: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x220c40a), x::Name(0x880820)), // configSpec: DVSNetworkResourcePoolConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x218e90c), x::Name(0x13b310b)), // changedValue: OptionValue
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2202206), x::Name(0xeec115)), // config: HostPciPassthruConfig
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x1462e0c)), // interval: PerfInterval
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::optional(x::Name(0x2828309), x::Name(0x148dd13)), // linkSpeed: PhysicalNicLinkInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b82f06), x::Name(0x2f00106)), // pgName: string
-        x::FieldEntry::required(x::Name(0x2bc0307), x::Name(0xf04d11)), // portgrp: HostPortGroupSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b5fa0b), x::Name(0x2729103)), // percentDone: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd88c1e)), // spec: HostFirewallRulesetRulesetSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
-        x::FieldEntry::required(x::Name(0x240520b), x::Name(0x2f00106)), // displayName: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x29dc303), x::Name(0x1078112)), // nic: HostVirtualNicSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::repeated(x::Name(0x256a309), x::Name(0x150d814)), // filterSet: PropertyFilterUpdate
-        x::FieldEntry::optional(x::Name(0x2ffdd09), x::Name(0x212d207)), // truncated: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d1f70c), x::Name(0xff2716)), // resourceInfo: HostSystemResourceInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2f6e70d), x::Name(0xff3e1b)), // sysSwapConfig: HostSystemSwapConfiguration
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3095005), x::Name(0x2f00106)), // users: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x307be04), x::Name(0xc8230f)), // user: HostAccountSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1a8be0e)), // spec: VAppConfigSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x31e6222)), // spec: vslmInfrastructureObjectPolicySpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x240460b), x::Name(0x985c0e)), // disksCrypto: DiskCryptoSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2520e0c), x::Name(0x8deb22)), // failoverPair: DatastoreVVolContainerFailoverPair
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x293d719), x::Name(0x8cff1f)), // mountPathDatastoreMapping: DatastoreMountPathDatastorePair
-        x::FieldEntry::repeated(x::Name(0x251600c), x::Name(0x1a48c2f)), // failedVmFile: UpdateVirtualMachineFilesResultFailedVmFileInfo
-        x::FieldEntry::required(x::Name(0x3153306), x::Name(0x2f00106)), // vmFile: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x29dc303), x::Name(0x1078112)), // nic: HostVirtualNicSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31f900b), x::Name(0x2f00106)), // vswitchName: string
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1084a15)), // spec: HostVirtualSwitchSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x3033712), x::Name(0x1f5d416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
-        x::FieldEntry::required(x::Name(0x303870d), x::Name(0x2f00106)), // unmapPriority: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1f81512)), // config: VsanHostConfigInfo
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
-        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30e5b06), x::Name(0x2f00106)), // vibUrl: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x271e510), x::Name(0x2f00106)), // installerOptions: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31ab608), x::Name(0x2f00106)), // vmfsPath: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
-        x::FieldEntry::required(x::Name(0x29cde0a), x::Name(0x2729103)), // newVersion: int
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
-        x::FieldEntry::required(x::Name(0x2c0960a), x::Name(0x2f00106)), // privateKey: string
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
-        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
-        x::FieldEntry::repeated(x::Name(0x27d7209), x::Name(0x1a6e217)), // keyEvents: UsbScanCodeSpecKeyEvent
-        x::FieldEntry::required(x::Name(0x306ca0a), x::Name(0x2729103)), // usbHidCode: int
-        x::FieldEntry::optional(x::Name(0x2934f09), x::Name(0x1a6fa1b)), // modifiers: UsbScanCodeSpecModifierType
-        x::FieldEntry::optional(x::Name(0x280450b), x::Name(0x212d207)), // leftControl: boolean
-        x::FieldEntry::optional(x::Name(0x2805909), x::Name(0x212d207)), // leftShift: boolean
-        x::FieldEntry::optional(x::Name(0x2803d07), x::Name(0x212d207)), // leftAlt: boolean
-        x::FieldEntry::optional(x::Name(0x2805107), x::Name(0x212d207)), // leftGui: boolean
-        x::FieldEntry::optional(x::Name(0x2d4bd0c), x::Name(0x212d207)), // rightControl: boolean
-        x::FieldEntry::optional(x::Name(0x2d4d30a), x::Name(0x212d207)), // rightShift: boolean
-        x::FieldEntry::optional(x::Name(0x2d4b408), x::Name(0x212d207)), // rightAlt: boolean
-        x::FieldEntry::optional(x::Name(0x2d4ca08), x::Name(0x212d207)), // rightGui: boolean
-        x::FieldEntry::required(x::Name(0x308c409), x::Name(0x2f00106)), // userLogin: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x2f00106)), // group: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::repeated(x::Name(0x3089a12), x::Name(0x14ef318)), // userInputParameter: ProfileParameterMetadata
-        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x307da09), x::Name(0x2f00106)), // userAgent: string
-        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
-        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x307da09), x::Name(0x2f00106)), // userAgent: string
-        x::FieldEntry::optional(x::Name(0x2158509), x::Name(0x2857004)), // callCount: long
-        x::FieldEntry::optional(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
-        x::FieldEntry::optional(x::Name(0x2855509), x::Name(0x2308208)), // loginTime: dateTime
-        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
-        x::FieldEntry::required(x::Name(0x304210a), x::Name(0x212d207)), // unresolved: boolean
-        x::FieldEntry::required(x::Name(0x308c409), x::Name(0x2f00106)), // userLogin: string
-        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c0e20a), x::Name(0x2f00106)), // privileges: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
-        x::FieldEntry::optional(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::required(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
-        x::FieldEntry::required(x::Name(0x2855509), x::Name(0x2308208)), // loginTime: dateTime
-        x::FieldEntry::required(x::Name(0x27ed30e), x::Name(0x2308208)), // lastActiveTime: dateTime
-        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
-        x::FieldEntry::required(x::Name(0x290070d), x::Name(0x2f00106)), // messageLocale: string
-        x::FieldEntry::optional(x::Name(0x2509b10), x::Name(0x212d207)), // extensionSession: boolean
-        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x307da09), x::Name(0x2f00106)), // userAgent: string
-        x::FieldEntry::optional(x::Name(0x2158509), x::Name(0x2857004)), // callCount: long
-        x::FieldEntry::required(x::Name(0x308c409), x::Name(0x2f00106)), // userLogin: string
-        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x2f00106)), // group: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d13306), x::Name(0x1b2e80b)), // nameId: TagIdNameId
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
+        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1b2e205)), // id: TagId
+        x::FieldEntry::repeated(x::Name(0x2ca200a), x::Name(0xbdad12)), // methodInfo: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x32fa105), x::Name(0xbdad12)), // state: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x3074106), x::Name(0x1b9090f)), // reason: TypeDescription
+        x::FieldEntry::required(x::Name(0x2a6cb04), x::Name(0x1b3b008)), // info: TaskInfo
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x1b32516)), // entity: TaskFilterSpecByEntity
+        x::FieldEntry::optional(x::Name(0x340a504), x::Name(0x1b33c14)), // time: TaskFilterSpecByTime
+        x::FieldEntry::optional(x::Name(0x3506308), x::Name(0x1b35118)), // userName: TaskFilterSpecByUsername
+        x::FieldEntry::repeated(x::Name(0x22dad0c), x::Name(0x3344606)), // activationId: string
+        x::FieldEntry::repeated(x::Name(0x32fa105), x::Name(0x1b3f00d)), // state: TaskInfoState
+        x::FieldEntry::optional(x::Name(0x2315c05), x::Name(0x13ff016)), // alarm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x319ed0d), x::Name(0x13ff016)), // scheduledTask: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x281a10c), x::Name(0x2a94603)), // eventChainId: int
+        x::FieldEntry::repeated(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
+        x::FieldEntry::repeated(x::Name(0x2f05d0d), x::Name(0x3344606)), // parentTaskKey: string
+        x::FieldEntry::repeated(x::Name(0x3172d0b), x::Name(0x3344606)), // rootTaskKey: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30a5709), x::Name(0x1b36a1d)), // recursion: TaskFilterSpecRecursionOption
+        x::FieldEntry::required(x::Name(0x340f008), x::Name(0x1b38818)), // timeType: TaskFilterSpecTimeOption
+        x::FieldEntry::optional(x::Name(0x23f1809), x::Name(0x2607608)), // beginTime: dateTime
+        x::FieldEntry::optional(x::Name(0x27d6a07), x::Name(0x2607608)), // endTime: dateTime
+        x::FieldEntry::required(x::Name(0x33d010a), x::Name(0x2405e07)), // systemUser: boolean
+        x::FieldEntry::repeated(x::Name(0x3505008), x::Name(0x3344606)), // userList: string
+        x::FieldEntry::required(x::Name(0x33e9904), x::Name(0x13ff016)), // task: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x33e9904), x::Name(0x13ff016)), // task: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x13d2d12)), // description: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266830d), x::Name(0x3344606)), // descriptionId: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::repeated(x::Name(0x2bdb006), x::Name(0x13ff016)), // locked: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x1b3f00d)), // state: TaskInfoState
+        x::FieldEntry::required(x::Name(0x2438809), x::Name(0x2405e07)), // cancelled: boolean
+        x::FieldEntry::required(x::Name(0x243740a), x::Name(0x2405e07)), // cancelable: boolean
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x314bf06), x::Name(0x234a207)), // result: anyType
+        x::FieldEntry::optional(x::Name(0x3019e08), x::Name(0x2a94603)), // progress: int
+        x::FieldEntry::repeated(x::Name(0x301a70f), x::Name(0x134090b)), // progressDetails: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x1b42f0a)), // reason: TaskReason
+        x::FieldEntry::required(x::Name(0x3052c09), x::Name(0x2607608)), // queueTime: dateTime
+        x::FieldEntry::optional(x::Name(0x32f5c09), x::Name(0x2607608)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24d500c), x::Name(0x2607608)), // completeTime: dateTime
+        x::FieldEntry::required(x::Name(0x281a10c), x::Name(0x2a94603)), // eventChainId: int
+        x::FieldEntry::optional(x::Name(0x2464109), x::Name(0x3344606)), // changeTag: string
+        x::FieldEntry::optional(x::Name(0x2f05d0d), x::Name(0x3344606)), // parentTaskKey: string
+        x::FieldEntry::optional(x::Name(0x3172d0b), x::Name(0x3344606)), // rootTaskKey: string
+        x::FieldEntry::optional(x::Name(0x22dad0c), x::Name(0x3344606)), // activationId: string
+        x::FieldEntry::optional(x::Name(0x28b1011), x::Name(0x1b3cc23)), // filterTaskResults: TaskInfoFilterSpecFilterTaskResults
+        x::FieldEntry::optional(x::Name(0x30d8809), x::Name(0x2405e07)), // removeAll: boolean
+        x::FieldEntry::repeated(x::Name(0x266910e), x::Name(0x3344606)), // descriptionIds: string
+        x::FieldEntry::optional(x::Name(0x28aae08), x::Name(0x2405e07)), // filterIn: boolean
+        x::FieldEntry::required(x::Name(0x254c005), x::Name(0x2a94603)), // count: int
+        x::FieldEntry::required(x::Name(0x32f0707), x::Name(0x3344606)), // startId: string
+        x::FieldEntry::required(x::Name(0x2316f09), x::Name(0x3344606)), // alarmName: string
+        x::FieldEntry::required(x::Name(0x2315c05), x::Name(0x13ff016)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x319ed0d), x::Name(0x13ff016)), // scheduledTask: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x22e500a), x::Name(0x2607608)), // activeTime: dateTime
+        x::FieldEntry::optional(x::Name(0x283860a), x::Name(0x2607608)), // expireTime: dateTime
+        x::FieldEntry::required(x::Name(0x2b8fe0e), x::Name(0x3344606)), // legacyTemplate: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2f71503), x::Name(0x2be5304)), // pid: long
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3401d03), x::Name(0x13ff016)), // tgw: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cda006), x::Name(0x3344606)), // module: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x3408006), x::Name(0x3344606)), // ticket: string
+        x::FieldEntry::required(x::Name(0x2703309), x::Name(0x2a94603)), // diskCount: int
+        x::FieldEntry::required(x::Name(0x3410a0d), x::Name(0x2405e07)), // timeoutDanger: boolean
+        x::FieldEntry::optional(x::Name(0x342b90c), x::Name(0x2a94603)), // toolsVersion: int
+        x::FieldEntry::optional(x::Name(0x341fa10), x::Name(0x3344606)), // toolsInstallType: string
+        x::FieldEntry::optional(x::Name(0x2309f0c), x::Name(0x2405e07)), // afterPowerOn: boolean
+        x::FieldEntry::optional(x::Name(0x230ac0b), x::Name(0x2405e07)), // afterResume: boolean
+        x::FieldEntry::optional(x::Name(0x23f0512), x::Name(0x2405e07)), // beforeGuestStandby: boolean
+        x::FieldEntry::optional(x::Name(0x23ef113), x::Name(0x2405e07)), // beforeGuestShutdown: boolean
+        x::FieldEntry::optional(x::Name(0x23edf11), x::Name(0x2405e07)), // beforeGuestReboot: boolean
+        x::FieldEntry::optional(x::Name(0x342a612), x::Name(0x3344606)), // toolsUpgradePolicy: string
+        x::FieldEntry::optional(x::Name(0x2f31314), x::Name(0x3344606)), // pendingCustomization: string
+        x::FieldEntry::optional(x::Name(0x25bd412), x::Name(0x83cb0b)), // customizationKeyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x33bb817), x::Name(0x2405e07)), // syncTimeWithHostAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x33ba710), x::Name(0x2405e07)), // syncTimeWithHost: boolean
+        x::FieldEntry::optional(x::Name(0x2b7310f), x::Name(0x1b79223)), // lastInstallInfo: ToolsConfigInfoToolsLastInstallInfo
+        x::FieldEntry::required(x::Name(0x254c607), x::Name(0x2a94603)), // counter: int
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x1243a02), x::Name(0x3344606)), // ID: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x1243a02), x::Name(0x3344606)), // ID: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x3237504), x::Name(0x2405e07)), // skip: boolean
+        x::FieldEntry::repeated(x::Name(0x31cf309), x::Name(0x1a1500d)), // selectSet: SelectionSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31ad40d), x::Name(0x3344606)), // scsiDiskUuids: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31ad40d), x::Name(0x3344606)), // scsiDiskUuids: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x25f3b0d), x::Name(0x3344606)), // datastoreName: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0x3344606)), // user: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x3344606)), // group: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a26f0c), x::Name(0x3344606)), // iScsiHbaName: string
+        x::FieldEntry::required(x::Name(0x3664d0a), x::Name(0x3344606)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x28cc005), x::Name(0x2405e07)), // force: boolean
+        x::FieldEntry::required(x::Name(0x347b515), x::Name(0x3344606)), // uncustomizableGuestOS: string
+        x::FieldEntry::required(x::Name(0x2871709), x::Name(0x3344606)), // faultName: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2418a0b), x::Name(0x3344606)), // bulletinIds: string
+        x::FieldEntry::optional(x::Name(0x32b5704), x::Name(0x103bc29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x24c4c07), x::Name(0x13ff016)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x348d80a), x::Name(0x2a94603)), // unlicensed: int
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2a94603)), // available: int
+        x::FieldEntry::required(x::Name(0x23b8f09), x::Name(0x2a94603)), // available: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c11b07), x::Name(0x2245513)), // mapping: VsanHostDiskMapping
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3563508), x::Name(0x3344606)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302dd0a), x::Name(0x3344606)), // providerId: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24a2a09), x::Name(0x134210d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34b0112), x::Name(0x3344606)), // unsupportedGuestOS: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x8f614)), // configSpec: AnswerFileCreateSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xdc5b1c)), // config: HostAssignableHardwareConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x3344606)), // entity: string
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::optional(x::Name(0x27f4d11), x::Name(0x3344606)), // entityDisplayName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3168206), x::Name(0x2a94603)), // roleId: int
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::repeated(x::Name(0x2ff9007), x::Name(0x3344606)), // privIds: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x32b5704), x::Name(0x191bc12)), // spec: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x74cd18)), // config: ClusterProfileConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x24ea506), x::Name(0x191bc12)), // config: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xf59d11)), // config: HostIpRouteConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x254d80f), x::Name(0x162e825)), // counterLevelMap: PerformanceManagerCounterLevelMapping
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x299c211), x::Name(0x91b414)), // healthCheckConfig: DVSHealthCheckConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b69c0d), x::Name(0x1d1e116)), // lacpGroupSpec: VMwareDvsLacpGroupSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xe59a12)), // config: HostDateTimeConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2607608), x::Name(0x2607608)), // dateTime: dateTime
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x263a60d), x::Name(0xec5c19)), // defaultPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a6b0a), x::Name(0x3344606)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xe93e15)), // spec: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xe9b70d)), // config: HostDnsConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x90250d)), // capability: DVSCapability
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2846209), x::Name(0xc62109)), // extension: Extension
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28c3a08), x::Name(0xed880c)), // flagInfo: HostFlagInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xee1912)), // config: HostGraphicsConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d74212), x::Name(0x3344606)), // newAcceptanceLevel: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1074c15)), // config: HostProfileConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29f8908), x::Name(0x1129f11)), // hostSpec: HostSpecification
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29fb70b), x::Name(0x114a114)), // hostSubSpec: HostSubSpecification
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bef805), x::Name(0x3344606)), // lunId: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0xfb9225)), // policy: HostMultipathInfoHppLogicalUnitPolicy
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::optional(x::Name(0x33e8709), x::Name(0xf4541c)), // targetSet: HostInternetScsiHbaTargetSet
+        x::FieldEntry::repeated(x::Name(0x2e9b607), x::Name(0xf3c31d)), // options: HostInternetScsiHbaParamValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x2a2550a), x::Name(0x3344606)), // iScsiAlias: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x239a718), x::Name(0xf18c2b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x33e8709), x::Name(0xf4541c)), // targetSet: HostInternetScsiHbaTargetSet
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::optional(x::Name(0x33e8709), x::Name(0xf4541c)), // targetSet: HostInternetScsiHbaTargetSet
+        x::FieldEntry::required(x::Name(0x26c6410), x::Name(0xf20823)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x26fa513), x::Name(0xf27326)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x2ae6d0c), x::Name(0xf2bc1f)), // ipProperties: HostInternetScsiHbaIPProperties
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2600e), x::Name(0x3344606)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x2a27c09), x::Name(0x3344606)), // iScsiName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2adc808), x::Name(0xf4fb0c)), // ipConfig: HostIpConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x260cd02), x::Name(0x13ff016)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f95404), x::Name(0x1314606)), // pool: IpPool
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xf59d11)), // config: HostIpRouteConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xf5e416)), // config: HostIpRouteTableConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2affc08), x::Name(0xf62d0c)), // ipmiInfo: HostIpmiInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31dff06), x::Name(0x135a70e)), // server: KmipServerSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x2b63008), x::Name(0x3344606)), // labelKey: string
+        x::FieldEntry::required(x::Name(0x2b6460a), x::Name(0x3344606)), // labelValue: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b99b0a), x::Name(0x3344606)), // licenseKey: string
+        x::FieldEntry::repeated(x::Name(0x2b65106), x::Name(0x134dd08)), // labels: KeyValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x22ebd0c), x::Name(0x1da0512)), // addChangeSet: VirtualAppLinkInfo
+        x::FieldEntry::repeated(x::Name(0x30dbc09), x::Name(0x13ff016)), // removeSet: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x350e505), x::Name(0x3344606)), // users: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2e9b607), x::Name(0x3344606)), // options: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0xfde411)), // config: HostNetworkConfig
+        x::FieldEntry::required(x::Name(0x245f90a), x::Name(0x3344606)), // changeMode: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24f5b0a), x::Name(0x934020)), // configSpec: DVSNetworkResourcePoolConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x246c60c), x::Name(0x156630b)), // changedValue: OptionValue
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24ea506), x::Name(0x1049b15)), // config: HostPciPassthruConfig
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2aa5908), x::Name(0x161bb0c)), // interval: PerfInterval
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::optional(x::Name(0x2bafe09), x::Name(0x1646a13)), // linkSpeed: PhysicalNicLinkInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f65006), x::Name(0x3344606)), // pgName: string
+        x::FieldEntry::required(x::Name(0x2fadf07), x::Name(0x1067211)), // portgrp: HostPortGroupSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f3ea0b), x::Name(0x2a94603)), // percentDone: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0xed2f1e)), // spec: HostFirewallRulesetRulesetSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x2726a0b), x::Name(0x3344606)), // displayName: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2d95103), x::Name(0x11f0e12)), // nic: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2f8dd06), x::Name(0x3344606)), // policy: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::repeated(x::Name(0x28ada09), x::Name(0x16d0c14)), // filterSet: PropertyFilterUpdate
+        x::FieldEntry::optional(x::Name(0x345cf09), x::Name(0x2405e07)), // truncated: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x313190c), x::Name(0x1161e16)), // resourceInfo: HostSystemResourceInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x33bd80d), x::Name(0x116351b)), // sysSwapConfig: HostSystemSwapConfiguration
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x350e505), x::Name(0x3344606)), // users: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x34f2304), x::Name(0xdb2a0f)), // user: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1cbc60e)), // spec: VAppConfigSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x3697122)), // spec: vslmInfrastructureObjectPolicySpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x272520b), x::Name(0xa81c0e)), // disksCrypto: DiskCryptoSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x286190c), x::Name(0x996b22)), // failoverPair: DatastoreVVolContainerFailoverPair
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ce5b19), x::Name(0x98421f)), // mountPathDatastoreMapping: DatastoreMountPathDatastorePair
+        x::FieldEntry::repeated(x::Name(0x2856b0c), x::Name(0x1c71e2f)), // failedVmFile: UpdateVirtualMachineFilesResultFailedVmFileInfo
+        x::FieldEntry::required(x::Name(0x35dc906), x::Name(0x3344606)), // vmFile: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x3344606)), // device: string
+        x::FieldEntry::required(x::Name(0x2d95103), x::Name(0x11f0e12)), // nic: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x36a9f0b), x::Name(0x3344606)), // vswitchName: string
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x11fd715)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x3497312), x::Name(0x2200416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x363c108), x::Name(0x3344606)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x349da0d), x::Name(0x3344606)), // unmapPriority: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x2235812)), // config: VsanHostConfigInfo
+        x::FieldEntry::required(x::Name(0x2c94b07), x::Name(0x3344606)), // message: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28aa508), x::Name(0x3344606)), // filterId: string
+        x::FieldEntry::required(x::Name(0x24c4c07), x::Name(0x13ff016)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x356bb06), x::Name(0x3344606)), // vibUrl: string
+        x::FieldEntry::optional(x::Name(0x356af0b), x::Name(0x130c217)), // vibSslTrust: IoFilterManagerSslTrust
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a88710), x::Name(0x3344606)), // installerOptions: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3638308), x::Name(0x3344606)), // vmfsPath: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3512e05), x::Name(0x3344606)), // uuids: string
+        x::FieldEntry::required(x::Name(0x2d8580a), x::Name(0x2a94603)), // newVersion: int
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::required(x::Name(0x2ff980a), x::Name(0x3344606)), // privateKey: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x249ed07), x::Name(0x134210d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2456c0b), x::Name(0x3344606)), // certificate: string
+        x::FieldEntry::repeated(x::Name(0x2b54809), x::Name(0x1c97417)), // keyEvents: UsbScanCodeSpecKeyEvent
+        x::FieldEntry::required(x::Name(0x34dd20a), x::Name(0x2a94603)), // usbHidCode: int
+        x::FieldEntry::optional(x::Name(0x2cd7c09), x::Name(0x1c98c1b)), // modifiers: UsbScanCodeSpecModifierType
+        x::FieldEntry::optional(x::Name(0x2b8b70b), x::Name(0x2405e07)), // leftControl: boolean
+        x::FieldEntry::optional(x::Name(0x2b8cb09), x::Name(0x2405e07)), // leftShift: boolean
+        x::FieldEntry::optional(x::Name(0x2b8af07), x::Name(0x2405e07)), // leftAlt: boolean
+        x::FieldEntry::optional(x::Name(0x2b8c307), x::Name(0x2405e07)), // leftGui: boolean
+        x::FieldEntry::optional(x::Name(0x316130c), x::Name(0x2405e07)), // rightControl: boolean
+        x::FieldEntry::optional(x::Name(0x316290a), x::Name(0x2405e07)), // rightShift: boolean
+        x::FieldEntry::optional(x::Name(0x3160a08), x::Name(0x2405e07)), // rightAlt: boolean
+        x::FieldEntry::optional(x::Name(0x3162008), x::Name(0x2405e07)), // rightGui: boolean
+        x::FieldEntry::required(x::Name(0x3505909), x::Name(0x3344606)), // userLogin: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x3344606)), // group: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::repeated(x::Name(0x3501e12), x::Name(0x16b2718)), // userInputParameter: ProfileParameterMetadata
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x34f3f09), x::Name(0x3344606)), // userAgent: string
+        x::FieldEntry::required(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x34f3f09), x::Name(0x3344606)), // userAgent: string
+        x::FieldEntry::optional(x::Name(0x2432b09), x::Name(0x2be5304)), // callCount: long
+        x::FieldEntry::optional(x::Name(0x31fd709), x::Name(0x3344606)), // sessionId: string
+        x::FieldEntry::optional(x::Name(0x2be3809), x::Name(0x2607608)), // loginTime: dateTime
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::required(x::Name(0x34a980a), x::Name(0x2405e07)), // unresolved: boolean
+        x::FieldEntry::required(x::Name(0x3505909), x::Name(0x3344606)), // userLogin: string
+        x::FieldEntry::required(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2fff10a), x::Name(0x3344606)), // privileges: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2ff2e09), x::Name(0x3344606)), // principal: string
+        x::FieldEntry::optional(x::Name(0x2908108), x::Name(0x3344606)), // fullName: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x2405e07)), // group: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::required(x::Name(0x2908108), x::Name(0x3344606)), // fullName: string
+        x::FieldEntry::required(x::Name(0x2be3809), x::Name(0x2607608)), // loginTime: dateTime
+        x::FieldEntry::required(x::Name(0x2b7060e), x::Name(0x2607608)), // lastActiveTime: dateTime
+        x::FieldEntry::required(x::Name(0x2bcc806), x::Name(0x3344606)), // locale: string
+        x::FieldEntry::required(x::Name(0x2c9c30d), x::Name(0x3344606)), // messageLocale: string
+        x::FieldEntry::optional(x::Name(0x284a610), x::Name(0x2405e07)), // extensionSession: boolean
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x34f3f09), x::Name(0x3344606)), // userAgent: string
+        x::FieldEntry::optional(x::Name(0x2432b09), x::Name(0x2be5304)), // callCount: long
+        x::FieldEntry::required(x::Name(0x3505909), x::Name(0x3344606)), // userLogin: string
+        x::FieldEntry::required(x::Name(0x2930405), x::Name(0x3344606)), // group: string
     ],
     values: &[
-        x::Name(0x2db2404), // self
-        x::Name(0x21ad908), // children
-        x::Name(0x2054103), // all
-        x::Name(0x2c5ce0a), // queuedTime
-        x::Name(0x2eba30b), // startedTime
-        x::Name(0x21ef80d), // completedTime
-        x::Name(0x2c5c706), // queued
-        x::Name(0x2d68107), // running
-        x::Name(0x2f0e307), // success
-        x::Name(0x24c8205), // error
-        x::Name(0x280c717), // licenseAssignmentFailed
-        x::Name(0x2937212), // moduleNotInstalled
-        x::Name(0x2880706), // manual
-        x::Name(0x3055913), // upgradeAtPowerCycle
+        x::Name(0x31d1704), // self
+        x::Name(0x248ca08), // children
+        x::Name(0x2319d03), // all
+        x::Name(0x3053d0a), // queuedTime
+        x::Name(0x32f6e0b), // startedTime
+        x::Name(0x24d670d), // completedTime
+        x::Name(0x3053606), // queued
+        x::Name(0x3181507), // running
+        x::Name(0x3359007), // success
+        x::Name(0x2801305), // error
+        x::Name(0x2b93917), // licenseAssignmentFailed
+        x::Name(0x2cdb212), // moduleNotInstalled
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x34c1913), // upgradeAtPowerCycle
     ],
 };

@@ -6,266 +6,244 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1a81510), x::Name(0xaa460b), 0, 4), // VASAStorageArray: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1a82613), 0, 5), // VAppAutoStartAction
-        x::TypeEntry::structure(x::Name(0x1a83a0d), x::Name(0xaa460b), 4, 8), // VAppCloneSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a8481f), x::Name(0xaa460b), 12, 2), // VAppCloneSpecNetworkMappingPair: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1a8681d), 5, 3), // VAppCloneSpecProvisioningType
-        x::TypeEntry::structure(x::Name(0x1a88618), x::Name(0xaa460b), 14, 4), // VAppCloneSpecResourceMap: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a89f0f), x::Name(0x1b42008), 18, 0), // VAppConfigFault: VimFault
-        x::TypeEntry::structure(x::Name(0x1a8af0e), x::Name(0x1e76a0c), 18, 4), // VAppConfigInfo: VmConfigInfo
-        x::TypeEntry::structure(x::Name(0x1a8be0e), x::Name(0x1e78c0c), 22, 4), // VAppConfigSpec: VmConfigSpec
-        x::TypeEntry::structure(x::Name(0x1a8cd14), x::Name(0xaa460b), 26, 9), // VAppEntityConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a8e214), x::Name(0xaa460b), 35, 4), // VAppIPAssignmentInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1a8f725), 8, 2), // VAppIPAssignmentInfoAllocationSchemes
-        x::TypeEntry::enumeration(x::Name(0x1a91d26), 10, 4), // VAppIPAssignmentInfoIpAllocationPolicy
-        x::TypeEntry::enumeration(x::Name(0x1a9441d), 14, 2), // VAppIPAssignmentInfoProtocols
-        x::TypeEntry::structure(x::Name(0x1a9620e), x::Name(0x1e6a50d), 39, 0), // VAppNotRunning: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1a97117), x::Name(0x17bee0c), 39, 0), // VAppOperationInProgress: RuntimeFault
-        x::TypeEntry::structure(x::Name(0x1a98912), x::Name(0xaa460b), 39, 5), // VAppOvfSectionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a99c12), x::Name(0x51f10f), 44, 1), // VAppOvfSectionSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x1a9af0f), x::Name(0xaa460b), 45, 10), // VAppProductInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a9bf0f), x::Name(0x51f10f), 55, 1), // VAppProductSpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x1a9cf11), x::Name(0x1e6a50d), 56, 5), // VAppPropertyFault: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1a9e110), x::Name(0xaa460b), 61, 12), // VAppPropertyInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a9f210), x::Name(0x51f10f), 73, 1), // VAppPropertySpec: ArrayUpdateSpec
-        x::TypeEntry::structure(x::Name(0x1aa0312), x::Name(0x1920e0e), 74, 0), // VAppTaskInProgress: TaskInProgress
-        x::TypeEntry::structure(x::Name(0x1aa1630), x::Name::NONE, 74, 5), // VCenterUpdateVStorageObjectMetadataExRequestType
-        x::TypeEntry::structure(x::Name(0x1aa4c20), x::Name(0x1e6a50d), 79, 0), // VFlashCacheHotConfigNotSupported: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1aa6d18), x::Name(0x1e6a50d), 79, 4), // VFlashModuleNotSupported: VmConfigFault
-        x::TypeEntry::enumeration(x::Name(0x1aa861e), 16, 5), // VFlashModuleNotSupportedReason
-        x::TypeEntry::structure(x::Name(0x1aaa51f), x::Name(0x1b42008), 83, 4), // VFlashModuleVersionIncompatible: VimFault
-        x::TypeEntry::structure(x::Name(0x1aaca19), x::Name(0xd59909), 87, 2), // VMFSDatastoreCreatedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1aae41a), x::Name(0xd59909), 89, 1), // VMFSDatastoreExpandedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1aaff1a), x::Name(0xd59909), 90, 1), // VMFSDatastoreExtendedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1ab1a0f), x::Name(0x942d12), 91, 0), // VMINotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1ab2a12), x::Name(0x57ba13), 91, 0), // VMOnConflictDVPort: CannotAccessNetwork
-        x::TypeEntry::structure(x::Name(0x1ab3d13), x::Name(0x57ba13), 91, 0), // VMOnVirtualIntranet: CannotAccessNetwork
-        x::TypeEntry::structure(x::Name(0x1ab5120), x::Name(0x128bf1c), 91, 0), // VMotionAcrossNetworkNotSupported: MigrationFeatureNotSupported
-        x::TypeEntry::enumeration(x::Name(0x1ab7218), 21, 2), // VMotionCompatibilityType
-        x::TypeEntry::structure(x::Name(0x1ab8b15), x::Name(0x128b00e), 91, 3), // VMotionInterfaceIssue: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1aba11a), x::Name(0x11dda0c), 94, 0), // VMotionLicenseExpiredEvent: LicenseEvent
-        x::TypeEntry::structure(x::Name(0x1abbc16), x::Name(0x1ab8b15), 94, 1), // VMotionLinkCapacityLow: VMotionInterfaceIssue
-        x::TypeEntry::structure(x::Name(0x1abd30f), x::Name(0x1ab8b15), 95, 1), // VMotionLinkDown: VMotionInterfaceIssue
-        x::TypeEntry::structure(x::Name(0x1abe314), x::Name(0x1ab8b15), 96, 0), // VMotionNotConfigured: VMotionInterfaceIssue
-        x::TypeEntry::structure(x::Name(0x1abf812), x::Name(0x1ab8b15), 96, 0), // VMotionNotLicensed: VMotionInterfaceIssue
-        x::TypeEntry::structure(x::Name(0x1ac0b13), x::Name(0x1ab8b15), 96, 0), // VMotionNotSupported: VMotionInterfaceIssue
-        x::TypeEntry::structure(x::Name(0x1ac1f1b), x::Name(0x128b00e), 96, 0), // VMotionProtocolIncompatible: MigrationFault
-        x::TypeEntry::structure(x::Name(0x1ac5b13), x::Name(0x861d0d), 96, 8), // VMwareDVSConfigInfo: DVSConfigInfo
-        x::TypeEntry::structure(x::Name(0x1ac6f13), x::Name(0x862b0d), 104, 7), // VMwareDVSConfigSpec: DVSConfigSpec
-        x::TypeEntry::structure(x::Name(0x1ac831a), x::Name(0x866914), 111, 9), // VMwareDVSFeatureCapability: DVSFeatureCapability
-        x::TypeEntry::structure(x::Name(0x1ac9e1e), x::Name(0x867e18), 120, 2), // VMwareDVSHealthCheckCapability: DVSHealthCheckCapability
-        x::TypeEntry::structure(x::Name(0x1acbd1a), x::Name(0x869714), 122, 0), // VMwareDVSHealthCheckConfig: DVSHealthCheckConfig
-        x::TypeEntry::structure(x::Name(0x1acd81d), x::Name(0xe4e121), 122, 3), // VMwareDVSMtuHealthCheckResult: HostMemberUplinkHealthCheckResult
-        x::TypeEntry::structure(x::Name(0x1acf614), x::Name(0x84810d), 125, 9), // VMwareDVSPortSetting: DVPortSetting
-        x::TypeEntry::structure(x::Name(0x1ad0b18), x::Name(0x857911), 134, 5), // VMwareDVSPortgroupPolicy: DVPortgroupPolicy
-        x::TypeEntry::structure(x::Name(0x1ad2418), x::Name(0xaa460b), 139, 2), // VMwareDVSPvlanConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ad3d16), x::Name(0xaa460b), 141, 3), // VMwareDVSPvlanMapEntry: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ad5421), x::Name(0x1acbd1a), 144, 0), // VMwareDVSTeamingHealthCheckConfig: VMwareDVSHealthCheckConfig
-        x::TypeEntry::structure(x::Name(0x1ad7621), x::Name(0xe4af1b), 144, 1), // VMwareDVSTeamingHealthCheckResult: HostMemberHealthCheckResult
-        x::TypeEntry::enumeration(x::Name(0x1ad981b), 23, 4), // VMwareDVSTeamingMatchStatus
-        x::TypeEntry::structure(x::Name(0x1adb41e), x::Name(0xe4e121), 145, 2), // VMwareDVSVlanHealthCheckResult: HostMemberUplinkHealthCheckResult
-        x::TypeEntry::structure(x::Name(0x1add321), x::Name(0x1acbd1a), 147, 0), // VMwareDVSVlanMtuHealthCheckConfig: VMwareDVSHealthCheckConfig
-        x::TypeEntry::structure(x::Name(0x1adf518), x::Name(0xaa460b), 147, 7), // VMwareDVSVspanCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ae0e18), x::Name(0xaa460b), 154, 2), // VMwareDVSVspanConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ae271e), 27, 3), // VMwareDVSVspanSessionEncapType
-        x::TypeEntry::enumeration(x::Name(0x1ae4619), 30, 5), // VMwareDVSVspanSessionType
-        x::TypeEntry::structure(x::Name(0x1ae6018), x::Name(0xaa460b), 156, 3), // VMwareDvsIpfixCapability: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ae7917), 35, 2), // VMwareDvsLacpApiVersion
-        x::TypeEntry::structure(x::Name(0x1ae9117), x::Name(0xaa460b), 159, 3), // VMwareDvsLacpCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1aea918), x::Name(0xaa460b), 162, 10), // VMwareDvsLacpGroupConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1aec216), x::Name(0xaa460b), 172, 2), // VMwareDvsLacpGroupSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1aed921), 37, 20), // VMwareDvsLacpLoadBalanceAlgorithm
-        x::TypeEntry::structure(x::Name(0x1aefb17), x::Name(0xaa460b), 174, 1), // VMwareDvsLagIpfixConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1af1316), x::Name(0xaa460b), 175, 1), // VMwareDvsLagVlanConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1af2a16), x::Name(0xaa460b), 176, 2), // VMwareDvsMtuCapability: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1af411f), 57, 2), // VMwareDvsMulticastFilteringMode
-        x::TypeEntry::structure(x::Name(0x1af6111), x::Name(0xaa460b), 178, 7), // VMwareIpfixConfig: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1af7314), 59, 2), // VMwareUplinkLacpMode
-        x::TypeEntry::structure(x::Name(0x1af8816), x::Name(0x10f8011), 185, 2), // VMwareUplinkLacpPolicy: InheritablePolicy
-        x::TypeEntry::enumeration(x::Name(0x1af9f1b), 61, 2), // VMwareUplinkLacpTimeoutMode
-        x::TypeEntry::structure(x::Name(0x1afbb1b), x::Name(0x10f8011), 187, 2), // VMwareUplinkPortOrderPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x1afd70f), x::Name(0xaa460b), 189, 5), // VMwareVspanPort: DynamicData
-        x::TypeEntry::structure(x::Name(0x1afe712), x::Name(0xaa460b), 194, 18), // VMwareVspanSession: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b0150e), x::Name(0xaa460b), 212, 1), // VStorageObject: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b0241a), x::Name(0xaa460b), 213, 3), // VStorageObjectAssociations: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b03f2c), x::Name(0xaa460b), 216, 2), // VStorageObjectAssociationsVmDiskAssociations: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b06c18), x::Name(0x54650e), 218, 3), // VStorageObjectConfigInfo: BaseConfigInfo
-        x::TypeEntry::enumeration(x::Name(0x1b0851d), 63, 1), // VStorageObjectConsumptionType
-        x::TypeEntry::structure(x::Name(0x1b0a327), x::Name::NONE, 221, 4), // VStorageObjectCreateSnapshotRequestType
-        x::TypeEntry::structure(x::Name(0x1b0cb1d), x::Name(0xaa460b), 225, 2), // VStorageObjectSnapshotDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b0e91a), x::Name(0xaa460b), 227, 1), // VStorageObjectSnapshotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b10430), x::Name(0xaa460b), 228, 4), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b13517), x::Name(0xaa460b), 232, 1), // VStorageObjectStateInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b1520a), x::Name(0xaa460b), 233, 2), // VVolHostPE: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b15d1c), x::Name(0xaa460b), 235, 2), // VVolVmConfigFileUpdateResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b17a32), x::Name(0xaa460b), 237, 3), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b1ad25), x::Name::NONE, 240, 3), // ValidateCredentialsInGuestRequestType
-        x::TypeEntry::structure(x::Name(0x1b1d323), x::Name::NONE, 243, 3), // ValidateHCIConfigurationRequestType
-        x::TypeEntry::structure(x::Name(0x1b1f729), x::Name::NONE, 246, 8), // ValidateHostProfileCompositionRequestType
-        x::TypeEntry::structure(x::Name(0x1b22117), x::Name::NONE, 254, 4), // ValidateHostRequestType
-        x::TypeEntry::structure(x::Name(0x1b2391c), x::Name::NONE, 258, 6), // ValidateMigrationRequestType
-        x::TypeEntry::enumeration(x::Name(0x1b25619), 64, 4), // ValidateMigrationTestType
-        x::TypeEntry::structure(x::Name(0x1b27023), x::Name::NONE, 264, 3), // ValidateStoragePodConfigRequestType
-        x::TypeEntry::structure(x::Name(0x1b29419), x::Name(0xaa460b), 267, 3), // VasaProviderContainerSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b2ae1b), x::Name(0xd59909), 270, 1), // VcAgentUninstallFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1b2ca17), x::Name(0xd59909), 271, 0), // VcAgentUninstalledEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1b2e219), x::Name(0xd59909), 271, 1), // VcAgentUpgradeFailedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1b2fc14), x::Name(0xd59909), 272, 0), // VcAgentUpgradedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1b32115), x::Name(0xaa460b), 272, 4), // VchaClusterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b33715), x::Name(0xaa460b), 276, 2), // VchaClusterConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b34d19), x::Name(0xaa460b), 278, 4), // VchaClusterDeploymentSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b36711), x::Name(0xaa460b), 282, 3), // VchaClusterHealth: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1b3790f), 68, 3), // VchaClusterMode
-        x::TypeEntry::structure(x::Name(0x1b38916), x::Name(0xaa460b), 285, 2), // VchaClusterNetworkSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b3a016), x::Name(0xaa460b), 287, 3), // VchaClusterRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1b3b710), 71, 3), // VchaClusterState
-        x::TypeEntry::enumeration(x::Name(0x1b3c80c), 74, 3), // VchaNodeRole
-        x::TypeEntry::structure(x::Name(0x1b3d513), x::Name(0xaa460b), 290, 3), // VchaNodeRuntimeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1b3e90d), 77, 2), // VchaNodeState
-        x::TypeEntry::enumeration(x::Name(0x1b3f709), 79, 4), // VchaState
-        x::TypeEntry::structure(x::Name(0x1b4011e), x::Name(0xd59909), 293, 0), // VimAccountPasswordChangedEvent: HostEvent
-        x::TypeEntry::structure(x::Name(0x1b42008), x::Name(0x128210b), 293, 0), // VimFault: MethodFault
-        x::TypeEntry::structure(x::Name(0x1b4290f), x::Name(0xaa460b), 293, 4), // VimVasaProvider: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b43913), x::Name(0xaa460b), 297, 2), // VimVasaProviderInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b44d1c), x::Name(0xaa460b), 299, 3), // VimVasaProviderStatePerArray: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b46a15), x::Name(0x1debd15), 302, 0), // VirtualAHCIController: VirtualSATAController
-        x::TypeEntry::structure(x::Name(0x1b4801b), x::Name(0x1ded31b), 302, 0), // VirtualAHCIControllerOption: VirtualSATAControllerOption
-        x::TypeEntry::structure(x::Name(0x1b49c14), x::Name(0x10d770a), 302, 4), // VirtualAppImportSpec: ImportSpec
-        x::TypeEntry::structure(x::Name(0x1b4b112), x::Name(0xaa460b), 306, 2), // VirtualAppLinkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b4c411), x::Name(0x1744f13), 308, 5), // VirtualAppSummary: ResourcePoolSummary
-        x::TypeEntry::enumeration(x::Name(0x1b4d613), 83, 4), // VirtualAppVAppState
-        x::TypeEntry::structure(x::Name(0x1b4ea19), x::Name(0x1deef15), 313, 0), // VirtualBusLogicController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1b5041f), x::Name(0x1df051b), 313, 0), // VirtualBusLogicControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1b5240c), x::Name(0x1b6c60d), 313, 0), // VirtualCdrom: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1b5311c), x::Name(0x1b8391e), 313, 0), // VirtualCdromAtapiBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b54e1e), x::Name(0x1b85820), 313, 0), // VirtualCdromAtapiBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1b56d1a), x::Name(0x1b8791c), 313, 0), // VirtualCdromIsoBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b5881c), x::Name(0x1b8961e), 313, 0), // VirtualCdromIsoBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1b5a512), x::Name(0x1b8d013), 313, 0), // VirtualCdromOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1b5b822), x::Name(0x1b8391e), 313, 1), // VirtualCdromPassthroughBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b5db24), x::Name(0x1b85820), 314, 1), // VirtualCdromPassthroughBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1b60022), x::Name(0x1b93c24), 315, 0), // VirtualCdromRemoteAtapiBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b62324), x::Name(0x1b85820), 315, 0), // VirtualCdromRemoteAtapiBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1b64828), x::Name(0x1b93c24), 315, 1), // VirtualCdromRemotePassthroughBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b6712a), x::Name(0x1b96126), 316, 1), // VirtualCdromRemotePassthroughBackingOption: VirtualDeviceRemoteDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1b69c11), x::Name(0x1b6c60d), 317, 2), // VirtualController: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1b6ae17), x::Name(0x1b8d013), 319, 2), // VirtualControllerOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1b6c60d), x::Name(0xaa460b), 321, 7), // VirtualDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b6d418), x::Name(0xaa460b), 328, 0), // VirtualDeviceBackingInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b6ed1a), x::Name(0xaa460b), 328, 1), // VirtualDeviceBackingOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b70818), x::Name(0xaa460b), 329, 0), // VirtualDeviceBusSlotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b7211a), x::Name(0xaa460b), 329, 1), // VirtualDeviceBusSlotOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b73c17), x::Name(0xaa460b), 330, 6), // VirtualDeviceConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b75422), x::Name(0xaa460b), 336, 2), // VirtualDeviceConfigSpecBackingSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1b77724), 87, 3), // VirtualDeviceConfigSpecFileOperation
-        x::TypeEntry::enumeration(x::Name(0x1b79c20), 90, 3), // VirtualDeviceConfigSpecOperation
-        x::TypeEntry::structure(x::Name(0x1b7bd18), x::Name(0xaa460b), 338, 5), // VirtualDeviceConnectInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1b7d628), 93, 3), // VirtualDeviceConnectInfoMigrateConnectOp
-        x::TypeEntry::enumeration(x::Name(0x1b7ff1e), 96, 4), // VirtualDeviceConnectInfoStatus
-        x::TypeEntry::structure(x::Name(0x1b81e1a), x::Name(0xaa460b), 343, 2), // VirtualDeviceConnectOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b8391e), x::Name(0x1b6d418), 345, 2), // VirtualDeviceDeviceBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b85820), x::Name(0x1b6ed1a), 347, 1), // VirtualDeviceDeviceBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1b8791c), x::Name(0x1b6d418), 348, 3), // VirtualDeviceFileBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b8961e), x::Name(0x1b6ed1a), 351, 1), // VirtualDeviceFileBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1b8b51a), 100, 5), // VirtualDeviceFileExtension
-        x::TypeEntry::structure(x::Name(0x1b8d013), x::Name(0xaa460b), 352, 11), // VirtualDeviceOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1b8e41b), x::Name(0x1b70818), 363, 1), // VirtualDevicePciBusSlotInfo: VirtualDeviceBusSlotInfo
-        x::TypeEntry::structure(x::Name(0x1b9001c), x::Name(0x1b6d418), 364, 1), // VirtualDevicePipeBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b91d1e), x::Name(0x1b6ed1a), 365, 0), // VirtualDevicePipeBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1b93c24), x::Name(0x1b6d418), 365, 2), // VirtualDeviceRemoteDeviceBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b96126), x::Name(0x1b6ed1a), 367, 1), // VirtualDeviceRemoteDeviceBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1b9881b), x::Name(0x1b6d418), 368, 3), // VirtualDeviceURIBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1b9a41d), x::Name(0x1b6ed1a), 371, 1), // VirtualDeviceURIBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1b9c226), 105, 2), // VirtualDeviceURIBackingOptionDirection
-        x::TypeEntry::structure(x::Name(0x1b9e90b), x::Name(0x1b6c60d), 372, 10), // VirtualDisk: VirtualDevice
-        x::TypeEntry::enumeration(x::Name(0x1b9f516), 107, 3), // VirtualDiskAdapterType
-        x::TypeEntry::structure(x::Name(0x1ba0c1f), x::Name(0x6de50f), 382, 1), // VirtualDiskAntiAffinityRuleSpec: ClusterRuleInfo
-        x::TypeEntry::structure(x::Name(0x1ba2c24), x::Name(0x93bf19), 383, 0), // VirtualDiskBlocksNotFullyProvisioned: DeviceBackingNotSupported
-        x::TypeEntry::enumeration(x::Name(0x1ba511c), 110, 2), // VirtualDiskCompatibilityMode
-        x::TypeEntry::structure(x::Name(0x1ba6e15), x::Name(0x1b73c17), 383, 2), // VirtualDiskConfigSpec: VirtualDeviceConfigSpec
-        x::TypeEntry::enumeration(x::Name(0x1ba841a), 112, 3), // VirtualDiskDeltaDiskFormat
-        x::TypeEntry::enumeration(x::Name(0x1ba9f21), 115, 2), // VirtualDiskDeltaDiskFormatVariant
-        x::TypeEntry::structure(x::Name(0x1bac124), x::Name(0xaa460b), 385, 2), // VirtualDiskDeltaDiskFormatsSupported: DynamicData
-        x::TypeEntry::structure(x::Name(0x1bae61e), x::Name(0x1b8791c), 387, 5), // VirtualDiskFlatVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bb0520), x::Name(0x1b8961e), 392, 4), // VirtualDiskFlatVer1BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1bb261e), x::Name(0x1b8791c), 396, 15), // VirtualDiskFlatVer2BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bb4520), x::Name(0x1b8961e), 411, 10), // VirtualDiskFlatVer2BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1bb660d), x::Name(0xaa460b), 421, 2), // VirtualDiskId: DynamicData
-        x::TypeEntry::structure(x::Name(0x1bb741f), x::Name(0x1b8791c), 423, 4), // VirtualDiskLocalPMemBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bb9421), x::Name(0x1b8961e), 427, 4), // VirtualDiskLocalPMemBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1bbb60f), 117, 6), // VirtualDiskMode
-        x::TypeEntry::structure(x::Name(0x1bbc61b), x::Name(0x942d12), 431, 1), // VirtualDiskModeNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1bbe211), x::Name(0x1b8d013), 432, 3), // VirtualDiskOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1bbf428), x::Name(0xaa460b), 435, 4), // VirtualDiskOptionVFlashCacheConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1bc1d2c), x::Name(0x1bccd21), 439, 1), // VirtualDiskPartitionedRawDiskVer2BackingInfo: VirtualDiskRawDiskVer2BackingInfo
-        x::TypeEntry::structure(x::Name(0x1bc4a2e), x::Name(0x1bcef23), 440, 0), // VirtualDiskPartitionedRawDiskVer2BackingOption: VirtualDiskRawDiskVer2BackingOption
-        x::TypeEntry::structure(x::Name(0x1bc7928), x::Name(0x1b8791c), 440, 11), // VirtualDiskRawDiskMappingVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bca22a), x::Name(0x1b85820), 451, 4), // VirtualDiskRawDiskMappingVer1BackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1bccd21), x::Name(0x1b8391e), 455, 4), // VirtualDiskRawDiskVer2BackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bcef23), x::Name(0x1b85820), 459, 2), // VirtualDiskRawDiskVer2BackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1bd1313), x::Name(0x6de50f), 461, 2), // VirtualDiskRuleSpec: ClusterRuleInfo
-        x::TypeEntry::enumeration(x::Name(0x1bd271b), 123, 3), // VirtualDiskRuleSpecRuleType
-        x::TypeEntry::structure(x::Name(0x1bd431e), x::Name(0x1b8791c), 463, 10), // VirtualDiskSeSparseBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bd6220), x::Name(0x1b8961e), 473, 6), // VirtualDiskSeSparseBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1bd8312), 126, 2), // VirtualDiskSharing
-        x::TypeEntry::structure(x::Name(0x1bd9620), x::Name(0x1b8791c), 479, 6), // VirtualDiskSparseVer1BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bdb722), x::Name(0x1b8961e), 485, 4), // VirtualDiskSparseVer1BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1bdda20), x::Name(0x1b8791c), 489, 9), // VirtualDiskSparseVer2BackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bdfb22), x::Name(0x1b8961e), 498, 6), // VirtualDiskSparseVer2BackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1be1e0f), x::Name(0xaa460b), 504, 2), // VirtualDiskSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1be2e0f), 128, 13), // VirtualDiskType
-        x::TypeEntry::structure(x::Name(0x1be3e20), x::Name(0xaa460b), 506, 5), // VirtualDiskVFlashCacheConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1be5f34), 141, 2), // VirtualDiskVFlashCacheConfigInfoCacheConsistencyType
-        x::TypeEntry::enumeration(x::Name(0x1be9429), 143, 2), // VirtualDiskVFlashCacheConfigInfoCacheMode
-        x::TypeEntry::structure(x::Name(0x1bebe0c), x::Name(0x1bf2c13), 511, 0), // VirtualE1000: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1becb12), x::Name(0x1c10419), 511, 0), // VirtualE1000Option: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1bede0d), x::Name(0x1bf2c13), 511, 0), // VirtualE1000e: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1beec13), x::Name(0x1c10419), 511, 0), // VirtualE1000eOption: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1bf0012), x::Name(0x1e1c010), 511, 0), // VirtualEnsoniq1371: VirtualSoundCard
-        x::TypeEntry::structure(x::Name(0x1bf1318), x::Name(0x1e21716), 511, 0), // VirtualEnsoniq1371Option: VirtualSoundCardOption
-        x::TypeEntry::structure(x::Name(0x1bf2c13), x::Name(0x1b6c60d), 511, 6), // VirtualEthernetCard: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1bf4026), x::Name(0x1b6ed1a), 517, 0), // VirtualEthernetCardDVPortBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1bf6734), x::Name(0x1b6d418), 517, 1), // VirtualEthernetCardDistributedVirtualPortBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bf9c2b), x::Name(0x1b8391e), 518, 0), // VirtualEthernetCardLegacyNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1bfc82d), x::Name(0x1b85820), 518, 0), // VirtualEthernetCardLegacyNetworkBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1bff62a), 145, 3), // VirtualEthernetCardLegacyNetworkDeviceName
-        x::TypeEntry::enumeration(x::Name(0x1c0211a), 148, 3), // VirtualEthernetCardMacType
-        x::TypeEntry::structure(x::Name(0x1c03c25), x::Name(0x1b8391e), 518, 2), // VirtualEthernetCardNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1c06227), x::Name(0x1b85820), 520, 0), // VirtualEthernetCardNetworkBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1c08a1f), x::Name(0x942d12), 520, 0), // VirtualEthernetCardNotSupported: DeviceNotSupported
-        x::TypeEntry::structure(x::Name(0x1c0aa2b), x::Name(0x1b6d418), 520, 2), // VirtualEthernetCardOpaqueNetworkBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1c0d62d), x::Name(0x1b6ed1a), 522, 0), // VirtualEthernetCardOpaqueNetworkBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1c10419), x::Name(0x1b8d013), 522, 5), // VirtualEthernetCardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1c11e25), x::Name(0xaa460b), 527, 3), // VirtualEthernetCardResourceAllocation: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c1440d), x::Name(0x1b6c60d), 530, 0), // VirtualFloppy: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1c1521e), x::Name(0x1b8391e), 530, 0), // VirtualFloppyDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1c17120), x::Name(0x1b85820), 530, 0), // VirtualFloppyDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1c1921d), x::Name(0x1b8791c), 530, 0), // VirtualFloppyImageBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1c1b01f), x::Name(0x1b8961e), 530, 0), // VirtualFloppyImageBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1c1d013), x::Name(0x1b8d013), 530, 0), // VirtualFloppyOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1c1e424), x::Name(0x1b93c24), 530, 0), // VirtualFloppyRemoteDeviceBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1c20926), x::Name(0x1b96126), 530, 0), // VirtualFloppyRemoteDeviceBackingOption: VirtualDeviceRemoteDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1c2300f), x::Name(0xaa460b), 530, 6), // VirtualHardware: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c24021), x::Name(0x1e6a50d), 536, 0), // VirtualHardwareCompatibilityIssue: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1c26215), x::Name(0xaa460b), 536, 22), // VirtualHardwareOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c27822), x::Name(0x1c24021), 558, 2), // VirtualHardwareVersionNotSupported: VirtualHardwareCompatibilityIssue
-        x::TypeEntry::structure(x::Name(0x1c29b12), x::Name(0x1e1c010), 560, 0), // VirtualHdAudioCard: VirtualSoundCard
-        x::TypeEntry::structure(x::Name(0x1c2ae18), x::Name(0x1e21716), 560, 0), // VirtualHdAudioCardOption: VirtualSoundCardOption
-        x::TypeEntry::structure(x::Name(0x1c2c714), x::Name(0x1b69c11), 560, 0), // VirtualIDEController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1c2dc1a), x::Name(0x1b6ae17), 560, 2), // VirtualIDEControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1c2f70f), x::Name(0x1b6c60d), 562, 0), // VirtualKeyboard: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1c30715), x::Name(0x1b8d013), 562, 0), // VirtualKeyboardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1c31d19), x::Name(0x1deef15), 562, 0), // VirtualLsiLogicController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1c3371f), x::Name(0x1df051b), 562, 0), // VirtualLsiLogicControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1c3571c), x::Name(0x1deef15), 562, 0), // VirtualLsiLogicSASController: VirtualSCSIController
-        x::TypeEntry::structure(x::Name(0x1c37422), x::Name(0x1df051b), 562, 0), // VirtualLsiLogicSASControllerOption: VirtualSCSIControllerOption
-        x::TypeEntry::structure(x::Name(0x1c3971a), x::Name(0xaa460b), 562, 1), // VirtualMachineAffinityInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1c3b224), 151, 3), // VirtualMachineAppHeartbeatStatusType
-        x::TypeEntry::structure(x::Name(0x1c3d727), x::Name(0xaa460b), 563, 0), // VirtualMachineBaseIndependentFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cab210), x::Name(0xbb9c0b), 0, 5), // VASAStorageArray: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cac324), x::Name(0xbb9c0b), 5, 2), // VASAStorageArrayDiscoveryFcTransport: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cae824), x::Name(0xbb9c0b), 7, 2), // VASAStorageArrayDiscoveryIpTransport: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cb0d20), x::Name(0xbb9c0b), 9, 4), // VASAStorageArrayDiscoverySvcInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cb2e13), 0, 5), // VAppAutoStartAction
+        x::TypeEntry::structure(x::Name(0x1cb420d), x::Name(0xbb9c0b), 13, 8), // VAppCloneSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cb501f), x::Name(0xbb9c0b), 21, 2), // VAppCloneSpecNetworkMappingPair: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cb701d), 5, 3), // VAppCloneSpecProvisioningType
+        x::TypeEntry::structure(x::Name(0x1cb8e18), x::Name(0xbb9c0b), 23, 4), // VAppCloneSpecResourceMap: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cba70f), x::Name(0x1d94808), 27, 0), // VAppConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1cbb70e), x::Name(0x210f90c), 27, 4), // VAppConfigInfo: VmConfigInfo
+        x::TypeEntry::structure(x::Name(0x1cbc60e), x::Name(0x2111b0c), 31, 4), // VAppConfigSpec: VmConfigSpec
+        x::TypeEntry::structure(x::Name(0x1cbd514), x::Name(0xbb9c0b), 35, 9), // VAppEntityConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cbea14), x::Name(0xbb9c0b), 44, 4), // VAppIPAssignmentInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cbff25), 8, 2), // VAppIPAssignmentInfoAllocationSchemes
+        x::TypeEntry::enumeration(x::Name(0x1cc2526), 10, 4), // VAppIPAssignmentInfoIpAllocationPolicy
+        x::TypeEntry::enumeration(x::Name(0x1cc4c1d), 14, 2), // VAppIPAssignmentInfoProtocols
+        x::TypeEntry::structure(x::Name(0x1cc6a0e), x::Name(0x210340d), 48, 0), // VAppNotRunning: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1cc7917), x::Name(0x19b140c), 48, 0), // VAppOperationInProgress: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1cc9112), x::Name(0xbb9c0b), 48, 5), // VAppOvfSectionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cca412), x::Name(0x57b40f), 53, 1), // VAppOvfSectionSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1ccb70f), x::Name(0xbb9c0b), 54, 10), // VAppProductInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ccc70f), x::Name(0x57b40f), 64, 1), // VAppProductSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1ccd711), x::Name(0x210340d), 65, 5), // VAppPropertyFault: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1cce910), x::Name(0xbb9c0b), 70, 12), // VAppPropertyInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ccfa10), x::Name(0x57b40f), 82, 1), // VAppPropertySpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1cd0b12), x::Name(0x1b3a10e), 83, 0), // VAppTaskInProgress: TaskInProgress
+        x::TypeEntry::structure(x::Name(0x1cd1e30), x::Name::NONE, 83, 5), // VCenterUpdateVStorageObjectMetadataExRequestType
+        x::TypeEntry::structure(x::Name(0x1cd5420), x::Name(0x210340d), 88, 0), // VFlashCacheHotConfigNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1cd7518), x::Name(0x210340d), 88, 4), // VFlashModuleNotSupported: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x1cd8e1e), 16, 5), // VFlashModuleNotSupportedReason
+        x::TypeEntry::structure(x::Name(0x1cdad1f), x::Name(0x1d94808), 92, 4), // VFlashModuleVersionIncompatible: VimFault
+        x::TypeEntry::structure(x::Name(0x1cdd219), x::Name(0xea3c09), 96, 2), // VMFSDatastoreCreatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1cdec1a), x::Name(0xea3c09), 98, 1), // VMFSDatastoreExpandedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1ce071a), x::Name(0xea3c09), 99, 1), // VMFSDatastoreExtendedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1ce220f), x::Name(0x9fe612), 100, 0), // VMINotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1ce3212), x::Name(0x5e3513), 100, 0), // VMOnConflictDVPort: CannotAccessNetwork
+        x::TypeEntry::structure(x::Name(0x1ce4513), x::Name(0x5e3513), 100, 0), // VMOnVirtualIntranet: CannotAccessNetwork
+        x::TypeEntry::structure(x::Name(0x1ce5920), x::Name(0x1432d1c), 100, 0), // VMotionAcrossNetworkNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::enumeration(x::Name(0x1ce7a18), 21, 2), // VMotionCompatibilityType
+        x::TypeEntry::structure(x::Name(0x1ce9315), x::Name(0x1431e0e), 100, 3), // VMotionInterfaceIssue: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1cea91a), x::Name(0x137ff0c), 103, 0), // VMotionLicenseExpiredEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1cec416), x::Name(0x1ce9315), 103, 1), // VMotionLinkCapacityLow: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1cedb0f), x::Name(0x1ce9315), 104, 1), // VMotionLinkDown: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1ceeb14), x::Name(0x1ce9315), 105, 0), // VMotionNotConfigured: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1cf0012), x::Name(0x1ce9315), 105, 0), // VMotionNotLicensed: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1cf1313), x::Name(0x1ce9315), 105, 0), // VMotionNotSupported: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1cf271b), x::Name(0x1431e0e), 105, 0), // VMotionProtocolIncompatible: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1cf6313), x::Name(0x90330d), 105, 11), // VMwareDVSConfigInfo: DVSConfigInfo
+        x::TypeEntry::structure(x::Name(0x1cf7713), x::Name(0x90410d), 116, 10), // VMwareDVSConfigSpec: DVSConfigSpec
+        x::TypeEntry::structure(x::Name(0x1cf8b1a), x::Name(0x907f14), 126, 13), // VMwareDVSFeatureCapability: DVSFeatureCapability
+        x::TypeEntry::structure(x::Name(0x1cfa61e), x::Name(0x919b18), 139, 2), // VMwareDVSHealthCheckCapability: DVSHealthCheckCapability
+        x::TypeEntry::structure(x::Name(0x1cfc51a), x::Name(0x91b414), 141, 0), // VMwareDVSHealthCheckConfig: DVSHealthCheckConfig
+        x::TypeEntry::structure(x::Name(0x1cfe01d), x::Name(0xfa1c21), 141, 3), // VMwareDVSMtuHealthCheckResult: HostMemberUplinkHealthCheckResult
+        x::TypeEntry::structure(x::Name(0x1cffe14), x::Name(0x8e620d), 144, 9), // VMwareDVSPortSetting: DVPortSetting
+        x::TypeEntry::structure(x::Name(0x1d01318), x::Name(0x8f8f11), 153, 5), // VMwareDVSPortgroupPolicy: DVPortgroupPolicy
+        x::TypeEntry::structure(x::Name(0x1d02c18), x::Name(0xbb9c0b), 158, 2), // VMwareDVSPvlanConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d04516), x::Name(0xbb9c0b), 160, 3), // VMwareDVSPvlanMapEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d05c21), x::Name(0x1cfc51a), 163, 0), // VMwareDVSTeamingHealthCheckConfig: VMwareDVSHealthCheckConfig
+        x::TypeEntry::structure(x::Name(0x1d07e21), x::Name(0xf9ea1b), 163, 1), // VMwareDVSTeamingHealthCheckResult: HostMemberHealthCheckResult
+        x::TypeEntry::enumeration(x::Name(0x1d0a01b), 23, 4), // VMwareDVSTeamingMatchStatus
+        x::TypeEntry::structure(x::Name(0x1d0bc1e), x::Name(0xfa1c21), 164, 2), // VMwareDVSVlanHealthCheckResult: HostMemberUplinkHealthCheckResult
+        x::TypeEntry::structure(x::Name(0x1d0db21), x::Name(0x1cfc51a), 166, 0), // VMwareDVSVlanMtuHealthCheckConfig: VMwareDVSHealthCheckConfig
+        x::TypeEntry::structure(x::Name(0x1d0fd18), x::Name(0xbb9c0b), 166, 7), // VMwareDVSVspanCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d11618), x::Name(0xbb9c0b), 173, 2), // VMwareDVSVspanConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d12f1e), 27, 3), // VMwareDVSVspanSessionEncapType
+        x::TypeEntry::enumeration(x::Name(0x1d14e19), 30, 5), // VMwareDVSVspanSessionType
+        x::TypeEntry::structure(x::Name(0x1d16816), x::Name(0xbb9c0b), 175, 2), // VMwareDvsDpuCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d17f18), x::Name(0xbb9c0b), 177, 3), // VMwareDvsIpfixCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d19817), 35, 2), // VMwareDvsLacpApiVersion
+        x::TypeEntry::structure(x::Name(0x1d1b017), x::Name(0xbb9c0b), 180, 3), // VMwareDvsLacpCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d1c818), x::Name(0xbb9c0b), 183, 10), // VMwareDvsLacpGroupConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d1e116), x::Name(0xbb9c0b), 193, 2), // VMwareDvsLacpGroupSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d1f821), 37, 20), // VMwareDvsLacpLoadBalanceAlgorithm
+        x::TypeEntry::structure(x::Name(0x1d21a17), x::Name(0xbb9c0b), 195, 1), // VMwareDvsLagIpfixConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d23216), x::Name(0xbb9c0b), 196, 1), // VMwareDvsLagVlanConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d24916), x::Name(0xbb9c0b), 197, 2), // VMwareDvsMtuCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d2601f), 57, 2), // VMwareDvsMulticastFilteringMode
+        x::TypeEntry::structure(x::Name(0x1d28021), x::Name(0xbb9c0b), 199, 1), // VMwareDvsPerfNicOffloadCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d2a222), x::Name(0xbb9c0b), 200, 1), // VMwareDvsSystemTrafficCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d2c511), x::Name(0xbb9c0b), 201, 7), // VMwareIpfixConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d2d714), 59, 2), // VMwareUplinkLacpMode
+        x::TypeEntry::structure(x::Name(0x1d2ec16), x::Name(0x127c311), 208, 2), // VMwareUplinkLacpPolicy: InheritablePolicy
+        x::TypeEntry::enumeration(x::Name(0x1d3031b), 61, 2), // VMwareUplinkLacpTimeoutMode
+        x::TypeEntry::structure(x::Name(0x1d31f1b), x::Name(0x127c311), 210, 2), // VMwareUplinkPortOrderPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x1d33b0f), x::Name(0xbb9c0b), 212, 5), // VMwareVspanPort: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d34b12), x::Name(0xbb9c0b), 217, 18), // VMwareVspanSession: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3b90e), x::Name(0xbb9c0b), 235, 1), // VStorageObject: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3c81a), x::Name(0xbb9c0b), 236, 3), // VStorageObjectAssociations: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3e32c), x::Name(0xbb9c0b), 239, 2), // VStorageObjectAssociationsVmDiskAssociations: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d4101a), x::Name(0xbb9c0b), 241, 3), // VStorageObjectAttachResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d42b18), x::Name(0xbb9c0b), 244, 6), // VStorageObjectAttachSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d44418), x::Name(0x5aaf0e), 250, 7), // VStorageObjectConfigInfo: BaseConfigInfo
+        x::TypeEntry::enumeration(x::Name(0x1d45d1d), 63, 1), // VStorageObjectConsumptionType
+        x::TypeEntry::structure(x::Name(0x1d47b29), x::Name::NONE, 257, 5), // VStorageObjectCreateSnapshotExRequestType
+        x::TypeEntry::structure(x::Name(0x1d4a527), x::Name::NONE, 262, 4), // VStorageObjectCreateSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x1d4cd2a), x::Name::NONE, 266, 4), // VStorageObjectDeleteSnapshotEx2RequestType
+        x::TypeEntry::structure(x::Name(0x1d4f829), x::Name::NONE, 270, 4), // VStorageObjectDeleteSnapshotExRequestType
+        x::TypeEntry::structure(x::Name(0x1d52225), x::Name::NONE, 274, 4), // VStorageObjectExtendDiskExRequestType
+        x::TypeEntry::structure(x::Name(0x1d5481d), x::Name(0xbb9c0b), 278, 1), // VStorageObjectReconcileResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5662c), x::Name(0xbb9c0b), 279, 2), // VStorageObjectReconcileResultInvalidDiskPath: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5932c), x::Name(0xbb9c0b), 281, 8), // VStorageObjectReconcileResultReconcileDetail: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5c01b), x::Name(0xbb9c0b), 289, 6), // VStorageObjectReconcileSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5dc16), x::Name(0xbb9c0b), 295, 3), // VStorageObjectSnapshot: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5f31d), x::Name(0xbb9c0b), 298, 2), // VStorageObjectSnapshotDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6111a), x::Name(0xbb9c0b), 300, 1), // VStorageObjectSnapshotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d62c30), x::Name(0xbb9c0b), 301, 4), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d65d17), x::Name(0xbb9c0b), 305, 1), // VStorageObjectStateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d67a0a), x::Name(0xbb9c0b), 306, 2), // VVolHostPE: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6851c), x::Name(0xbb9c0b), 308, 2), // VVolVmConfigFileUpdateResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6a232), x::Name(0xbb9c0b), 310, 3), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6d525), x::Name::NONE, 313, 3), // ValidateCredentialsInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1d6fb23), x::Name::NONE, 316, 3), // ValidateHCIConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x1d71f29), x::Name::NONE, 319, 8), // ValidateHostProfileCompositionRequestType
+        x::TypeEntry::structure(x::Name(0x1d74917), x::Name::NONE, 327, 4), // ValidateHostRequestType
+        x::TypeEntry::structure(x::Name(0x1d7611c), x::Name::NONE, 331, 6), // ValidateMigrationRequestType
+        x::TypeEntry::enumeration(x::Name(0x1d77e19), 64, 4), // ValidateMigrationTestType
+        x::TypeEntry::structure(x::Name(0x1d79823), x::Name::NONE, 337, 3), // ValidateStoragePodConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1d7bc19), x::Name(0xbb9c0b), 340, 4), // VasaProviderContainerSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d7d61b), x::Name(0xea3c09), 344, 1), // VcAgentUninstallFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d7f217), x::Name(0xea3c09), 345, 0), // VcAgentUninstalledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d80a19), x::Name(0xea3c09), 345, 1), // VcAgentUpgradeFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d82414), x::Name(0xea3c09), 346, 0), // VcAgentUpgradedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d84915), x::Name(0xbb9c0b), 346, 4), // VchaClusterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d85f15), x::Name(0xbb9c0b), 350, 2), // VchaClusterConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d87519), x::Name(0xbb9c0b), 352, 4), // VchaClusterDeploymentSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d88f11), x::Name(0xbb9c0b), 356, 3), // VchaClusterHealth: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d8a10f), 68, 3), // VchaClusterMode
+        x::TypeEntry::structure(x::Name(0x1d8b116), x::Name(0xbb9c0b), 359, 2), // VchaClusterNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d8c816), x::Name(0xbb9c0b), 361, 3), // VchaClusterRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d8df10), 71, 3), // VchaClusterState
+        x::TypeEntry::enumeration(x::Name(0x1d8f00c), 74, 3), // VchaNodeRole
+        x::TypeEntry::structure(x::Name(0x1d8fd13), x::Name(0xbb9c0b), 364, 3), // VchaNodeRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d9110d), 77, 2), // VchaNodeState
+        x::TypeEntry::enumeration(x::Name(0x1d91f09), 79, 4), // VchaState
+        x::TypeEntry::structure(x::Name(0x1d9291e), x::Name(0xea3c09), 367, 0), // VimAccountPasswordChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1d94808), x::Name(0x1428f0b), 367, 0), // VimFault: MethodFault
+        x::TypeEntry::structure(x::Name(0x1d9510f), x::Name(0xbb9c0b), 367, 6), // VimVasaProvider: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d96113), x::Name(0xbb9c0b), 373, 2), // VimVasaProviderInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d9751c), x::Name(0xbb9c0b), 375, 3), // VimVasaProviderStatePerArray: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d99220), x::Name(0xbb9c0b), 378, 3), // VimVasaProviderVirtualHostConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d9b315), x::Name(0x207cc15), 381, 0), // VirtualAHCIController: VirtualSATAController
+        x::TypeEntry::structure(x::Name(0x1d9c91b), x::Name(0x207e21b), 381, 0), // VirtualAHCIControllerOption: VirtualSATAControllerOption
+        x::TypeEntry::structure(x::Name(0x1d9f014), x::Name(0x125360a), 381, 4), // VirtualAppImportSpec: ImportSpec
+        x::TypeEntry::structure(x::Name(0x1da0512), x::Name(0xbb9c0b), 385, 2), // VirtualAppLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1da1811), x::Name(0x1930313), 387, 5), // VirtualAppSummary: ResourcePoolSummary
+        x::TypeEntry::enumeration(x::Name(0x1da2a13), 83, 4), // VirtualAppVAppState
+        x::TypeEntry::structure(x::Name(0x1da3e19), x::Name(0x207fe15), 392, 0), // VirtualBusLogicController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1da581f), x::Name(0x208141b), 392, 0), // VirtualBusLogicControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1da780c), x::Name(0x1dc1a0d), 392, 0), // VirtualCdrom: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1da851c), x::Name(0x1ddaf1e), 392, 0), // VirtualCdromAtapiBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1daa21e), x::Name(0x1ddce20), 392, 0), // VirtualCdromAtapiBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dac11a), x::Name(0x1de0c1c), 392, 0), // VirtualCdromIsoBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dadc1c), x::Name(0x1de291e), 392, 0), // VirtualCdromIsoBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1daf912), x::Name(0x1de6313), 392, 0), // VirtualCdromOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1db0c22), x::Name(0x1ddaf1e), 392, 1), // VirtualCdromPassthroughBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1db2f24), x::Name(0x1ddce20), 393, 1), // VirtualCdromPassthroughBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1db5422), x::Name(0x1decf24), 394, 0), // VirtualCdromRemoteAtapiBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1db7724), x::Name(0x1ddce20), 394, 0), // VirtualCdromRemoteAtapiBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1db9c28), x::Name(0x1decf24), 394, 1), // VirtualCdromRemotePassthroughBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dbc52a), x::Name(0x1def426), 395, 1), // VirtualCdromRemotePassthroughBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dbf011), x::Name(0x1dc1a0d), 396, 2), // VirtualController: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1dc0217), x::Name(0x1de6313), 398, 2), // VirtualControllerOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1dc1a0d), x::Name(0xbb9c0b), 400, 9), // VirtualDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc2818), x::Name(0xbb9c0b), 409, 0), // VirtualDeviceBackingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc411a), x::Name(0xbb9c0b), 409, 1), // VirtualDeviceBackingOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc5c18), x::Name(0xbb9c0b), 410, 0), // VirtualDeviceBusSlotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc751a), x::Name(0xbb9c0b), 410, 1), // VirtualDeviceBusSlotOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dc9017), x::Name(0xbb9c0b), 411, 7), // VirtualDeviceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1dca822), x::Name(0xbb9c0b), 418, 2), // VirtualDeviceConfigSpecBackingSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1dccb21), 87, 2), // VirtualDeviceConfigSpecChangeMode
+        x::TypeEntry::enumeration(x::Name(0x1dced24), 89, 3), // VirtualDeviceConfigSpecFileOperation
+        x::TypeEntry::enumeration(x::Name(0x1dd1220), 92, 3), // VirtualDeviceConfigSpecOperation
+        x::TypeEntry::structure(x::Name(0x1dd3318), x::Name(0xbb9c0b), 420, 5), // VirtualDeviceConnectInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1dd4c28), 95, 3), // VirtualDeviceConnectInfoMigrateConnectOp
+        x::TypeEntry::enumeration(x::Name(0x1dd751e), 98, 4), // VirtualDeviceConnectInfoStatus
+        x::TypeEntry::structure(x::Name(0x1dd941a), x::Name(0xbb9c0b), 425, 2), // VirtualDeviceConnectOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ddaf1e), x::Name(0x1dc2818), 427, 2), // VirtualDeviceDeviceBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1ddce20), x::Name(0x1dc411a), 429, 1), // VirtualDeviceDeviceBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1ddef1c), x::Name(0xbb9c0b), 430, 2), // VirtualDeviceDeviceGroupInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1de0c1c), x::Name(0x1dc2818), 432, 3), // VirtualDeviceFileBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1de291e), x::Name(0x1dc411a), 435, 1), // VirtualDeviceFileBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1de481a), 102, 5), // VirtualDeviceFileExtension
+        x::TypeEntry::structure(x::Name(0x1de6313), x::Name(0xbb9c0b), 436, 12), // VirtualDeviceOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1de771b), x::Name(0x1dc5c18), 448, 1), // VirtualDevicePciBusSlotInfo: VirtualDeviceBusSlotInfo
+        x::TypeEntry::structure(x::Name(0x1de931c), x::Name(0x1dc2818), 449, 1), // VirtualDevicePipeBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1deb01e), x::Name(0x1dc411a), 450, 0), // VirtualDevicePipeBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1decf24), x::Name(0x1dc2818), 450, 2), // VirtualDeviceRemoteDeviceBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1def426), x::Name(0x1dc411a), 452, 1), // VirtualDeviceRemoteDeviceBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1df1b1b), x::Name(0x1dc2818), 453, 3), // VirtualDeviceURIBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1df371d), x::Name(0x1dc411a), 456, 1), // VirtualDeviceURIBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1df5526), 107, 2), // VirtualDeviceURIBackingOptionDirection
+        x::TypeEntry::structure(x::Name(0x1df7c0b), x::Name(0x1dc1a0d), 457, 14), // VirtualDisk: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x1df8816), 109, 3), // VirtualDiskAdapterType
+        x::TypeEntry::structure(x::Name(0x1df9f1f), x::Name(0x75640f), 471, 1), // VirtualDiskAntiAffinityRuleSpec: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x1dfbf24), x::Name(0x9f7819), 472, 0), // VirtualDiskBlocksNotFullyProvisioned: DeviceBackingNotSupported
+        x::TypeEntry::enumeration(x::Name(0x1dfe41c), 112, 2), // VirtualDiskCompatibilityMode
+        x::TypeEntry::structure(x::Name(0x1e00115), x::Name(0x1dc9017), 472, 2), // VirtualDiskConfigSpec: VirtualDeviceConfigSpec
+        x::TypeEntry::enumeration(x::Name(0x1e0171a), 114, 3), // VirtualDiskDeltaDiskFormat
+        x::TypeEntry::enumeration(x::Name(0x1e03221), 117, 2), // VirtualDiskDeltaDiskFormatVariant
+        x::TypeEntry::structure(x::Name(0x1e05424), x::Name(0xbb9c0b), 474, 2), // VirtualDiskDeltaDiskFormatsSupported: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e0791f), 119, 2), // VirtualDiskDiskChainBrokenIssue
+        x::TypeEntry::structure(x::Name(0x1e0991e), x::Name(0x1de0c1c), 476, 5), // VirtualDiskFlatVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e0b820), x::Name(0x1de291e), 481, 4), // VirtualDiskFlatVer1BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e0d91e), x::Name(0x1de0c1c), 485, 15), // VirtualDiskFlatVer2BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e0f820), x::Name(0x1de291e), 500, 11), // VirtualDiskFlatVer2BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e1190d), x::Name(0xbb9c0b), 511, 2), // VirtualDiskId: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e1271f), x::Name(0x1de0c1c), 513, 4), // VirtualDiskLocalPMemBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e14721), x::Name(0x1de291e), 517, 4), // VirtualDiskLocalPMemBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e1690f), 121, 6), // VirtualDiskMode
+        x::TypeEntry::structure(x::Name(0x1e1791b), x::Name(0x9fe612), 521, 1), // VirtualDiskModeNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1e19511), x::Name(0x1de6313), 522, 3), // VirtualDiskOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e1a728), x::Name(0xbb9c0b), 525, 4), // VirtualDiskOptionVFlashCacheConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e1d02c), x::Name(0x1e28021), 529, 1), // VirtualDiskPartitionedRawDiskVer2BackingInfo: VirtualDiskRawDiskVer2BackingInfo
+        x::TypeEntry::structure(x::Name(0x1e1fd2e), x::Name(0x1e2a223), 530, 0), // VirtualDiskPartitionedRawDiskVer2BackingOption: VirtualDiskRawDiskVer2BackingOption
+        x::TypeEntry::structure(x::Name(0x1e22c28), x::Name(0x1de0c1c), 530, 11), // VirtualDiskRawDiskMappingVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e2552a), x::Name(0x1ddce20), 541, 5), // VirtualDiskRawDiskMappingVer1BackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e28021), x::Name(0x1ddaf1e), 546, 4), // VirtualDiskRawDiskVer2BackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e2a223), x::Name(0x1ddce20), 550, 2), // VirtualDiskRawDiskVer2BackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e2c613), x::Name(0x75640f), 552, 2), // VirtualDiskRuleSpec: ClusterRuleInfo
+        x::TypeEntry::enumeration(x::Name(0x1e2da1b), 127, 3), // VirtualDiskRuleSpecRuleType
+        x::TypeEntry::structure(x::Name(0x1e2f61e), x::Name(0x1de0c1c), 554, 10), // VirtualDiskSeSparseBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e31520), x::Name(0x1de291e), 564, 7), // VirtualDiskSeSparseBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e33612), 130, 2), // VirtualDiskSharing
+        x::TypeEntry::structure(x::Name(0x1e34920), x::Name(0x1de0c1c), 571, 6), // VirtualDiskSparseVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e36a22), x::Name(0x1de291e), 577, 4), // VirtualDiskSparseVer1BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e38d20), x::Name(0x1de0c1c), 581, 9), // VirtualDiskSparseVer2BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e3ae22), x::Name(0x1de291e), 590, 7), // VirtualDiskSparseVer2BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e3d10f), x::Name(0xbb9c0b), 597, 2), // VirtualDiskSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e3e10f), 132, 13), // VirtualDiskType
+        x::TypeEntry::structure(x::Name(0x1e3f120), x::Name(0xbb9c0b), 599, 5), // VirtualDiskVFlashCacheConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e41234), 145, 2), // VirtualDiskVFlashCacheConfigInfoCacheConsistencyType
     ],
     decoders: &[
         Some(x::decode_boxed::<VASAStorageArray>),
+        Some(x::decode_boxed::<VASAStorageArrayDiscoveryFcTransport>),
+        Some(x::decode_boxed::<VASAStorageArrayDiscoveryIpTransport>),
+        Some(x::decode_boxed::<VASAStorageArrayDiscoverySvcInfo>),
         Some(x::decode_boxed::<VAppAutoStartAction>),
         Some(x::decode_boxed::<VAppCloneSpec>),
         Some(x::decode_boxed::<VAppCloneSpecNetworkMappingPair>),
@@ -329,6 +307,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VMwareDVSVspanConfigSpec>),
         Some(x::decode_boxed::<VMwareDVSVspanSessionEncapType>),
         Some(x::decode_boxed::<VMwareDVSVspanSessionType>),
+        Some(x::decode_boxed::<VMwareDvsDpuCapability>),
         Some(x::decode_boxed::<VMwareDvsIpfixCapability>),
         Some(x::decode_boxed::<VMwareDvsLacpApiVersion>),
         Some(x::decode_boxed::<VMwareDvsLacpCapability>),
@@ -339,6 +318,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VMwareDvsLagVlanConfig>),
         Some(x::decode_boxed::<VMwareDvsMtuCapability>),
         Some(x::decode_boxed::<VMwareDvsMulticastFilteringMode>),
+        Some(x::decode_boxed::<VMwareDvsPerfNicOffloadCapability>),
+        Some(x::decode_boxed::<VMwareDvsSystemTrafficCapabilities>),
         Some(x::decode_boxed::<VMwareIpfixConfig>),
         Some(x::decode_boxed::<VMwareUplinkLacpMode>),
         Some(x::decode_boxed::<VMwareUplinkLacpPolicy>),
@@ -349,9 +330,20 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VStorageObject>),
         Some(x::decode_boxed::<VStorageObjectAssociations>),
         Some(x::decode_boxed::<VStorageObjectAssociationsVmDiskAssociations>),
+        Some(x::decode_boxed::<VStorageObjectAttachResult>),
+        Some(x::decode_boxed::<VStorageObjectAttachSpec>),
         Some(x::decode_boxed::<VStorageObjectConfigInfo>),
         Some(x::decode_boxed::<VStorageObjectConsumptionType>),
+        None, // VStorageObjectCreateSnapshotExRequestType
         None, // VStorageObjectCreateSnapshotRequestType
+        None, // VStorageObjectDeleteSnapshotEx2RequestType
+        None, // VStorageObjectDeleteSnapshotExRequestType
+        None, // VStorageObjectExtendDiskExRequestType
+        Some(x::decode_boxed::<VStorageObjectReconcileResult>),
+        Some(x::decode_boxed::<VStorageObjectReconcileResultInvalidDiskPath>),
+        Some(x::decode_boxed::<VStorageObjectReconcileResultReconcileDetail>),
+        Some(x::decode_boxed::<VStorageObjectReconcileSpec>),
+        Some(x::decode_boxed::<VStorageObjectSnapshot>),
         Some(x::decode_boxed::<VStorageObjectSnapshotDetails>),
         Some(x::decode_boxed::<VStorageObjectSnapshotInfo>),
         Some(x::decode_boxed::<VStorageObjectSnapshotInfoVStorageObjectSnapshot>),
@@ -388,6 +380,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VimVasaProvider>),
         Some(x::decode_boxed::<VimVasaProviderInfo>),
         Some(x::decode_boxed::<VimVasaProviderStatePerArray>),
+        Some(x::decode_boxed::<VimVasaProviderVirtualHostConfig>),
         Some(x::decode_boxed::<VirtualAHCIController>),
         Some(x::decode_boxed::<VirtualAHCIControllerOption>),
         Some(x::decode_boxed::<VirtualAppImportSpec>),
@@ -417,6 +410,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualDeviceBusSlotOption>),
         Some(x::decode_boxed::<VirtualDeviceConfigSpec>),
         Some(x::decode_boxed::<VirtualDeviceConfigSpecBackingSpec>),
+        Some(x::decode_boxed::<VirtualDeviceConfigSpecChangeMode>),
         Some(x::decode_boxed::<VirtualDeviceConfigSpecFileOperation>),
         Some(x::decode_boxed::<VirtualDeviceConfigSpecOperation>),
         Some(x::decode_boxed::<VirtualDeviceConnectInfo>),
@@ -425,6 +419,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualDeviceConnectOption>),
         Some(x::decode_boxed::<VirtualDeviceDeviceBackingInfo>),
         Some(x::decode_boxed::<VirtualDeviceDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualDeviceDeviceGroupInfo>),
         Some(x::decode_boxed::<VirtualDeviceFileBackingInfo>),
         Some(x::decode_boxed::<VirtualDeviceFileBackingOption>),
         Some(x::decode_boxed::<VirtualDeviceFileExtension>),
@@ -446,6 +441,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualDiskDeltaDiskFormat>),
         Some(x::decode_boxed::<VirtualDiskDeltaDiskFormatVariant>),
         Some(x::decode_boxed::<VirtualDiskDeltaDiskFormatsSupported>),
+        Some(x::decode_boxed::<VirtualDiskDiskChainBrokenIssue>),
         Some(x::decode_boxed::<VirtualDiskFlatVer1BackingInfo>),
         Some(x::decode_boxed::<VirtualDiskFlatVer1BackingOption>),
         Some(x::decode_boxed::<VirtualDiskFlatVer2BackingInfo>),
@@ -476,772 +472,760 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualDiskType>),
         Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfo>),
         Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheConsistencyType>),
-        Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheMode>),
-        Some(x::decode_boxed::<VirtualE1000>),
-        Some(x::decode_boxed::<VirtualE1000Option>),
-        Some(x::decode_boxed::<VirtualE1000e>),
-        Some(x::decode_boxed::<VirtualE1000eOption>),
-        Some(x::decode_boxed::<VirtualEnsoniq1371>),
-        Some(x::decode_boxed::<VirtualEnsoniq1371Option>),
-        Some(x::decode_boxed::<VirtualEthernetCard>),
-        Some(x::decode_boxed::<VirtualEthernetCardDVPortBackingOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardDistributedVirtualPortBackingInfo>),
-        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingInfo>),
-        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkDeviceName>),
-        Some(x::decode_boxed::<VirtualEthernetCardMacType>),
-        Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingInfo>),
-        Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardNotSupported>),
-        Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingInfo>),
-        Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardOption>),
-        Some(x::decode_boxed::<VirtualEthernetCardResourceAllocation>),
-        Some(x::decode_boxed::<VirtualFloppy>),
-        Some(x::decode_boxed::<VirtualFloppyDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualFloppyDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualFloppyImageBackingInfo>),
-        Some(x::decode_boxed::<VirtualFloppyImageBackingOption>),
-        Some(x::decode_boxed::<VirtualFloppyOption>),
-        Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingInfo>),
-        Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingOption>),
-        Some(x::decode_boxed::<VirtualHardware>),
-        Some(x::decode_boxed::<VirtualHardwareCompatibilityIssue>),
-        Some(x::decode_boxed::<VirtualHardwareOption>),
-        Some(x::decode_boxed::<VirtualHardwareVersionNotSupported>),
-        Some(x::decode_boxed::<VirtualHdAudioCard>),
-        Some(x::decode_boxed::<VirtualHdAudioCardOption>),
-        Some(x::decode_boxed::<VirtualIDEController>),
-        Some(x::decode_boxed::<VirtualIDEControllerOption>),
-        Some(x::decode_boxed::<VirtualKeyboard>),
-        Some(x::decode_boxed::<VirtualKeyboardOption>),
-        Some(x::decode_boxed::<VirtualLsiLogicController>),
-        Some(x::decode_boxed::<VirtualLsiLogicControllerOption>),
-        Some(x::decode_boxed::<VirtualLsiLogicSASController>),
-        Some(x::decode_boxed::<VirtualLsiLogicSASControllerOption>),
-        Some(x::decode_boxed::<VirtualMachineAffinityInfo>),
-        Some(x::decode_boxed::<VirtualMachineAppHeartbeatStatusType>),
-        Some(x::decode_boxed::<VirtualMachineBaseIndependentFilterSpec>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2f00106)), // vendorId: string
-        x::FieldEntry::required(x::Name(0x292ff07), x::Name(0x2f00106)), // modelId: string
-        x::FieldEntry::required(x::Name(0x2846d08), x::Name(0x1258216)), // location: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d2f40c), x::Name(0x1731512)), // resourceSpec: ResourceConfigSpec
-        x::FieldEntry::optional(x::Name(0x3153a08), x::Name(0x1258216)), // vmFolder: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x299e70e), x::Name(0x1a8481f)), // networkMapping: VAppCloneSpecNetworkMappingPair
-        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x11c0608)), // property: KeyValue
-        x::FieldEntry::repeated(x::Name(0x2d22a0f), x::Name(0x1a88618)), // resourceMapping: VAppCloneSpecResourceMap
-        x::FieldEntry::optional(x::Name(0x2c3950c), x::Name(0x2f00106)), // provisioning: string
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1258216)), // parent: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2d2f40c), x::Name(0x1731512)), // resourceSpec: ResourceConfigSpec
-        x::FieldEntry::optional(x::Name(0x2846d08), x::Name(0x1258216)), // location: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x24baf0c), x::Name(0x1a8cd14)), // entityConfig: VAppEntityConfigInfo
-        x::FieldEntry::required(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::repeated(x::Name(0x24baf0c), x::Name(0x1a8cd14)), // entityConfig: VAppEntityConfigInfo
-        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
-        x::FieldEntry::optional(x::Name(0x2eb5f0a), x::Name(0x2729103)), // startOrder: int
-        x::FieldEntry::optional(x::Name(0x2eb390a), x::Name(0x2729103)), // startDelay: int
-        x::FieldEntry::optional(x::Name(0x31ff40f), x::Name(0x212d207)), // waitingForGuest: boolean
-        x::FieldEntry::optional(x::Name(0x2eafb0b), x::Name(0x2f00106)), // startAction: string
-        x::FieldEntry::optional(x::Name(0x2edf209), x::Name(0x2729103)), // stopDelay: int
-        x::FieldEntry::optional(x::Name(0x2ede70a), x::Name(0x2f00106)), // stopAction: string
-        x::FieldEntry::optional(x::Name(0x2386311), x::Name(0x212d207)), // destroyWithParent: boolean
-        x::FieldEntry::repeated(x::Name(0x2f18d19), x::Name(0x2f00106)), // supportedAllocationScheme: string
-        x::FieldEntry::optional(x::Name(0x2765112), x::Name(0x2f00106)), // ipAllocationPolicy: string
-        x::FieldEntry::repeated(x::Name(0x2f26613), x::Name(0x2f00106)), // supportedIpProtocol: string
-        x::FieldEntry::optional(x::Name(0x277270a), x::Name(0x2f00106)), // ipProtocol: string
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::optional(x::Name(0x296a309), x::Name(0x2f00106)), // namespace: string
-        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x20b830f), x::Name(0x212d207)), // atEnvelopeLevel: boolean
-        x::FieldEntry::optional(x::Name(0x224ec08), x::Name(0x2f00106)), // contents: string
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x1a98912)), // info: VAppOvfSectionInfo
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::optional(x::Name(0x21b1b07), x::Name(0x2f00106)), // classId: string
-        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::optional(x::Name(0x25b9a0b), x::Name(0x2f00106)), // fullVersion: string
-        x::FieldEntry::optional(x::Name(0x30da409), x::Name(0x2f00106)), // vendorUrl: string
-        x::FieldEntry::optional(x::Name(0x2c18c0a), x::Name(0x2f00106)), // productUrl: string
-        x::FieldEntry::optional(x::Name(0x208b206), x::Name(0x2f00106)), // appUrl: string
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x1a9af0f)), // info: VAppProductInfo
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
-        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::optional(x::Name(0x21b1b07), x::Name(0x2f00106)), // classId: string
-        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
-        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::optional(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
-        x::FieldEntry::optional(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
-        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x301140d), x::Name(0x2f00106)), // typeReference: string
-        x::FieldEntry::optional(x::Name(0x307e410), x::Name(0x212d207)), // userConfigurable: boolean
-        x::FieldEntry::optional(x::Name(0x2343d0c), x::Name(0x2f00106)), // defaultValue: string
-        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x1a9e110)), // info: VAppPropertyInfo
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2905408), x::Name(0x11c0608)), // metadata: KeyValue
-        x::FieldEntry::repeated(x::Name(0x234c10a), x::Name(0x2f00106)), // deleteKeys: string
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x293670a), x::Name(0x2f00106)), // moduleName: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x293670a), x::Name(0x2f00106)), // moduleName: string
-        x::FieldEntry::required(x::Name(0x318d116), x::Name(0x2f00106)), // vmRequestModuleVersion: string
-        x::FieldEntry::required(x::Name(0x2681616), x::Name(0x2f00106)), // hostMinSupportedVerson: string
-        x::FieldEntry::required(x::Name(0x2682d11), x::Name(0x2f00106)), // hostModuleVersion: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
-        x::FieldEntry::optional(x::Name(0x2302e0c), x::Name(0x2f00106)), // datastoreUrl: string
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x20b930c), x::Name(0x212d207)), // atSourceHost: boolean
-        x::FieldEntry::required(x::Name(0x251160a), x::Name(0x2f00106)), // failedHost: string
-        x::FieldEntry::optional(x::Name(0x2512110), x::Name(0x1258216)), // failedHostEntity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
-        x::FieldEntry::repeated(x::Name(0x31ed70c), x::Name(0x1afe712)), // vspanSession: VMwareVspanSession
-        x::FieldEntry::repeated(x::Name(0x2c4ad0b), x::Name(0x1ad3d16)), // pvlanConfig: VMwareDVSPvlanMapEntry
-        x::FieldEntry::required(x::Name(0x28a4406), x::Name(0x2729103)), // maxMtu: int
-        x::FieldEntry::optional(x::Name(0x282551b), x::Name(0x120101b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
-        x::FieldEntry::optional(x::Name(0x2784c0b), x::Name(0x1af6111)), // ipfixConfig: VMwareIpfixConfig
-        x::FieldEntry::repeated(x::Name(0x27e7d0f), x::Name(0x1aea918)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
-        x::FieldEntry::optional(x::Name(0x27e490e), x::Name(0x2f00106)), // lacpApiVersion: string
-        x::FieldEntry::optional(x::Name(0x2952216), x::Name(0x2f00106)), // multicastFilteringMode: string
-        x::FieldEntry::repeated(x::Name(0x2c4b90f), x::Name(0x1ad2418)), // pvlanConfigSpec: VMwareDVSPvlanConfigSpec
-        x::FieldEntry::repeated(x::Name(0x31ec70f), x::Name(0x1ae0e18)), // vspanConfigSpec: VMwareDVSVspanConfigSpec
-        x::FieldEntry::optional(x::Name(0x28a4406), x::Name(0x2729103)), // maxMtu: int
-        x::FieldEntry::optional(x::Name(0x282551b), x::Name(0x120101b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
-        x::FieldEntry::optional(x::Name(0x2784c0b), x::Name(0x1af6111)), // ipfixConfig: VMwareIpfixConfig
-        x::FieldEntry::optional(x::Name(0x27e490e), x::Name(0x2f00106)), // lacpApiVersion: string
-        x::FieldEntry::optional(x::Name(0x2952216), x::Name(0x2f00106)), // multicastFilteringMode: string
-        x::FieldEntry::optional(x::Name(0x31f160e), x::Name(0x212d207)), // vspanSupported: boolean
-        x::FieldEntry::optional(x::Name(0x283260d), x::Name(0x212d207)), // lldpSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2787a0e), x::Name(0x212d207)), // ipfixSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2783c0f), x::Name(0x1ae6018)), // ipfixCapability: VMwareDvsIpfixCapability
-        x::FieldEntry::optional(x::Name(0x295391a), x::Name(0x212d207)), // multicastSnoopingSupported: boolean
-        x::FieldEntry::optional(x::Name(0x31eb70f), x::Name(0x1adf518)), // vspanCapability: VMwareDVSVspanCapability
-        x::FieldEntry::optional(x::Name(0x27e580e), x::Name(0x1ae9117)), // lacpCapability: VMwareDvsLacpCapability
-        x::FieldEntry::optional(x::Name(0x2a17e0c), x::Name(0x212d207)), // nsxSupported: boolean
-        x::FieldEntry::optional(x::Name(0x294b40d), x::Name(0x1af2a16)), // mtuCapability: VMwareDvsMtuCapability
-        x::FieldEntry::required(x::Name(0x3126510), x::Name(0x212d207)), // vlanMtuSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f9af10), x::Name(0x212d207)), // teamingSupported: boolean
-        x::FieldEntry::required(x::Name(0x294c20b), x::Name(0x212d207)), // mtuMismatch: boolean
-        x::FieldEntry::repeated(x::Name(0x312ac14), x::Name(0x1381b0c)), // vlanSupportSwitchMtu: NumericRange
-        x::FieldEntry::repeated(x::Name(0x3127617), x::Name(0x1381b0c)), // vlanNotSupportSwitchMtu: NumericRange
-        x::FieldEntry::optional(x::Name(0x3124004), x::Name(0x1f6af26)), // vlan: VmwareDistributedVirtualSwitchVlanSpec
-        x::FieldEntry::optional(x::Name(0x2c4f306), x::Name(0x1135709)), // qosTag: IntPolicy
-        x::FieldEntry::optional(x::Name(0x3063f13), x::Name(0x1f6d61d)), // uplinkTeamingPolicy: VmwareUplinkPortTeamingPolicy
-        x::FieldEntry::optional(x::Name(0x2da940e), x::Name(0x886f11)), // securityPolicy: DVSSecurityPolicy
-        x::FieldEntry::optional(x::Name(0x278580c), x::Name(0x55dd0a)), // ipfixEnabled: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x300d508), x::Name(0x55dd0a)), // txUplink: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x27e9b0a), x::Name(0x1af8816)), // lacpPolicy: VMwareUplinkLacpPolicy
-        x::FieldEntry::optional(x::Name(0x2868713), x::Name(0x86ec16)), // macManagementPolicy: DVSMacManagementPolicy
-        x::FieldEntry::optional(x::Name(0x1affa03), x::Name(0x1135709)), // VNI: IntPolicy
-        x::FieldEntry::required(x::Name(0x3128e13), x::Name(0x212d207)), // vlanOverrideAllowed: boolean
-        x::FieldEntry::required(x::Name(0x306221c), x::Name(0x212d207)), // uplinkTeamingOverrideAllowed: boolean
-        x::FieldEntry::required(x::Name(0x2daa31d), x::Name(0x212d207)), // securityPolicyOverrideAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x2786514), x::Name(0x212d207)), // ipfixOverrideAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x2866a1c), x::Name(0x212d207)), // macManagementOverrideAllowed: boolean
-        x::FieldEntry::required(x::Name(0x2c4c90a), x::Name(0x1ad3d16)), // pvlanEntry: VMwareDVSPvlanMapEntry
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::required(x::Name(0x2c0080d), x::Name(0x2729103)), // primaryVlanId: int
-        x::FieldEntry::required(x::Name(0x2d9cd0f), x::Name(0x2729103)), // secondaryVlanId: int
-        x::FieldEntry::required(x::Name(0x2c4dc09), x::Name(0x2f00106)), // pvlanType: string
-        x::FieldEntry::required(x::Name(0x2f9a10d), x::Name(0x2f00106)), // teamingStatus: string
-        x::FieldEntry::repeated(x::Name(0x2ffe70b), x::Name(0x1381b0c)), // trunkedVlan: NumericRange
-        x::FieldEntry::repeated(x::Name(0x304cc0d), x::Name(0x1381b0c)), // untrunkedVlan: NumericRange
-        x::FieldEntry::required(x::Name(0x292c812), x::Name(0x212d207)), // mixedDestSupported: boolean
-        x::FieldEntry::required(x::Name(0x244bc0f), x::Name(0x212d207)), // dvportSupported: boolean
-        x::FieldEntry::required(x::Name(0x2cd0215), x::Name(0x212d207)), // remoteSourceSupported: boolean
-        x::FieldEntry::required(x::Name(0x2cc7713), x::Name(0x212d207)), // remoteDestSupported: boolean
-        x::FieldEntry::required(x::Name(0x247f41a), x::Name(0x212d207)), // encapRemoteSourceSupported: boolean
-        x::FieldEntry::optional(x::Name(0x24ce917), x::Name(0x212d207)), // erspanProtocolSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2921317), x::Name(0x212d207)), // mirrorNetstackSupported: boolean
-        x::FieldEntry::required(x::Name(0x31ed70c), x::Name(0x1afe712)), // vspanSession: VMwareVspanSession
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::optional(x::Name(0x2787a0e), x::Name(0x212d207)), // ipfixSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2799715), x::Name(0x212d207)), // ipv6ForIpfixSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2a9681c), x::Name(0x212d207)), // observationDomainIdSupported: boolean
-        x::FieldEntry::optional(x::Name(0x27ea60d), x::Name(0x212d207)), // lacpSupported: boolean
-        x::FieldEntry::optional(x::Name(0x294f717), x::Name(0x212d207)), // multiLacpGroupSupported: boolean
-        x::FieldEntry::optional(x::Name(0x27e6715), x::Name(0x212d207)), // lacpFastModeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
-        x::FieldEntry::optional(x::Name(0x305ac09), x::Name(0x2729103)), // uplinkNum: int
-        x::FieldEntry::optional(x::Name(0x2834b14), x::Name(0x2f00106)), // loadbalanceAlgorithm: string
-        x::FieldEntry::optional(x::Name(0x3124004), x::Name(0x1af1316)), // vlan: VMwareDvsLagVlanConfig
-        x::FieldEntry::optional(x::Name(0x2783605), x::Name(0x1aefb17)), // ipfix: VMwareDvsLagIpfixConfig
-        x::FieldEntry::repeated(x::Name(0x305a10a), x::Name(0x2f00106)), // uplinkName: string
-        x::FieldEntry::repeated(x::Name(0x305c10d), x::Name(0x2f00106)), // uplinkPortKey: string
-        x::FieldEntry::optional(x::Name(0x2fb440b), x::Name(0x2f00106)), // timeoutMode: string
-        x::FieldEntry::required(x::Name(0x27e7d0f), x::Name(0x1aea918)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::optional(x::Name(0x278580c), x::Name(0x212d207)), // ipfixEnabled: boolean
-        x::FieldEntry::repeated(x::Name(0x3124e06), x::Name(0x1381b0c)), // vlanId: NumericRange
-        x::FieldEntry::required(x::Name(0x291880f), x::Name(0x2729103)), // minMtuSupported: int
-        x::FieldEntry::required(x::Name(0x28a4b0f), x::Name(0x2729103)), // maxMtuSupported: int
-        x::FieldEntry::optional(x::Name(0x21d8c12), x::Name(0x2f00106)), // collectorIpAddress: string
-        x::FieldEntry::optional(x::Name(0x21d9f0d), x::Name(0x2729103)), // collectorPort: int
-        x::FieldEntry::optional(x::Name(0x2a95413), x::Name(0x2857004)), // observationDomainId: long
-        x::FieldEntry::required(x::Name(0x2021411), x::Name(0x2729103)), // activeFlowTimeout: int
-        x::FieldEntry::required(x::Name(0x26d060f), x::Name(0x2729103)), // idleFlowTimeout: int
-        x::FieldEntry::required(x::Name(0x2d7260c), x::Name(0x2729103)), // samplingRate: int
-        x::FieldEntry::required(x::Name(0x2736a11), x::Name(0x212d207)), // internalFlowsOnly: boolean
-        x::FieldEntry::optional(x::Name(0x246f206), x::Name(0x55dd0a)), // enable: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x292e604), x::Name(0x18fef0c)), // mode: StringPolicy
-        x::FieldEntry::repeated(x::Name(0x2025d10), x::Name(0x2f00106)), // activeUplinkPort: string
-        x::FieldEntry::repeated(x::Name(0x2eae311), x::Name(0x2f00106)), // standbyUplinkPort: string
-        x::FieldEntry::repeated(x::Name(0x2bad807), x::Name(0x2f00106)), // portKey: string
-        x::FieldEntry::repeated(x::Name(0x305cf0e), x::Name(0x2f00106)), // uplinkPortName: string
-        x::FieldEntry::repeated(x::Name(0x320d719), x::Name(0x2f00106)), // wildcardPortConnecteeType: string
-        x::FieldEntry::repeated(x::Name(0x312d605), x::Name(0x2729103)), // vlans: int
-        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2e64b15), x::Name(0x1afd70f)), // sourcePortTransmitted: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x2e63812), x::Name(0x1afd70f)), // sourcePortReceived: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x2381c0f), x::Name(0x1afd70f)), // destinationPort: VMwareVspanPort
-        x::FieldEntry::optional(x::Name(0x2484813), x::Name(0x2729103)), // encapsulationVlanId: int
-        x::FieldEntry::required(x::Name(0x2f00811), x::Name(0x212d207)), // stripOriginalVlan: boolean
-        x::FieldEntry::optional(x::Name(0x2922b14), x::Name(0x2729103)), // mirroredPacketLength: int
-        x::FieldEntry::required(x::Name(0x29f7914), x::Name(0x212d207)), // normalTrafficAllowed: boolean
-        x::FieldEntry::optional(x::Name(0x2dda00b), x::Name(0x2f00106)), // sessionType: string
-        x::FieldEntry::optional(x::Name(0x2d7260c), x::Name(0x2729103)), // samplingRate: int
-        x::FieldEntry::optional(x::Name(0x2480f09), x::Name(0x2f00106)), // encapType: string
-        x::FieldEntry::optional(x::Name(0x24ce008), x::Name(0x2729103)), // erspanId: int
-        x::FieldEntry::optional(x::Name(0x24cc509), x::Name(0x2729103)), // erspanCOS: int
-        x::FieldEntry::optional(x::Name(0x24ccf10), x::Name(0x212d207)), // erspanGraNanosec: boolean
-        x::FieldEntry::optional(x::Name(0x298e208), x::Name(0x2f00106)), // netstack: string
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1b06c18)), // config: VStorageObjectConfigInfo
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::repeated(x::Name(0x314e712), x::Name(0x1b03f2c)), // vmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x315ab04), x::Name(0x2f00106)), // vmId: string
-        x::FieldEntry::required(x::Name(0x23eb707), x::Name(0x2729103)), // diskKey: int
-        x::FieldEntry::required(x::Name(0x216aa0c), x::Name(0x2857004)), // capacityInMB: long
-        x::FieldEntry::repeated(x::Name(0x224540f), x::Name(0x2f00106)), // consumptionType: string
-        x::FieldEntry::repeated(x::Name(0x224490a), x::Name(0x10c8702)), // consumerId: ID
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
-        x::FieldEntry::optional(x::Name(0x218d216), x::Name(0x2f00106)), // changedBlockTrackingId: string
-        x::FieldEntry::repeated(x::Name(0x2e3d209), x::Name(0x1b10430)), // snapshots: VStorageObjectSnapshotInfoVStorageObjectSnapshot
-        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
-        x::FieldEntry::optional(x::Name(0x20fc60f), x::Name(0x2f00106)), // backingObjectId: string
-        x::FieldEntry::required(x::Name(0x228de0a), x::Name(0x2308208)), // createTime: dateTime
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::optional(x::Name(0x2fa0709), x::Name(0x212d207)), // tentative: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2c35d10), x::Name(0xf3fa14)), // protocolEndpoint: HostProtocolEndpoint
-        x::FieldEntry::repeated(x::Name(0x2f0cd15), x::Name(0x11c0608)), // succeededVmConfigFile: KeyValue
-        x::FieldEntry::repeated(x::Name(0x2514d12), x::Name(0x1b17a32)), // failedVmConfigFile: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
-        x::FieldEntry::required(x::Name(0x2f83312), x::Name(0x2f00106)), // targetConfigVVolId: string
-        x::FieldEntry::optional(x::Name(0x2435706), x::Name(0x2f00106)), // dsPath: string
-        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x263670d), x::Name(0x621923)), // hciConfigSpec: ClusterComputeResourceHCIConfigSpec
-        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0x1258216)), // targets: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2fb970a), x::Name(0xc92510)), // toBeMerged: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fbc90d), x::Name(0xc92510)), // toReplaceWith: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2fb720b), x::Name(0xc92510)), // toBeDeleted: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x2478c16), x::Name(0xc92510)), // enableStatusToBeCopied: HostApplyProfile
-        x::FieldEntry::optional(x::Name(0x24ca409), x::Name(0x212d207)), // errorOnly: boolean
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b00c0d), x::Name(0x2f00106)), // ovfDescriptor: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x30e4f03), x::Name(0x143d915)), // vhp: OvfValidateHostParams
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x1d18918)), // state: VirtualMachinePowerState
-        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x18b9914)), // spec: StorageDrsConfigSpec
-        x::FieldEntry::repeated(x::Name(0x30ca010), x::Name(0x1b43913)), // vasaProviderInfo: VimVasaProviderInfo
-        x::FieldEntry::required(x::Name(0x2d74d04), x::Name(0x2f00106)), // scId: string
-        x::FieldEntry::required(x::Name(0x234e707), x::Name(0x212d207)), // deleted: boolean
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x251ea11), x::Name(0xb5ba10)), // failoverNodeInfo1: FailoverNodeInfo
-        x::FieldEntry::optional(x::Name(0x251fc11), x::Name(0xb5ba10)), // failoverNodeInfo2: FailoverNodeInfo
-        x::FieldEntry::optional(x::Name(0x323c10f), x::Name(0x200410f)), // witnessNodeInfo: WitnessNodeInfo
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::required(x::Name(0x2b39009), x::Name(0x2f00106)), // passiveIp: string
-        x::FieldEntry::required(x::Name(0x323a409), x::Name(0x2f00106)), // witnessIp: string
-        x::FieldEntry::required(x::Name(0x2b37a15), x::Name(0x144a519)), // passiveDeploymentSpec: PassiveNodeDeploymentSpec
-        x::FieldEntry::required(x::Name(0x3238e15), x::Name(0x134ba12)), // witnessDeploymentSpec: NodeDeploymentSpec
-        x::FieldEntry::required(x::Name(0x2028d0c), x::Name(0x188710e)), // activeVcSpec: SourceNodeSpec
-        x::FieldEntry::optional(x::Name(0x2027715), x::Name(0x6c3c18)), // activeVcNetworkConfig: ClusterNetworkConfigSpec
-        x::FieldEntry::required(x::Name(0x2d6910b), x::Name(0x1b3a016)), // runtimeInfo: VchaClusterRuntimeInfo
-        x::FieldEntry::repeated(x::Name(0x2645a0e), x::Name(0x1230312)), // healthMessages: LocalizableMessage
-        x::FieldEntry::repeated(x::Name(0x202eb15), x::Name(0x1230312)), // additionalInformation: LocalizableMessage
-        x::FieldEntry::required(x::Name(0x323ae12), x::Name(0x134cd0f)), // witnessNetworkSpec: NodeNetworkSpec
-        x::FieldEntry::required(x::Name(0x2b39a12), x::Name(0x144bf16)), // passiveNetworkSpec: PassiveNodeNetworkSpec
-        x::FieldEntry::required(x::Name(0x21d0c0c), x::Name(0x2f00106)), // clusterState: string
-        x::FieldEntry::repeated(x::Name(0x29e9b08), x::Name(0x1b3d513)), // nodeInfo: VchaNodeRuntimeInfo
-        x::FieldEntry::required(x::Name(0x21c790b), x::Name(0x2f00106)), // clusterMode: string
-        x::FieldEntry::required(x::Name(0x29ebd09), x::Name(0x2f00106)), // nodeState: string
-        x::FieldEntry::required(x::Name(0x29eb408), x::Name(0x2f00106)), // nodeRole: string
-        x::FieldEntry::required(x::Name(0x29ea406), x::Name(0x2f00106)), // nodeIp: string
-        x::FieldEntry::optional(x::Name(0x3015703), x::Name(0x2f00106)), // uid: string
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x2db3415), x::Name(0x2f00106)), // selfSignedCertificate: string
-        x::FieldEntry::required(x::Name(0x2c36e08), x::Name(0x1b4290f)), // provider: VimVasaProvider
-        x::FieldEntry::repeated(x::Name(0x209d40a), x::Name(0x1b44d1c)), // arrayState: VimVasaProviderStatePerArray
-        x::FieldEntry::required(x::Name(0x2c03e08), x::Name(0x2729103)), // priority: int
-        x::FieldEntry::required(x::Name(0x209cc07), x::Name(0x2f00106)), // arrayId: string
-        x::FieldEntry::required(x::Name(0x201d706), x::Name(0x212d207)), // active: boolean
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x309c30e), x::Name(0x1a8be0e)), // vAppConfigSpec: VAppConfigSpec
-        x::FieldEntry::required(x::Name(0x2d29a10), x::Name(0x1731512)), // resourcePoolSpec: ResourceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x21a9a05), x::Name(0x10d770a)), // child: ImportSpec
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2386311), x::Name(0x212d207)), // destroyWithParent: boolean
-        x::FieldEntry::optional(x::Name(0x2c14807), x::Name(0x1a9af0f)), // product: VAppProductInfo
-        x::FieldEntry::optional(x::Name(0x309d209), x::Name(0x1b4d613)), // vAppState: VirtualAppVAppState
-        x::FieldEntry::optional(x::Name(0x2f58209), x::Name(0x212d207)), // suspended: boolean
-        x::FieldEntry::optional(x::Name(0x2718e13), x::Name(0x212d207)), // installBootRequired: boolean
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x24ea309), x::Name(0x212d207)), // exclusive: boolean
-        x::FieldEntry::required(x::Name(0x24ea309), x::Name(0x55d20a)), // exclusive: BoolOption
-        x::FieldEntry::required(x::Name(0x24ea309), x::Name(0x212d207)), // exclusive: boolean
-        x::FieldEntry::required(x::Name(0x24ea309), x::Name(0x55d20a)), // exclusive: BoolOption
-        x::FieldEntry::required(x::Name(0x2144809), x::Name(0x2729103)), // busNumber: int
-        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x2729103)), // device: int
-        x::FieldEntry::required(x::Name(0x239e107), x::Name(0x1134d09)), // devices: IntOption
-        x::FieldEntry::repeated(x::Name(0x2f1bb0f), x::Name(0x2f00106)), // supportedDevice: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::optional(x::Name(0x239030a), x::Name(0x911f0b)), // deviceInfo: Description
-        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0x1b6d418)), // backing: VirtualDeviceBackingInfo
-        x::FieldEntry::optional(x::Name(0x222b40b), x::Name(0x1b7bd18)), // connectable: VirtualDeviceConnectInfo
-        x::FieldEntry::optional(x::Name(0x2e13608), x::Name(0x1b70818)), // slotInfo: VirtualDeviceBusSlotInfo
-        x::FieldEntry::optional(x::Name(0x2252f0d), x::Name(0x2729103)), // controllerKey: int
-        x::FieldEntry::optional(x::Name(0x302350a), x::Name(0x2729103)), // unitNumber: int
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2abcf09), x::Name(0x1b79c20)), // operation: VirtualDeviceConfigSpecOperation
-        x::FieldEntry::optional(x::Name(0x255b00d), x::Name(0x1b77724)), // fileOperation: VirtualDeviceConfigSpecFileOperation
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x1b6c60d)), // device: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0x1b75422)), // backing: VirtualDeviceConfigSpecBackingSpec
-        x::FieldEntry::repeated(x::Name(0x256ad0a), x::Name(0x1c3d727)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1b75422)), // parent: VirtualDeviceConfigSpecBackingSpec
-        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x290db0e), x::Name(0x2f00106)), // migrateConnect: string
-        x::FieldEntry::required(x::Name(0x2eb2a0e), x::Name(0x212d207)), // startConnected: boolean
-        x::FieldEntry::required(x::Name(0x205f811), x::Name(0x212d207)), // allowGuestControl: boolean
-        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
-        x::FieldEntry::optional(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
-        x::FieldEntry::required(x::Name(0x2eb2a0e), x::Name(0x55d20a)), // startConnected: BoolOption
-        x::FieldEntry::required(x::Name(0x205f811), x::Name(0x55d20a)), // allowGuestControl: BoolOption
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x3072d0d), x::Name(0x212d207)), // useAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x20d6713), x::Name(0x55d20a)), // autoDetectAvailable: BoolOption
-        x::FieldEntry::required(x::Name(0x2559408), x::Name(0x2f00106)), // fileName: string
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x20fc60f), x::Name(0x2f00106)), // backingObjectId: string
-        x::FieldEntry::optional(x::Name(0x2559d12), x::Name(0x5ef50c)), // fileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::optional(x::Name(0x2229a0d), x::Name(0x1b81e1a)), // connectOption: VirtualDeviceConnectOption
-        x::FieldEntry::optional(x::Name(0x214520d), x::Name(0x1b7211a)), // busSlotOption: VirtualDeviceBusSlotOption
-        x::FieldEntry::optional(x::Name(0x2254e0e), x::Name(0x2f00106)), // controllerType: string
-        x::FieldEntry::optional(x::Name(0x20cca14), x::Name(0x55d20a)), // autoAssignController: BoolOption
-        x::FieldEntry::repeated(x::Name(0x20fd60d), x::Name(0x1b6ed1a)), // backingOption: VirtualDeviceBackingOption
-        x::FieldEntry::optional(x::Name(0x2320119), x::Name(0x2729103)), // defaultBackingOptionIndex: int
-        x::FieldEntry::repeated(x::Name(0x281d10e), x::Name(0x2f00106)), // licensingLimit: string
-        x::FieldEntry::required(x::Name(0x235f90a), x::Name(0x212d207)), // deprecated: boolean
-        x::FieldEntry::required(x::Name(0x2b93c0b), x::Name(0x212d207)), // plugAndPlay: boolean
-        x::FieldEntry::optional(x::Name(0x26b2012), x::Name(0x212d207)), // hotRemoveSupported: boolean
-        x::FieldEntry::required(x::Name(0x2b4c60d), x::Name(0x2729103)), // pciSlotNumber: int
-        x::FieldEntry::required(x::Name(0x2b8db08), x::Name(0x2f00106)), // pipeName: string
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x3072d0d), x::Name(0x212d207)), // useAutoDetect: boolean
-        x::FieldEntry::required(x::Name(0x20d6713), x::Name(0x55d20a)), // autoDetectAvailable: BoolOption
-        x::FieldEntry::required(x::Name(0x2dd460a), x::Name(0x2f00106)), // serviceURI: string
-        x::FieldEntry::required(x::Name(0x23bd809), x::Name(0x2f00106)), // direction: string
-        x::FieldEntry::optional(x::Name(0x2c41e08), x::Name(0x2f00106)), // proxyURI: string
-        x::FieldEntry::required(x::Name(0x23be20a), x::Name(0x5ef50c)), // directions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x216900c), x::Name(0x2857004)), // capacityInKB: long
-        x::FieldEntry::optional(x::Name(0x216800f), x::Name(0x2857004)), // capacityInBytes: long
-        x::FieldEntry::optional(x::Name(0x2df7b06), x::Name(0x185cb0a)), // shares: SharesInfo
-        x::FieldEntry::optional(x::Name(0x2ee9513), x::Name(0x18df317)), // storageIOAllocation: StorageIOAllocationInfo
-        x::FieldEntry::optional(x::Name(0x23f220c), x::Name(0x2f00106)), // diskObjectId: string
-        x::FieldEntry::optional(x::Name(0x30a1d15), x::Name(0x1be3e20)), // vFlashCacheConfigInfo: VirtualDiskVFlashCacheConfigInfo
-        x::FieldEntry::repeated(x::Name(0x2761608), x::Name(0x2f00106)), // iofilter: string
-        x::FieldEntry::optional(x::Name(0x309ff07), x::Name(0x10c8702)), // vDiskId: ID
-        x::FieldEntry::optional(x::Name(0x2975f1a), x::Name(0x212d207)), // nativeUnmanagedLinkedClone: boolean
-        x::FieldEntry::repeated(x::Name(0x26fc512), x::Name(0x1c3d727)), // independentFilters: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::repeated(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
-        x::FieldEntry::optional(x::Name(0x23eff0c), x::Name(0x2f00106)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x290ce0c), x::Name(0x212d207)), // migrateCache: boolean
-        x::FieldEntry::required(x::Name(0x230200d), x::Name(0x2f00106)), // datastoreType: string
-        x::FieldEntry::required(x::Name(0x235100f), x::Name(0x5ef50c)), // deltaDiskFormat: ChoiceOption
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x2e85b05), x::Name(0x212d207)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bae61e)), // parent: VirtualDiskFlatVer1BackingInfo
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2e85b05), x::Name(0x55d20a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x2e85b05), x::Name(0x212d207)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x2fa7d0f), x::Name(0x212d207)), // thinProvisioned: boolean
-        x::FieldEntry::optional(x::Name(0x245df0c), x::Name(0x212d207)), // eagerlyScrub: boolean
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bb261e)), // parent: VirtualDiskFlatVer2BackingInfo
-        x::FieldEntry::optional(x::Name(0x235100f), x::Name(0x2f00106)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x23ad10d), x::Name(0x212d207)), // digestEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x235510e), x::Name(0x2729103)), // deltaGrainSize: int
-        x::FieldEntry::optional(x::Name(0x2352016), x::Name(0x2f00106)), // deltaDiskFormatVariant: string
-        x::FieldEntry::optional(x::Name(0x2df9e07), x::Name(0x2f00106)), // sharing: string
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2e85b05), x::Name(0x55d20a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
-        x::FieldEntry::optional(x::Name(0x2fa7d0f), x::Name(0x55d20a)), // thinProvisioned: BoolOption
-        x::FieldEntry::optional(x::Name(0x245df0c), x::Name(0x55d20a)), // eagerlyScrub: BoolOption
-        x::FieldEntry::optional(x::Name(0x235100f), x::Name(0x5ef50c)), // deltaDiskFormat: ChoiceOption
-        x::FieldEntry::repeated(x::Name(0x2353719), x::Name(0x1bac124)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x31d270a), x::Name(0x2f00106)), // volumeUUID: string
-        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
-        x::FieldEntry::required(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
-        x::FieldEntry::required(x::Name(0x216900c), x::Name(0x124480a)), // capacityInKB: LongOption
-        x::FieldEntry::optional(x::Name(0x2753f12), x::Name(0x18e0b19)), // ioAllocationOption: StorageIOAllocationOption
-        x::FieldEntry::optional(x::Name(0x30a3317), x::Name(0x1bbf428)), // vFlashCacheConfigOption: VirtualDiskOptionVFlashCacheConfigOption
-        x::FieldEntry::required(x::Name(0x2155a14), x::Name(0x5ef50c)), // cacheConsistencyType: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2156f09), x::Name(0x5ef50c)), // cacheMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2d0a30f), x::Name(0x124480a)), // reservationInMB: LongOption
-        x::FieldEntry::required(x::Name(0x2125c0d), x::Name(0x124480a)), // blockSizeInKB: LongOption
-        x::FieldEntry::repeated(x::Name(0x2b30d09), x::Name(0x2729103)), // partition: int
-        x::FieldEntry::optional(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
-        x::FieldEntry::optional(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x21e8211), x::Name(0x2f00106)), // compatibilityMode: string
-        x::FieldEntry::optional(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bc7928)), // parent: VirtualDiskRawDiskMappingVer1BackingInfo
-        x::FieldEntry::optional(x::Name(0x235100f), x::Name(0x2f00106)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x235510e), x::Name(0x2729103)), // deltaGrainSize: int
-        x::FieldEntry::optional(x::Name(0x2df9e07), x::Name(0x2f00106)), // sharing: string
-        x::FieldEntry::optional(x::Name(0x236541c), x::Name(0x5ef50c)), // descriptorFileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x21e8211), x::Name(0x5ef50c)), // compatibilityMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
-        x::FieldEntry::required(x::Name(0x2364112), x::Name(0x2f00106)), // descriptorFileName: string
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2df9e07), x::Name(0x2f00106)), // sharing: string
-        x::FieldEntry::required(x::Name(0x236541c), x::Name(0x5ef50c)), // descriptorFileNameExtensions: ChoiceOption
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
-        x::FieldEntry::required(x::Name(0x23fb50c), x::Name(0x2f00106)), // diskRuleType: string
-        x::FieldEntry::repeated(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bd431e)), // parent: VirtualDiskSeSparseBackingInfo
-        x::FieldEntry::optional(x::Name(0x235100f), x::Name(0x2f00106)), // deltaDiskFormat: string
-        x::FieldEntry::optional(x::Name(0x23ad10d), x::Name(0x212d207)), // digestEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x25d0209), x::Name(0x2729103)), // grainSize: int
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
-        x::FieldEntry::repeated(x::Name(0x2353719), x::Name(0x1bac124)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x2e85b05), x::Name(0x212d207)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x2e7130d), x::Name(0x2857004)), // spaceUsedInKB: long
-        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bd9620)), // parent: VirtualDiskSparseVer1BackingInfo
-        x::FieldEntry::required(x::Name(0x23ef509), x::Name(0x5ef50c)), // diskModes: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2e85b05), x::Name(0x55d20a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
-        x::FieldEntry::optional(x::Name(0x2e85b05), x::Name(0x212d207)), // split: boolean
-        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
-        x::FieldEntry::optional(x::Name(0x2e7130d), x::Name(0x2857004)), // spaceUsedInKB: long
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
-        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bdda20)), // parent: VirtualDiskSparseVer2BackingInfo
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2e85b05), x::Name(0x55d20a)), // split: BoolOption
-        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
-        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
-        x::FieldEntry::required(x::Name(0x2400908), x::Name(0x2f00106)), // diskType: string
-        x::FieldEntry::required(x::Name(0x202a20b), x::Name(0x2f00106)), // adapterType: string
-        x::FieldEntry::optional(x::Name(0x30a810c), x::Name(0x2f00106)), // vFlashModule: string
-        x::FieldEntry::optional(x::Name(0x2d0a30f), x::Name(0x2857004)), // reservationInMB: long
-        x::FieldEntry::optional(x::Name(0x2155a14), x::Name(0x2f00106)), // cacheConsistencyType: string
-        x::FieldEntry::optional(x::Name(0x2156f09), x::Name(0x2f00106)), // cacheMode: string
-        x::FieldEntry::optional(x::Name(0x2125c0d), x::Name(0x2857004)), // blockSizeInKB: long
-        x::FieldEntry::optional(x::Name(0x203410b), x::Name(0x2f00106)), // addressType: string
-        x::FieldEntry::optional(x::Name(0x2862d0a), x::Name(0x2f00106)), // macAddress: string
-        x::FieldEntry::optional(x::Name(0x3201510), x::Name(0x212d207)), // wakeOnLanEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d1cf12), x::Name(0x1c11e25)), // resourceAllocation: VirtualEthernetCardResourceAllocation
-        x::FieldEntry::optional(x::Name(0x250cd0a), x::Name(0x2f00106)), // externalId: string
-        x::FieldEntry::optional(x::Name(0x3067e17), x::Name(0x212d207)), // uptCompatibilityEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x9ed126)), // port: DistributedVirtualSwitchPortConnection
-        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x26e1211), x::Name(0x212d207)), // inPassthroughMode: boolean
-        x::FieldEntry::required(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
-        x::FieldEntry::required(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
-        x::FieldEntry::required(x::Name(0x2f3140c), x::Name(0x5ef50c)), // supportedOUI: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2869b07), x::Name(0x5ef50c)), // macType: ChoiceOption
-        x::FieldEntry::required(x::Name(0x3201510), x::Name(0x55d20a)), // wakeOnLanEnabled: BoolOption
-        x::FieldEntry::optional(x::Name(0x3145719), x::Name(0x212d207)), // vmDirectPathGen2Supported: boolean
-        x::FieldEntry::optional(x::Name(0x3067e17), x::Name(0x55d20a)), // uptCompatibilityEnabled: BoolOption
-        x::FieldEntry::optional(x::Name(0x2d05c0b), x::Name(0x2857004)), // reservation: long
-        x::FieldEntry::required(x::Name(0x2dee405), x::Name(0x185cb0a)), // share: SharesInfo
-        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2857004)), // limit: long
-        x::FieldEntry::required(x::Name(0x2a22d06), x::Name(0x2729103)), // numCPU: int
-        x::FieldEntry::optional(x::Name(0x2a24811), x::Name(0x2729103)), // numCoresPerSocket: int
-        x::FieldEntry::required(x::Name(0x28e4408), x::Name(0x2729103)), // memoryMB: int
-        x::FieldEntry::optional(x::Name(0x3101013), x::Name(0x212d207)), // virtualICH7MPresent: boolean
-        x::FieldEntry::optional(x::Name(0x3119411), x::Name(0x212d207)), // virtualSMCPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x1b6c60d)), // device: VirtualDevice
-        x::FieldEntry::required(x::Name(0x26be309), x::Name(0x2729103)), // hwVersion: int
-        x::FieldEntry::repeated(x::Name(0x30f1413), x::Name(0x1b8d013)), // virtualDeviceOption: VirtualDeviceOption
-        x::FieldEntry::required(x::Name(0x2392f12), x::Name(0x212d207)), // deviceListReadonly: boolean
-        x::FieldEntry::repeated(x::Name(0x2a22d06), x::Name(0x2729103)), // numCPU: int
-        x::FieldEntry::optional(x::Name(0x2a24811), x::Name(0x1134d09)), // numCoresPerSocket: IntOption
-        x::FieldEntry::required(x::Name(0x2a2b00e), x::Name(0x212d207)), // numCpuReadonly: boolean
-        x::FieldEntry::required(x::Name(0x28e4408), x::Name(0x124480a)), // memoryMB: LongOption
-        x::FieldEntry::required(x::Name(0x2a40911), x::Name(0x1134d09)), // numPCIControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2a34f11), x::Name(0x1134d09)), // numIDEControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2a66711), x::Name(0x1134d09)), // numUSBControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2a67915), x::Name(0x1134d09)), // numUSBXHCIControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2a58611), x::Name(0x1134d09)), // numSIOControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2a43411), x::Name(0x1134d09)), // numPS2Controllers: IntOption
-        x::FieldEntry::repeated(x::Name(0x281d10e), x::Name(0x2f00106)), // licensingLimit: string
-        x::FieldEntry::optional(x::Name(0x2a64414), x::Name(0x1134d09)), // numSupportedWwnPorts: IntOption
-        x::FieldEntry::optional(x::Name(0x2a62f14), x::Name(0x1134d09)), // numSupportedWwnNodes: IntOption
-        x::FieldEntry::optional(x::Name(0x2d1e214), x::Name(0x1730014)), // resourceConfigOption: ResourceConfigOption
-        x::FieldEntry::optional(x::Name(0x2a39e14), x::Name(0x1134d09)), // numNVDIMMControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2a6590d), x::Name(0x1134d09)), // numTPMDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2a79f0d), x::Name(0x1134d09)), // numWDTDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2a4b218), x::Name(0x1134d09)), // numPrecisionClockDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x24c500b), x::Name(0x124480a)), // epcMemoryMB: LongOption
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2a3610b), x::Name(0x1134d09)), // numIDEDisks: IntOption
-        x::FieldEntry::required(x::Name(0x2a3420c), x::Name(0x1134d09)), // numIDECdroms: IntOption
-        x::FieldEntry::repeated(x::Name(0x2044f0b), x::Name(0x2729103)), // affinitySet: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x3344606)), // vendorId: string
+        x::FieldEntry::required(x::Name(0x2cd2c07), x::Name(0x3344606)), // modelId: string
+        x::FieldEntry::repeated(x::Name(0x26fb910), x::Name(0x1cb0d20)), // discoverySvcInfo: VASAStorageArrayDiscoverySvcInfo
+        x::FieldEntry::required(x::Name(0x2da8e07), x::Name(0x3344606)), // nodeWwn: string
+        x::FieldEntry::required(x::Name(0x2fa9007), x::Name(0x3344606)), // portWwn: string
+        x::FieldEntry::required(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2fa6a0a), x::Name(0x3344606)), // portNumber: string
+        x::FieldEntry::required(x::Name(0x2fa7508), x::Name(0x3344606)), // portType: string
+        x::FieldEntry::required(x::Name(0x33a8d06), x::Name(0x3344606)), // svcNqn: string
+        x::FieldEntry::optional(x::Name(0x2ae0006), x::Name(0x1cae824)), // ipInfo: VASAStorageArrayDiscoveryIpTransport
+        x::FieldEntry::optional(x::Name(0x287c306), x::Name(0x1cac324)), // fcInfo: VASAStorageArrayDiscoveryFcTransport
+        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x13ff016)), // location: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x314160c), x::Name(0x191bc12)), // resourceSpec: ResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x35dd008), x::Name(0x13ff016)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d4ee0e), x::Name(0x1cb501f)), // networkMapping: VAppCloneSpecNetworkMappingPair
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x134dd08)), // property: KeyValue
+        x::FieldEntry::repeated(x::Name(0x3134c0f), x::Name(0x1cb8e18)), // resourceMapping: VAppCloneSpecResourceMap
+        x::FieldEntry::optional(x::Name(0x302fb0c), x::Name(0x3344606)), // provisioning: string
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x267f70b), x::Name(0x13ff016)), // destination: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x13ff016)), // parent: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x314160c), x::Name(0x191bc12)), // resourceSpec: ResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x2bd2c08), x::Name(0x13ff016)), // location: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27f400c), x::Name(0x1cbd514)), // entityConfig: VAppEntityConfigInfo
+        x::FieldEntry::required(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::repeated(x::Name(0x27f400c), x::Name(0x1cbd514)), // entityConfig: VAppEntityConfigInfo
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x33d2e03), x::Name(0x3344606)), // tag: string
+        x::FieldEntry::optional(x::Name(0x32f2a0a), x::Name(0x2a94603)), // startOrder: int
+        x::FieldEntry::optional(x::Name(0x32ed30a), x::Name(0x2a94603)), // startDelay: int
+        x::FieldEntry::optional(x::Name(0x36b600f), x::Name(0x2405e07)), // waitingForGuest: boolean
+        x::FieldEntry::optional(x::Name(0x32e950b), x::Name(0x3344606)), // startAction: string
+        x::FieldEntry::optional(x::Name(0x331d909), x::Name(0x2a94603)), // stopDelay: int
+        x::FieldEntry::optional(x::Name(0x331ce0a), x::Name(0x3344606)), // stopAction: string
+        x::FieldEntry::optional(x::Name(0x268f711), x::Name(0x2405e07)), // destroyWithParent: boolean
+        x::FieldEntry::repeated(x::Name(0x3364b19), x::Name(0x3344606)), // supportedAllocationScheme: string
+        x::FieldEntry::optional(x::Name(0x2ad8612), x::Name(0x3344606)), // ipAllocationPolicy: string
+        x::FieldEntry::repeated(x::Name(0x3372413), x::Name(0x3344606)), // supportedIpProtocol: string
+        x::FieldEntry::optional(x::Name(0x2ae7a0a), x::Name(0x3344606)), // ipProtocol: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x2d15509), x::Name(0x3344606)), // namespace: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2385c0f), x::Name(0x2405e07)), // atEnvelopeLevel: boolean
+        x::FieldEntry::optional(x::Name(0x253ec08), x::Name(0x3344606)), // contents: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x1cc9112)), // info: VAppOvfSectionInfo
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x2492a07), x::Name(0x3344606)), // classId: string
+        x::FieldEntry::optional(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::optional(x::Name(0x290930b), x::Name(0x3344606)), // fullVersion: string
+        x::FieldEntry::optional(x::Name(0x355ad09), x::Name(0x3344606)), // vendorUrl: string
+        x::FieldEntry::optional(x::Name(0x3009b0a), x::Name(0x3344606)), // productUrl: string
+        x::FieldEntry::optional(x::Name(0x2356506), x::Name(0x3344606)), // appUrl: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x1ccb70f)), // info: VAppProductInfo
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x2492a07), x::Name(0x3344606)), // classId: string
+        x::FieldEntry::optional(x::Name(0x2a8b10a), x::Name(0x3344606)), // instanceId: string
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::optional(x::Name(0x2447f08), x::Name(0x3344606)), // category: string
+        x::FieldEntry::optional(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::optional(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x347190d), x::Name(0x3344606)), // typeReference: string
+        x::FieldEntry::optional(x::Name(0x34f4910), x::Name(0x2405e07)), // userConfigurable: boolean
+        x::FieldEntry::optional(x::Name(0x264950c), x::Name(0x3344606)), // defaultValue: string
+        x::FieldEntry::optional(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0x1cce910)), // info: VAppPropertyInfo
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ca1008), x::Name(0x134dd08)), // metadata: KeyValue
+        x::FieldEntry::repeated(x::Name(0x265250a), x::Name(0x3344606)), // deleteKeys: string
+        x::FieldEntry::required(x::Name(0x35e8406), x::Name(0x3344606)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2cda70a), x::Name(0x3344606)), // moduleName: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2cda70a), x::Name(0x3344606)), // moduleName: string
+        x::FieldEntry::required(x::Name(0x3619e16), x::Name(0x3344606)), // vmRequestModuleVersion: string
+        x::FieldEntry::required(x::Name(0x29e0616), x::Name(0x3344606)), // hostMinSupportedVerson: string
+        x::FieldEntry::required(x::Name(0x29e1d11), x::Name(0x3344606)), // hostModuleVersion: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x260220c), x::Name(0x3344606)), // datastoreUrl: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x976516)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2386c0c), x::Name(0x2405e07)), // atSourceHost: boolean
+        x::FieldEntry::required(x::Name(0x285210a), x::Name(0x3344606)), // failedHost: string
+        x::FieldEntry::optional(x::Name(0x2852c10), x::Name(0x13ff016)), // failedHostEntity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x3344606)), // network: string
+        x::FieldEntry::repeated(x::Name(0x369e60c), x::Name(0x1d34b12)), // vspanSession: VMwareVspanSession
+        x::FieldEntry::repeated(x::Name(0x3041c0b), x::Name(0x1d04516)), // pvlanConfig: VMwareDVSPvlanMapEntry
+        x::FieldEntry::required(x::Name(0x2c35006), x::Name(0x2a94603)), // maxMtu: int
+        x::FieldEntry::optional(x::Name(0x2bac71b), x::Name(0x13a3a1b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
+        x::FieldEntry::optional(x::Name(0x2af9f0b), x::Name(0x1d2c511)), // ipfixConfig: VMwareIpfixConfig
+        x::FieldEntry::repeated(x::Name(0x2b68c0f), x::Name(0x1d1c818)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
+        x::FieldEntry::optional(x::Name(0x2b6580e), x::Name(0x3344606)), // lacpApiVersion: string
+        x::FieldEntry::optional(x::Name(0x2cfb716), x::Name(0x3344606)), // multicastFilteringMode: string
+        x::FieldEntry::optional(x::Name(0x2d51e14), x::Name(0x3344606)), // networkOffloadSpecId: string
+        x::FieldEntry::optional(x::Name(0x2d50914), x::Name(0x2208532)), // networkOffloadConfig: VmwareDistributedVirtualSwitchNetworkOffloadConfig
+        x::FieldEntry::optional(x::Name(0x307140e), x::Name(0x2210c2c)), // realTimeConfig: VmwareDistributedVirtualSwitchRealTimeConfig
+        x::FieldEntry::repeated(x::Name(0x304280f), x::Name(0x1d02c18)), // pvlanConfigSpec: VMwareDVSPvlanConfigSpec
+        x::FieldEntry::repeated(x::Name(0x369d60f), x::Name(0x1d11618)), // vspanConfigSpec: VMwareDVSVspanConfigSpec
+        x::FieldEntry::optional(x::Name(0x2c35006), x::Name(0x2a94603)), // maxMtu: int
+        x::FieldEntry::optional(x::Name(0x2bac71b), x::Name(0x13a3a1b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
+        x::FieldEntry::optional(x::Name(0x2af9f0b), x::Name(0x1d2c511)), // ipfixConfig: VMwareIpfixConfig
+        x::FieldEntry::optional(x::Name(0x2b6580e), x::Name(0x3344606)), // lacpApiVersion: string
+        x::FieldEntry::optional(x::Name(0x2cfb716), x::Name(0x3344606)), // multicastFilteringMode: string
+        x::FieldEntry::optional(x::Name(0x2d51e14), x::Name(0x3344606)), // networkOffloadSpecId: string
+        x::FieldEntry::optional(x::Name(0x2d50914), x::Name(0x2208532)), // networkOffloadConfig: VmwareDistributedVirtualSwitchNetworkOffloadConfig
+        x::FieldEntry::optional(x::Name(0x307140e), x::Name(0x2210c2c)), // realTimeConfig: VmwareDistributedVirtualSwitchRealTimeConfig
+        x::FieldEntry::optional(x::Name(0x36a250e), x::Name(0x2405e07)), // vspanSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2bbdc0d), x::Name(0x2405e07)), // lldpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2afcd0e), x::Name(0x2405e07)), // ipfixSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2af8f0f), x::Name(0x1d17f18)), // ipfixCapability: VMwareDvsIpfixCapability
+        x::FieldEntry::optional(x::Name(0x2cfce1a), x::Name(0x2405e07)), // multicastSnoopingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x369c60f), x::Name(0x1d0fd18)), // vspanCapability: VMwareDVSVspanCapability
+        x::FieldEntry::optional(x::Name(0x2b6670e), x::Name(0x1d1b017)), // lacpCapability: VMwareDvsLacpCapability
+        x::FieldEntry::optional(x::Name(0x2750a0d), x::Name(0x1d16816)), // dpuCapability: VMwareDvsDpuCapability
+        x::FieldEntry::optional(x::Name(0x2dd740c), x::Name(0x2405e07)), // nsxSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2cf380d), x::Name(0x1d24916)), // mtuCapability: VMwareDvsMtuCapability
+        x::FieldEntry::optional(x::Name(0x3072317), x::Name(0x2405e07)), // realTimeConfigSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f44418), x::Name(0x1d28021)), // perfNicOffloadCapability: VMwareDvsPerfNicOffloadCapability
+        x::FieldEntry::optional(x::Name(0x33ccf19), x::Name(0x1d2a222)), // systemTrafficCapabilities: VMwareDvsSystemTrafficCapabilities
+        x::FieldEntry::required(x::Name(0x35afb10), x::Name(0x2405e07)), // vlanMtuSupported: boolean
+        x::FieldEntry::required(x::Name(0x33f5110), x::Name(0x2405e07)), // teamingSupported: boolean
+        x::FieldEntry::required(x::Name(0x2cf460b), x::Name(0x2405e07)), // mtuMismatch: boolean
+        x::FieldEntry::repeated(x::Name(0x35b4214), x::Name(0x153380c)), // vlanSupportSwitchMtu: NumericRange
+        x::FieldEntry::repeated(x::Name(0x35b0c17), x::Name(0x153380c)), // vlanNotSupportSwitchMtu: NumericRange
+        x::FieldEntry::optional(x::Name(0x35ac704), x::Name(0x221c226)), // vlan: VmwareDistributedVirtualSwitchVlanSpec
+        x::FieldEntry::optional(x::Name(0x3046206), x::Name(0x12bbe09)), // qosTag: IntPolicy
+        x::FieldEntry::optional(x::Name(0x34cff13), x::Name(0x221e91d)), // uplinkTeamingPolicy: VmwareUplinkPortTeamingPolicy
+        x::FieldEntry::optional(x::Name(0x31c870e), x::Name(0x93a711)), // securityPolicy: DVSSecurityPolicy
+        x::FieldEntry::optional(x::Name(0x2afab0c), x::Name(0x5c340a)), // ipfixEnabled: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x346da08), x::Name(0x5c340a)), // txUplink: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x2b6aa0a), x::Name(0x1d2ec16)), // lacpPolicy: VMwareUplinkLacpPolicy
+        x::FieldEntry::optional(x::Name(0x2bf7613), x::Name(0x920916)), // macManagementPolicy: DVSMacManagementPolicy
+        x::FieldEntry::optional(x::Name(0x1d35e03), x::Name(0x12bbe09)), // VNI: IntPolicy
+        x::FieldEntry::required(x::Name(0x35b2413), x::Name(0x2405e07)), // vlanOverrideAllowed: boolean
+        x::FieldEntry::required(x::Name(0x34ce21c), x::Name(0x2405e07)), // uplinkTeamingOverrideAllowed: boolean
+        x::FieldEntry::required(x::Name(0x31c961d), x::Name(0x2405e07)), // securityPolicyOverrideAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2afb814), x::Name(0x2405e07)), // ipfixOverrideAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2bf591c), x::Name(0x2405e07)), // macManagementOverrideAllowed: boolean
+        x::FieldEntry::required(x::Name(0x304380a), x::Name(0x1d04516)), // pvlanEntry: VMwareDVSPvlanMapEntry
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::required(x::Name(0x2ff0a0d), x::Name(0x2a94603)), // primaryVlanId: int
+        x::FieldEntry::required(x::Name(0x31ba80f), x::Name(0x2a94603)), // secondaryVlanId: int
+        x::FieldEntry::required(x::Name(0x3044b09), x::Name(0x3344606)), // pvlanType: string
+        x::FieldEntry::required(x::Name(0x33f430d), x::Name(0x3344606)), // teamingStatus: string
+        x::FieldEntry::repeated(x::Name(0x345d90b), x::Name(0x153380c)), // trunkedVlan: NumericRange
+        x::FieldEntry::repeated(x::Name(0x34b6c0d), x::Name(0x153380c)), // untrunkedVlan: NumericRange
+        x::FieldEntry::required(x::Name(0x2cceb12), x::Name(0x2405e07)), // mixedDestSupported: boolean
+        x::FieldEntry::required(x::Name(0x2773e0f), x::Name(0x2405e07)), // dvportSupported: boolean
+        x::FieldEntry::required(x::Name(0x30d6b15), x::Name(0x2405e07)), // remoteSourceSupported: boolean
+        x::FieldEntry::required(x::Name(0x30ce013), x::Name(0x2405e07)), // remoteDestSupported: boolean
+        x::FieldEntry::required(x::Name(0x27b291a), x::Name(0x2405e07)), // encapRemoteSourceSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2809717), x::Name(0x2405e07)), // erspanProtocolSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2cc2417), x::Name(0x2405e07)), // mirrorNetstackSupported: boolean
+        x::FieldEntry::required(x::Name(0x369e60c), x::Name(0x1d34b12)), // vspanSession: VMwareVspanSession
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::optional(x::Name(0x2d53317), x::Name(0x2405e07)), // networkOffloadSupported: boolean
+        x::FieldEntry::optional(x::Name(0x22e2a1a), x::Name(0x2405e07)), // activeStandbyModeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2afcd0e), x::Name(0x2405e07)), // ipfixSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b0ea15), x::Name(0x2405e07)), // ipv6ForIpfixSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e63d1c), x::Name(0x2405e07)), // observationDomainIdSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b6b50d), x::Name(0x2405e07)), // lacpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2cf8c17), x::Name(0x2405e07)), // multiLacpGroupSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b67615), x::Name(0x2405e07)), // lacpFastModeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::optional(x::Name(0x34c6c09), x::Name(0x2a94603)), // uplinkNum: int
+        x::FieldEntry::optional(x::Name(0x2bc0114), x::Name(0x3344606)), // loadbalanceAlgorithm: string
+        x::FieldEntry::optional(x::Name(0x35ac704), x::Name(0x1d23216)), // vlan: VMwareDvsLagVlanConfig
+        x::FieldEntry::optional(x::Name(0x2af8905), x::Name(0x1d21a17)), // ipfix: VMwareDvsLagIpfixConfig
+        x::FieldEntry::repeated(x::Name(0x34c610a), x::Name(0x3344606)), // uplinkName: string
+        x::FieldEntry::repeated(x::Name(0x34c810d), x::Name(0x3344606)), // uplinkPortKey: string
+        x::FieldEntry::optional(x::Name(0x341180b), x::Name(0x3344606)), // timeoutMode: string
+        x::FieldEntry::required(x::Name(0x2b68c0f), x::Name(0x1d1c818)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::optional(x::Name(0x2afab0c), x::Name(0x2405e07)), // ipfixEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x35ad506), x::Name(0x153380c)), // vlanId: NumericRange
+        x::FieldEntry::required(x::Name(0x2cb7d0f), x::Name(0x2a94603)), // minMtuSupported: int
+        x::FieldEntry::required(x::Name(0x2c3570f), x::Name(0x2a94603)), // maxMtuSupported: int
+        x::FieldEntry::optional(x::Name(0x3362809), x::Name(0x2405e07)), // supported: boolean
+        x::FieldEntry::repeated(x::Name(0x33ce917), x::Name(0x3344606)), // systemTrafficQualifiers: string
+        x::FieldEntry::optional(x::Name(0x24b9b12), x::Name(0x3344606)), // collectorIpAddress: string
+        x::FieldEntry::optional(x::Name(0x24bae0d), x::Name(0x2a94603)), // collectorPort: int
+        x::FieldEntry::optional(x::Name(0x2e62913), x::Name(0x2be5304)), // observationDomainId: long
+        x::FieldEntry::required(x::Name(0x22df711), x::Name(0x2a94603)), // activeFlowTimeout: int
+        x::FieldEntry::required(x::Name(0x2a3480f), x::Name(0x2a94603)), // idleFlowTimeout: int
+        x::FieldEntry::required(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
+        x::FieldEntry::required(x::Name(0x2aa4711), x::Name(0x2405e07)), // internalFlowsOnly: boolean
+        x::FieldEntry::optional(x::Name(0x27a1306), x::Name(0x5c340a)), // enable: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x2cd1304), x::Name(0x1b13c0c)), // mode: StringPolicy
+        x::FieldEntry::repeated(x::Name(0x22e6810), x::Name(0x3344606)), // activeUplinkPort: string
+        x::FieldEntry::repeated(x::Name(0x32e7d11), x::Name(0x3344606)), // standbyUplinkPort: string
+        x::FieldEntry::repeated(x::Name(0x2f9ac07), x::Name(0x3344606)), // portKey: string
+        x::FieldEntry::repeated(x::Name(0x34c8f0e), x::Name(0x3344606)), // uplinkPortName: string
+        x::FieldEntry::repeated(x::Name(0x36c4319), x::Name(0x3344606)), // wildcardPortConnecteeType: string
+        x::FieldEntry::repeated(x::Name(0x35b6c05), x::Name(0x2a94603)), // vlans: int
+        x::FieldEntry::repeated(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x3298215), x::Name(0x1d33b0f)), // sourcePortTransmitted: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x3296f12), x::Name(0x1d33b0f)), // sourcePortReceived: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x268b00f), x::Name(0x1d33b0f)), // destinationPort: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x27b7d13), x::Name(0x2a94603)), // encapsulationVlanId: int
+        x::FieldEntry::required(x::Name(0x3344d11), x::Name(0x2405e07)), // stripOriginalVlan: boolean
+        x::FieldEntry::optional(x::Name(0x2cc3c14), x::Name(0x2a94603)), // mirroredPacketLength: int
+        x::FieldEntry::required(x::Name(0x2db2d14), x::Name(0x2405e07)), // normalTrafficAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x31ff00b), x::Name(0x3344606)), // sessionType: string
+        x::FieldEntry::optional(x::Name(0x318e40c), x::Name(0x2a94603)), // samplingRate: int
+        x::FieldEntry::optional(x::Name(0x27b4409), x::Name(0x3344606)), // encapType: string
+        x::FieldEntry::optional(x::Name(0x2808e08), x::Name(0x2a94603)), // erspanId: int
+        x::FieldEntry::optional(x::Name(0x2807309), x::Name(0x2a94603)), // erspanCOS: int
+        x::FieldEntry::optional(x::Name(0x2807d10), x::Name(0x2405e07)), // erspanGraNanosec: boolean
+        x::FieldEntry::optional(x::Name(0x2d3d908), x::Name(0x3344606)), // netstack: string
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1d44418)), // config: VStorageObjectConfigInfo
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::repeated(x::Name(0x35d7d12), x::Name(0x1d3e32c)), // vmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
+        x::FieldEntry::required(x::Name(0x270ad07), x::Name(0x2a94603)), // diskKey: int
+        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
+        x::FieldEntry::optional(x::Name(0x2722a08), x::Name(0x3344606)), // diskUUID: string
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x366e008), x::Name(0x1243a02)), // volumeId: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::optional(x::Name(0x266f311), x::Name(0x2a94603)), // descriptorVersion: int
+        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
+        x::FieldEntry::repeated(x::Name(0x253540f), x::Name(0x3344606)), // consumptionType: string
+        x::FieldEntry::repeated(x::Name(0x2533f0a), x::Name(0x1243a02)), // consumerId: ID
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x2bb0f13), x::Name(0x3344606)), // linkedCloneBasePath: string
+        x::FieldEntry::optional(x::Name(0x2bb3613), x::Name(0x1243a02)), // linkedCloneParentId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x325f90a), x::Name(0x1243a02)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d7610f), x::Name(0x2be5304)), // newCapacityInMB: long
+        x::FieldEntry::repeated(x::Name(0x3091810), x::Name(0x1d5932c)), // reconcileDetails: VStorageObjectReconcileResultReconcileDetail
+        x::FieldEntry::required(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x3092913), x::Name(0x3344606)), // reconcileReportPath: string
+        x::FieldEntry::optional(x::Name(0x2b32e0c), x::Name(0x2405e07)), // isReconciled: boolean
+        x::FieldEntry::optional(x::Name(0x2b25a0d), x::Name(0x2405e07)), // isDeepScanned: boolean
+        x::FieldEntry::optional(x::Name(0x2e49917), x::Name(0x2a94603)), // numberOfReconcileIssues: int
+        x::FieldEntry::optional(x::Name(0x2e44a1b), x::Name(0x2a94603)), // numberOfFcdsBeforeReconcile: int
+        x::FieldEntry::optional(x::Name(0x2e42f1a), x::Name(0x2a94603)), // numberOfFcdsAfterReconcile: int
+        x::FieldEntry::repeated(x::Name(0x2aaf510), x::Name(0x1d5662c)), // invalidDiskPaths: VStorageObjectReconcileResultInvalidDiskPath
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a51e10), x::Name(0x3344606)), // includeDiskPaths: string
+        x::FieldEntry::repeated(x::Name(0x2824910), x::Name(0x3344606)), // excludeDiskPaths: string
+        x::FieldEntry::optional(x::Name(0x2624108), x::Name(0x2405e07)), // deepScan: boolean
+        x::FieldEntry::optional(x::Name(0x275c806), x::Name(0x2405e07)), // dryRun: boolean
+        x::FieldEntry::optional(x::Name(0x2914f0e), x::Name(0x2a94603)), // generateReport: int
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::required(x::Name(0x354cc06), x::Name(0x369940e)), // vclock: vslmVClockInfo
+        x::FieldEntry::optional(x::Name(0x34ef50c), x::Name(0x2be5304)), // usedCapacity: long
+        x::FieldEntry::optional(x::Name(0x2f21704), x::Name(0x3344606)), // path: string
+        x::FieldEntry::optional(x::Name(0x246af16), x::Name(0x3344606)), // changedBlockTrackingId: string
+        x::FieldEntry::repeated(x::Name(0x326c209), x::Name(0x1d62c30)), // snapshots: VStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x1243a02)), // id: ID
+        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
+        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x33fa909), x::Name(0x2405e07)), // tentative: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x302ae10), x::Name(0x10a1f14)), // protocolEndpoint: HostProtocolEndpoint
+        x::FieldEntry::repeated(x::Name(0x3357a15), x::Name(0x134dd08)), // succeededVmConfigFile: KeyValue
+        x::FieldEntry::repeated(x::Name(0x2855812), x::Name(0x1d6a232)), // failedVmConfigFile: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::FieldEntry::required(x::Name(0x33d7a12), x::Name(0x3344606)), // targetConfigVVolId: string
+        x::FieldEntry::optional(x::Name(0x275d906), x::Name(0x3344606)), // dsPath: string
+        x::FieldEntry::required(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2391d04), x::Name(0xd45e13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x299280d), x::Name(0x68f723)), // hciConfigSpec: ClusterComputeResourceHCIConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2a07205), x::Name(0x13ff016)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3281906), x::Name(0x13ff016)), // source: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x33e9107), x::Name(0x13ff016)), // targets: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3416b0a), x::Name(0xdc2c10)), // toBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x3419d0d), x::Name(0xdc2c10)), // toReplaceWith: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x341460b), x::Name(0xdc2c10)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x27ac116), x::Name(0xdc2c10)), // enableStatusToBeCopied: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2804609), x::Name(0x2405e07)), // errorOnly: boolean
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ed9b0d), x::Name(0x3344606)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x356a303), x::Name(0x15f4815)), // vhp: OvfValidateHostParams
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
+        x::FieldEntry::repeated(x::Name(0x33ff608), x::Name(0x3344606)), // testType: string
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22c4105), x::Name(0x13ff016)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f84a03), x::Name(0x13ff016)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x32b5704), x::Name(0x1acdb14)), // spec: StorageDrsConfigSpec
+        x::FieldEntry::repeated(x::Name(0x3547810), x::Name(0x1d96113)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::required(x::Name(0x3190b04), x::Name(0x3344606)), // scId: string
+        x::FieldEntry::required(x::Name(0x2654b07), x::Name(0x2405e07)), // deleted: boolean
+        x::FieldEntry::optional(x::Name(0x333f909), x::Name(0x2405e07)), // stretched: boolean
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x285f511), x::Name(0xc78810)), // failoverNodeInfo1: FailoverNodeInfo
+        x::FieldEntry::optional(x::Name(0x2860711), x::Name(0xc78810)), // failoverNodeInfo2: FailoverNodeInfo
+        x::FieldEntry::optional(x::Name(0x36f6c0f), x::Name(0x22baf0f)), // witnessNodeInfo: WitnessNodeInfo
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::required(x::Name(0x2f17409), x::Name(0x3344606)), // passiveIp: string
+        x::FieldEntry::required(x::Name(0x36f4f09), x::Name(0x3344606)), // witnessIp: string
+        x::FieldEntry::required(x::Name(0x2f15e15), x::Name(0x1602919)), // passiveDeploymentSpec: PassiveNodeDeploymentSpec
+        x::FieldEntry::required(x::Name(0x36f3915), x::Name(0x14fa112)), // witnessDeploymentSpec: NodeDeploymentSpec
+        x::FieldEntry::required(x::Name(0x22e980c), x::Name(0x1a9b30e)), // activeVcSpec: SourceNodeSpec
+        x::FieldEntry::optional(x::Name(0x22e8215), x::Name(0x738118)), // activeVcNetworkConfig: ClusterNetworkConfigSpec
+        x::FieldEntry::required(x::Name(0x318250b), x::Name(0x1d8c816)), // runtimeInfo: VchaClusterRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x29a1b0e), x::Name(0x13d2d12)), // healthMessages: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x22f2115), x::Name(0x13d2d12)), // additionalInformation: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x36f5912), x::Name(0x14fb40f)), // witnessNetworkSpec: NodeNetworkSpec
+        x::FieldEntry::required(x::Name(0x2f17e12), x::Name(0x1604316)), // passiveNetworkSpec: PassiveNodeNetworkSpec
+        x::FieldEntry::required(x::Name(0x24b1b0c), x::Name(0x3344606)), // clusterState: string
+        x::FieldEntry::repeated(x::Name(0x2da4708), x::Name(0x1d8fd13)), // nodeInfo: VchaNodeRuntimeInfo
+        x::FieldEntry::required(x::Name(0x24a880b), x::Name(0x3344606)), // clusterMode: string
+        x::FieldEntry::required(x::Name(0x2da6909), x::Name(0x3344606)), // nodeState: string
+        x::FieldEntry::required(x::Name(0x2da6008), x::Name(0x3344606)), // nodeRole: string
+        x::FieldEntry::required(x::Name(0x2da5006), x::Name(0x3344606)), // nodeIp: string
+        x::FieldEntry::optional(x::Name(0x3477103), x::Name(0x3344606)), // uid: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x31d2715), x::Name(0x3344606)), // selfSignedCertificate: string
+        x::FieldEntry::optional(x::Name(0x3568d0b), x::Name(0x1d99220)), // vhostConfig: VimVasaProviderVirtualHostConfig
+        x::FieldEntry::optional(x::Name(0x3561209), x::Name(0x2a94603)), // versionId: int
+        x::FieldEntry::required(x::Name(0x302d408), x::Name(0x1d9510f)), // provider: VimVasaProvider
+        x::FieldEntry::repeated(x::Name(0x236ad0a), x::Name(0x1d9751c)), // arrayState: VimVasaProviderStatePerArray
+        x::FieldEntry::required(x::Name(0x2ff4008), x::Name(0x2a94603)), // priority: int
+        x::FieldEntry::required(x::Name(0x2369707), x::Name(0x3344606)), // arrayId: string
+        x::FieldEntry::required(x::Name(0x22dba06), x::Name(0x2405e07)), // active: boolean
+        x::FieldEntry::optional(x::Name(0x3569909), x::Name(0x3344606)), // vhostName: string
+        x::FieldEntry::required(x::Name(0x31f170b), x::Name(0x3344606)), // serviceHost: string
+        x::FieldEntry::optional(x::Name(0x31f640b), x::Name(0x2a94603)), // servicePort: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x351580e), x::Name(0x1cbc60e)), // vAppConfigSpec: VAppConfigSpec
+        x::FieldEntry::required(x::Name(0x313bc10), x::Name(0x191bc12)), // resourcePoolSpec: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2488b05), x::Name(0x125360a)), // child: ImportSpec
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x268f711), x::Name(0x2405e07)), // destroyWithParent: boolean
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
+        x::FieldEntry::optional(x::Name(0x3516709), x::Name(0x1da2a13)), // vAppState: VirtualAppVAppState
+        x::FieldEntry::optional(x::Name(0x33a5609), x::Name(0x2405e07)), // suspended: boolean
+        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x2405e07)), // exclusive: boolean
+        x::FieldEntry::required(x::Name(0x2827909), x::Name(0x5c290a)), // exclusive: BoolOption
+        x::FieldEntry::required(x::Name(0x241ee09), x::Name(0x2a94603)), // busNumber: int
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x2a94603)), // device: int
+        x::FieldEntry::required(x::Name(0x26b1c07), x::Name(0x12bb409)), // devices: IntOption
+        x::FieldEntry::repeated(x::Name(0x336790f), x::Name(0x3344606)), // supportedDevice: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x26a210a), x::Name(0x9cd80b)), // deviceInfo: Description
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dc2818)), // backing: VirtualDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x2516c0b), x::Name(0x1dd3318)), // connectable: VirtualDeviceConnectInfo
+        x::FieldEntry::optional(x::Name(0x3242608), x::Name(0x1dc5c18)), // slotInfo: VirtualDeviceBusSlotInfo
+        x::FieldEntry::optional(x::Name(0x2542f0d), x::Name(0x2a94603)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x3486b0a), x::Name(0x2a94603)), // unitNumber: int
+        x::FieldEntry::optional(x::Name(0x2e41108), x::Name(0x2a94603)), // numaNode: int
+        x::FieldEntry::optional(x::Name(0x269ce0f), x::Name(0x1ddef1c)), // deviceGroupInfo: VirtualDeviceDeviceGroupInfo
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x2e8cf09), x::Name(0x1dd1220)), // operation: VirtualDeviceConfigSpecOperation
+        x::FieldEntry::optional(x::Name(0x289de0d), x::Name(0x1dced24)), // fileOperation: VirtualDeviceConfigSpecFileOperation
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1dca822)), // backing: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x245f90a), x::Name(0x3344606)), // changeMode: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1dca822)), // parent: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2cac40e), x::Name(0x3344606)), // migrateConnect: string
+        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x2405e07)), // startConnected: boolean
+        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x2405e07)), // allowGuestControl: boolean
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::required(x::Name(0x32ec40e), x::Name(0x5c290a)), // startConnected: BoolOption
+        x::FieldEntry::required(x::Name(0x2325e11), x::Name(0x5c290a)), // allowGuestControl: BoolOption
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
+        x::FieldEntry::required(x::Name(0x2932710), x::Name(0x2a94603)), // groupInstanceKey: int
+        x::FieldEntry::required(x::Name(0x31dd90a), x::Name(0x2a94603)), // sequenceId: int
+        x::FieldEntry::required(x::Name(0x289c208), x::Name(0x3344606)), // fileName: string
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
+        x::FieldEntry::optional(x::Name(0x289cb12), x::Name(0x65700c)), // fileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::optional(x::Name(0x251520d), x::Name(0x1dd941a)), // connectOption: VirtualDeviceConnectOption
+        x::FieldEntry::optional(x::Name(0x241f80d), x::Name(0x1dc751a)), // busSlotOption: VirtualDeviceBusSlotOption
+        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::optional(x::Name(0x239d514), x::Name(0x5c290a)), // autoAssignController: BoolOption
+        x::FieldEntry::repeated(x::Name(0x23d3b0d), x::Name(0x1dc411a)), // backingOption: VirtualDeviceBackingOption
+        x::FieldEntry::optional(x::Name(0x2624a19), x::Name(0x2a94603)), // defaultBackingOptionIndex: int
+        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
+        x::FieldEntry::required(x::Name(0x2666c0a), x::Name(0x2405e07)), // deprecated: boolean
+        x::FieldEntry::required(x::Name(0x2f78a0b), x::Name(0x2405e07)), // plugAndPlay: boolean
+        x::FieldEntry::optional(x::Name(0x2a15112), x::Name(0x2405e07)), // hotRemoveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e41a0d), x::Name(0x2405e07)), // numaSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f2b60d), x::Name(0x2a94603)), // pciSlotNumber: int
+        x::FieldEntry::required(x::Name(0x2f72908), x::Name(0x3344606)), // pipeName: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x23aaa13), x::Name(0x5c290a)), // autoDetectAvailable: BoolOption
+        x::FieldEntry::required(x::Name(0x31f960a), x::Name(0x3344606)), // serviceURI: string
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
+        x::FieldEntry::optional(x::Name(0x3038408), x::Name(0x3344606)), // proxyURI: string
+        x::FieldEntry::required(x::Name(0x26d780a), x::Name(0x65700c)), // directions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x2be5304)), // capacityInKB: long
+        x::FieldEntry::optional(x::Name(0x244260f), x::Name(0x2be5304)), // capacityInBytes: long
+        x::FieldEntry::optional(x::Name(0x3221406), x::Name(0x1a6f70a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x3327c13), x::Name(0x1af3517)), // storageIOAllocation: StorageIOAllocationInfo
+        x::FieldEntry::optional(x::Name(0x271180c), x::Name(0x3344606)), // diskObjectId: string
+        x::FieldEntry::optional(x::Name(0x351bf15), x::Name(0x1e3f120)), // vFlashCacheConfigInfo: VirtualDiskVFlashCacheConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2ad2b08), x::Name(0x3344606)), // iofilter: string
+        x::FieldEntry::optional(x::Name(0x3519407), x::Name(0x1243a02)), // vDiskId: ID
+        x::FieldEntry::optional(x::Name(0x3519c0c), x::Name(0x2a94603)), // vDiskVersion: int
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x2d21c1a), x::Name(0x2405e07)), // nativeUnmanagedLinkedClone: boolean
+        x::FieldEntry::repeated(x::Name(0x2a64212), x::Name(0x1e9ba27)), // independentFilters: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x295400d), x::Name(0x2405e07)), // guestReadOnly: boolean
+        x::FieldEntry::optional(x::Name(0x2700614), x::Name(0x3344606)), // diskChainBrokenIssue: string
+        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x2cab70c), x::Name(0x2405e07)), // migrateCache: boolean
+        x::FieldEntry::required(x::Name(0x260140d), x::Name(0x3344606)), // datastoreType: string
+        x::FieldEntry::required(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0991e)), // parent: VirtualDiskFlatVer1BackingInfo
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x2405e07)), // thinProvisioned: boolean
+        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x2405e07)), // eagerlyScrub: boolean
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e0d91e)), // parent: VirtualDiskFlatVer2BackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
+        x::FieldEntry::optional(x::Name(0x2658416), x::Name(0x3344606)), // deltaDiskFormatVariant: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x3403e0f), x::Name(0x5c290a)), // thinProvisioned: BoolOption
+        x::FieldEntry::optional(x::Name(0x278c00c), x::Name(0x5c290a)), // eagerlyScrub: BoolOption
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x65700c)), // deltaDiskFormat: ChoiceOption
+        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x367030a), x::Name(0x3344606)), // volumeUUID: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::required(x::Name(0x244360c), x::Name(0x13e720a)), // capacityInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x2ac4b12), x::Name(0x1af4d19)), // ioAllocationOption: StorageIOAllocationOption
+        x::FieldEntry::optional(x::Name(0x351d517), x::Name(0x1e1a728)), // vFlashCacheConfigOption: VirtualDiskOptionVFlashCacheConfigOption
+        x::FieldEntry::required(x::Name(0x2430014), x::Name(0x65700c)), // cacheConsistencyType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2431509), x::Name(0x65700c)), // cacheMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x311a40f), x::Name(0x13e720a)), // reservationInMB: LongOption
+        x::FieldEntry::required(x::Name(0x23fe80d), x::Name(0x13e720a)), // blockSizeInKB: LongOption
+        x::FieldEntry::repeated(x::Name(0x2f0f109), x::Name(0x2a94603)), // partition: int
+        x::FieldEntry::optional(x::Name(0x2bf1007), x::Name(0x3344606)), // lunUuid: string
+        x::FieldEntry::optional(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x24cd311), x::Name(0x3344606)), // compatibilityMode: string
+        x::FieldEntry::optional(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e22c28)), // parent: VirtualDiskRawDiskMappingVer1BackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x265b50e), x::Name(0x2a94603)), // deltaGrainSize: int
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x24cd311), x::Name(0x65700c)), // compatibilityMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x266c312), x::Name(0x3344606)), // descriptorFileName: string
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::required(x::Name(0x266d61c), x::Name(0x65700c)), // descriptorFileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x271b80c), x::Name(0x3344606)), // diskRuleType: string
+        x::FieldEntry::repeated(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e2f61e)), // parent: VirtualDiskSeSparseBackingInfo
+        x::FieldEntry::optional(x::Name(0x265740f), x::Name(0x3344606)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x26c0c0d), x::Name(0x2405e07)), // digestEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2922509), x::Name(0x2a94603)), // grainSize: int
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::repeated(x::Name(0x2659b19), x::Name(0x1e05424)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e34920)), // parent: VirtualDiskSparseVer1BackingInfo
+        x::FieldEntry::required(x::Name(0x270eb09), x::Name(0x65700c)), // diskModes: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x3344606)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x32bb405), x::Name(0x2405e07)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x36ffe0c), x::Name(0x2405e07)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x32a4a0d), x::Name(0x2be5304)), // spaceUsedInKB: long
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2539e09), x::Name(0x3344606)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1e38d20)), // parent: VirtualDiskSparseVer2BackingInfo
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x270e208), x::Name(0x65700c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x32bb405), x::Name(0x5c290a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x36ffe0c), x::Name(0x5c290a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x2405e07)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x65700c)), // virtualDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
+        x::FieldEntry::required(x::Name(0x22ead0b), x::Name(0x3344606)), // adapterType: string
+        x::FieldEntry::optional(x::Name(0x352230c), x::Name(0x3344606)), // vFlashModule: string
+        x::FieldEntry::optional(x::Name(0x311a40f), x::Name(0x2be5304)), // reservationInMB: long
+        x::FieldEntry::optional(x::Name(0x2430014), x::Name(0x3344606)), // cacheConsistencyType: string
+        x::FieldEntry::optional(x::Name(0x2431509), x::Name(0x3344606)), // cacheMode: string
+        x::FieldEntry::optional(x::Name(0x23fe80d), x::Name(0x2be5304)), // blockSizeInKB: long
     ],
     values: &[
-        x::Name(0x29f4b04), // none
-        x::Name(0x2bc8007), // powerOn
-        x::Name(0x2bc5608), // powerOff
-        x::Name(0x25fd40d), // guestShutdown
-        x::Name(0x2f50907), // suspend
-        x::Name(0x2d6c90c), // sameAsSource
-        x::Name(0x2fa6f04), // thin
-        x::Name(0x2fa6005), // thick
-        x::Name(0x239e904), // dhcp
-        x::Name(0x2b05706), // ovfenv
-        x::Name(0x23a260a), // dhcpPolicy
-        x::Name(0x2fec90f), // transientPolicy
-        x::Name(0x257b10b), // fixedPolicy
-        x::Name(0x2579c14), // fixedAllocatedPolicy
-        x::Name(0x10cbe04), // IPv4
-        x::Name(0x10cc304), // IPv6
-        x::Name(0x567e15), // CacheModeNotSupported
-        x::Name(0x565d20), // CacheConsistencyTypeNotSupported
-        x::Name(0x56421a), // CacheBlockSizeNotSupported
-        x::Name(0x56941c), // CacheReservationNotSupported
-        x::Name(0x98da14), // DiskSizeNotSupported
-        x::Name(0x2262103), // cpu
-        x::Name(0x2e41308), // software
-        x::Name(0x278890b), // iphashMatch
-        x::Name(0x29f010e), // nonIphashMatch
-        x::Name(0x278950e), // iphashMismatch
-        x::Name(0x29f1011), // nonIphashMismatch
-        x::Name(0x25dad03), // gre
-        x::Name(0x24cb507), // erspan2
-        x::Name(0x24cbd07), // erspan3
-        x::Name(0x292b80f), // mixedDestMirror
-        x::Name(0x2443b0c), // dvPortMirror
-        x::Name(0x2ccd412), // remoteMirrorSource
-        x::Name(0x2ccc310), // remoteMirrorDest
-        x::Name(0x248191e), // encapsulatedRemoteMirrorSource
-        x::Name(0x2e05909), // singleLag
-        x::Name(0x295b30b), // multipleLag
-        x::Name(0x2e93006), // srcMac
-        x::Name(0x2371c07), // destMac
-        x::Name(0x2e8b60a), // srcDestMac
-        x::Name(0x237110a), // destIpVlan
-        x::Name(0x2e92609), // srcIpVlan
-        x::Name(0x2e8a80d), // srcDestIpVlan
-        x::Name(0x237540e), // destTcpUdpPort
-        x::Name(0x2e95c0d), // srcTcpUdpPort
-        x::Name(0x2e8c111), // srcDestTcpUdpPort
-        x::Name(0x236eb10), // destIpTcpUdpPort
-        x::Name(0x2e9020f), // srcIpTcpUdpPort
-        x::Name(0x2e87c13), // srcDestIpTcpUdpPort
-        x::Name(0x236fc14), // destIpTcpUdpPortVlan
-        x::Name(0x2e91213), // srcIpTcpUdpPortVlan
-        x::Name(0x2e89017), // srcDestIpTcpUdpPortVlan
-        x::Name(0x236e406), // destIp
-        x::Name(0x2e8fc05), // srcIp
-        x::Name(0x2e87209), // srcDestIp
-        x::Name(0x3124004), // vlan
-        x::Name(0x2e93709), // srcPortId
-        x::Name(0x2806a0f), // legacyFiltering
-        x::Name(0x2e3e708), // snooping
-        x::Name(0x201d706), // active
-        x::Name(0x2b37207), // passive
-        x::Name(0x252af04), // fast
-        x::Name(0x2e15b04), // slow
-        x::Name(0x23e0704), // disk
-        x::Name(0x2e6850b), // sourceTests
-        x::Name(0x21e9412), // compatibilityTests
-        x::Name(0x23e0c16), // diskAccessibilityTests
-        x::Name(0x2d3010d), // resourceTests
-        x::Name(0x247bd07), // enabled
-        x::Name(0x23ca108), // disabled
-        x::Name(0x286a30b), // maintenance
-        x::Name(0x264ee07), // healthy
-        x::Name(0x234a908), // degraded
-        x::Name(0x27c5f08), // isolated
-        x::Name(0x201d706), // active
-        x::Name(0x2b37207), // passive
-        x::Name(0x3238607), // witness
-        x::Name(0x304f602), // up
-        x::Name(0x2426304), // down
-        x::Name(0x221250a), // configured
-        x::Name(0x29fdb0d), // notConfigured
-        x::Name(0x273be07), // invalid
-        x::Name(0x2bee608), // prepared
-        x::Name(0x2eb9b07), // started
-        x::Name(0x2edfc07), // stopped
-        x::Name(0x2ebaf08), // starting
-        x::Name(0x2ee0408), // stopping
-        x::Name(0x2281106), // create
-        x::Name(0x2384407), // destroy
-        x::Name(0x2cd6e07), // replace
-        x::Name(0x202ae03), // add
-        x::Name(0x2cd1806), // remove
-        x::Name(0x2460504), // edit
-        x::Name(0x2229207), // connect
-        x::Name(0x23d8f0a), // disconnect
-        x::Name(0x3043905), // unset
-        x::Name(0x2aa0502), // ok
-        x::Name(0x2ca1d10), // recoverableError
-        x::Name(0x3039512), // unrecoverableError
-        x::Name(0x304c407), // untried
-        x::Name(0x27c5b03), // iso
-        x::Name(0x2581c03), // flp
-        x::Name(0x31a2904), // vmdk
-        x::Name(0x2437f03), // dsk
-        x::Name(0x2c6e603), // rdm
-        x::Name(0x2dbe806), // server
-        x::Name(0x21b3b06), // client
-        x::Name(0x26cbe03), // ide
-        x::Name(0x2143f08), // busLogic
-        x::Name(0x285eb08), // lsiLogic
-        x::Name(0x311040b), // virtualMode
-        x::Name(0x2b8780c), // physicalMode
-        x::Name(0x2ca890d), // redoLogFormat
-        x::Name(0x2972b0c), // nativeFormat
-        x::Name(0x2d9550e), // seSparseFormat
-        x::Name(0x31ad311), // vmfsSparseVariant
-        x::Name(0x31df511), // vsanSparseVariant
-        x::Name(0x2b6a20a), // persistent
-        x::Name(0x29f5b0d), // nonpersistent
-        x::Name(0x301bc08), // undoable
-        x::Name(0x2700c16), // independent_persistent
-        x::Name(0x26ff219), // independent_nonpersistent
-        x::Name(0x208b906), // append
-        x::Name(0x2044608), // affinity
-        x::Name(0x207c50c), // antiAffinity
-        x::Name(0x23ca108), // disabled
-        x::Name(0x2dfb90b), // sharingNone
-        x::Name(0x2dfa612), // sharingMultiWriter
-        x::Name(0x2bdf40c), // preallocated
-        x::Name(0x2fa6f04), // thin
-        x::Name(0x2d93608), // seSparse
-        x::Name(0x2c6e603), // rdm
-        x::Name(0x2c70904), // rdmp
-        x::Name(0x2c6b303), // raw
-        x::Name(0x234ef05), // delta
-        x::Name(0x2e7d509), // sparse2Gb
-        x::Name(0x2fa6608), // thick2Gb
-        x::Name(0x245ce10), // eagerZeroedThick
-        x::Name(0x2e7f410), // sparseMonolithic
-        x::Name(0x257ef0e), // flatMonolithic
-        x::Name(0x2fa6005), // thick
-        x::Name(0x2f01a06), // strong
-        x::Name(0x3208904), // weak
-        x::Name(0x324400a), // write_thru
-        x::Name(0x324350a), // write_back
-        x::Name(0x213b907), // bridged
-        x::Name(0x2971403), // nat
-        x::Name(0x26a3808), // hostonly
-        x::Name(0x2880706), // manual
-        x::Name(0x25c4509), // generated
-        x::Name(0x20b0308), // assigned
-        x::Name(0x208880d), // appStatusGray
-        x::Name(0x208960e), // appStatusGreen
-        x::Name(0x208a50c), // appStatusRed
+        x::Name(0x2daff04), // none
+        x::Name(0x2fb5c07), // powerOn
+        x::Name(0x2fb3208), // powerOff
+        x::Name(0x295600d), // guestShutdown
+        x::Name(0x339dd07), // suspend
+        x::Name(0x3187e0c), // sameAsSource
+        x::Name(0x3403004), // thin
+        x::Name(0x3402105), // thick
+        x::Name(0x26b2404), // dhcp
+        x::Name(0x2ede606), // ovfenv
+        x::Name(0x26b610a), // dhcpPolicy
+        x::Name(0x344bb0f), // transientPolicy
+        x::Name(0x28c230b), // fixedPolicy
+        x::Name(0x28bf214), // fixedAllocatedPolicy
+        x::Name(0x1247d04), // IPv4
+        x::Name(0x1248204), // IPv6
+        x::Name(0x5cf915), // CacheModeNotSupported
+        x::Name(0x5cd820), // CacheConsistencyTypeNotSupported
+        x::Name(0x5cbd1a), // CacheBlockSizeNotSupported
+        x::Name(0x5d0f1c), // CacheReservationNotSupported
+        x::Name(0xa89a14), // DiskSizeNotSupported
+        x::Name(0x2553a03), // cpu
+        x::Name(0x3271908), // software
+        x::Name(0x2afdc0b), // iphashMatch
+        x::Name(0x2dab50e), // nonIphashMatch
+        x::Name(0x2afe80e), // iphashMismatch
+        x::Name(0x2dac411), // nonIphashMismatch
+        x::Name(0x292d003), // gre
+        x::Name(0x2806307), // erspan2
+        x::Name(0x2806b07), // erspan3
+        x::Name(0x2ccdb0f), // mixedDestMirror
+        x::Name(0x276bd0c), // dvPortMirror
+        x::Name(0x30d3d12), // remoteMirrorSource
+        x::Name(0x30d2c10), // remoteMirrorDest
+        x::Name(0x27b4e1e), // encapsulatedRemoteMirrorSource
+        x::Name(0x3232709), // singleLag
+        x::Name(0x2d0480b), // multipleLag
+        x::Name(0x32c8906), // srcMac
+        x::Name(0x267b007), // destMac
+        x::Name(0x32c0f0a), // srcDestMac
+        x::Name(0x267a50a), // destIpVlan
+        x::Name(0x32c7f09), // srcIpVlan
+        x::Name(0x32c010d), // srcDestIpVlan
+        x::Name(0x267e80e), // destTcpUdpPort
+        x::Name(0x32cb50d), // srcTcpUdpPort
+        x::Name(0x32c1a11), // srcDestTcpUdpPort
+        x::Name(0x2677f10), // destIpTcpUdpPort
+        x::Name(0x32c5b0f), // srcIpTcpUdpPort
+        x::Name(0x32bd513), // srcDestIpTcpUdpPort
+        x::Name(0x2679014), // destIpTcpUdpPortVlan
+        x::Name(0x32c6b13), // srcIpTcpUdpPortVlan
+        x::Name(0x32be917), // srcDestIpTcpUdpPortVlan
+        x::Name(0x2677806), // destIp
+        x::Name(0x32c5505), // srcIp
+        x::Name(0x32bcb09), // srcDestIp
+        x::Name(0x35ac704), // vlan
+        x::Name(0x32c9009), // srcPortId
+        x::Name(0x2b8dc0f), // legacyFiltering
+        x::Name(0x326d708), // snooping
+        x::Name(0x22dba06), // active
+        x::Name(0x2f15607), // passive
+        x::Name(0x286ba04), // fast
+        x::Name(0x3244b04), // slow
+        x::Name(0x26fca04), // disk
+        x::Name(0x329bc0b), // sourceTests
+        x::Name(0x24ce512), // compatibilityTests
+        x::Name(0x26fcf16), // diskAccessibilityTests
+        x::Name(0x314230d), // resourceTests
+        x::Name(0x27af207), // enabled
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2bf920b), // maintenance
+        x::Name(0x29aaf07), // healthy
+        x::Name(0x2650108), // degraded
+        x::Name(0x2b40f08), // isolated
+        x::Name(0x22dba06), // active
+        x::Name(0x2f15607), // passive
+        x::Name(0x36f3107), // witness
+        x::Name(0x34ba802), // up
+        x::Name(0x2748804), // down
+        x::Name(0x24fce0a), // configured
+        x::Name(0x2db9d0d), // notConfigured
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x2fde008), // prepared
+        x::Name(0x32f6607), // started
+        x::Name(0x331e307), // stopped
+        x::Name(0x32f7a08), // starting
+        x::Name(0x331eb08), // stopping
+        x::Name(0x284f604), // fail
+        x::Name(0x3237504), // skip
+        x::Name(0x2573006), // create
+        x::Name(0x268d807), // destroy
+        x::Name(0x30df307), // replace
+        x::Name(0x22eb903), // add
+        x::Name(0x30d8106), // remove
+        x::Name(0x278e604), // edit
+        x::Name(0x2514a07), // connect
+        x::Name(0x26f410a), // disconnect
+        x::Name(0x34ab005), // unset
+        x::Name(0x2e6e802), // ok
+        x::Name(0x30a4610), // recoverableError
+        x::Name(0x349f712), // unrecoverableError
+        x::Name(0x34b6407), // untried
+        x::Name(0x2b40b03), // iso
+        x::Name(0x28c9e03), // flp
+        x::Name(0x362f604), // vmdk
+        x::Name(0x2760103), // dsk
+        x::Name(0x3067003), // rdm
+        x::Name(0x31dff06), // server
+        x::Name(0x2494a06), // client
+        x::Name(0x2a30003), // ide
+        x::Name(0x241e508), // busLogic
+        x::Name(0x2bece08), // lsiLogic
+        x::Name(0x3597f0b), // virtualMode
+        x::Name(0x2f6990c), // physicalMode
+        x::Name(0x30ab20d), // redoLogFormat
+        x::Name(0x2d1e80c), // nativeFormat
+        x::Name(0x31b300e), // seSparseFormat
+        x::Name(0x363a011), // vmfsSparseVariant
+        x::Name(0x368d411), // vsanSparseVariant
+        x::Name(0x2da0307), // noIssue
+        x::Name(0x248f30b), // cidMismatch
+        x::Name(0x2f4c30a), // persistent
+        x::Name(0x2db0f0d), // nonpersistent
+        x::Name(0x347f208), // undoable
+        x::Name(0x2a68916), // independent_persistent
+        x::Name(0x2a66f19), // independent_nonpersistent
+        x::Name(0x2356c06), // append
+        x::Name(0x2308a08), // affinity
+        x::Name(0x234780c), // antiAffinity
+        x::Name(0x26e4608), // disabled
+        x::Name(0x322520b), // sharingNone
+        x::Name(0x3223f12), // sharingMultiWriter
+        x::Name(0x2fcd50c), // preallocated
+        x::Name(0x3403004), // thin
+        x::Name(0x31b1108), // seSparse
+        x::Name(0x3067003), // rdm
+        x::Name(0x3069304), // rdmp
+        x::Name(0x3063603), // raw
+        x::Name(0x2655305), // delta
+        x::Name(0x32b1b09), // sparse2Gb
+        x::Name(0x3402708), // thick2Gb
+        x::Name(0x278af10), // eagerZeroedThick
+        x::Name(0x32b3a10), // sparseMonolithic
+        x::Name(0x28c610e), // flatMonolithic
+        x::Name(0x3402105), // thick
+        x::Name(0x3345f06), // strong
+        x::Name(0x36bf504), // weak
     ],
 };

@@ -6,144 +6,204 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::structure(x::Name(0x1c3ff19), x::Name(0xaa460b), 0, 7), // VirtualMachineBootOptions: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c4192c), x::Name(0x1c44627), 7, 0), // VirtualMachineBootOptionsBootableCdromDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1c44627), x::Name(0xaa460b), 7, 0), // VirtualMachineBootOptionsBootableDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c46e2b), x::Name(0x1c44627), 7, 1), // VirtualMachineBootOptionsBootableDiskDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1c49a2f), x::Name(0x1c44627), 8, 1), // VirtualMachineBootOptionsBootableEthernetDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::structure(x::Name(0x1c4ca2d), x::Name(0x1c44627), 9, 0), // VirtualMachineBootOptionsBootableFloppyDevice: VirtualMachineBootOptionsBootableDevice
-        x::TypeEntry::enumeration(x::Name(0x1c4f830), 0, 2), // VirtualMachineBootOptionsNetworkBootProtocolType
-        x::TypeEntry::structure(x::Name(0x1c52918), x::Name(0xaa460b), 9, 46), // VirtualMachineCapability: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c54217), x::Name(0x1d5d018), 55, 1), // VirtualMachineCdromInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1c55a17), x::Name(0xaa460b), 56, 7), // VirtualMachineCloneSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c57218), x::Name(0xaa460b), 63, 74), // VirtualMachineConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c58b28), x::Name(0xaa460b), 137, 2), // VirtualMachineConfigInfoDatastoreUrlPair: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1c5b423), 2, 3), // VirtualMachineConfigInfoNpivWwnType
-        x::TypeEntry::structure(x::Name(0x1c5d824), x::Name(0xaa460b), 139, 2), // VirtualMachineConfigInfoOverheadInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1c5fd29), 5, 3), // VirtualMachineConfigInfoSwapPlacementType
-        x::TypeEntry::structure(x::Name(0x1c6271a), x::Name(0xaa460b), 141, 12), // VirtualMachineConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c64224), x::Name(0xaa460b), 153, 7), // VirtualMachineConfigOptionDescriptor: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c66718), x::Name(0xaa460b), 160, 68), // VirtualMachineConfigSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1c68028), 8, 3), // VirtualMachineConfigSpecEncryptedFtModes
-        x::TypeEntry::enumeration(x::Name(0x1c6a92d), 11, 3), // VirtualMachineConfigSpecEncryptedVMotionModes
-        x::TypeEntry::enumeration(x::Name(0x1c6d721), 14, 4), // VirtualMachineConfigSpecNpivWwnOp
-        x::TypeEntry::structure(x::Name(0x1c6f91b), x::Name(0xaa460b), 228, 21), // VirtualMachineConfigSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c71518), x::Name(0xaa460b), 249, 3), // VirtualMachineConnection: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1c72e1d), 18, 5), // VirtualMachineConnectionState
-        x::TypeEntry::structure(x::Name(0x1c74c20), x::Name(0xaa460b), 252, 3), // VirtualMachineConsolePreferences: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c76d24), x::Name(0xaa460b), 255, 2), // VirtualMachineContentLibraryItemInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c7921b), x::Name(0x51f10f), 257, 1), // VirtualMachineCpuIdInfoSpec: ArrayUpdateSpec
-        x::TypeEntry::enumeration(x::Name(0x1c7ae19), 23, 2), // VirtualMachineCryptoState
-        x::TypeEntry::structure(x::Name(0x1c7c81b), x::Name(0x1d5d018), 258, 8), // VirtualMachineDatastoreInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1c7e423), x::Name(0xaa460b), 266, 2), // VirtualMachineDatastoreVolumeOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c80820), x::Name(0xaa460b), 268, 7), // VirtualMachineDefaultPowerOpInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c82920), x::Name(0x1d22c19), 275, 0), // VirtualMachineDefaultProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::structure(x::Name(0x1c84a20), x::Name(0x1d22c19), 275, 4), // VirtualMachineDefinedProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::structure(x::Name(0x1c86b1f), x::Name(0xaa460b), 279, 2), // VirtualMachineDeviceRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c88b31), x::Name(0xaa460b), 281, 0), // VirtualMachineDeviceRuntimeInfoDeviceRuntimeState: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c8bd3e), x::Name(0x1c88b31), 281, 7), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
-        x::TypeEntry::enumeration(x::Name(0x1c8fc61), 25, 2), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther
-        x::TypeEntry::enumeration(x::Name(0x1c95e5e), 27, 14), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm
-        x::TypeEntry::structure(x::Name(0x1c9bd1c), x::Name(0x1d5d018), 288, 2), // VirtualMachineDiskDeviceInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1c9da1d), x::Name(0xaa460b), 290, 4), // VirtualMachineDisplayTopology: DynamicData
-        x::TypeEntry::structure(x::Name(0x1c9f824), x::Name(0x1d5d018), 294, 5), // VirtualMachineDynamicPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1ca1d28), x::Name(0x1c3d727), 299, 0), // VirtualMachineEmptyIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::structure(x::Name(0x1ca461e), x::Name(0x1d22c19), 299, 0), // VirtualMachineEmptyProfileSpec: VirtualMachineProfileSpec
-        x::TypeEntry::enumeration(x::Name(0x1ca6521), 41, 6), // VirtualMachineFaultToleranceState
-        x::TypeEntry::enumeration(x::Name(0x1ca8720), 47, 3), // VirtualMachineFaultToleranceType
-        x::TypeEntry::structure(x::Name(0x1caa820), x::Name(0xaa460b), 299, 3), // VirtualMachineFeatureRequirement: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cac916), x::Name(0xaa460b), 302, 5), // VirtualMachineFileInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cae018), x::Name(0xaa460b), 307, 5), // VirtualMachineFileLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1caf922), x::Name(0xaa460b), 312, 2), // VirtualMachineFileLayoutDiskLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cb1c1a), x::Name(0xaa460b), 314, 4), // VirtualMachineFileLayoutEx: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cb3724), x::Name(0xaa460b), 318, 2), // VirtualMachineFileLayoutExDiskLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cb5c22), x::Name(0xaa460b), 320, 1), // VirtualMachineFileLayoutExDiskUnit: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cb7f22), x::Name(0xaa460b), 321, 7), // VirtualMachineFileLayoutExFileInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1cba222), 50, 23), // VirtualMachineFileLayoutExFileType
-        x::TypeEntry::structure(x::Name(0x1cbc528), x::Name(0xaa460b), 328, 4), // VirtualMachineFileLayoutExSnapshotLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cbee26), x::Name(0xaa460b), 332, 2), // VirtualMachineFileLayoutSnapshotLayout: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cc1516), x::Name(0xaa460b), 334, 17), // VirtualMachineFlagInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1cc2c21), 73, 3), // VirtualMachineFlagInfoMonitorType
-        x::TypeEntry::enumeration(x::Name(0x1cc4e26), 76, 3), // VirtualMachineFlagInfoVirtualExecUsage
-        x::TypeEntry::enumeration(x::Name(0x1cc7525), 79, 3), // VirtualMachineFlagInfoVirtualMmuUsage
-        x::TypeEntry::structure(x::Name(0x1cc9b18), x::Name(0x1d5d018), 351, 0), // VirtualMachineFloppyInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1ccb41c), x::Name(0xaa460b), 351, 4), // VirtualMachineForkConfigInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ccd125), 82, 3), // VirtualMachineForkConfigInfoChildType
-        x::TypeEntry::structure(x::Name(0x1ccf720), x::Name(0xaa460b), 355, 1), // VirtualMachineGuestIntegrityInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cd1825), x::Name(0xaa460b), 356, 2), // VirtualMachineGuestMonitoringModeInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1cd3e1b), 85, 6), // VirtualMachineGuestOsFamily
-        x::TypeEntry::enumeration(x::Name(0x1cd5a1f), 91, 181), // VirtualMachineGuestOsIdentifier
-        x::TypeEntry::structure(x::Name(0x1cd7a1e), x::Name(0xaa460b), 358, 1), // VirtualMachineGuestQuiesceSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1cd9918), 272, 6), // VirtualMachineGuestState
-        x::TypeEntry::structure(x::Name(0x1cdb21a), x::Name(0xaa460b), 359, 9), // VirtualMachineGuestSummary: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1cdcd17), 278, 3), // VirtualMachineHtSharing
-        x::TypeEntry::structure(x::Name(0x1cde51f), x::Name(0x1c9bd1c), 368, 1), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineDiskDeviceInfo
-        x::TypeEntry::structure(x::Name(0x1ce0528), x::Name(0xaa460b), 369, 2), // VirtualMachineIdeDiskDevicePartitionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ce2e18), x::Name(0x10d770a), 371, 2), // VirtualMachineImportSpec: ImportSpec
-        x::TypeEntry::structure(x::Name(0x1ce4723), x::Name(0x1c3d727), 373, 3), // VirtualMachineIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::TypeEntry::structure(x::Name(0x1ce6b1e), x::Name(0xaa460b), 376, 4), // VirtualMachineInstantCloneSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ce8a25), x::Name(0xaa460b), 380, 1), // VirtualMachineLegacyNetworkSwitchInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1ceb024), 281, 3), // VirtualMachineMemoryAllocationPolicy
-        x::TypeEntry::structure(x::Name(0x1ced523), x::Name(0xaa460b), 381, 4), // VirtualMachineMemoryReservationInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cef923), x::Name(0xaa460b), 385, 2), // VirtualMachineMemoryReservationSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cf1d15), x::Name(0xaa460b), 387, 3), // VirtualMachineMessage: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cf3327), x::Name(0xaa460b), 390, 2), // VirtualMachineMetadataManagerVmMetadata: DynamicData
-        x::TypeEntry::structure(x::Name(0x1cf5b2c), x::Name(0xaa460b), 392, 2), // VirtualMachineMetadataManagerVmMetadataInput: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1cf8829), 284, 2), // VirtualMachineMetadataManagerVmMetadataOp
-        x::TypeEntry::structure(x::Name(0x1cfb22c), x::Name(0xaa460b), 394, 1), // VirtualMachineMetadataManagerVmMetadataOwner: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1cfdf31), 286, 1), // VirtualMachineMetadataManagerVmMetadataOwnerOwner
-        x::TypeEntry::structure(x::Name(0x1d0112d), x::Name(0xaa460b), 395, 2), // VirtualMachineMetadataManagerVmMetadataResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d03f1b), x::Name(0x1c71518), 397, 0), // VirtualMachineMksConnection: VirtualMachineConnection
-        x::TypeEntry::structure(x::Name(0x1d05b17), x::Name(0xaa460b), 397, 5), // VirtualMachineMksTicket: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d0731a), 287, 3), // VirtualMachineMovePriority
-        x::TypeEntry::enumeration(x::Name(0x1d08e21), 290, 7), // VirtualMachineNeedSecondaryReason
-        x::TypeEntry::structure(x::Name(0x1d0b019), x::Name(0x1d5d018), 402, 2), // VirtualMachineNetworkInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d0ca1f), x::Name(0xaa460b), 404, 4), // VirtualMachineNetworkShaperInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d0ea1a), x::Name(0x1d5d018), 408, 0), // VirtualMachineParallelInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d10520), x::Name(0x1d5d018), 408, 2), // VirtualMachinePciPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d12629), x::Name(0x1d5d018), 410, 1), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::enumeration(x::Name(0x1d1501e), 297, 4), // VirtualMachinePowerOffBehavior
-        x::TypeEntry::enumeration(x::Name(0x1d16f19), 301, 3), // VirtualMachinePowerOpType
-        x::TypeEntry::enumeration(x::Name(0x1d18918), 304, 3), // VirtualMachinePowerState
-        x::TypeEntry::structure(x::Name(0x1d1a220), x::Name(0x1d5d018), 411, 1), // VirtualMachinePrecisionClockInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d1c31c), x::Name(0xaa460b), 412, 2), // VirtualMachineProfileDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d1e02e), x::Name(0xaa460b), 414, 2), // VirtualMachineProfileDetailsDiskProfileDetails: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d20f1c), x::Name(0xaa460b), 416, 2), // VirtualMachineProfileRawData: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d22c19), x::Name(0xaa460b), 418, 0), // VirtualMachineProfileSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d2461e), x::Name(0xaa460b), 418, 2), // VirtualMachinePropertyRelation: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d2651a), x::Name(0xaa460b), 420, 4), // VirtualMachineQuestionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d28018), x::Name(0xaa460b), 424, 24), // VirtualMachineQuickStats: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d29927), x::Name(0xaa460b), 448, 2), // VirtualMachineQuickStatsMemoryTierStats: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d2c11f), 307, 3), // VirtualMachineRecordReplayState
-        x::TypeEntry::enumeration(x::Name(0x1d2e125), 310, 5), // VirtualMachineRelocateDiskMoveOptions
-        x::TypeEntry::structure(x::Name(0x1d3071a), x::Name(0xaa460b), 450, 11), // VirtualMachineRelocateSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d32225), x::Name(0xaa460b), 461, 7), // VirtualMachineRelocateSpecDiskLocator: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d34830), x::Name(0xaa460b), 468, 2), // VirtualMachineRelocateSpecDiskLocatorBackingSpec: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d37924), 315, 2), // VirtualMachineRelocateTransformation
-        x::TypeEntry::structure(x::Name(0x1d39e19), x::Name(0xaa460b), 470, 32), // VirtualMachineRuntimeInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d3b82b), x::Name(0xaa460b), 502, 1), // VirtualMachineRuntimeInfoDasProtectionState: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d3e420), x::Name(0x1c9bd1c), 503, 3), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineDiskDeviceInfo
-        x::TypeEntry::structure(x::Name(0x1d40521), x::Name(0x1d5d018), 506, 3), // VirtualMachineScsiPassthroughInfo: VirtualMachineTargetInfo
-        x::TypeEntry::enumeration(x::Name(0x1d42721), 317, 12), // VirtualMachineScsiPassthroughType
-        x::TypeEntry::structure(x::Name(0x1d44918), x::Name(0x1d5d018), 509, 0), // VirtualMachineSerialInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d46215), x::Name(0xaa460b), 509, 3), // VirtualMachineSgxInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d4781d), 329, 2), // VirtualMachineSgxInfoFlcModes
-        x::TypeEntry::structure(x::Name(0x1d4961b), x::Name(0x1d5d018), 512, 3), // VirtualMachineSgxTargetInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d4b21a), x::Name(0xaa460b), 515, 2), // VirtualMachineSnapshotInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d4cd1a), x::Name(0xaa460b), 517, 11), // VirtualMachineSnapshotTree: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d4e817), x::Name(0x1d5d018), 528, 0), // VirtualMachineSoundInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d50021), x::Name(0xaa460b), 528, 1), // VirtualMachineSriovDevicePoolInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d52217), x::Name(0x1d10520), 529, 3), // VirtualMachineSriovInfo: VirtualMachinePciPassthroughInfo
-        x::TypeEntry::structure(x::Name(0x1d53a28), x::Name(0x1d50021), 532, 2), // VirtualMachineSriovNetworkDevicePoolInfo: VirtualMachineSriovDevicePoolInfo
-        x::TypeEntry::enumeration(x::Name(0x1d5631f), 331, 2), // VirtualMachineStandbyActionType
-        x::TypeEntry::structure(x::Name(0x1d58319), x::Name(0xaa460b), 534, 2), // VirtualMachineStorageInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d59d1c), x::Name(0xaa460b), 536, 4), // VirtualMachineStorageSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5ba15), x::Name(0xaa460b), 540, 8), // VirtualMachineSummary: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d5d018), x::Name(0xaa460b), 548, 2), // VirtualMachineTargetInfo: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d5e928), 333, 2), // VirtualMachineTargetInfoConfigurationTag
-        x::TypeEntry::structure(x::Name(0x1d61214), x::Name(0xaa460b), 550, 6), // VirtualMachineTicket: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e44729), 0, 2), // VirtualDiskVFlashCacheConfigInfoCacheMode
+        x::TypeEntry::structure(x::Name(0x1e4710c), x::Name(0x1e4df13), 0, 0), // VirtualE1000: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1e47e12), x::Name(0x1e6b719), 0, 0), // VirtualE1000Option: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1e4910d), x::Name(0x1e4df13), 0, 0), // VirtualE1000e: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1e49f13), x::Name(0x1e6b719), 0, 0), // VirtualE1000eOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1e4b312), x::Name(0x20acf10), 0, 0), // VirtualEnsoniq1371: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1e4c618), x::Name(0x20b2616), 0, 0), // VirtualEnsoniq1371Option: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1e4df13), x::Name(0x1dc1a0d), 0, 7), // VirtualEthernetCard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e4f326), x::Name(0x1dc411a), 7, 0), // VirtualEthernetCardDVPortBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e51a34), x::Name(0x1dc2818), 7, 1), // VirtualEthernetCardDistributedVirtualPortBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e54f2b), x::Name(0x1ddaf1e), 8, 0), // VirtualEthernetCardLegacyNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e57b2d), x::Name(0x1ddce20), 8, 0), // VirtualEthernetCardLegacyNetworkBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e5a92a), 2, 3), // VirtualEthernetCardLegacyNetworkDeviceName
+        x::TypeEntry::enumeration(x::Name(0x1e5d41a), 5, 3), // VirtualEthernetCardMacType
+        x::TypeEntry::structure(x::Name(0x1e5ef25), x::Name(0x1ddaf1e), 8, 2), // VirtualEthernetCardNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e61527), x::Name(0x1ddce20), 10, 0), // VirtualEthernetCardNetworkBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e63d1f), x::Name(0x9fe612), 10, 0), // VirtualEthernetCardNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1e65d2b), x::Name(0x1dc2818), 10, 2), // VirtualEthernetCardOpaqueNetworkBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e6892d), x::Name(0x1dc411a), 12, 0), // VirtualEthernetCardOpaqueNetworkBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e6b719), x::Name(0x1de6313), 12, 5), // VirtualEthernetCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e6d125), x::Name(0xbb9c0b), 17, 3), // VirtualEthernetCardResourceAllocation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e6f70d), x::Name(0x1dc1a0d), 20, 0), // VirtualFloppy: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e7051e), x::Name(0x1ddaf1e), 20, 0), // VirtualFloppyDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e72420), x::Name(0x1ddce20), 20, 0), // VirtualFloppyDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e7451d), x::Name(0x1de0c1c), 20, 0), // VirtualFloppyImageBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e7631f), x::Name(0x1de291e), 20, 0), // VirtualFloppyImageBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e78313), x::Name(0x1de6313), 20, 0), // VirtualFloppyOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e79724), x::Name(0x1decf24), 20, 0), // VirtualFloppyRemoteDeviceBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e7bc26), x::Name(0x1def426), 20, 0), // VirtualFloppyRemoteDeviceBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e7e30f), x::Name(0xbb9c0b), 20, 9), // VirtualHardware: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e7f321), x::Name(0x210340d), 29, 0), // VirtualHardwareCompatibilityIssue: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x1e81520), 8, 2), // VirtualHardwareMotherboardLayout
+        x::TypeEntry::structure(x::Name(0x1e83615), x::Name(0xbb9c0b), 29, 28), // VirtualHardwareOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e84c22), x::Name(0x1e7f321), 57, 2), // VirtualHardwareVersionNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1e86f12), x::Name(0x20acf10), 59, 0), // VirtualHdAudioCard: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1e88218), x::Name(0x20b2616), 59, 0), // VirtualHdAudioCardOption: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1e89b14), x::Name(0x1dbf011), 59, 0), // VirtualIDEController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1e8b01a), x::Name(0x1dc0217), 59, 2), // VirtualIDEControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1e8cb0f), x::Name(0x1dc1a0d), 61, 0), // VirtualKeyboard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e8db15), x::Name(0x1de6313), 61, 0), // VirtualKeyboardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e8f119), x::Name(0x207fe15), 61, 0), // VirtualLsiLogicController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1e90b1f), x::Name(0x208141b), 61, 0), // VirtualLsiLogicControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1e92b1c), x::Name(0x207fe15), 61, 0), // VirtualLsiLogicSASController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1e94822), x::Name(0x208141b), 61, 0), // VirtualLsiLogicSASControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1e97a1a), x::Name(0xbb9c0b), 61, 1), // VirtualMachineAffinityInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1e99524), 10, 3), // VirtualMachineAppHeartbeatStatusType
+        x::TypeEntry::structure(x::Name(0x1e9ba27), x::Name(0xbb9c0b), 62, 0), // VirtualMachineBaseIndependentFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e9e219), x::Name(0xbb9c0b), 62, 7), // VirtualMachineBootOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e9fc2c), x::Name(0x1ea2927), 69, 0), // VirtualMachineBootOptionsBootableCdromDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1ea2927), x::Name(0xbb9c0b), 69, 0), // VirtualMachineBootOptionsBootableDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ea512b), x::Name(0x1ea2927), 69, 1), // VirtualMachineBootOptionsBootableDiskDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1ea7d2f), x::Name(0x1ea2927), 70, 1), // VirtualMachineBootOptionsBootableEthernetDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1eaad2d), x::Name(0x1ea2927), 71, 0), // VirtualMachineBootOptionsBootableFloppyDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::enumeration(x::Name(0x1eadb30), 13, 2), // VirtualMachineBootOptionsNetworkBootProtocolType
+        x::TypeEntry::structure(x::Name(0x1eb0c18), x::Name(0xbb9c0b), 71, 52), // VirtualMachineCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1eb2517), x::Name(0x1fc7f18), 123, 1), // VirtualMachineCdromInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1eb3d1c), x::Name(0xbb9c0b), 124, 2), // VirtualMachineCertThumbprint: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1eb5a29), 15, 1), // VirtualMachineCertThumbprintHashAlgorithm
+        x::TypeEntry::structure(x::Name(0x1eb8417), x::Name(0xbb9c0b), 126, 8), // VirtualMachineCloneSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1eb9c29), 16, 2), // VirtualMachineCloneSpecTpmProvisionPolicy
+        x::TypeEntry::structure(x::Name(0x1ebc618), x::Name(0xbb9c0b), 134, 87), // VirtualMachineConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ebdf28), x::Name(0xbb9c0b), 221, 2), // VirtualMachineConfigInfoDatastoreUrlPair: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ec0823), 18, 3), // VirtualMachineConfigInfoNpivWwnType
+        x::TypeEntry::structure(x::Name(0x1ec2c24), x::Name(0xbb9c0b), 223, 2), // VirtualMachineConfigInfoOverheadInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ec5129), 21, 3), // VirtualMachineConfigInfoSwapPlacementType
+        x::TypeEntry::structure(x::Name(0x1ec7b1a), x::Name(0xbb9c0b), 225, 12), // VirtualMachineConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ec9624), x::Name(0xbb9c0b), 237, 7), // VirtualMachineConfigOptionDescriptor: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ecbb18), x::Name(0xbb9c0b), 244, 83), // VirtualMachineConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ecd428), 24, 3), // VirtualMachineConfigSpecEncryptedFtModes
+        x::TypeEntry::enumeration(x::Name(0x1ecfd2d), 27, 3), // VirtualMachineConfigSpecEncryptedVMotionModes
+        x::TypeEntry::enumeration(x::Name(0x1ed2b21), 30, 4), // VirtualMachineConfigSpecNpivWwnOp
+        x::TypeEntry::structure(x::Name(0x1ed4d1b), x::Name(0xbb9c0b), 327, 21), // VirtualMachineConfigSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ed6918), x::Name(0xbb9c0b), 348, 3), // VirtualMachineConnection: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ed821d), 34, 5), // VirtualMachineConnectionState
+        x::TypeEntry::structure(x::Name(0x1eda020), x::Name(0xbb9c0b), 351, 3), // VirtualMachineConsolePreferences: DynamicData
+        x::TypeEntry::structure(x::Name(0x1edc124), x::Name(0xbb9c0b), 354, 2), // VirtualMachineContentLibraryItemInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ede61b), x::Name(0x57b40f), 356, 1), // VirtualMachineCpuIdInfoSpec: ArrayUpdateSpec
+        x::TypeEntry::enumeration(x::Name(0x1ee0219), 39, 2), // VirtualMachineCryptoState
+        x::TypeEntry::structure(x::Name(0x1ee1c1b), x::Name(0x1fc7f18), 357, 9), // VirtualMachineDatastoreInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1ee3823), x::Name(0xbb9c0b), 366, 2), // VirtualMachineDatastoreVolumeOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ee5c20), x::Name(0xbb9c0b), 368, 7), // VirtualMachineDefaultPowerOpInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ee7d20), x::Name(0x1f8db19), 375, 0), // VirtualMachineDefaultProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::structure(x::Name(0x1ee9e20), x::Name(0x1f8db19), 375, 4), // VirtualMachineDefinedProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::structure(x::Name(0x1eebf1f), x::Name(0xbb9c0b), 379, 2), // VirtualMachineDeviceRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1eedf31), x::Name(0xbb9c0b), 381, 0), // VirtualMachineDeviceRuntimeInfoDeviceRuntimeState: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ef113e), x::Name(0x1eedf31), 381, 10), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
+        x::TypeEntry::enumeration(x::Name(0x1ef5061), 41, 2), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther
+        x::TypeEntry::enumeration(x::Name(0x1efb25e), 43, 14), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm
+        x::TypeEntry::structure(x::Name(0x1f0111c), x::Name(0x1fc7f18), 391, 2), // VirtualMachineDiskDeviceInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f02e1d), x::Name(0xbb9c0b), 393, 4), // VirtualMachineDisplayTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f04c1a), x::Name(0xbb9c0b), 397, 4), // VirtualMachineDvxClassInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f06724), x::Name(0x1fc7f18), 401, 5), // VirtualMachineDynamicPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f08c28), x::Name(0x1e9ba27), 406, 0), // VirtualMachineEmptyIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::TypeEntry::structure(x::Name(0x1f0b51e), x::Name(0x1f8db19), 406, 0), // VirtualMachineEmptyProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::enumeration(x::Name(0x1f0d421), 57, 6), // VirtualMachineFaultToleranceState
+        x::TypeEntry::enumeration(x::Name(0x1f0f620), 63, 3), // VirtualMachineFaultToleranceType
+        x::TypeEntry::structure(x::Name(0x1f11720), x::Name(0xbb9c0b), 406, 3), // VirtualMachineFeatureRequirement: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f13816), x::Name(0xbb9c0b), 409, 5), // VirtualMachineFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f14f18), x::Name(0xbb9c0b), 414, 5), // VirtualMachineFileLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f16822), x::Name(0xbb9c0b), 419, 2), // VirtualMachineFileLayoutDiskLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f18b1a), x::Name(0xbb9c0b), 421, 4), // VirtualMachineFileLayoutEx: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f1a624), x::Name(0xbb9c0b), 425, 3), // VirtualMachineFileLayoutExDiskLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f1cb22), x::Name(0xbb9c0b), 428, 1), // VirtualMachineFileLayoutExDiskUnit: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f1ee22), x::Name(0xbb9c0b), 429, 7), // VirtualMachineFileLayoutExFileInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f21122), 66, 25), // VirtualMachineFileLayoutExFileType
+        x::TypeEntry::structure(x::Name(0x1f23428), x::Name(0xbb9c0b), 436, 4), // VirtualMachineFileLayoutExSnapshotLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f25d26), x::Name(0xbb9c0b), 440, 2), // VirtualMachineFileLayoutSnapshotLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f28416), x::Name(0xbb9c0b), 442, 17), // VirtualMachineFlagInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f29b21), 91, 3), // VirtualMachineFlagInfoMonitorType
+        x::TypeEntry::enumeration(x::Name(0x1f2bd26), 94, 3), // VirtualMachineFlagInfoVirtualExecUsage
+        x::TypeEntry::enumeration(x::Name(0x1f2e425), 97, 3), // VirtualMachineFlagInfoVirtualMmuUsage
+        x::TypeEntry::structure(x::Name(0x1f30a18), x::Name(0x1fc7f18), 459, 0), // VirtualMachineFloppyInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f3231c), x::Name(0xbb9c0b), 459, 4), // VirtualMachineForkConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f34025), 100, 3), // VirtualMachineForkConfigInfoChildType
+        x::TypeEntry::enumeration(x::Name(0x1f3661f), 103, 2), // VirtualMachineGuestArchitecture
+        x::TypeEntry::structure(x::Name(0x1f38620), x::Name(0xbb9c0b), 463, 1), // VirtualMachineGuestIntegrityInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f3a725), x::Name(0xbb9c0b), 464, 2), // VirtualMachineGuestMonitoringModeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f3cd1b), 105, 6), // VirtualMachineGuestOsFamily
+        x::TypeEntry::enumeration(x::Name(0x1f3e91f), 111, 211), // VirtualMachineGuestOsIdentifier
+        x::TypeEntry::structure(x::Name(0x1f4091e), x::Name(0xbb9c0b), 466, 1), // VirtualMachineGuestQuiesceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f4281f), x::Name(0xbb9c0b), 467, 3), // VirtualMachineGuestRebootStatus: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f44818), 322, 6), // VirtualMachineGuestState
+        x::TypeEntry::structure(x::Name(0x1f4611a), x::Name(0xbb9c0b), 470, 9), // VirtualMachineGuestSummary: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f47c17), 328, 3), // VirtualMachineHtSharing
+        x::TypeEntry::structure(x::Name(0x1f4941f), x::Name(0x1f0111c), 479, 1), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineDiskDeviceInfo
+        x::TypeEntry::structure(x::Name(0x1f4b428), x::Name(0xbb9c0b), 480, 2), // VirtualMachineIdeDiskDevicePartitionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f4dd18), x::Name(0x125360a), 482, 2), // VirtualMachineImportSpec: ImportSpec
+        x::TypeEntry::structure(x::Name(0x1f4f623), x::Name(0x1e9ba27), 484, 3), // VirtualMachineIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::TypeEntry::structure(x::Name(0x1f51a1e), x::Name(0xbb9c0b), 487, 4), // VirtualMachineInstantCloneSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f53925), x::Name(0xbb9c0b), 491, 1), // VirtualMachineLegacyNetworkSwitchInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f55f24), 331, 3), // VirtualMachineMemoryAllocationPolicy
+        x::TypeEntry::structure(x::Name(0x1f58423), x::Name(0xbb9c0b), 492, 4), // VirtualMachineMemoryReservationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5a823), x::Name(0xbb9c0b), 496, 2), // VirtualMachineMemoryReservationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5cc15), x::Name(0xbb9c0b), 498, 3), // VirtualMachineMessage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5e227), x::Name(0xbb9c0b), 501, 2), // VirtualMachineMetadataManagerVmMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f60a2c), x::Name(0xbb9c0b), 503, 2), // VirtualMachineMetadataManagerVmMetadataInput: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f63729), 334, 2), // VirtualMachineMetadataManagerVmMetadataOp
+        x::TypeEntry::structure(x::Name(0x1f6612c), x::Name(0xbb9c0b), 505, 1), // VirtualMachineMetadataManagerVmMetadataOwner: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f68e31), 336, 1), // VirtualMachineMetadataManagerVmMetadataOwnerOwner
+        x::TypeEntry::structure(x::Name(0x1f6c02d), x::Name(0xbb9c0b), 506, 2), // VirtualMachineMetadataManagerVmMetadataResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f6ee1b), x::Name(0x1ed6918), 508, 0), // VirtualMachineMksConnection: VirtualMachineConnection
+        x::TypeEntry::structure(x::Name(0x1f70a17), x::Name(0xbb9c0b), 508, 5), // VirtualMachineMksTicket: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f7221a), 337, 3), // VirtualMachineMovePriority
+        x::TypeEntry::enumeration(x::Name(0x1f73d21), 340, 7), // VirtualMachineNeedSecondaryReason
+        x::TypeEntry::structure(x::Name(0x1f75f19), x::Name(0x1fc7f18), 513, 2), // VirtualMachineNetworkInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f7791f), x::Name(0xbb9c0b), 515, 4), // VirtualMachineNetworkShaperInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f7991a), x::Name(0x1fc7f18), 519, 0), // VirtualMachineParallelInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f7b420), x::Name(0x1fc7f18), 519, 2), // VirtualMachinePciPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f7d529), x::Name(0x1fc7f18), 521, 1), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachineTargetInfo
     ],
     decoders: &[
+        Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheMode>),
+        Some(x::decode_boxed::<VirtualE1000>),
+        Some(x::decode_boxed::<VirtualE1000Option>),
+        Some(x::decode_boxed::<VirtualE1000e>),
+        Some(x::decode_boxed::<VirtualE1000eOption>),
+        Some(x::decode_boxed::<VirtualEnsoniq1371>),
+        Some(x::decode_boxed::<VirtualEnsoniq1371Option>),
+        Some(x::decode_boxed::<VirtualEthernetCard>),
+        Some(x::decode_boxed::<VirtualEthernetCardDVPortBackingOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardDistributedVirtualPortBackingInfo>),
+        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingInfo>),
+        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkDeviceName>),
+        Some(x::decode_boxed::<VirtualEthernetCardMacType>),
+        Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingInfo>),
+        Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardNotSupported>),
+        Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingInfo>),
+        Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardResourceAllocation>),
+        Some(x::decode_boxed::<VirtualFloppy>),
+        Some(x::decode_boxed::<VirtualFloppyDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualFloppyDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualFloppyImageBackingInfo>),
+        Some(x::decode_boxed::<VirtualFloppyImageBackingOption>),
+        Some(x::decode_boxed::<VirtualFloppyOption>),
+        Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualHardware>),
+        Some(x::decode_boxed::<VirtualHardwareCompatibilityIssue>),
+        Some(x::decode_boxed::<VirtualHardwareMotherboardLayout>),
+        Some(x::decode_boxed::<VirtualHardwareOption>),
+        Some(x::decode_boxed::<VirtualHardwareVersionNotSupported>),
+        Some(x::decode_boxed::<VirtualHdAudioCard>),
+        Some(x::decode_boxed::<VirtualHdAudioCardOption>),
+        Some(x::decode_boxed::<VirtualIDEController>),
+        Some(x::decode_boxed::<VirtualIDEControllerOption>),
+        Some(x::decode_boxed::<VirtualKeyboard>),
+        Some(x::decode_boxed::<VirtualKeyboardOption>),
+        Some(x::decode_boxed::<VirtualLsiLogicController>),
+        Some(x::decode_boxed::<VirtualLsiLogicControllerOption>),
+        Some(x::decode_boxed::<VirtualLsiLogicSASController>),
+        Some(x::decode_boxed::<VirtualLsiLogicSASControllerOption>),
+        Some(x::decode_boxed::<VirtualMachineAffinityInfo>),
+        Some(x::decode_boxed::<VirtualMachineAppHeartbeatStatusType>),
+        Some(x::decode_boxed::<VirtualMachineBaseIndependentFilterSpec>),
         Some(x::decode_boxed::<VirtualMachineBootOptions>),
         Some(x::decode_boxed::<VirtualMachineBootOptionsBootableCdromDevice>),
         Some(x::decode_boxed::<VirtualMachineBootOptionsBootableDevice>),
@@ -153,7 +213,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualMachineBootOptionsNetworkBootProtocolType>),
         Some(x::decode_boxed::<VirtualMachineCapability>),
         Some(x::decode_boxed::<VirtualMachineCdromInfo>),
+        Some(x::decode_boxed::<VirtualMachineCertThumbprint>),
+        Some(x::decode_boxed::<VirtualMachineCertThumbprintHashAlgorithm>),
         Some(x::decode_boxed::<VirtualMachineCloneSpec>),
+        Some(x::decode_boxed::<VirtualMachineCloneSpecTpmProvisionPolicy>),
         Some(x::decode_boxed::<VirtualMachineConfigInfo>),
         Some(x::decode_boxed::<VirtualMachineConfigInfoDatastoreUrlPair>),
         Some(x::decode_boxed::<VirtualMachineConfigInfoNpivWwnType>),
@@ -184,6 +247,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm>),
         Some(x::decode_boxed::<VirtualMachineDiskDeviceInfo>),
         Some(x::decode_boxed::<VirtualMachineDisplayTopology>),
+        Some(x::decode_boxed::<VirtualMachineDvxClassInfo>),
         Some(x::decode_boxed::<VirtualMachineDynamicPassthroughInfo>),
         Some(x::decode_boxed::<VirtualMachineEmptyIndependentFilterSpec>),
         Some(x::decode_boxed::<VirtualMachineEmptyProfileSpec>),
@@ -207,11 +271,13 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualMachineFloppyInfo>),
         Some(x::decode_boxed::<VirtualMachineForkConfigInfo>),
         Some(x::decode_boxed::<VirtualMachineForkConfigInfoChildType>),
+        Some(x::decode_boxed::<VirtualMachineGuestArchitecture>),
         Some(x::decode_boxed::<VirtualMachineGuestIntegrityInfo>),
         Some(x::decode_boxed::<VirtualMachineGuestMonitoringModeInfo>),
         Some(x::decode_boxed::<VirtualMachineGuestOsFamily>),
         Some(x::decode_boxed::<VirtualMachineGuestOsIdentifier>),
         Some(x::decode_boxed::<VirtualMachineGuestQuiesceSpec>),
+        Some(x::decode_boxed::<VirtualMachineGuestRebootStatus>),
         Some(x::decode_boxed::<VirtualMachineGuestState>),
         Some(x::decode_boxed::<VirtualMachineGuestSummary>),
         Some(x::decode_boxed::<VirtualMachineHtSharing>),
@@ -240,940 +306,878 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualMachineParallelInfo>),
         Some(x::decode_boxed::<VirtualMachinePciPassthroughInfo>),
         Some(x::decode_boxed::<VirtualMachinePciSharedGpuPassthroughInfo>),
-        Some(x::decode_boxed::<VirtualMachinePowerOffBehavior>),
-        Some(x::decode_boxed::<VirtualMachinePowerOpType>),
-        Some(x::decode_boxed::<VirtualMachinePowerState>),
-        Some(x::decode_boxed::<VirtualMachinePrecisionClockInfo>),
-        Some(x::decode_boxed::<VirtualMachineProfileDetails>),
-        Some(x::decode_boxed::<VirtualMachineProfileDetailsDiskProfileDetails>),
-        Some(x::decode_boxed::<VirtualMachineProfileRawData>),
-        Some(x::decode_boxed::<VirtualMachineProfileSpec>),
-        Some(x::decode_boxed::<VirtualMachinePropertyRelation>),
-        Some(x::decode_boxed::<VirtualMachineQuestionInfo>),
-        Some(x::decode_boxed::<VirtualMachineQuickStats>),
-        Some(x::decode_boxed::<VirtualMachineQuickStatsMemoryTierStats>),
-        Some(x::decode_boxed::<VirtualMachineRecordReplayState>),
-        Some(x::decode_boxed::<VirtualMachineRelocateDiskMoveOptions>),
-        Some(x::decode_boxed::<VirtualMachineRelocateSpec>),
-        Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocator>),
-        Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocatorBackingSpec>),
-        Some(x::decode_boxed::<VirtualMachineRelocateTransformation>),
-        Some(x::decode_boxed::<VirtualMachineRuntimeInfo>),
-        Some(x::decode_boxed::<VirtualMachineRuntimeInfoDasProtectionState>),
-        Some(x::decode_boxed::<VirtualMachineScsiDiskDeviceInfo>),
-        Some(x::decode_boxed::<VirtualMachineScsiPassthroughInfo>),
-        Some(x::decode_boxed::<VirtualMachineScsiPassthroughType>),
-        Some(x::decode_boxed::<VirtualMachineSerialInfo>),
-        Some(x::decode_boxed::<VirtualMachineSgxInfo>),
-        Some(x::decode_boxed::<VirtualMachineSgxInfoFlcModes>),
-        Some(x::decode_boxed::<VirtualMachineSgxTargetInfo>),
-        Some(x::decode_boxed::<VirtualMachineSnapshotInfo>),
-        Some(x::decode_boxed::<VirtualMachineSnapshotTree>),
-        Some(x::decode_boxed::<VirtualMachineSoundInfo>),
-        Some(x::decode_boxed::<VirtualMachineSriovDevicePoolInfo>),
-        Some(x::decode_boxed::<VirtualMachineSriovInfo>),
-        Some(x::decode_boxed::<VirtualMachineSriovNetworkDevicePoolInfo>),
-        Some(x::decode_boxed::<VirtualMachineStandbyActionType>),
-        Some(x::decode_boxed::<VirtualMachineStorageInfo>),
-        Some(x::decode_boxed::<VirtualMachineStorageSummary>),
-        Some(x::decode_boxed::<VirtualMachineSummary>),
-        Some(x::decode_boxed::<VirtualMachineTargetInfo>),
-        Some(x::decode_boxed::<VirtualMachineTargetInfoConfigurationTag>),
-        Some(x::decode_boxed::<VirtualMachineTicket>),
     ],
     fields: &[
-        x::FieldEntry::optional(x::Name(0x212da09), x::Name(0x2857004)), // bootDelay: long
-        x::FieldEntry::optional(x::Name(0x24b070e), x::Name(0x212d207)), // enterBIOSSetup: boolean
-        x::FieldEntry::optional(x::Name(0x2464214), x::Name(0x212d207)), // efiSecureBootEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2133b10), x::Name(0x212d207)), // bootRetryEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2132c0e), x::Name(0x2857004)), // bootRetryDelay: long
-        x::FieldEntry::repeated(x::Name(0x2132209), x::Name(0x1c44627)), // bootOrder: VirtualMachineBootOptionsBootableDevice
-        x::FieldEntry::optional(x::Name(0x299a013), x::Name(0x2f00106)), // networkBootProtocol: string
-        x::FieldEntry::required(x::Name(0x2390e09), x::Name(0x2729103)), // deviceKey: int
-        x::FieldEntry::required(x::Name(0x2390e09), x::Name(0x2729103)), // deviceKey: int
-        x::FieldEntry::required(x::Name(0x2e3831b), x::Name(0x212d207)), // snapshotOperationsSupported: boolean
-        x::FieldEntry::required(x::Name(0x295e51a), x::Name(0x212d207)), // multipleSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2e2b417), x::Name(0x212d207)), // snapshotConfigSupported: boolean
-        x::FieldEntry::required(x::Name(0x2bd691c), x::Name(0x212d207)), // poweredOffSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x28f1a18), x::Name(0x212d207)), // memorySnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2d3d019), x::Name(0x212d207)), // revertToSnapshotSupported: boolean
-        x::FieldEntry::required(x::Name(0x2c6611a), x::Name(0x212d207)), // quiescedSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x23c8719), x::Name(0x212d207)), // disableSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2848c16), x::Name(0x212d207)), // lockSnapshotsSupported: boolean
-        x::FieldEntry::required(x::Name(0x223ac1b), x::Name(0x212d207)), // consolePreferencesSupported: boolean
-        x::FieldEntry::required(x::Name(0x226bc17), x::Name(0x212d207)), // cpuFeatureMaskSupported: boolean
-        x::FieldEntry::required(x::Name(0x2d6aa19), x::Name(0x212d207)), // s1AcpiManagementSupported: boolean
-        x::FieldEntry::required(x::Name(0x2de1220), x::Name(0x212d207)), // settingScreenResolutionSupported: boolean
-        x::FieldEntry::required(x::Name(0x2fc0d18), x::Name(0x212d207)), // toolsAutoUpdateSupported: boolean
-        x::FieldEntry::required(x::Name(0x3160f12), x::Name(0x212d207)), // vmNpivWwnSupported: boolean
-        x::FieldEntry::required(x::Name(0x2a13b1a), x::Name(0x212d207)), // npivWwnOnNonRdmVmSupported: boolean
-        x::FieldEntry::optional(x::Name(0x315f519), x::Name(0x212d207)), // vmNpivWwnDisableSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3162218), x::Name(0x212d207)), // vmNpivWwnUpdateSupported: boolean
-        x::FieldEntry::required(x::Name(0x2f60916), x::Name(0x212d207)), // swapPlacementSupported: boolean
-        x::FieldEntry::required(x::Name(0x2fcbb16), x::Name(0x212d207)), // toolsSyncTimeSupported: boolean
-        x::FieldEntry::required(x::Name(0x310eb18), x::Name(0x212d207)), // virtualMmuUsageSupported: boolean
-        x::FieldEntry::required(x::Name(0x23fc213), x::Name(0x212d207)), // diskSharesSupported: boolean
-        x::FieldEntry::required(x::Name(0x2130d14), x::Name(0x212d207)), // bootOptionsSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2134c19), x::Name(0x212d207)), // bootRetryOptionsSupported: boolean
-        x::FieldEntry::required(x::Name(0x2de331c), x::Name(0x212d207)), // settingVideoRamSizeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2ddf21f), x::Name(0x212d207)), // settingDisplayTopologySupported: boolean
-        x::FieldEntry::optional(x::Name(0x2c9f515), x::Name(0x212d207)), // recordReplaySupported: boolean
-        x::FieldEntry::optional(x::Name(0x2188417), x::Name(0x212d207)), // changeTrackingSupported: boolean
-        x::FieldEntry::optional(x::Name(0x295801f), x::Name(0x212d207)), // multipleCoresPerSocketSupported: boolean
-        x::FieldEntry::optional(x::Name(0x265d31d), x::Name(0x212d207)), // hostBasedReplicationSupported: boolean
-        x::FieldEntry::optional(x::Name(0x25e5a16), x::Name(0x212d207)), // guestAutoLockSupported: boolean
-        x::FieldEntry::optional(x::Name(0x28e9f1e), x::Name(0x212d207)), // memoryReservationLockSupported: boolean
-        x::FieldEntry::optional(x::Name(0x254801b), x::Name(0x212d207)), // featureRequirementSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2bda223), x::Name(0x212d207)), // poweredOnMonitorTypeChangeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2d93f15), x::Name(0x212d207)), // seSparseDiskSupported: boolean
-        x::FieldEntry::optional(x::Name(0x297f711), x::Name(0x212d207)), // nestedHVSupported: boolean
-        x::FieldEntry::optional(x::Name(0x30b1d0d), x::Name(0x212d207)), // vPMCSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2da4813), x::Name(0x212d207)), // secureBootSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b5c111), x::Name(0x212d207)), // perVmEvcSupported: boolean
-        x::FieldEntry::optional(x::Name(0x310d416), x::Name(0x212d207)), // virtualMmuUsageIgnored: boolean
-        x::FieldEntry::optional(x::Name(0x30f9417), x::Name(0x212d207)), // virtualExecUsageIgnored: boolean
-        x::FieldEntry::optional(x::Name(0x23f2f26), x::Name(0x212d207)), // diskOnlySnapshotOnSuspendedVMSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2f55d18), x::Name(0x212d207)), // suspendToMemorySupported: boolean
-        x::FieldEntry::optional(x::Name(0x2fc9f1b), x::Name(0x212d207)), // toolsSyncTimeAllowSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2de6c0c), x::Name(0x212d207)), // sevSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2b97a15), x::Name(0x212d207)), // pmemFailoverSupported: boolean
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x2846d08), x::Name(0x1d3071a)), // location: VirtualMachineRelocateSpec
-        x::FieldEntry::required(x::Name(0x2f9e508), x::Name(0x212d207)), // template: boolean
-        x::FieldEntry::optional(x::Name(0x2202206), x::Name(0x1c66718)), // config: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x22c230d), x::Name(0x821511)), // customization: CustomizationSpec
-        x::FieldEntry::required(x::Name(0x2bc8007), x::Name(0x212d207)), // powerOn: boolean
-        x::FieldEntry::optional(x::Name(0x2e29c08), x::Name(0x1258216)), // snapshot: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x28db106), x::Name(0x212d207)), // memory: boolean
-        x::FieldEntry::required(x::Name(0x2189c0d), x::Name(0x2f00106)), // changeVersion: string
-        x::FieldEntry::required(x::Name(0x2933908), x::Name(0x2308208)), // modified: dateTime
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x25ec50d), x::Name(0x2f00106)), // guestFullName: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x228180a), x::Name(0x2308208)), // createDate: dateTime
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::repeated(x::Name(0x2a0bd15), x::Name(0x2857004)), // npivNodeWorldWideName: long
-        x::FieldEntry::repeated(x::Name(0x2a0e515), x::Name(0x2857004)), // npivPortWorldWideName: long
-        x::FieldEntry::optional(x::Name(0x2a12515), x::Name(0x2f00106)), // npivWorldWideNameType: string
-        x::FieldEntry::optional(x::Name(0x2a09513), x::Name(0x2dfd105)), // npivDesiredNodeWwns: short
-        x::FieldEntry::optional(x::Name(0x2a0a913), x::Name(0x2dfd105)), // npivDesiredPortWwns: short
-        x::FieldEntry::optional(x::Name(0x2a0fb15), x::Name(0x212d207)), // npivTemporaryDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2a0d311), x::Name(0x212d207)), // npivOnNonRdmDisks: boolean
-        x::FieldEntry::optional(x::Name(0x284810a), x::Name(0x2f00106)), // locationId: string
-        x::FieldEntry::required(x::Name(0x2f9e508), x::Name(0x212d207)), // template: boolean
-        x::FieldEntry::required(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
-        x::FieldEntry::required(x::Name(0x2071112), x::Name(0x2f00106)), // alternateGuestName: string
-        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::required(x::Name(0x2561705), x::Name(0x1cac916)), // files: VirtualMachineFileInfo
-        x::FieldEntry::optional(x::Name(0x2fc0705), x::Name(0x195760f)), // tools: ToolsConfigInfo
-        x::FieldEntry::required(x::Name(0x257d105), x::Name(0x1cc1516)), // flags: VirtualMachineFlagInfo
-        x::FieldEntry::optional(x::Name(0x2239912), x::Name(0x1c74c20)), // consolePreferences: VirtualMachineConsolePreferences
-        x::FieldEntry::required(x::Name(0x233820f), x::Name(0x1c80820)), // defaultPowerOps: VirtualMachineDefaultPowerOpInfo
-        x::FieldEntry::required(x::Name(0x261dc08), x::Name(0x1c2300f)), // hardware: VirtualHardware
-        x::FieldEntry::repeated(x::Name(0x30cfb0a), x::Name(0x1d86a18)), // vcpuConfig: VirtualMachineVcpuConfig
-        x::FieldEntry::optional(x::Name(0x226310d), x::Name(0x172d016)), // cpuAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x28dc710), x::Name(0x172d016)), // memoryAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x27fa312), x::Name(0x11cae12)), // latencySensitivity: LatencySensitivity
-        x::FieldEntry::optional(x::Name(0x28e1b13), x::Name(0x212d207)), // memoryHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x226d410), x::Name(0x212d207)), // cpuHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x226e513), x::Name(0x212d207)), // cpuHotRemoveEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x26b0d12), x::Name(0x2857004)), // hotPlugMemoryLimit: long
-        x::FieldEntry::optional(x::Name(0x26af21a), x::Name(0x2857004)), // hotPlugMemoryIncrementSize: long
-        x::FieldEntry::optional(x::Name(0x226250b), x::Name(0x1c3971a)), // cpuAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x28db80e), x::Name(0x1c3971a)), // memoryAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x29b8e0d), x::Name(0x1d0ca1f)), // networkShaper: VirtualMachineNetworkShaperInfo
-        x::FieldEntry::repeated(x::Name(0x250d80b), x::Name(0x13b310b)), // extraConfig: OptionValue
-        x::FieldEntry::repeated(x::Name(0x226ad0e), x::Name(0xcef30d)), // cpuFeatureMask: HostCpuIdInfo
-        x::FieldEntry::repeated(x::Name(0x2302e0c), x::Name(0x1c58b28)), // datastoreUrl: VirtualMachineConfigInfoDatastoreUrlPair
-        x::FieldEntry::optional(x::Name(0x2f5fb0d), x::Name(0x2f00106)), // swapPlacement: string
-        x::FieldEntry::optional(x::Name(0x213010b), x::Name(0x1c3ff19)), // bootOptions: VirtualMachineBootOptions
-        x::FieldEntry::optional(x::Name(0x25a9d06), x::Name(0xb62218)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x2cd5309), x::Name(0x16e7415)), // repConfig: ReplicationConfigSpec
-        x::FieldEntry::optional(x::Name(0x309a60a), x::Name(0x1e76a0c)), // vAppConfig: VmConfigInfo
-        x::FieldEntry::optional(x::Name(0x309dc0f), x::Name(0x212d207)), // vAssertsEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2186e15), x::Name(0x212d207)), // changeTrackingEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2573e08), x::Name(0x2f00106)), // firmware: string
-        x::FieldEntry::optional(x::Name(0x28a3211), x::Name(0x2729103)), // maxMksConnections: int
-        x::FieldEntry::optional(x::Name(0x25e4514), x::Name(0x212d207)), // guestAutoLockEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x28ebe1c), x::Name(0x212d207)), // memoryReservationLockedToMax: boolean
-        x::FieldEntry::optional(x::Name(0x270ce0f), x::Name(0x1c5d824)), // initialOverhead: VirtualMachineConfigInfoOverheadInfo
-        x::FieldEntry::optional(x::Name(0x297e70f), x::Name(0x212d207)), // nestedHVEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x30b110b), x::Name(0x212d207)), // vPMCEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d7bb1c), x::Name(0x17cfc1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
-        x::FieldEntry::optional(x::Name(0x2587c0e), x::Name(0x1ccb41c)), // forkConfigInfo: VirtualMachineForkConfigInfo
-        x::FieldEntry::optional(x::Name(0x30a4b16), x::Name(0x2857004)), // vFlashCacheReservation: long
-        x::FieldEntry::optional(x::Name(0x31c6711), x::Name(0x210f70c)), // vmxConfigChecksum: base64Binary
-        x::FieldEntry::optional(x::Name(0x28fcb17), x::Name(0x212d207)), // messageBusTunnelEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x318f111), x::Name(0x2f00106)), // vmStorageObjectId: string
-        x::FieldEntry::optional(x::Name(0x2f63213), x::Name(0x2f00106)), // swapStorageObjectId: string
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x25f1212), x::Name(0x1ccf720)), // guestIntegrityInfo: VirtualMachineGuestIntegrityInfo
-        x::FieldEntry::optional(x::Name(0x290ea11), x::Name(0x2f00106)), // migrateEncryption: string
-        x::FieldEntry::optional(x::Name(0x2de9407), x::Name(0x1d46215)), // sgxInfo: VirtualMachineSgxInfo
-        x::FieldEntry::optional(x::Name(0x224a812), x::Name(0x1c76d24)), // contentLibItemInfo: VirtualMachineContentLibraryItemInfo
-        x::FieldEntry::optional(x::Name(0x25a5d10), x::Name(0x2f00106)), // ftEncryptionMode: string
-        x::FieldEntry::optional(x::Name(0x25f5817), x::Name(0x1cd1825)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
-        x::FieldEntry::optional(x::Name(0x2de500a), x::Name(0x212d207)), // sevEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b96613), x::Name(0x212d207)), // pmemFailoverEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x318091c), x::Name(0x212d207)), // vmOpNotificationToAppEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b96104), x::Name(0x1d95119)), // pmem: VirtualMachineVirtualPMem
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
-        x::FieldEntry::optional(x::Name(0x270b518), x::Name(0x2857004)), // initialMemoryReservation: long
-        x::FieldEntry::optional(x::Name(0x270de16), x::Name(0x2857004)), // initialSwapReservation: long
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::repeated(x::Name(0x25f8411), x::Name(0xc35211)), // guestOSDescriptor: GuestOsDescriptor
-        x::FieldEntry::required(x::Name(0x25f7013), x::Name(0x2729103)), // guestOSDefaultIndex: int
-        x::FieldEntry::required(x::Name(0x262010f), x::Name(0x1c26215)), // hardwareOptions: VirtualHardwareOption
-        x::FieldEntry::required(x::Name(0x2163b0c), x::Name(0x1c52918)), // capabilities: VirtualMachineCapability
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8d3a0f)), // datastore: DatastoreOption
-        x::FieldEntry::repeated(x::Name(0x232950d), x::Name(0x1b6c60d)), // defaultDevice: VirtualDevice
-        x::FieldEntry::repeated(x::Name(0x2f2ed14), x::Name(0x2f00106)), // supportedMonitorType: string
-        x::FieldEntry::repeated(x::Name(0x2f32120), x::Name(0x2f00106)), // supportedOvfEnvironmentTransport: string
-        x::FieldEntry::repeated(x::Name(0x2f3421c), x::Name(0x2f00106)), // supportedOvfInstallTransport: string
-        x::FieldEntry::repeated(x::Name(0x2c32d11), x::Name(0x1d2461e)), // propertyRelations: VirtualMachinePropertyRelation
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x228ce0f), x::Name(0x212d207)), // createSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2326913), x::Name(0x212d207)), // defaultConfigOption: boolean
-        x::FieldEntry::optional(x::Name(0x2d6630c), x::Name(0x212d207)), // runSupported: boolean
-        x::FieldEntry::optional(x::Name(0x3057b10), x::Name(0x212d207)), // upgradeSupported: boolean
-        x::FieldEntry::optional(x::Name(0x2189c0d), x::Name(0x2f00106)), // changeVersion: string
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::optional(x::Name(0x228180a), x::Name(0x2308208)), // createDate: dateTime
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::repeated(x::Name(0x2a0bd15), x::Name(0x2857004)), // npivNodeWorldWideName: long
-        x::FieldEntry::repeated(x::Name(0x2a0e515), x::Name(0x2857004)), // npivPortWorldWideName: long
-        x::FieldEntry::optional(x::Name(0x2a12515), x::Name(0x2f00106)), // npivWorldWideNameType: string
-        x::FieldEntry::optional(x::Name(0x2a09513), x::Name(0x2dfd105)), // npivDesiredNodeWwns: short
-        x::FieldEntry::optional(x::Name(0x2a0a913), x::Name(0x2dfd105)), // npivDesiredPortWwns: short
-        x::FieldEntry::optional(x::Name(0x2a0fb15), x::Name(0x212d207)), // npivTemporaryDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2a0d311), x::Name(0x212d207)), // npivOnNonRdmDisks: boolean
-        x::FieldEntry::optional(x::Name(0x2a11113), x::Name(0x2f00106)), // npivWorldWideNameOp: string
-        x::FieldEntry::optional(x::Name(0x284810a), x::Name(0x2f00106)), // locationId: string
-        x::FieldEntry::optional(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x2071112), x::Name(0x2f00106)), // alternateGuestName: string
-        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x2561705), x::Name(0x1cac916)), // files: VirtualMachineFileInfo
-        x::FieldEntry::optional(x::Name(0x2fc0705), x::Name(0x195760f)), // tools: ToolsConfigInfo
-        x::FieldEntry::optional(x::Name(0x257d105), x::Name(0x1cc1516)), // flags: VirtualMachineFlagInfo
-        x::FieldEntry::optional(x::Name(0x2239912), x::Name(0x1c74c20)), // consolePreferences: VirtualMachineConsolePreferences
-        x::FieldEntry::optional(x::Name(0x2bcd20b), x::Name(0x1c80820)), // powerOpInfo: VirtualMachineDefaultPowerOpInfo
-        x::FieldEntry::optional(x::Name(0x2a23407), x::Name(0x2729103)), // numCPUs: int
-        x::FieldEntry::repeated(x::Name(0x30cfb0a), x::Name(0x1d86a18)), // vcpuConfig: VirtualMachineVcpuConfig
-        x::FieldEntry::optional(x::Name(0x2a24811), x::Name(0x2729103)), // numCoresPerSocket: int
-        x::FieldEntry::optional(x::Name(0x28e4408), x::Name(0x2857004)), // memoryMB: long
-        x::FieldEntry::optional(x::Name(0x28e1b13), x::Name(0x212d207)), // memoryHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x226d410), x::Name(0x212d207)), // cpuHotAddEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x226e513), x::Name(0x212d207)), // cpuHotRemoveEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x3101013), x::Name(0x212d207)), // virtualICH7MPresent: boolean
-        x::FieldEntry::optional(x::Name(0x3119411), x::Name(0x212d207)), // virtualSMCPresent: boolean
-        x::FieldEntry::repeated(x::Name(0x238c40c), x::Name(0x1b73c17)), // deviceChange: VirtualDeviceConfigSpec
-        x::FieldEntry::optional(x::Name(0x226310d), x::Name(0x172d016)), // cpuAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x28dc710), x::Name(0x172d016)), // memoryAllocation: ResourceAllocationInfo
-        x::FieldEntry::optional(x::Name(0x27fa312), x::Name(0x11cae12)), // latencySensitivity: LatencySensitivity
-        x::FieldEntry::optional(x::Name(0x226250b), x::Name(0x1c3971a)), // cpuAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x28db80e), x::Name(0x1c3971a)), // memoryAffinity: VirtualMachineAffinityInfo
-        x::FieldEntry::optional(x::Name(0x29b8e0d), x::Name(0x1d0ca1f)), // networkShaper: VirtualMachineNetworkShaperInfo
-        x::FieldEntry::repeated(x::Name(0x226ad0e), x::Name(0x1c7921b)), // cpuFeatureMask: VirtualMachineCpuIdInfoSpec
-        x::FieldEntry::repeated(x::Name(0x250d80b), x::Name(0x13b310b)), // extraConfig: OptionValue
-        x::FieldEntry::optional(x::Name(0x2f5fb0d), x::Name(0x2f00106)), // swapPlacement: string
-        x::FieldEntry::optional(x::Name(0x213010b), x::Name(0x1c3ff19)), // bootOptions: VirtualMachineBootOptions
-        x::FieldEntry::optional(x::Name(0x309a60a), x::Name(0x1e78c0c)), // vAppConfig: VmConfigSpec
-        x::FieldEntry::optional(x::Name(0x25a9d06), x::Name(0xb62218)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x2cd5309), x::Name(0x16e7415)), // repConfig: ReplicationConfigSpec
-        x::FieldEntry::optional(x::Name(0x309b111), x::Name(0x212d207)), // vAppConfigRemoved: boolean
-        x::FieldEntry::optional(x::Name(0x309dc0f), x::Name(0x212d207)), // vAssertsEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2186e15), x::Name(0x212d207)), // changeTrackingEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2573e08), x::Name(0x2f00106)), // firmware: string
-        x::FieldEntry::optional(x::Name(0x28a3211), x::Name(0x2729103)), // maxMksConnections: int
-        x::FieldEntry::optional(x::Name(0x25e4514), x::Name(0x212d207)), // guestAutoLockEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x28ebe1c), x::Name(0x212d207)), // memoryReservationLockedToMax: boolean
-        x::FieldEntry::optional(x::Name(0x297e70f), x::Name(0x212d207)), // nestedHVEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x30b110b), x::Name(0x212d207)), // vPMCEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2d7bb1c), x::Name(0x17cfc1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
-        x::FieldEntry::repeated(x::Name(0x3187809), x::Name(0x1d22c19)), // vmProfile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x28fcb17), x::Name(0x212d207)), // messageBusTunnelEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
-        x::FieldEntry::optional(x::Name(0x290ea11), x::Name(0x2f00106)), // migrateEncryption: string
-        x::FieldEntry::optional(x::Name(0x2de9407), x::Name(0x1d46215)), // sgxInfo: VirtualMachineSgxInfo
-        x::FieldEntry::optional(x::Name(0x25a5d10), x::Name(0x2f00106)), // ftEncryptionMode: string
-        x::FieldEntry::optional(x::Name(0x25f5817), x::Name(0x1cd1825)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
-        x::FieldEntry::optional(x::Name(0x2de500a), x::Name(0x212d207)), // sevEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b96613), x::Name(0x212d207)), // pmemFailoverEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x318091c), x::Name(0x212d207)), // vmOpNotificationToAppEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b96104), x::Name(0x1d95119)), // pmem: VirtualMachineVirtualPMem
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2f9e508), x::Name(0x212d207)), // template: boolean
-        x::FieldEntry::required(x::Name(0x318510a), x::Name(0x2f00106)), // vmPathName: string
-        x::FieldEntry::optional(x::Name(0x28ef50c), x::Name(0x2729103)), // memorySizeMB: int
-        x::FieldEntry::optional(x::Name(0x227bc0e), x::Name(0x2729103)), // cpuReservation: int
-        x::FieldEntry::optional(x::Name(0x28e8d11), x::Name(0x2729103)), // memoryReservation: int
-        x::FieldEntry::optional(x::Name(0x2a26e06), x::Name(0x2729103)), // numCpu: int
-        x::FieldEntry::optional(x::Name(0x2a31010), x::Name(0x2729103)), // numEthernetCards: int
-        x::FieldEntry::optional(x::Name(0x2a6a60f), x::Name(0x2729103)), // numVirtualDisks: int
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::optional(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x25ec50d), x::Name(0x2f00106)), // guestFullName: string
-        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
-        x::FieldEntry::optional(x::Name(0x2c14807), x::Name(0x1a9af0f)), // product: VAppProductInfo
-        x::FieldEntry::optional(x::Name(0x2718e13), x::Name(0x212d207)), // installBootRequired: boolean
-        x::FieldEntry::optional(x::Name(0x25a9d06), x::Name(0xb62218)), // ftInfo: FaultToleranceConfigInfo
-        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
-        x::FieldEntry::optional(x::Name(0x2fe490a), x::Name(0x212d207)), // tpmPresent: boolean
-        x::FieldEntry::optional(x::Name(0x2a71810), x::Name(0x2729103)), // numVmiopBackings: int
-        x::FieldEntry::optional(x::Name(0x26be309), x::Name(0x2f00106)), // hwVersion: string
-        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
-        x::FieldEntry::required(x::Name(0x21b3b06), x::Name(0x2f00106)), // client: string
-        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
-        x::FieldEntry::optional(x::Name(0x2bcc011), x::Name(0x212d207)), // powerOnWhenOpened: boolean
-        x::FieldEntry::optional(x::Name(0x24b1618), x::Name(0x212d207)), // enterFullScreenOnPowerOn: boolean
-        x::FieldEntry::optional(x::Name(0x21bc518), x::Name(0x212d207)), // closeOnPowerOffOrSuspend: boolean
-        x::FieldEntry::required(x::Name(0x224bb16), x::Name(0x2f00106)), // contentLibraryItemUuid: string
-        x::FieldEntry::optional(x::Name(0x224d219), x::Name(0x2f00106)), // contentLibraryItemVersion: string
-        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0xcef30d)), // info: HostCpuIdInfo
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8db510)), // datastore: DatastoreSummary
-        x::FieldEntry::required(x::Name(0x216480a), x::Name(0x8b6c13)), // capability: DatastoreCapability
-        x::FieldEntry::required(x::Name(0x2898b0b), x::Name(0x2857004)), // maxFileSize: long
-        x::FieldEntry::optional(x::Name(0x28c5516), x::Name(0x2857004)), // maxVirtualDiskCapacity: long
-        x::FieldEntry::optional(x::Name(0x28acb16), x::Name(0x2857004)), // maxPhysicalRDMFileSize: long
-        x::FieldEntry::optional(x::Name(0x28c8815), x::Name(0x2857004)), // maxVirtualRDMFileSize: long
-        x::FieldEntry::required(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
-        x::FieldEntry::optional(x::Name(0x30bbb0f), x::Name(0x2f00106)), // vStorageSupport: string
-        x::FieldEntry::required(x::Name(0x255e50e), x::Name(0x2f00106)), // fileSystemType: string
-        x::FieldEntry::optional(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
-        x::FieldEntry::optional(x::Name(0x2bc730c), x::Name(0x2f00106)), // powerOffType: string
-        x::FieldEntry::optional(x::Name(0x2f5760b), x::Name(0x2f00106)), // suspendType: string
-        x::FieldEntry::optional(x::Name(0x2d17309), x::Name(0x2f00106)), // resetType: string
-        x::FieldEntry::optional(x::Name(0x2336e13), x::Name(0x2f00106)), // defaultPowerOffType: string
-        x::FieldEntry::optional(x::Name(0x2340412), x::Name(0x2f00106)), // defaultSuspendType: string
-        x::FieldEntry::optional(x::Name(0x233c010), x::Name(0x2f00106)), // defaultResetType: string
-        x::FieldEntry::optional(x::Name(0x2eaad0d), x::Name(0x2f00106)), // standbyAction: string
-        x::FieldEntry::required(x::Name(0x2c1fc09), x::Name(0x2f00106)), // profileId: string
-        x::FieldEntry::optional(x::Name(0x2ce700f), x::Name(0x16f640f)), // replicationSpec: ReplicationSpec
-        x::FieldEntry::optional(x::Name(0x2c1f00b), x::Name(0x1d20f1c)), // profileData: VirtualMachineProfileRawData
-        x::FieldEntry::repeated(x::Name(0x2c2220d), x::Name(0x11c0608)), // profileParams: KeyValue
-        x::FieldEntry::required(x::Name(0x2d69d0c), x::Name(0x1c88b31)), // runtimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x3139616), x::Name(0x212d207)), // vmDirectPathGen2Active: boolean
-        x::FieldEntry::repeated(x::Name(0x3143620), x::Name(0x2f00106)), // vmDirectPathGen2InactiveReasonVm: string
-        x::FieldEntry::repeated(x::Name(0x3141223), x::Name(0x2f00106)), // vmDirectPathGen2InactiveReasonOther: string
-        x::FieldEntry::optional(x::Name(0x313c526), x::Name(0x2f00106)), // vmDirectPathGen2InactiveReasonExtended: string
-        x::FieldEntry::optional(x::Name(0x2d0f911), x::Name(0x2f00106)), // reservationStatus: string
-        x::FieldEntry::optional(x::Name(0x20bb210), x::Name(0x2f00106)), // attachmentStatus: string
-        x::FieldEntry::repeated(x::Name(0x2546d12), x::Name(0x1caa820)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::optional(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x3246801), x::Name(0x2729103)), // x: int
-        x::FieldEntry::required(x::Name(0x3248a01), x::Name(0x2729103)), // y: int
-        x::FieldEntry::required(x::Name(0x320d105), x::Name(0x2729103)), // width: int
-        x::FieldEntry::required(x::Name(0x2652006), x::Name(0x2729103)), // height: int
-        x::FieldEntry::required(x::Name(0x30d650a), x::Name(0x2f00106)), // vendorName: string
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::optional(x::Name(0x22c0b0b), x::Name(0x2f00106)), // customLabel: string
-        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2729103)), // vendorId: int
-        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2729103)), // deviceId: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x254610b), x::Name(0x2f00106)), // featureName: string
-        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
-        x::FieldEntry::optional(x::Name(0x318510a), x::Name(0x2f00106)), // vmPathName: string
-        x::FieldEntry::optional(x::Name(0x2e2d911), x::Name(0x2f00106)), // snapshotDirectory: string
-        x::FieldEntry::optional(x::Name(0x2f51110), x::Name(0x2f00106)), // suspendDirectory: string
-        x::FieldEntry::optional(x::Name(0x284ea0c), x::Name(0x2f00106)), // logDirectory: string
-        x::FieldEntry::optional(x::Name(0x25ace13), x::Name(0x2f00106)), // ftMetadataDirectory: string
-        x::FieldEntry::repeated(x::Name(0x2204f0a), x::Name(0x2f00106)), // configFile: string
-        x::FieldEntry::repeated(x::Name(0x284f707), x::Name(0x2f00106)), // logFile: string
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1caf922)), // disk: VirtualMachineFileLayoutDiskLayout
-        x::FieldEntry::repeated(x::Name(0x2e29c08), x::Name(0x1cbee26)), // snapshot: VirtualMachineFileLayoutSnapshotLayout
-        x::FieldEntry::optional(x::Name(0x2f5e008), x::Name(0x2f00106)), // swapFile: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::repeated(x::Name(0x23e7b08), x::Name(0x2f00106)), // diskFile: string
-        x::FieldEntry::repeated(x::Name(0x2556304), x::Name(0x1cb7f22)), // file: VirtualMachineFileLayoutExFileInfo
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1cb3724)), // disk: VirtualMachineFileLayoutExDiskLayout
-        x::FieldEntry::repeated(x::Name(0x2e29c08), x::Name(0x1cbc528)), // snapshot: VirtualMachineFileLayoutExSnapshotLayout
-        x::FieldEntry::required(x::Name(0x2fb5b09), x::Name(0x2308208)), // timestamp: dateTime
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::repeated(x::Name(0x217ed05), x::Name(0x1cb5c22)), // chain: VirtualMachineFileLayoutExDiskUnit
-        x::FieldEntry::repeated(x::Name(0x2558007), x::Name(0x2729103)), // fileKey: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
-        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
-        x::FieldEntry::optional(x::Name(0x302140a), x::Name(0x2857004)), // uniqueSize: long
-        x::FieldEntry::optional(x::Name(0x20fc60f), x::Name(0x2f00106)), // backingObjectId: string
-        x::FieldEntry::optional(x::Name(0x201470a), x::Name(0x212d207)), // accessible: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x22ea107), x::Name(0x2729103)), // dataKey: int
-        x::FieldEntry::optional(x::Name(0x28e2f09), x::Name(0x2729103)), // memoryKey: int
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1cb3724)), // disk: VirtualMachineFileLayoutExDiskLayout
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2e2fc0c), x::Name(0x2f00106)), // snapshotFile: string
-        x::FieldEntry::optional(x::Name(0x23c2113), x::Name(0x212d207)), // disableAcceleration: boolean
-        x::FieldEntry::optional(x::Name(0x2475b0d), x::Name(0x212d207)), // enableLogging: boolean
-        x::FieldEntry::optional(x::Name(0x3079c06), x::Name(0x212d207)), // useToe: boolean
-        x::FieldEntry::optional(x::Name(0x2d67010), x::Name(0x212d207)), // runWithDebugInfo: boolean
-        x::FieldEntry::optional(x::Name(0x2938c0b), x::Name(0x2f00106)), // monitorType: string
-        x::FieldEntry::optional(x::Name(0x26b4809), x::Name(0x2f00106)), // htSharing: string
-        x::FieldEntry::optional(x::Name(0x2e2eb10), x::Name(0x212d207)), // snapshotDisabled: boolean
-        x::FieldEntry::optional(x::Name(0x2e3360e), x::Name(0x212d207)), // snapshotLocked: boolean
-        x::FieldEntry::optional(x::Name(0x240300f), x::Name(0x212d207)), // diskUuidEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x310c40f), x::Name(0x2f00106)), // virtualMmuUsage: string
-        x::FieldEntry::optional(x::Name(0x30f8310), x::Name(0x2f00106)), // virtualExecUsage: string
-        x::FieldEntry::optional(x::Name(0x2e39f18), x::Name(0x2f00106)), // snapshotPowerOffBehavior: string
-        x::FieldEntry::optional(x::Name(0x2c9b613), x::Name(0x212d207)), // recordReplayEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2536512), x::Name(0x2f00106)), // faultToleranceType: string
-        x::FieldEntry::optional(x::Name(0x216e210), x::Name(0x212d207)), // cbrcCacheEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x31fbb0b), x::Name(0x212d207)), // vvtdEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x30cb10a), x::Name(0x212d207)), // vbsEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b2900d), x::Name(0x212d207)), // parentEnabled: boolean
-        x::FieldEntry::optional(x::Name(0x21aac10), x::Name(0x2f00106)), // childForkGroupId: string
-        x::FieldEntry::optional(x::Name(0x2b29e11), x::Name(0x2f00106)), // parentForkGroupId: string
-        x::FieldEntry::optional(x::Name(0x21acf09), x::Name(0x2f00106)), // childType: string
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x25ce707), x::Name(0x2f00106)), // gmmFile: string
-        x::FieldEntry::optional(x::Name(0x25cda0c), x::Name(0x2f00106)), // gmmAppliance: string
-        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
-        x::FieldEntry::optional(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
-        x::FieldEntry::optional(x::Name(0x25ec50d), x::Name(0x2f00106)), // guestFullName: string
-        x::FieldEntry::optional(x::Name(0x2fc930b), x::Name(0x1d68019)), // toolsStatus: VirtualMachineToolsStatus
-        x::FieldEntry::optional(x::Name(0x2fcf212), x::Name(0x2f00106)), // toolsVersionStatus: string
-        x::FieldEntry::optional(x::Name(0x2fd0513), x::Name(0x2f00106)), // toolsVersionStatus2: string
-        x::FieldEntry::optional(x::Name(0x2fc8012), x::Name(0x2f00106)), // toolsRunningStatus: string
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
-        x::FieldEntry::optional(x::Name(0x26be309), x::Name(0x2f00106)), // hwVersion: string
-        x::FieldEntry::repeated(x::Name(0x2b3500e), x::Name(0x1ce0528)), // partitionTable: VirtualMachineIdeDiskDevicePartitionInfo
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
-        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2729103)), // capacity: int
-        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x2cff40d), x::Name(0x1258216)), // resPoolEntity: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2568b0a), x::Name(0x2f00106)), // filterName: string
-        x::FieldEntry::optional(x::Name(0x256510b), x::Name(0x2f00106)), // filterClass: string
-        x::FieldEntry::repeated(x::Name(0x2563e12), x::Name(0x11c0608)), // filterCapabilities: KeyValue
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2846d08), x::Name(0x1d3071a)), // location: VirtualMachineRelocateSpec
-        x::FieldEntry::repeated(x::Name(0x2202206), x::Name(0x13b310b)), // config: OptionValue
-        x::FieldEntry::optional(x::Name(0x211ef08), x::Name(0x2f00106)), // biosUuid: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x3106811), x::Name(0x2857004)), // virtualMachineMin: long
-        x::FieldEntry::required(x::Name(0x3105611), x::Name(0x2857004)), // virtualMachineMax: long
-        x::FieldEntry::required(x::Name(0x310ad16), x::Name(0x2857004)), // virtualMachineReserved: long
-        x::FieldEntry::required(x::Name(0x205d510), x::Name(0x2f00106)), // allocationPolicy: string
-        x::FieldEntry::optional(x::Name(0x310ad16), x::Name(0x2857004)), // virtualMachineReserved: long
-        x::FieldEntry::optional(x::Name(0x205d510), x::Name(0x2f00106)), // allocationPolicy: string
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::repeated(x::Name(0x2097908), x::Name(0x207ef07)), // argument: anyType
-        x::FieldEntry::optional(x::Name(0x2fa4204), x::Name(0x2f00106)), // text: string
-        x::FieldEntry::required(x::Name(0x315ab04), x::Name(0x2f00106)), // vmId: string
-        x::FieldEntry::optional(x::Name(0x2905408), x::Name(0x2f00106)), // metadata: string
-        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
-        x::FieldEntry::required(x::Name(0x315b00a), x::Name(0x1cf3327)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x315b00a), x::Name(0x1cf3327)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
-        x::FieldEntry::optional(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2fabf06), x::Name(0x2f00106)), // ticket: string
-        x::FieldEntry::required(x::Name(0x217e507), x::Name(0x2f00106)), // cfgFile: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x2f00106)), // host: string
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x131c90e)), // network: NetworkSummary
-        x::FieldEntry::optional(x::Name(0x31f7107), x::Name(0x2f00106)), // vswitch: string
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2b51307), x::Name(0x2857004)), // peakBps: long
-        x::FieldEntry::optional(x::Name(0x20f5f0a), x::Name(0x2857004)), // averageBps: long
-        x::FieldEntry::optional(x::Name(0x2142b09), x::Name(0x2857004)), // burstSize: long
-        x::FieldEntry::required(x::Name(0x2b47609), x::Name(0xeeb30d)), // pciDevice: HostPciDevice
-        x::FieldEntry::required(x::Name(0x2f75508), x::Name(0x2f00106)), // systemId: string
-        x::FieldEntry::required(x::Name(0x30e2b04), x::Name(0x2f00106)), // vgpu: string
-        x::FieldEntry::optional(x::Name(0x2f71713), x::Name(0x2f00106)), // systemClockProtocol: string
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::repeated(x::Name(0x23f5f12), x::Name(0x1d1e02e)), // diskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
-        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
-        x::FieldEntry::optional(x::Name(0x2a90c0a), x::Name(0x2f00106)), // objectData: string
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0xaa520f)), // key: DynamicProperty
-        x::FieldEntry::repeated(x::Name(0x2cb6a09), x::Name(0xaa520f)), // relations: DynamicProperty
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x2fa4204), x::Name(0x2f00106)), // text: string
-        x::FieldEntry::required(x::Name(0x21ae206), x::Name(0x5ef50c)), // choice: ChoiceOption
-        x::FieldEntry::repeated(x::Name(0x28f8f07), x::Name(0x1cf1d15)), // message: VirtualMachineMessage
-        x::FieldEntry::optional(x::Name(0x2af6a0f), x::Name(0x2729103)), // overallCpuUsage: int
-        x::FieldEntry::optional(x::Name(0x2af4510), x::Name(0x2729103)), // overallCpuDemand: int
-        x::FieldEntry::optional(x::Name(0x2af5613), x::Name(0x2729103)), // overallCpuReadiness: int
-        x::FieldEntry::optional(x::Name(0x25f4710), x::Name(0x2729103)), // guestMemoryUsage: int
-        x::FieldEntry::optional(x::Name(0x268060f), x::Name(0x2729103)), // hostMemoryUsage: int
-        x::FieldEntry::required(x::Name(0x25ee614), x::Name(0x1255813)), // guestHeartbeatStatus: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x2407919), x::Name(0x2729103)), // distributedCpuEntitlement: int
-        x::FieldEntry::optional(x::Name(0x240aa1c), x::Name(0x2729103)), // distributedMemoryEntitlement: int
-        x::FieldEntry::optional(x::Name(0x2ec7714), x::Name(0x2729103)), // staticCpuEntitlement: int
-        x::FieldEntry::optional(x::Name(0x2eca117), x::Name(0x2729103)), // staticMemoryEntitlement: int
-        x::FieldEntry::optional(x::Name(0x25d1e0d), x::Name(0x2729103)), // grantedMemory: int
-        x::FieldEntry::optional(x::Name(0x2c0a10d), x::Name(0x2729103)), // privateMemory: int
-        x::FieldEntry::optional(x::Name(0x2df380c), x::Name(0x2729103)), // sharedMemory: int
-        x::FieldEntry::optional(x::Name(0x2f6460d), x::Name(0x2729103)), // swappedMemory: int
-        x::FieldEntry::optional(x::Name(0x210e20f), x::Name(0x2729103)), // balloonedMemory: int
-        x::FieldEntry::optional(x::Name(0x2243216), x::Name(0x2729103)), // consumedOverheadMemory: int
-        x::FieldEntry::optional(x::Name(0x25ab40e), x::Name(0x2729103)), // ftLogBandwidth: int
-        x::FieldEntry::optional(x::Name(0x25af012), x::Name(0x2729103)), // ftSecondaryLatency: int
-        x::FieldEntry::optional(x::Name(0x25aa40f), x::Name(0x1255813)), // ftLatencyStatus: ManagedEntityStatus
-        x::FieldEntry::optional(x::Name(0x21f7f10), x::Name(0x2857004)), // compressedMemory: long
-        x::FieldEntry::optional(x::Name(0x3069d0d), x::Name(0x2729103)), // uptimeSeconds: int
-        x::FieldEntry::optional(x::Name(0x2e9d310), x::Name(0x2857004)), // ssdSwappedMemory: long
-        x::FieldEntry::optional(x::Name(0x202300c), x::Name(0x2729103)), // activeMemory: int
-        x::FieldEntry::repeated(x::Name(0x28f5e0f), x::Name(0x1d29927)), // memoryTierStats: VirtualMachineQuickStatsMemoryTierStats
-        x::FieldEntry::required(x::Name(0x28f6e0e), x::Name(0x2f00106)), // memoryTierType: string
-        x::FieldEntry::required(x::Name(0x2c71a0d), x::Name(0x2857004)), // readBandwidth: long
-        x::FieldEntry::optional(x::Name(0x2dc7407), x::Name(0x181af0e)), // service: ServiceLocator
-        x::FieldEntry::optional(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23eff0c), x::Name(0x2f00106)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1d32225)), // disk: VirtualMachineRelocateSpecDiskLocator
-        x::FieldEntry::optional(x::Name(0x2febf09), x::Name(0x1d37924)), // transform: VirtualMachineRelocateTransformation
-        x::FieldEntry::repeated(x::Name(0x238c40c), x::Name(0x1b73c17)), // deviceChange: VirtualDeviceConfigSpec
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x229910a), x::Name(0x7ce70a)), // cryptoSpec: CryptoSpec
-        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23eff0c), x::Name(0x2f00106)), // diskMoveType: string
-        x::FieldEntry::optional(x::Name(0x23e230f), x::Name(0x1b6d418)), // diskBackingInfo: VirtualDeviceBackingInfo
-        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
-        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0x1d34830)), // backing: VirtualMachineRelocateSpecDiskLocatorBackingSpec
-        x::FieldEntry::repeated(x::Name(0x256ad0a), x::Name(0x1c3d727)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1d34830)), // parent: VirtualMachineRelocateSpecDiskLocatorBackingSpec
-        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
-        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x1c86b1f)), // device: VirtualMachineDeviceRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2234e0f), x::Name(0x1c72e1d)), // connectionState: VirtualMachineConnectionState
-        x::FieldEntry::required(x::Name(0x2bcea0a), x::Name(0x1d18918)), // powerState: VirtualMachinePowerState
-        x::FieldEntry::optional(x::Name(0x3151514), x::Name(0x212d207)), // vmFailoverInProgress: boolean
-        x::FieldEntry::optional(x::Name(0x2535113), x::Name(0x1ca6521)), // faultToleranceState: VirtualMachineFaultToleranceState
-        x::FieldEntry::optional(x::Name(0x22e320f), x::Name(0x1d3b82b)), // dasVmProtection: VirtualMachineRuntimeInfoDasProtectionState
-        x::FieldEntry::required(x::Name(0x2fc3715), x::Name(0x212d207)), // toolsInstallerMounted: boolean
-        x::FieldEntry::optional(x::Name(0x2f5510b), x::Name(0x2308208)), // suspendTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2137908), x::Name(0x2308208)), // bootTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2f5220f), x::Name(0x2857004)), // suspendInterval: long
-        x::FieldEntry::optional(x::Name(0x2c59408), x::Name(0x1d2651a)), // question: VirtualMachineQuestionInfo
-        x::FieldEntry::optional(x::Name(0x28e5b0e), x::Name(0x2857004)), // memoryOverhead: long
-        x::FieldEntry::optional(x::Name(0x2891b0b), x::Name(0x2729103)), // maxCpuUsage: int
-        x::FieldEntry::optional(x::Name(0x28a230e), x::Name(0x2729103)), // maxMemoryUsage: int
-        x::FieldEntry::required(x::Name(0x2a38c11), x::Name(0x2729103)), // numMksConnections: int
-        x::FieldEntry::optional(x::Name(0x2c9e311), x::Name(0x1d2c11f)), // recordReplayState: VirtualMachineRecordReplayState
-        x::FieldEntry::optional(x::Name(0x21b2d0d), x::Name(0x212d207)), // cleanPowerOff: boolean
-        x::FieldEntry::optional(x::Name(0x297bb13), x::Name(0x2f00106)), // needSecondaryReason: string
-        x::FieldEntry::optional(x::Name(0x2aafa0d), x::Name(0x212d207)), // onlineStandby: boolean
-        x::FieldEntry::optional(x::Name(0x2919815), x::Name(0x2f00106)), // minRequiredEVCModeKey: string
-        x::FieldEntry::optional(x::Name(0x2241313), x::Name(0x212d207)), // consolidationNeeded: boolean
-        x::FieldEntry::repeated(x::Name(0x2a9af19), x::Name(0x1caa820)), // offlineFeatureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::repeated(x::Name(0x2546d12), x::Name(0x1caa820)), // featureRequirement: VirtualMachineFeatureRequirement
-        x::FieldEntry::repeated(x::Name(0x254550b), x::Name(0xd6290f)), // featureMask: HostFeatureMask
-        x::FieldEntry::optional(x::Name(0x30a0715), x::Name(0x2857004)), // vFlashCacheAllocation: long
-        x::FieldEntry::optional(x::Name(0x2b45e06), x::Name(0x212d207)), // paused: boolean
-        x::FieldEntry::optional(x::Name(0x2e31414), x::Name(0x212d207)), // snapshotInBackground: boolean
-        x::FieldEntry::optional(x::Name(0x2c64e12), x::Name(0x212d207)), // quiescedForkParent: boolean
-        x::FieldEntry::optional(x::Name(0x2724212), x::Name(0x212d207)), // instantCloneFrozen: boolean
-        x::FieldEntry::optional(x::Name(0x2299c0b), x::Name(0x2f00106)), // cryptoState: string
-        x::FieldEntry::optional(x::Name(0x2f5a711), x::Name(0x212d207)), // suspendedToMemory: boolean
-        x::FieldEntry::required(x::Name(0x22dfd0c), x::Name(0x212d207)), // dasProtected: boolean
-        x::FieldEntry::optional(x::Name(0x23e0704), x::Name(0xf9200c)), // disk: HostScsiDisk
-        x::FieldEntry::optional(x::Name(0x2ff050d), x::Name(0x2f00106)), // transportHint: string
-        x::FieldEntry::optional(x::Name(0x2860f09), x::Name(0x2729103)), // lunNumber: int
-        x::FieldEntry::required(x::Name(0x2d8b909), x::Name(0x2f00106)), // scsiClass: string
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
-        x::FieldEntry::required(x::Name(0x2b8b412), x::Name(0x2729103)), // physicalUnitNumber: int
-        x::FieldEntry::required(x::Name(0x24c5c07), x::Name(0x2857004)), // epcSize: long
-        x::FieldEntry::optional(x::Name(0x257fe07), x::Name(0x2f00106)), // flcMode: string
-        x::FieldEntry::optional(x::Name(0x27ff00c), x::Name(0x2f00106)), // lePubKeyHash: string
-        x::FieldEntry::required(x::Name(0x289540a), x::Name(0x2857004)), // maxEpcSize: long
-        x::FieldEntry::repeated(x::Name(0x2580608), x::Name(0x2f00106)), // flcModes: string
-        x::FieldEntry::repeated(x::Name(0x27ffd0e), x::Name(0x2f00106)), // lePubKeyHashes: string
-        x::FieldEntry::optional(x::Name(0x22b9d0f), x::Name(0x1258216)), // currentSnapshot: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x2d5a410), x::Name(0x1d4cd1a)), // rootSnapshotList: VirtualMachineSnapshotTree
-        x::FieldEntry::required(x::Name(0x2e29c08), x::Name(0x1258216)), // snapshot: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
-        x::FieldEntry::required(x::Name(0x228de0a), x::Name(0x2308208)), // createTime: dateTime
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x1d18918)), // state: VirtualMachinePowerState
-        x::FieldEntry::required(x::Name(0x2c64508), x::Name(0x212d207)), // quiesced: boolean
-        x::FieldEntry::optional(x::Name(0x210030e), x::Name(0x2f00106)), // backupManifest: string
-        x::FieldEntry::repeated(x::Name(0x21abd11), x::Name(0x1d4cd1a)), // childSnapshotList: VirtualMachineSnapshotTree
-        x::FieldEntry::optional(x::Name(0x2cdbb0f), x::Name(0x212d207)), // replaySupported: boolean
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x30fd40f), x::Name(0x212d207)), // virtualFunction: boolean
-        x::FieldEntry::optional(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
-        x::FieldEntry::optional(x::Name(0x239580a), x::Name(0x1d50021)), // devicePool: VirtualMachineSriovDevicePoolInfo
-        x::FieldEntry::optional(x::Name(0x2f66409), x::Name(0x2f00106)), // switchKey: string
-        x::FieldEntry::optional(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
-        x::FieldEntry::repeated(x::Name(0x2b54911), x::Name(0x1d6bb1e)), // perDatastoreUsage: VirtualMachineUsageOnDatastore
-        x::FieldEntry::required(x::Name(0x2fb5b09), x::Name(0x2308208)), // timestamp: dateTime
-        x::FieldEntry::required(x::Name(0x21dd109), x::Name(0x2857004)), // committed: long
-        x::FieldEntry::required(x::Name(0x301650b), x::Name(0x2857004)), // uncommitted: long
-        x::FieldEntry::required(x::Name(0x3043f08), x::Name(0x2857004)), // unshared: long
-        x::FieldEntry::required(x::Name(0x2fb5b09), x::Name(0x2308208)), // timestamp: dateTime
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2d68907), x::Name(0x1d39e19)), // runtime: VirtualMachineRuntimeInfo
-        x::FieldEntry::optional(x::Name(0x25e3f05), x::Name(0x1cdb21a)), // guest: VirtualMachineGuestSummary
-        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1c6f91b)), // config: VirtualMachineConfigSummary
-        x::FieldEntry::optional(x::Name(0x2ee0d07), x::Name(0x1d59d1c)), // storage: VirtualMachineStorageSummary
-        x::FieldEntry::required(x::Name(0x2c5f60a), x::Name(0x1d28018)), // quickStats: VirtualMachineQuickStats
-        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
-        x::FieldEntry::repeated(x::Name(0x22c170b), x::Name(0x7e3010)), // customValue: CustomFieldValue
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::repeated(x::Name(0x220fb10), x::Name(0x2f00106)), // configurationTag: string
-        x::FieldEntry::required(x::Name(0x2fabf06), x::Name(0x2f00106)), // ticket: string
-        x::FieldEntry::required(x::Name(0x217e507), x::Name(0x2f00106)), // cfgFile: string
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x2f00106)), // host: string
-        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
-        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
-        x::FieldEntry::optional(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::optional(x::Name(0x22f770b), x::Name(0x3344606)), // addressType: string
+        x::FieldEntry::optional(x::Name(0x2bf1c0a), x::Name(0x3344606)), // macAddress: string
+        x::FieldEntry::optional(x::Name(0x36b8110), x::Name(0x2405e07)), // wakeOnLanEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x312f112), x::Name(0x1e6d125)), // resourceAllocation: VirtualEthernetCardResourceAllocation
+        x::FieldEntry::optional(x::Name(0x284d80a), x::Name(0x3344606)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x2405e07)), // uptCompatibilityEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3351908), x::Name(0x3344606)), // subnetId: string
+        x::FieldEntry::required(x::Name(0x2f96e04), x::Name(0xaffc26)), // port: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2d41907), x::Name(0x13ff016)), // network: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a46011), x::Name(0x2405e07)), // inPassthroughMode: boolean
+        x::FieldEntry::required(x::Name(0x2e84e0f), x::Name(0x3344606)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2e87011), x::Name(0x3344606)), // opaqueNetworkType: string
+        x::FieldEntry::required(x::Name(0x337d20c), x::Name(0x65700c)), // supportedOUI: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2bf8a07), x::Name(0x65700c)), // macType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x36b8110), x::Name(0x5c290a)), // wakeOnLanEnabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x35ced19), x::Name(0x2405e07)), // vmDirectPathGen2Supported: boolean
+        x::FieldEntry::optional(x::Name(0x34d3e17), x::Name(0x5c290a)), // uptCompatibilityEnabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x3115d0b), x::Name(0x2be5304)), // reservation: long
+        x::FieldEntry::required(x::Name(0x3216b05), x::Name(0x1a6f70a)), // share: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2ba7805), x::Name(0x2be5304)), // limit: long
+        x::FieldEntry::required(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
+        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x2405e07)), // autoCoresPerSocket: boolean
+        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x2a94603)), // memoryMB: int
+        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
+        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
+        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
+        x::FieldEntry::required(x::Name(0x2a21409), x::Name(0x2a94603)), // hwVersion: int
+        x::FieldEntry::repeated(x::Name(0x3577d13), x::Name(0x1de6313)), // virtualDeviceOption: VirtualDeviceOption
+        x::FieldEntry::required(x::Name(0x26a4d12), x::Name(0x2405e07)), // deviceListReadonly: boolean
+        x::FieldEntry::repeated(x::Name(0x2de2306), x::Name(0x2a94603)), // numCPU: int
+        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x12bb409)), // numCoresPerSocket: IntOption
+        x::FieldEntry::optional(x::Name(0x23a8712), x::Name(0x5c290a)), // autoCoresPerSocket: BoolOption
+        x::FieldEntry::required(x::Name(0x2dea60e), x::Name(0x2405e07)), // numCpuReadonly: boolean
+        x::FieldEntry::required(x::Name(0x2c80008), x::Name(0x13e720a)), // memoryMB: LongOption
+        x::FieldEntry::required(x::Name(0x2e03511), x::Name(0x12bb409)), // numPCIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2df6f11), x::Name(0x12bb409)), // numIDEControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e2c211), x::Name(0x12bb409)), // numUSBControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e2d415), x::Name(0x12bb409)), // numUSBXHCIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e1bb11), x::Name(0x12bb409)), // numSIOControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2e06011), x::Name(0x12bb409)), // numPS2Controllers: IntOption
+        x::FieldEntry::repeated(x::Name(0x2ba430e), x::Name(0x3344606)), // licensingLimit: string
+        x::FieldEntry::optional(x::Name(0x2e27914), x::Name(0x12bb409)), // numSupportedWwnPorts: IntOption
+        x::FieldEntry::optional(x::Name(0x2e26414), x::Name(0x12bb409)), // numSupportedWwnNodes: IntOption
+        x::FieldEntry::optional(x::Name(0x3130414), x::Name(0x191a714)), // resourceConfigOption: ResourceConfigOption
+        x::FieldEntry::optional(x::Name(0x2dfca14), x::Name(0x12bb409)), // numNVDIMMControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e2a20d), x::Name(0x12bb409)), // numTPMDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3fa0d), x::Name(0x12bb409)), // numWDTDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e0e718), x::Name(0x12bb409)), // numPrecisionClockDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x27fe10b), x::Name(0x13e720a)), // epcMemoryMB: LongOption
+        x::FieldEntry::repeated(x::Name(0x22d5c17), x::Name(0x3344606)), // acpiHostBridgesFirmware: string
+        x::FieldEntry::optional(x::Name(0x2deb519), x::Name(0x12bb409)), // numCpuSimultaneousThreads: IntOption
+        x::FieldEntry::optional(x::Name(0x2e0280c), x::Name(0x12bb409)), // numNumaNodes: IntOption
+        x::FieldEntry::optional(x::Name(0x2deee0f), x::Name(0x12bb409)), // numDeviceGroups: IntOption
+        x::FieldEntry::repeated(x::Name(0x269ee10), x::Name(0x3344606)), // deviceGroupTypes: string
+        x::FieldEntry::required(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2df810b), x::Name(0x12bb409)), // numIDEDisks: IntOption
+        x::FieldEntry::required(x::Name(0x2df620c), x::Name(0x12bb409)), // numIDECdroms: IntOption
+        x::FieldEntry::repeated(x::Name(0x230930b), x::Name(0x2a94603)), // affinitySet: int
+        x::FieldEntry::optional(x::Name(0x2407609), x::Name(0x2be5304)), // bootDelay: long
+        x::FieldEntry::optional(x::Name(0x27e710e), x::Name(0x2405e07)), // enterBIOSSetup: boolean
+        x::FieldEntry::optional(x::Name(0x2792314), x::Name(0x2405e07)), // efiSecureBootEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x240d710), x::Name(0x2405e07)), // bootRetryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x240c80e), x::Name(0x2be5304)), // bootRetryDelay: long
+        x::FieldEntry::repeated(x::Name(0x240be09), x::Name(0x1ea2927)), // bootOrder: VirtualMachineBootOptionsBootableDevice
+        x::FieldEntry::optional(x::Name(0x2d4a713), x::Name(0x3344606)), // networkBootProtocol: string
+        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x26a2c09), x::Name(0x2a94603)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x326731b), x::Name(0x2405e07)), // snapshotOperationsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d07a1a), x::Name(0x2405e07)), // multipleSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x325a417), x::Name(0x2405e07)), // snapshotConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2fc451c), x::Name(0x2405e07)), // poweredOffSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c8d618), x::Name(0x2405e07)), // memorySnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x3151719), x::Name(0x2405e07)), // revertToSnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x305e41a), x::Name(0x2405e07)), // quiescedSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x26e2c19), x::Name(0x2405e07)), // disableSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bd5d16), x::Name(0x2405e07)), // lockSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x252701b), x::Name(0x2405e07)), // consolePreferencesSupported: boolean
+        x::FieldEntry::required(x::Name(0x255d517), x::Name(0x2405e07)), // cpuFeatureMaskSupported: boolean
+        x::FieldEntry::required(x::Name(0x3185f19), x::Name(0x2405e07)), // s1AcpiManagementSupported: boolean
+        x::FieldEntry::required(x::Name(0x3206220), x::Name(0x2405e07)), // settingScreenResolutionSupported: boolean
+        x::FieldEntry::required(x::Name(0x341e118), x::Name(0x2405e07)), // toolsAutoUpdateSupported: boolean
+        x::FieldEntry::required(x::Name(0x35eb012), x::Name(0x2405e07)), // vmNpivWwnSupported: boolean
+        x::FieldEntry::required(x::Name(0x2dd1a1a), x::Name(0x2405e07)), // npivWwnOnNonRdmVmSupported: boolean
+        x::FieldEntry::optional(x::Name(0x35e9619), x::Name(0x2405e07)), // vmNpivWwnDisableSupported: boolean
+        x::FieldEntry::optional(x::Name(0x35ec318), x::Name(0x2405e07)), // vmNpivWwnUpdateSupported: boolean
+        x::FieldEntry::required(x::Name(0x33afa16), x::Name(0x2405e07)), // swapPlacementSupported: boolean
+        x::FieldEntry::required(x::Name(0x3428f16), x::Name(0x2405e07)), // toolsSyncTimeSupported: boolean
+        x::FieldEntry::required(x::Name(0x3596618), x::Name(0x2405e07)), // virtualMmuUsageSupported: boolean
+        x::FieldEntry::required(x::Name(0x271c513), x::Name(0x2405e07)), // diskSharesSupported: boolean
+        x::FieldEntry::required(x::Name(0x240a914), x::Name(0x2405e07)), // bootOptionsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x240e819), x::Name(0x2405e07)), // bootRetryOptionsSupported: boolean
+        x::FieldEntry::required(x::Name(0x320831c), x::Name(0x2405e07)), // settingVideoRamSizeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320421f), x::Name(0x2405e07)), // settingDisplayTopologySupported: boolean
+        x::FieldEntry::optional(x::Name(0x30a1e15), x::Name(0x2405e07)), // recordReplaySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2466117), x::Name(0x2405e07)), // changeTrackingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d0151f), x::Name(0x2405e07)), // multipleCoresPerSocketSupported: boolean
+        x::FieldEntry::optional(x::Name(0x29b9e1d), x::Name(0x2405e07)), // hostBasedReplicationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x293a016), x::Name(0x2405e07)), // guestAutoLockSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c85b1e), x::Name(0x2405e07)), // memoryReservationLockSupported: boolean
+        x::FieldEntry::optional(x::Name(0x288ae1b), x::Name(0x2405e07)), // featureRequirementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2fc7e23), x::Name(0x2405e07)), // poweredOnMonitorTypeChangeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31b1a15), x::Name(0x2405e07)), // seSparseDiskSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d2d711), x::Name(0x2405e07)), // nestedHVSupported: boolean
+        x::FieldEntry::optional(x::Name(0x352eb0d), x::Name(0x2405e07)), // vPMCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31c3b13), x::Name(0x2405e07)), // secureBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f3b111), x::Name(0x2405e07)), // perVmEvcSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3594f16), x::Name(0x2405e07)), // virtualMmuUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x3580f17), x::Name(0x2405e07)), // virtualExecUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x2712526), x::Name(0x2405e07)), // diskOnlySnapshotOnSuspendedVMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33a3118), x::Name(0x2405e07)), // suspendToMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x342731b), x::Name(0x2405e07)), // toolsSyncTimeAllowSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320da0c), x::Name(0x2405e07)), // sevSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f7c815), x::Name(0x2405e07)), // pmemFailoverSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3107b1e), x::Name(0x2405e07)), // requireSgxAttestationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2460418), x::Name(0x2405e07)), // changeModeDisksSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3554a1a), x::Name(0x2405e07)), // vendorDeviceGroupSupported: boolean
+        x::FieldEntry::optional(x::Name(0x320c10f), x::Name(0x2405e07)), // sevSnpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x33f360c), x::Name(0x2405e07)), // tdxSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2797a16), x::Name(0x2405e07)), // ehvSecureBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x3405d0a), x::Name(0x3344606)), // thumbprint: string
+        x::FieldEntry::optional(x::Name(0x298dd0d), x::Name(0x3344606)), // hashAlgorithm: string
+        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x1f9b61a)), // location: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::optional(x::Name(0x24ea506), x::Name(0x1ecbb18)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x25b9e0d), x::Name(0x8bd911)), // customization: CustomizationSpec
+        x::FieldEntry::required(x::Name(0x2fb5c07), x::Name(0x2405e07)), // powerOn: boolean
+        x::FieldEntry::optional(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c76d06), x::Name(0x2405e07)), // memory: boolean
+        x::FieldEntry::optional(x::Name(0x3443312), x::Name(0x3344606)), // tpmProvisionPolicy: string
+        x::FieldEntry::required(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::required(x::Name(0x2cd6608), x::Name(0x2607608)), // modified: dateTime
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x257480a), x::Name(0x2607608)), // createDate: dateTime
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::repeated(x::Name(0x2dc8e15), x::Name(0x2be5304)), // npivNodeWorldWideName: long
+        x::FieldEntry::repeated(x::Name(0x2dcb615), x::Name(0x2be5304)), // npivPortWorldWideName: long
+        x::FieldEntry::optional(x::Name(0x2dd0415), x::Name(0x3344606)), // npivWorldWideNameType: string
+        x::FieldEntry::optional(x::Name(0x2dc6613), x::Name(0x3226a05)), // npivDesiredNodeWwns: short
+        x::FieldEntry::optional(x::Name(0x2dc7a13), x::Name(0x3226a05)), // npivDesiredPortWwns: short
+        x::FieldEntry::optional(x::Name(0x2dcda15), x::Name(0x2405e07)), // npivTemporaryDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2dca411), x::Name(0x2405e07)), // npivOnNonRdmDisks: boolean
+        x::FieldEntry::optional(x::Name(0x2bd400a), x::Name(0x3344606)), // locationId: string
+        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::required(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::required(x::Name(0x2339112), x::Name(0x3344606)), // alternateGuestName: string
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::required(x::Name(0x28a4505), x::Name(0x1f13816)), // files: VirtualMachineFileInfo
+        x::FieldEntry::optional(x::Name(0x341db05), x::Name(0x1b7820f)), // tools: ToolsConfigInfo
+        x::FieldEntry::required(x::Name(0x28c4305), x::Name(0x1f28416)), // flags: VirtualMachineFlagInfo
+        x::FieldEntry::optional(x::Name(0x2525d12), x::Name(0x1eda020)), // consolePreferences: VirtualMachineConsolePreferences
+        x::FieldEntry::required(x::Name(0x263da0f), x::Name(0x1ee5c20)), // defaultPowerOps: VirtualMachineDefaultPowerOpInfo
+        x::FieldEntry::optional(x::Name(0x307650e), x::Name(0x2405e07)), // rebootPowerOff: boolean
+        x::FieldEntry::required(x::Name(0x2976808), x::Name(0x1e7e30f)), // hardware: VirtualHardware
+        x::FieldEntry::repeated(x::Name(0x354d30a), x::Name(0x1ff3b18)), // vcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::optional(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::optional(x::Name(0x2c7d713), x::Name(0x2405e07)), // memoryHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x255ed10), x::Name(0x2405e07)), // cpuHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x255fe13), x::Name(0x2405e07)), // cpuHotRemoveEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2a13e12), x::Name(0x2be5304)), // hotPlugMemoryLimit: long
+        x::FieldEntry::optional(x::Name(0x2a1231a), x::Name(0x2be5304)), // hotPlugMemoryIncrementSize: long
+        x::FieldEntry::optional(x::Name(0x2553e0b), x::Name(0x1e97a1a)), // cpuAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x2c7740e), x::Name(0x1e97a1a)), // memoryAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x2d6f00d), x::Name(0x1f7791f)), // networkShaper: VirtualMachineNetworkShaperInfo
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0xe2ca0d)), // cpuFeatureMask: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0x260220c), x::Name(0x1ebdf28)), // datastoreUrl: VirtualMachineConfigInfoDatastoreUrlPair
+        x::FieldEntry::optional(x::Name(0x33aec0d), x::Name(0x3344606)), // swapPlacement: string
+        x::FieldEntry::optional(x::Name(0x2409d0b), x::Name(0x1e9e219)), // bootOptions: VirtualMachineBootOptions
+        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x30dd809), x::Name(0x18cc715)), // repConfig: ReplicationConfigSpec
+        x::FieldEntry::optional(x::Name(0x3513b0a), x::Name(0x210f90c)), // vAppConfig: VmConfigInfo
+        x::FieldEntry::optional(x::Name(0x351710f), x::Name(0x2405e07)), // vAssertsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2464b15), x::Name(0x2405e07)), // changeTrackingEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x28b8708), x::Name(0x3344606)), // firmware: string
+        x::FieldEntry::optional(x::Name(0x2c33e11), x::Name(0x2a94603)), // maxMksConnections: int
+        x::FieldEntry::optional(x::Name(0x2938b14), x::Name(0x2405e07)), // guestAutoLockEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x2c87a1c), x::Name(0x2405e07)), // memoryReservationLockedToMax: boolean
+        x::FieldEntry::optional(x::Name(0x2a7650f), x::Name(0x1ec2c24)), // initialOverhead: VirtualMachineConfigInfoOverheadInfo
+        x::FieldEntry::optional(x::Name(0x2d2c70f), x::Name(0x2405e07)), // nestedHVEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x352df0b), x::Name(0x2405e07)), // vPMCEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3198f1c), x::Name(0x19c6c1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
+        x::FieldEntry::optional(x::Name(0x28cfe0e), x::Name(0x1f3231c)), // forkConfigInfo: VirtualMachineForkConfigInfo
+        x::FieldEntry::optional(x::Name(0x351ed16), x::Name(0x2be5304)), // vFlashCacheReservation: long
+        x::FieldEntry::optional(x::Name(0x365bf11), x::Name(0x23e790c)), // vmxConfigChecksum: base64Binary
+        x::FieldEntry::optional(x::Name(0x2c98717), x::Name(0x2405e07)), // messageBusTunnelEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x361be11), x::Name(0x3344606)), // vmStorageObjectId: string
+        x::FieldEntry::optional(x::Name(0x33b2313), x::Name(0x3344606)), // swapStorageObjectId: string
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2946a12), x::Name(0x1f38620)), // guestIntegrityInfo: VirtualMachineGuestIntegrityInfo
+        x::FieldEntry::optional(x::Name(0x2cad311), x::Name(0x3344606)), // migrateEncryption: string
+        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1fb1115)), // sgxInfo: VirtualMachineSgxInfo
+        x::FieldEntry::optional(x::Name(0x253a812), x::Name(0x1edc124)), // contentLibItemInfo: VirtualMachineContentLibraryItemInfo
+        x::FieldEntry::optional(x::Name(0x28f3c10), x::Name(0x3344606)), // ftEncryptionMode: string
+        x::FieldEntry::optional(x::Name(0x294b017), x::Name(0x1f3a725)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
+        x::FieldEntry::optional(x::Name(0x320a00a), x::Name(0x2405e07)), // sevEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2e40808), x::Name(0x201db1d)), // numaInfo: VirtualMachineVirtualNumaInfo
+        x::FieldEntry::optional(x::Name(0x2f7b413), x::Name(0x2405e07)), // pmemFailoverEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x365e219), x::Name(0x2405e07)), // vmxStatsCollectionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x360c21c), x::Name(0x2405e07)), // vmOpNotificationToAppEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x360aa17), x::Name(0x2be5304)), // vmOpNotificationTimeout: long
+        x::FieldEntry::optional(x::Name(0x26ad30a), x::Name(0x201431f)), // deviceSwap: VirtualMachineVirtualDeviceSwap
+        x::FieldEntry::optional(x::Name(0x2f7af04), x::Name(0x201f919)), // pmem: VirtualMachineVirtualPMem
+        x::FieldEntry::optional(x::Name(0x269ff0c), x::Name(0x200c121)), // deviceGroups: VirtualMachineVirtualDeviceGroups
+        x::FieldEntry::optional(x::Name(0x28c071b), x::Name(0x2405e07)), // fixedPassthruHotPlugEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x365d110), x::Name(0x156630b)), // vmxRuntimeConfig: OptionValue
+        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
+        x::FieldEntry::optional(x::Name(0x33f1a0a), x::Name(0x2405e07)), // tdxEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x320b30d), x::Name(0x2405e07)), // sevSnpEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2937911), x::Name(0x3344606)), // guestArchitecture: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::optional(x::Name(0x2a74c18), x::Name(0x2be5304)), // initialMemoryReservation: long
+        x::FieldEntry::optional(x::Name(0x2a77516), x::Name(0x2be5304)), // initialSwapReservation: long
+        x::FieldEntry::required(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x294dc11), x::Name(0xd5f311)), // guestOSDescriptor: GuestOsDescriptor
+        x::FieldEntry::required(x::Name(0x294c813), x::Name(0x2a94603)), // guestOSDefaultIndex: int
+        x::FieldEntry::required(x::Name(0x2978d0f), x::Name(0x1e83615)), // hardwareOptions: VirtualHardwareOption
+        x::FieldEntry::required(x::Name(0x243e10c), x::Name(0x1eb0c18)), // capabilities: VirtualMachineCapability
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x98a40f)), // datastore: DatastoreOption
+        x::FieldEntry::repeated(x::Name(0x262de0d), x::Name(0x1dc1a0d)), // defaultDevice: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x337ab14), x::Name(0x3344606)), // supportedMonitorType: string
+        x::FieldEntry::repeated(x::Name(0x337df20), x::Name(0x3344606)), // supportedOvfEnvironmentTransport: string
+        x::FieldEntry::repeated(x::Name(0x338001c), x::Name(0x3344606)), // supportedOvfInstallTransport: string
+        x::FieldEntry::repeated(x::Name(0x3026f11), x::Name(0x1f8f51e)), // propertyRelations: VirtualMachinePropertyRelation
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::optional(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::repeated(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x257fe0f), x::Name(0x2405e07)), // createSupported: boolean
+        x::FieldEntry::optional(x::Name(0x262b213), x::Name(0x2405e07)), // defaultConfigOption: boolean
+        x::FieldEntry::optional(x::Name(0x317f70c), x::Name(0x2405e07)), // runSupported: boolean
+        x::FieldEntry::optional(x::Name(0x34c3b10), x::Name(0x2405e07)), // upgradeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x246790d), x::Name(0x3344606)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::optional(x::Name(0x355f807), x::Name(0x3344606)), // version: string
+        x::FieldEntry::optional(x::Name(0x257480a), x::Name(0x2607608)), // createDate: dateTime
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::repeated(x::Name(0x2dc8e15), x::Name(0x2be5304)), // npivNodeWorldWideName: long
+        x::FieldEntry::repeated(x::Name(0x2dcb615), x::Name(0x2be5304)), // npivPortWorldWideName: long
+        x::FieldEntry::optional(x::Name(0x2dd0415), x::Name(0x3344606)), // npivWorldWideNameType: string
+        x::FieldEntry::optional(x::Name(0x2dc6613), x::Name(0x3226a05)), // npivDesiredNodeWwns: short
+        x::FieldEntry::optional(x::Name(0x2dc7a13), x::Name(0x3226a05)), // npivDesiredPortWwns: short
+        x::FieldEntry::optional(x::Name(0x2dcda15), x::Name(0x2405e07)), // npivTemporaryDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2dca411), x::Name(0x2405e07)), // npivOnNonRdmDisks: boolean
+        x::FieldEntry::optional(x::Name(0x2dcf013), x::Name(0x3344606)), // npivWorldWideNameOp: string
+        x::FieldEntry::optional(x::Name(0x2bd400a), x::Name(0x3344606)), // locationId: string
+        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x2339112), x::Name(0x3344606)), // alternateGuestName: string
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x28a4505), x::Name(0x1f13816)), // files: VirtualMachineFileInfo
+        x::FieldEntry::optional(x::Name(0x341db05), x::Name(0x1b7820f)), // tools: ToolsConfigInfo
+        x::FieldEntry::optional(x::Name(0x28c4305), x::Name(0x1f28416)), // flags: VirtualMachineFlagInfo
+        x::FieldEntry::optional(x::Name(0x2525d12), x::Name(0x1eda020)), // consolePreferences: VirtualMachineConsolePreferences
+        x::FieldEntry::optional(x::Name(0x2fbae0b), x::Name(0x1ee5c20)), // powerOpInfo: VirtualMachineDefaultPowerOpInfo
+        x::FieldEntry::optional(x::Name(0x307650e), x::Name(0x2405e07)), // rebootPowerOff: boolean
+        x::FieldEntry::optional(x::Name(0x2de2a07), x::Name(0x2a94603)), // numCPUs: int
+        x::FieldEntry::repeated(x::Name(0x354d30a), x::Name(0x1ff3b18)), // vcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::optional(x::Name(0x2de3e11), x::Name(0x2a94603)), // numCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x2c80008), x::Name(0x2be5304)), // memoryMB: long
+        x::FieldEntry::optional(x::Name(0x2c7d713), x::Name(0x2405e07)), // memoryHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x255ed10), x::Name(0x2405e07)), // cpuHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x255fe13), x::Name(0x2405e07)), // cpuHotRemoveEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3588b13), x::Name(0x2405e07)), // virtualICH7MPresent: boolean
+        x::FieldEntry::optional(x::Name(0x35a1b11), x::Name(0x2405e07)), // virtualSMCPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x269580c), x::Name(0x1dc9017)), // deviceChange: VirtualDeviceConfigSpec
+        x::FieldEntry::optional(x::Name(0x2554a0d), x::Name(0x1917716)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2c78310), x::Name(0x1917716)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::optional(x::Name(0x2553e0b), x::Name(0x1e97a1a)), // cpuAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x2c7740e), x::Name(0x1e97a1a)), // memoryAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x2d6f00d), x::Name(0x1f7791f)), // networkShaper: VirtualMachineNetworkShaperInfo
+        x::FieldEntry::repeated(x::Name(0x255c60e), x::Name(0x1ede61b)), // cpuFeatureMask: VirtualMachineCpuIdInfoSpec
+        x::FieldEntry::repeated(x::Name(0x284e30b), x::Name(0x156630b)), // extraConfig: OptionValue
+        x::FieldEntry::optional(x::Name(0x33aec0d), x::Name(0x3344606)), // swapPlacement: string
+        x::FieldEntry::optional(x::Name(0x2409d0b), x::Name(0x1e9e219)), // bootOptions: VirtualMachineBootOptions
+        x::FieldEntry::optional(x::Name(0x3513b0a), x::Name(0x2111b0c)), // vAppConfig: VmConfigSpec
+        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x30dd809), x::Name(0x18cc715)), // repConfig: ReplicationConfigSpec
+        x::FieldEntry::optional(x::Name(0x3514611), x::Name(0x2405e07)), // vAppConfigRemoved: boolean
+        x::FieldEntry::optional(x::Name(0x351710f), x::Name(0x2405e07)), // vAssertsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2464b15), x::Name(0x2405e07)), // changeTrackingEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x28b8708), x::Name(0x3344606)), // firmware: string
+        x::FieldEntry::optional(x::Name(0x2c33e11), x::Name(0x2a94603)), // maxMksConnections: int
+        x::FieldEntry::optional(x::Name(0x2938b14), x::Name(0x2405e07)), // guestAutoLockEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x2c87a1c), x::Name(0x2405e07)), // memoryReservationLockedToMax: boolean
+        x::FieldEntry::optional(x::Name(0x2d2c70f), x::Name(0x2405e07)), // nestedHVEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x352df0b), x::Name(0x2405e07)), // vPMCEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3198f1c), x::Name(0x19c6c1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
+        x::FieldEntry::repeated(x::Name(0x3614509), x::Name(0x1f8db19)), // vmProfile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x2c98717), x::Name(0x2405e07)), // messageBusTunnelEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2cad311), x::Name(0x3344606)), // migrateEncryption: string
+        x::FieldEntry::optional(x::Name(0x3210207), x::Name(0x1fb1115)), // sgxInfo: VirtualMachineSgxInfo
+        x::FieldEntry::optional(x::Name(0x28f3c10), x::Name(0x3344606)), // ftEncryptionMode: string
+        x::FieldEntry::optional(x::Name(0x294b017), x::Name(0x1f3a725)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
+        x::FieldEntry::optional(x::Name(0x320a00a), x::Name(0x2405e07)), // sevEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x359fb0b), x::Name(0x201c119)), // virtualNuma: VirtualMachineVirtualNuma
+        x::FieldEntry::optional(x::Name(0x2ce2d11), x::Name(0x3344606)), // motherboardLayout: string
+        x::FieldEntry::optional(x::Name(0x2f7b413), x::Name(0x2405e07)), // pmemFailoverEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x365e219), x::Name(0x2405e07)), // vmxStatsCollectionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x360c21c), x::Name(0x2405e07)), // vmOpNotificationToAppEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x360aa17), x::Name(0x2be5304)), // vmOpNotificationTimeout: long
+        x::FieldEntry::optional(x::Name(0x26ad30a), x::Name(0x201431f)), // deviceSwap: VirtualMachineVirtualDeviceSwap
+        x::FieldEntry::optional(x::Name(0x322f913), x::Name(0x2a94603)), // simultaneousThreads: int
+        x::FieldEntry::optional(x::Name(0x2f7af04), x::Name(0x201f919)), // pmem: VirtualMachineVirtualPMem
+        x::FieldEntry::optional(x::Name(0x269ff0c), x::Name(0x200c121)), // deviceGroups: VirtualMachineVirtualDeviceGroups
+        x::FieldEntry::optional(x::Name(0x28c071b), x::Name(0x2405e07)), // fixedPassthruHotPlugEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ca550e), x::Name(0x2405e07)), // metroFtEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ca6410), x::Name(0x3344606)), // metroFtHostGroup: string
+        x::FieldEntry::optional(x::Name(0x33f1a0a), x::Name(0x2405e07)), // tdxEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x320b30d), x::Name(0x2405e07)), // sevSnpEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x33d3a08), x::Name(0x1b2f407)), // tagSpecs: TagSpec
+        x::FieldEntry::repeated(x::Name(0x3611513), x::Name(0x2188611)), // vmPlacementPolicies: VmPlacementPolicy
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::required(x::Name(0x3610a0a), x::Name(0x3344606)), // vmPathName: string
+        x::FieldEntry::optional(x::Name(0x2c8b10c), x::Name(0x2a94603)), // memorySizeMB: int
+        x::FieldEntry::optional(x::Name(0x256d50e), x::Name(0x2a94603)), // cpuReservation: int
+        x::FieldEntry::optional(x::Name(0x2c84911), x::Name(0x2a94603)), // memoryReservation: int
+        x::FieldEntry::optional(x::Name(0x2de6406), x::Name(0x2a94603)), // numCpu: int
+        x::FieldEntry::optional(x::Name(0x2df3010), x::Name(0x2a94603)), // numEthernetCards: int
+        x::FieldEntry::optional(x::Name(0x2e3010f), x::Name(0x2a94603)), // numVirtualDisks: int
+        x::FieldEntry::optional(x::Name(0x3510d04), x::Name(0x3344606)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2a8c90c), x::Name(0x3344606)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x233fe0a), x::Name(0x3344606)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
+        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x28f7c06), x::Name(0xc7f018)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x2c00909), x::Name(0x13f9d0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x344280a), x::Name(0x2405e07)), // tpmPresent: boolean
+        x::FieldEntry::optional(x::Name(0x2e37310), x::Name(0x2a94603)), // numVmiopBackings: int
+        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
+        x::FieldEntry::required(x::Name(0x2b61805), x::Name(0x3344606)), // label: string
+        x::FieldEntry::required(x::Name(0x2494a06), x::Name(0x3344606)), // client: string
+        x::FieldEntry::required(x::Name(0x3506308), x::Name(0x3344606)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2fb9c11), x::Name(0x2405e07)), // powerOnWhenOpened: boolean
+        x::FieldEntry::optional(x::Name(0x27e8018), x::Name(0x2405e07)), // enterFullScreenOnPowerOn: boolean
+        x::FieldEntry::optional(x::Name(0x249d418), x::Name(0x2405e07)), // closeOnPowerOffOrSuspend: boolean
+        x::FieldEntry::required(x::Name(0x253bb16), x::Name(0x3344606)), // contentLibraryItemUuid: string
+        x::FieldEntry::optional(x::Name(0x253d219), x::Name(0x3344606)), // contentLibraryItemVersion: string
+        x::FieldEntry::optional(x::Name(0x2a6cb04), x::Name(0xe2ca0d)), // info: HostCpuIdInfo
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x993510)), // datastore: DatastoreSummary
+        x::FieldEntry::required(x::Name(0x243ee0a), x::Name(0x96af13)), // capability: DatastoreCapability
+        x::FieldEntry::required(x::Name(0x2c2970b), x::Name(0x2be5304)), // maxFileSize: long
+        x::FieldEntry::optional(x::Name(0x2c5ba16), x::Name(0x2be5304)), // maxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x2c3d716), x::Name(0x2be5304)), // maxPhysicalRDMFileSize: long
+        x::FieldEntry::optional(x::Name(0x2c61015), x::Name(0x2be5304)), // maxVirtualRDMFileSize: long
+        x::FieldEntry::required(x::Name(0x2cd1304), x::Name(0x3344606)), // mode: string
+        x::FieldEntry::optional(x::Name(0x353930f), x::Name(0x3344606)), // vStorageSupport: string
+        x::FieldEntry::repeated(x::Name(0x3385d15), x::Name(0x3344606)), // supportedVDiskFormats: string
+        x::FieldEntry::required(x::Name(0x28a130e), x::Name(0x3344606)), // fileSystemType: string
+        x::FieldEntry::optional(x::Name(0x2bffc0c), x::Name(0x2a94603)), // majorVersion: int
+        x::FieldEntry::optional(x::Name(0x2fb4f0c), x::Name(0x3344606)), // powerOffType: string
+        x::FieldEntry::optional(x::Name(0x33a4a0b), x::Name(0x3344606)), // suspendType: string
+        x::FieldEntry::optional(x::Name(0x3129509), x::Name(0x3344606)), // resetType: string
+        x::FieldEntry::optional(x::Name(0x263c613), x::Name(0x3344606)), // defaultPowerOffType: string
+        x::FieldEntry::optional(x::Name(0x2645c12), x::Name(0x3344606)), // defaultSuspendType: string
+        x::FieldEntry::optional(x::Name(0x2641810), x::Name(0x3344606)), // defaultResetType: string
+        x::FieldEntry::optional(x::Name(0x32e390d), x::Name(0x3344606)), // standbyAction: string
+        x::FieldEntry::required(x::Name(0x3010b09), x::Name(0x3344606)), // profileId: string
+        x::FieldEntry::optional(x::Name(0x30ef50f), x::Name(0x18db70f)), // replicationSpec: ReplicationSpec
+        x::FieldEntry::optional(x::Name(0x300ff0b), x::Name(0x1f8be1c)), // profileData: VirtualMachineProfileRawData
+        x::FieldEntry::repeated(x::Name(0x301310d), x::Name(0x134dd08)), // profileParams: KeyValue
+        x::FieldEntry::required(x::Name(0x318310c), x::Name(0x1eedf31)), // runtimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x35c2c16), x::Name(0x2405e07)), // vmDirectPathGen2Active: boolean
+        x::FieldEntry::repeated(x::Name(0x35ccc20), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonVm: string
+        x::FieldEntry::repeated(x::Name(0x35ca823), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonOther: string
+        x::FieldEntry::optional(x::Name(0x35c5b26), x::Name(0x3344606)), // vmDirectPathGen2InactiveReasonExtended: string
+        x::FieldEntry::optional(x::Name(0x34d6b0b), x::Name(0x2405e07)), // uptv2Active: boolean
+        x::FieldEntry::repeated(x::Name(0x34d9d15), x::Name(0x3344606)), // uptv2InactiveReasonVm: string
+        x::FieldEntry::repeated(x::Name(0x34d8418), x::Name(0x3344606)), // uptv2InactiveReasonOther: string
+        x::FieldEntry::optional(x::Name(0x311fa11), x::Name(0x3344606)), // reservationStatus: string
+        x::FieldEntry::optional(x::Name(0x2388b10), x::Name(0x3344606)), // attachmentStatus: string
+        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::optional(x::Name(0x243f908), x::Name(0x2be5304)), // capacity: long
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3703e01), x::Name(0x2a94603)), // x: int
+        x::FieldEntry::required(x::Name(0x3706401), x::Name(0x2a94603)), // y: int
+        x::FieldEntry::required(x::Name(0x36c3d05), x::Name(0x2a94603)), // width: int
+        x::FieldEntry::required(x::Name(0x29aeb06), x::Name(0x2a94603)), // height: int
+        x::FieldEntry::required(x::Name(0x269650b), x::Name(0xbdad12)), // deviceClass: ElementDescription
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x32d1808), x::Name(0x2405e07)), // sriovNic: boolean
+        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x1564009)), // configParams: OptionDef
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x25b860b), x::Name(0x3344606)), // customLabel: string
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x2a94603)), // vendorId: int
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x2a94603)), // deviceId: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2888f0b), x::Name(0x3344606)), // featureName: string
+        x::FieldEntry::required(x::Name(0x3545105), x::Name(0x3344606)), // value: string
+        x::FieldEntry::optional(x::Name(0x3610a0a), x::Name(0x3344606)), // vmPathName: string
+        x::FieldEntry::optional(x::Name(0x325c911), x::Name(0x3344606)), // snapshotDirectory: string
+        x::FieldEntry::optional(x::Name(0x339e510), x::Name(0x3344606)), // suspendDirectory: string
+        x::FieldEntry::optional(x::Name(0x2bdbb0c), x::Name(0x3344606)), // logDirectory: string
+        x::FieldEntry::optional(x::Name(0x28fad13), x::Name(0x3344606)), // ftMetadataDirectory: string
+        x::FieldEntry::repeated(x::Name(0x24ed20a), x::Name(0x3344606)), // configFile: string
+        x::FieldEntry::repeated(x::Name(0x2bdc807), x::Name(0x3344606)), // logFile: string
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f16822)), // disk: VirtualMachineFileLayoutDiskLayout
+        x::FieldEntry::repeated(x::Name(0x3258c08), x::Name(0x1f25d26)), // snapshot: VirtualMachineFileLayoutSnapshotLayout
+        x::FieldEntry::optional(x::Name(0x33ad108), x::Name(0x3344606)), // swapFile: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::repeated(x::Name(0x2706308), x::Name(0x3344606)), // diskFile: string
+        x::FieldEntry::repeated(x::Name(0x2899104), x::Name(0x1f1ee22)), // file: VirtualMachineFileLayoutExFileInfo
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f1a624)), // disk: VirtualMachineFileLayoutExDiskLayout
+        x::FieldEntry::repeated(x::Name(0x3258c08), x::Name(0x1f23428)), // snapshot: VirtualMachineFileLayoutExSnapshotLayout
+        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::optional(x::Name(0x357b211), x::Name(0x3344606)), // virtualDiskFormat: string
+        x::FieldEntry::repeated(x::Name(0x245b105), x::Name(0x1f1cb22)), // chain: VirtualMachineFileLayoutExDiskUnit
+        x::FieldEntry::repeated(x::Name(0x289ae07), x::Name(0x2a94603)), // fileKey: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x2a94603)), // key: int
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3235604), x::Name(0x2be5304)), // size: long
+        x::FieldEntry::optional(x::Name(0x3484a0a), x::Name(0x2be5304)), // uniqueSize: long
+        x::FieldEntry::optional(x::Name(0x23d2b0f), x::Name(0x3344606)), // backingObjectId: string
+        x::FieldEntry::optional(x::Name(0x22cf90a), x::Name(0x2405e07)), // accessible: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25e3e07), x::Name(0x2a94603)), // dataKey: int
+        x::FieldEntry::optional(x::Name(0x2c7eb09), x::Name(0x2a94603)), // memoryKey: int
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f1a624)), // disk: VirtualMachineFileLayoutExDiskLayout
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x13ff016)), // key: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x325ec0c), x::Name(0x3344606)), // snapshotFile: string
+        x::FieldEntry::optional(x::Name(0x26db713), x::Name(0x2405e07)), // disableAcceleration: boolean
+        x::FieldEntry::optional(x::Name(0x27a900d), x::Name(0x2405e07)), // enableLogging: boolean
+        x::FieldEntry::optional(x::Name(0x34ebc06), x::Name(0x2405e07)), // useToe: boolean
+        x::FieldEntry::optional(x::Name(0x3180410), x::Name(0x2405e07)), // runWithDebugInfo: boolean
+        x::FieldEntry::optional(x::Name(0x2cdcc0b), x::Name(0x3344606)), // monitorType: string
+        x::FieldEntry::optional(x::Name(0x2a17909), x::Name(0x3344606)), // htSharing: string
+        x::FieldEntry::optional(x::Name(0x325db10), x::Name(0x2405e07)), // snapshotDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x326260e), x::Name(0x2405e07)), // snapshotLocked: boolean
+        x::FieldEntry::optional(x::Name(0x2723c0f), x::Name(0x2405e07)), // diskUuidEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3593f0f), x::Name(0x3344606)), // virtualMmuUsage: string
+        x::FieldEntry::optional(x::Name(0x357fe10), x::Name(0x3344606)), // virtualExecUsage: string
+        x::FieldEntry::optional(x::Name(0x3268f18), x::Name(0x3344606)), // snapshotPowerOffBehavior: string
+        x::FieldEntry::optional(x::Name(0x309df13), x::Name(0x2405e07)), // recordReplayEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2877012), x::Name(0x3344606)), // faultToleranceType: string
+        x::FieldEntry::optional(x::Name(0x2448810), x::Name(0x2405e07)), // cbrcCacheEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x36b270b), x::Name(0x2405e07)), // vvtdEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x354890a), x::Name(0x2405e07)), // vbsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2f0320d), x::Name(0x2405e07)), // parentEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2489d10), x::Name(0x3344606)), // childForkGroupId: string
+        x::FieldEntry::optional(x::Name(0x2f04011), x::Name(0x3344606)), // parentForkGroupId: string
+        x::FieldEntry::optional(x::Name(0x248c009), x::Name(0x3344606)), // childType: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2920a07), x::Name(0x3344606)), // gmmFile: string
+        x::FieldEntry::optional(x::Name(0x291fd0c), x::Name(0x3344606)), // gmmAppliance: string
+        x::FieldEntry::optional(x::Name(0x3410207), x::Name(0x2a94603)), // timeout: int
+        x::FieldEntry::required(x::Name(0x307740f), x::Name(0x2405e07)), // rebootRequested: boolean
+        x::FieldEntry::repeated(x::Name(0x30fff14), x::Name(0x3344606)), // requestingComponents: string
+        x::FieldEntry::optional(x::Name(0x30f6510), x::Name(0x2607608)), // requestTimestamp: dateTime
+        x::FieldEntry::optional(x::Name(0x2945307), x::Name(0x3344606)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x2941d0d), x::Name(0x3344606)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x342670b), x::Name(0x1fd2f19)), // toolsStatus: VirtualMachineToolsStatus
+        x::FieldEntry::optional(x::Name(0x342c612), x::Name(0x3344606)), // toolsVersionStatus: string
+        x::FieldEntry::optional(x::Name(0x342d913), x::Name(0x3344606)), // toolsVersionStatus2: string
+        x::FieldEntry::optional(x::Name(0x3425412), x::Name(0x3344606)), // toolsRunningStatus: string
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2ad7109), x::Name(0x3344606)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2a21409), x::Name(0x3344606)), // hwVersion: string
+        x::FieldEntry::repeated(x::Name(0x2f1340e), x::Name(0x1f4b428)), // partitionTable: VirtualMachineIdeDiskDevicePartitionInfo
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x243f908), x::Name(0x2a94603)), // capacity: int
+        x::FieldEntry::required(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x310f50d), x::Name(0x13ff016)), // resPoolEntity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ac20a), x::Name(0x3344606)), // filterName: string
+        x::FieldEntry::optional(x::Name(0x28a7f0b), x::Name(0x3344606)), // filterClass: string
+        x::FieldEntry::repeated(x::Name(0x28a6c12), x::Name(0x134dd08)), // filterCapabilities: KeyValue
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2bd2c08), x::Name(0x1f9b61a)), // location: VirtualMachineRelocateSpec
+        x::FieldEntry::repeated(x::Name(0x24ea506), x::Name(0x156630b)), // config: OptionValue
+        x::FieldEntry::optional(x::Name(0x23f7b08), x::Name(0x3344606)), // biosUuid: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x358e311), x::Name(0x2be5304)), // virtualMachineMin: long
+        x::FieldEntry::required(x::Name(0x358d111), x::Name(0x2be5304)), // virtualMachineMax: long
+        x::FieldEntry::required(x::Name(0x3592816), x::Name(0x2be5304)), // virtualMachineReserved: long
+        x::FieldEntry::required(x::Name(0x2323b10), x::Name(0x3344606)), // allocationPolicy: string
+        x::FieldEntry::optional(x::Name(0x3592816), x::Name(0x2be5304)), // virtualMachineReserved: long
+        x::FieldEntry::optional(x::Name(0x2323b10), x::Name(0x3344606)), // allocationPolicy: string
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::repeated(x::Name(0x2364008), x::Name(0x234a207)), // argument: anyType
+        x::FieldEntry::optional(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
+        x::FieldEntry::required(x::Name(0x35e4104), x::Name(0x3344606)), // vmId: string
+        x::FieldEntry::optional(x::Name(0x2ca1008), x::Name(0x3344606)), // metadata: string
+        x::FieldEntry::required(x::Name(0x2e8cf09), x::Name(0x3344606)), // operation: string
+        x::FieldEntry::required(x::Name(0x35e460a), x::Name(0x1f5e227)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x35e460a), x::Name(0x1f5e227)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3408006), x::Name(0x3344606)), // ticket: string
+        x::FieldEntry::required(x::Name(0x245a907), x::Name(0x3344606)), // cfgFile: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x2d41907), x::Name(0x14c730e)), // network: NetworkSummary
+        x::FieldEntry::optional(x::Name(0x36a8007), x::Name(0x3344606)), // vswitch: string
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2f30307), x::Name(0x2be5304)), // peakBps: long
+        x::FieldEntry::optional(x::Name(0x23cc40a), x::Name(0x2be5304)), // averageBps: long
+        x::FieldEntry::optional(x::Name(0x241d109), x::Name(0x2be5304)), // burstSize: long
+        x::FieldEntry::required(x::Name(0x2f25a09), x::Name(0x104710d)), // pciDevice: HostPciDevice
+        x::FieldEntry::required(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
+        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
     ],
     values: &[
-        x::Name(0x278c404), // ipv4
-        x::Name(0x278f304), // ipv6
-        x::Name(0x30cc902), // vc
-        x::Name(0x2658304), // host
-        x::Name(0x250c408), // external
-        x::Name(0x2709307), // inherit
-        x::Name(0x314db0b), // vmDirectory
-        x::Name(0x267a409), // hostLocal
-        x::Name(0x25a4814), // ftEncryptionDisabled
-        x::Name(0x25a6e19), // ftEncryptionOpportunistic
-        x::Name(0x25a8814), // ftEncryptionRequired
-        x::Name(0x23ca108), // disabled
-        x::Name(0x2ac510d), // opportunistic
-        x::Name(0x2cf9908), // required
-        x::Name(0x25c3c08), // generate
-        x::Name(0x2ddac03), // set
-        x::Name(0x2cd1806), // remove
-        x::Name(0x2501006), // extend
-        x::Name(0x222c009), // connected
-        x::Name(0x23da90c), // disconnected
-        x::Name(0x2ad8008), // orphaned
-        x::Name(0x26e750c), // inaccessible
-        x::Name(0x273be07), // invalid
-        x::Name(0x302cb08), // unlocked
-        x::Name(0x284df06), // locked
-        x::Name(0x3175f15), // vmNptIncompatibleHost
-        x::Name(0x3177518), // vmNptIncompatibleNetwork
-        x::Name(0x3172b16), // vmNptIncompatibleGuest
-        x::Name(0x317421c), // vmNptIncompatibleGuestDriver
-        x::Name(0x316f11c), // vmNptIncompatibleAdapterType
-        x::Name(0x3168122), // vmNptDisabledOrDisconnectedAdapter
-        x::Name(0x316d020), // vmNptIncompatibleAdapterFeatures
-        x::Name(0x3170e1c), // vmNptIncompatibleBackingType
-        x::Name(0x3178e22), // vmNptInsufficientMemoryReservation
-        x::Name(0x316a42b), // vmNptFaultToleranceOrRecordReplayConfigured
-        x::Name(0x3163b21), // vmNptConflictingIOChainConfigured
-        x::Name(0x317b112), // vmNptMonitorBlocks
-        x::Name(0x3165d23), // vmNptConflictingOperationInProgress
-        x::Name(0x317d911), // vmNptRuntimeError
-        x::Name(0x317c414), // vmNptOutOfIntrVector
-        x::Name(0x317eb0f), // vmNptVMCIActive
-        x::Name(0x29fdb0d), // notConfigured
-        x::Name(0x23ca108), // disabled
-        x::Name(0x247bd07), // enabled
-        x::Name(0x297ad0d), // needSecondary
-        x::Name(0x2ebaf08), // starting
-        x::Name(0x2d68107), // running
-        x::Name(0x3043905), // unset
-        x::Name(0x2c9a90c), // recordReplay
-        x::Name(0x21a3d0d), // checkpointing
-        x::Name(0x2202206), // config
-        x::Name(0x250200e), // extendedConfig
-        x::Name(0x23e550e), // diskDescriptor
-        x::Name(0x23e640a), // diskExtent
-        x::Name(0x23a9f10), // digestDescriptor
-        x::Name(0x23adf0c), // digestExtent
-        x::Name(0x23f9514), // diskReplicationState
-        x::Name(0x284e603), // log
-        x::Name(0x2ebd104), // stat
-        x::Name(0x296ad0d), // namespaceData
-        x::Name(0x2a8eb05), // nvram
-        x::Name(0x2e2cc0c), // snapshotData
-        x::Name(0x2e35a0e), // snapshotMemory
-        x::Name(0x2e3290c), // snapshotList
-        x::Name(0x2e34514), // snapshotManifestList
-        x::Name(0x2f50907), // suspend
-        x::Name(0x2f5320d), // suspendMemory
-        x::Name(0x2f5c204), // swap
-        x::Name(0x3099f06), // uwswap
-        x::Name(0x2258004), // core
-        x::Name(0x2d8610a), // screenshot
-        x::Name(0x25ac30a), // ftMetadata
-        x::Name(0x25e7e12), // guestCustomization
-        x::Name(0x2cb7407), // release
-        x::Name(0x231da05), // debug
-        x::Name(0x2ed3805), // stats
-        x::Name(0x26bbb06), // hvAuto
-        x::Name(0x26bd304), // hvOn
-        x::Name(0x26bcd05), // hvOff
-        x::Name(0x20e2e09), // automatic
-        x::Name(0x2aab402), // on
-        x::Name(0x2a9ab03), // off
-        x::Name(0x29f4b04), // none
-        x::Name(0x2b6a20a), // persistent
-        x::Name(0x29f5b0d), // nonpersistent
-        x::Name(0x323460c), // windowsGuest
-        x::Name(0x2829e0a), // linuxGuest
-        x::Name(0x299150c), // netwareGuest
-        x::Name(0x2e4b30c), // solarisGuest
-        x::Name(0x22dbc11), // darwinGuestFamily
-        x::Name(0x2ae7910), // otherGuestFamily
-        x::Name(0x2425308), // dosGuest
-        x::Name(0x321260a), // win31Guest
-        x::Name(0x321310a), // win95Guest
-        x::Name(0x3213c0a), // win98Guest
-        x::Name(0x3216b0a), // winMeGuest
-        x::Name(0x321760a), // winNTGuest
-        x::Name(0x321050f), // win2000ProGuest
-        x::Name(0x3211510), // win2000ServGuest
-        x::Name(0x320f113), // win2000AdvServGuest
-        x::Name(0x322480e), // winXPHomeGuest
-        x::Name(0x322670d), // winXPProGuest
-        x::Name(0x322570f), // winXPPro64Guest
-        x::Name(0x3221b0e), // winNetWebGuest
-        x::Name(0x3220713), // winNetStandardGuest
-        x::Name(0x321db15), // winNetEnterpriseGuest
-        x::Name(0x321ad15), // winNetDatacenterGuest
-        x::Name(0x3218113), // winNetBusinessGuest
-        x::Name(0x321f115), // winNetStandard64Guest
-        x::Name(0x321c317), // winNetEnterprise64Guest
-        x::Name(0x3215a10), // winLonghornGuest
-        x::Name(0x3214712), // winLonghorn64Guest
-        x::Name(0x3219517), // winNetDatacenter64Guest
-        x::Name(0x3223a0d), // winVistaGuest
-        x::Name(0x3222a0f), // winVista64Guest
-        x::Name(0x322a70d), // windows7Guest
-        x::Name(0x322cb10), // windows7_64Guest
-        x::Name(0x322b515), // windows7Server64Guest
-        x::Name(0x322dc0d), // windows8Guest
-        x::Name(0x3230010), // windows8_64Guest
-        x::Name(0x322ea15), // windows8Server64Guest
-        x::Name(0x323110d), // windows9Guest
-        x::Name(0x3233510), // windows9_64Guest
-        x::Name(0x3231f15), // windows9Server64Guest
-        x::Name(0x3235312), // windowsHyperVGuest
-        x::Name(0x3229016), // windows2019srv_64Guest
-        x::Name(0x322751a), // windows2019srvNext_64Guest
-        x::Name(0x259c30c), // freebsdGuest
-        x::Name(0x259b40e), // freebsd64Guest
-        x::Name(0x259510e), // freebsd11Guest
-        x::Name(0x2596011), // freebsd11_64Guest
-        x::Name(0x259720e), // freebsd12Guest
-        x::Name(0x2598111), // freebsd12_64Guest
-        x::Name(0x259930e), // freebsd13Guest
-        x::Name(0x259a211), // freebsd13_64Guest
-        x::Name(0x2ca7d0b), // redhatGuest
-        x::Name(0x2d4100a), // rhel2Guest
-        x::Name(0x2d41b0a), // rhel3Guest
-        x::Name(0x2d4260d), // rhel3_64Guest
-        x::Name(0x2d4340a), // rhel4Guest
-        x::Name(0x2d43f0d), // rhel4_64Guest
-        x::Name(0x2d44d0a), // rhel5Guest
-        x::Name(0x2d4580d), // rhel5_64Guest
-        x::Name(0x2d4660a), // rhel6Guest
-        x::Name(0x2d4710d), // rhel6_64Guest
-        x::Name(0x2d47f0a), // rhel7Guest
-        x::Name(0x2d48a0d), // rhel7_64Guest
-        x::Name(0x2d4980d), // rhel8_64Guest
-        x::Name(0x2d4a60d), // rhel9_64Guest
-        x::Name(0x217850b), // centosGuest
-        x::Name(0x2171d0d), // centos64Guest
-        x::Name(0x2172b0c), // centos6Guest
-        x::Name(0x217380f), // centos6_64Guest
-        x::Name(0x217480c), // centos7Guest
-        x::Name(0x217550f), // centos7_64Guest
-        x::Name(0x217650f), // centos8_64Guest
-        x::Name(0x217750f), // centos9_64Guest
-        x::Name(0x2ad4a10), // oracleLinuxGuest
-        x::Name(0x2acbf12), // oracleLinux64Guest
-        x::Name(0x2acd211), // oracleLinux6Guest
-        x::Name(0x2ace414), // oracleLinux6_64Guest
-        x::Name(0x2acf911), // oracleLinux7Guest
-        x::Name(0x2ad0b14), // oracleLinux7_64Guest
-        x::Name(0x2ad2014), // oracleLinux8_64Guest
-        x::Name(0x2ad3514), // oracleLinux9_64Guest
-        x::Name(0x2f4ff09), // suseGuest
-        x::Name(0x2f4f30b), // suse64Guest
-        x::Name(0x2e12709), // slesGuest
-        x::Name(0x2e11b0b), // sles64Guest
-        x::Name(0x2e0ac0b), // sles10Guest
-        x::Name(0x2e0b80e), // sles10_64Guest
-        x::Name(0x2e0c70b), // sles11Guest
-        x::Name(0x2e0d30e), // sles11_64Guest
-        x::Name(0x2e0e20b), // sles12Guest
-        x::Name(0x2e0ee0e), // sles12_64Guest
-        x::Name(0x2e0fd0e), // sles15_64Guest
-        x::Name(0x2e10c0e), // sles16_64Guest
-        x::Name(0x29e4009), // nld9Guest
-        x::Name(0x2a9a208), // oesGuest
-        x::Name(0x2e09d09), // sjdsGuest
-        x::Name(0x287db0d), // mandrakeGuest
-        x::Name(0x287f90d), // mandrivaGuest
-        x::Name(0x287e90f), // mandriva64Guest
-        x::Name(0x300810f), // turboLinuxGuest
-        x::Name(0x3006f11), // turboLinux64Guest
-        x::Name(0x3013c0b), // ubuntuGuest
-        x::Name(0x3012e0d), // ubuntu64Guest
-        x::Name(0x2312c0c), // debian4Guest
-        x::Name(0x231390f), // debian4_64Guest
-        x::Name(0x231490c), // debian5Guest
-        x::Name(0x231560f), // debian5_64Guest
-        x::Name(0x231660c), // debian6Guest
-        x::Name(0x231730f), // debian6_64Guest
-        x::Name(0x231830c), // debian7Guest
-        x::Name(0x231900f), // debian7_64Guest
-        x::Name(0x231a00c), // debian8Guest
-        x::Name(0x231ad0f), // debian8_64Guest
-        x::Name(0x231bd0c), // debian9Guest
-        x::Name(0x231ca0f), // debian9_64Guest
-        x::Name(0x230ee0d), // debian10Guest
-        x::Name(0x230fc10), // debian10_64Guest
-        x::Name(0x2310d0d), // debian11Guest
-        x::Name(0x2311b10), // debian11_64Guest
-        x::Name(0x209f60d), // asianux3Guest
-        x::Name(0x20a0410), // asianux3_64Guest
-        x::Name(0x20a150d), // asianux4Guest
-        x::Name(0x20a2310), // asianux4_64Guest
-        x::Name(0x20a3410), // asianux5_64Guest
-        x::Name(0x20a4510), // asianux7_64Guest
-        x::Name(0x20a5610), // asianux8_64Guest
-        x::Name(0x20a6710), // asianux9_64Guest
-        x::Name(0x2abc10d), // opensuseGuest
-        x::Name(0x2abb10f), // opensuse64Guest
-        x::Name(0x254d40b), // fedoraGuest
-        x::Name(0x254c60d), // fedora64Guest
-        x::Name(0x225850d), // coreos64Guest
-        x::Name(0x31c3213), // vmwarePhoton64Guest
-        x::Name(0x2adb412), // other24xLinuxGuest
-        x::Name(0x2addc12), // other26xLinuxGuest
-        x::Name(0x2aeb10f), // otherLinuxGuest
-        x::Name(0x2ae0311), // other3xLinuxGuest
-        x::Name(0x2ae2911), // other4xLinuxGuest
-        x::Name(0x2ae4f11), // other5xLinuxGuest
-        x::Name(0x25c8411), // genericLinuxGuest
-        x::Name(0x2ad9f14), // other24xLinux64Guest
-        x::Name(0x2adc714), // other26xLinux64Guest
-        x::Name(0x2adef13), // other3xLinux64Guest
-        x::Name(0x2ae1513), // other4xLinux64Guest
-        x::Name(0x2ae3b13), // other5xLinux64Guest
-        x::Name(0x2ae9f11), // otherLinux64Guest
-        x::Name(0x2e47b0d), // solaris6Guest
-        x::Name(0x2e4890d), // solaris7Guest
-        x::Name(0x2e4970d), // solaris8Guest
-        x::Name(0x2e4a50d), // solaris9Guest
-        x::Name(0x2e4480e), // solaris10Guest
-        x::Name(0x2e45711), // solaris10_64Guest
-        x::Name(0x2e46911), // solaris11_64Guest
-        x::Name(0x2ad8908), // os2Guest
-        x::Name(0x245b310), // eComStationGuest
-        x::Name(0x245a111), // eComStation2Guest
-        x::Name(0x298eb0d), // netware4Guest
-        x::Name(0x298f90d), // netware5Guest
-        x::Name(0x299070d), // netware6Guest
-        x::Name(0x2ab8f10), // openServer5Guest
-        x::Name(0x2aba010), // openServer6Guest
-        x::Name(0x302400e), // unixWare7Guest
-        x::Name(0x22db00b), // darwinGuest
-        x::Name(0x22da20d), // darwin64Guest
-        x::Name(0x22cba0d), // darwin10Guest
-        x::Name(0x22cc810), // darwin10_64Guest
-        x::Name(0x22cd90d), // darwin11Guest
-        x::Name(0x22ce710), // darwin11_64Guest
-        x::Name(0x22cf810), // darwin12_64Guest
-        x::Name(0x22d0910), // darwin13_64Guest
-        x::Name(0x22d1a10), // darwin14_64Guest
-        x::Name(0x22d2b10), // darwin15_64Guest
-        x::Name(0x22d3c10), // darwin16_64Guest
-        x::Name(0x22d4d10), // darwin17_64Guest
-        x::Name(0x22d5e10), // darwin18_64Guest
-        x::Name(0x22d6f10), // darwin19_64Guest
-        x::Name(0x22d8010), // darwin20_64Guest
-        x::Name(0x22d9110), // darwin21_64Guest
-        x::Name(0x31b520d), // vmkernelGuest
-        x::Name(0x31b150e), // vmkernel5Guest
-        x::Name(0x31b340e), // vmkernel6Guest
-        x::Name(0x31b240f), // vmkernel65Guest
-        x::Name(0x31b430e), // vmkernel7Guest
-        x::Name(0x2073914), // amazonlinux2_64Guest
-        x::Name(0x2074e14), // amazonlinux3_64Guest
-        x::Name(0x2294b0c), // crxPod1Guest
-        x::Name(0x2ae610a), // otherGuest
-        x::Name(0x2ae6c0c), // otherGuest64
-        x::Name(0x2d68107), // running
-        x::Name(0x2e0410c), // shuttingDown
-        x::Name(0x2d17d09), // resetting
-        x::Name(0x2eaa507), // standby
-        x::Name(0x2a03d0a), // notRunning
-        x::Name(0x3024f07), // unknown
-        x::Name(0x207d203), // any
-        x::Name(0x29f4b04), // none
-        x::Name(0x2736108), // internal
-        x::Name(0x2f5f208), // swapNone
-        x::Name(0x2f62908), // swapSome
-        x::Name(0x2f5e908), // swapMost
-        x::Name(0x19aa106), // Update
-        x::Name(0x168f606), // Remove
-        x::Name(0x6ff412), // ComVmwareVsphereHA
-        x::Name(0x285b80b), // lowPriority
-        x::Name(0x2655a0c), // highPriority
-        x::Name(0x233920f), // defaultPriority
-        x::Name(0x271250c), // initializing
-        x::Name(0x2412d0a), // divergence
-        x::Name(0x285a50e), // lostConnection
-        x::Name(0x2b2be16), // partialHardwareFailure
-        x::Name(0x307cf0a), // userAction
-        x::Name(0x21a2d0f), // checkpointError
-        x::Name(0x2ad9905), // other
-        x::Name(0x2bc5608), // powerOff
-        x::Name(0x2d3c906), // revert
-        x::Name(0x2c2b106), // prompt
-        x::Name(0x2f80104), // take
-        x::Name(0x2e3f004), // soft
-        x::Name(0x261d704), // hard
-        x::Name(0x2bf1e06), // preset
-        x::Name(0x2bd270a), // poweredOff
-        x::Name(0x2bd9809), // poweredOn
-        x::Name(0x2f58209), // suspended
-        x::Name(0x2ca0b09), // recording
-        x::Name(0x2cde309), // replaying
-        x::Name(0x26e9508), // inactive
-        x::Name(0x2941522), // moveAllDiskBackingsAndAllowSharing
-        x::Name(0x2945a25), // moveAllDiskBackingsAndDisallowSharing
-        x::Name(0x2948018), // moveChildMostDiskBacking
-        x::Name(0x2286419), // createNewChildDiskBacking
-        x::Name(0x2943821), // moveAllDiskBackingsAndConsolidate
-        x::Name(0x257d704), // flat
-        x::Name(0x2e7ce06), // sparse
-        x::Name(0x23e0704), // disk
-        x::Name(0x2f80604), // tape
-        x::Name(0x2c03607), // printer
-        x::Name(0x2c13e09), // processor
-        x::Name(0x3240804), // worm
-        x::Name(0x2170f05), // cdrom
-        x::Name(0x2d7b307), // scanner
-        x::Name(0x2ac5f07), // optical
-        x::Name(0x28ceb05), // media
-        x::Name(0x21dad03), // com
-        x::Name(0x2c67c04), // raid
-        x::Name(0x3024f07), // unknown
-        x::Name(0x284df06), // locked
-        x::Name(0x302cb08), // unlocked
-        x::Name(0x21a220a), // checkpoint
-        x::Name(0x2bca70e), // powerOnSuspend
-        x::Name(0x21f3409), // compliant
-        x::Name(0x21d2a0b), // clusterWide
+        x::Name(0x370160a), // write_thru
+        x::Name(0x3700b0a), // write_back
+        x::Name(0x2415f07), // bridged
+        x::Name(0x2d1d103), // nat
+        x::Name(0x2a06908), // hostonly
+        x::Name(0x2c0ff06), // manual
+        x::Name(0x2915e09), // generated
+        x::Name(0x237dc08), // assigned
+        x::Name(0x2a23e10), // i440bxHostBridge
+        x::Name(0x22d4c0f), // acpiHostBridges
+        x::Name(0x2353b0d), // appStatusGray
+        x::Name(0x235490e), // appStatusGreen
+        x::Name(0x235580c), // appStatusRed
+        x::Name(0x2b01704), // ipv4
+        x::Name(0x2b04604), // ipv6
+        x::Name(0x3213f06), // sha256
+        x::Name(0x2545d04), // copy
+        x::Name(0x30df307), // replace
+        x::Name(0x354a102), // vc
+        x::Name(0x29b4e04), // host
+        x::Name(0x284cf08), // external
+        x::Name(0x2a72a07), // inherit
+        x::Name(0x35d710b), // vmDirectory
+        x::Name(0x29d9409), // hostLocal
+        x::Name(0x28f2714), // ftEncryptionDisabled
+        x::Name(0x28f4d19), // ftEncryptionOpportunistic
+        x::Name(0x28f6714), // ftEncryptionRequired
+        x::Name(0x26e4608), // disabled
+        x::Name(0x2e9510d), // opportunistic
+        x::Name(0x3109a08), // required
+        x::Name(0x2914608), // generate
+        x::Name(0x31ffc03), // set
+        x::Name(0x30d8106), // remove
+        x::Name(0x2841b06), // extend
+        x::Name(0x2517809), // connected
+        x::Name(0x26f5b0c), // disconnected
+        x::Name(0x2eac308), // orphaned
+        x::Name(0x2a4c30c), // inaccessible
+        x::Name(0x2aa9b07), // invalid
+        x::Name(0x3490708), // unlocked
+        x::Name(0x2bdb006), // locked
+        x::Name(0x3600015), // vmNptIncompatibleHost
+        x::Name(0x3601618), // vmNptIncompatibleNetwork
+        x::Name(0x35fcc16), // vmNptIncompatibleGuest
+        x::Name(0x35fe31c), // vmNptIncompatibleGuestDriver
+        x::Name(0x35f921c), // vmNptIncompatibleAdapterType
+        x::Name(0x35f2222), // vmNptDisabledOrDisconnectedAdapter
+        x::Name(0x35f7120), // vmNptIncompatibleAdapterFeatures
+        x::Name(0x35faf1c), // vmNptIncompatibleBackingType
+        x::Name(0x3602f22), // vmNptInsufficientMemoryReservation
+        x::Name(0x35f452b), // vmNptFaultToleranceOrRecordReplayConfigured
+        x::Name(0x35edc21), // vmNptConflictingIOChainConfigured
+        x::Name(0x3605212), // vmNptMonitorBlocks
+        x::Name(0x35efe23), // vmNptConflictingOperationInProgress
+        x::Name(0x3607a11), // vmNptRuntimeError
+        x::Name(0x3606514), // vmNptOutOfIntrVector
+        x::Name(0x3608c0f), // vmNptVMCIActive
+        x::Name(0x2db9d0d), // notConfigured
+        x::Name(0x26e4608), // disabled
+        x::Name(0x27af207), // enabled
+        x::Name(0x2d28d0d), // needSecondary
+        x::Name(0x32f7a08), // starting
+        x::Name(0x3181507), // running
+        x::Name(0x34ab005), // unset
+        x::Name(0x309d20c), // recordReplay
+        x::Name(0x2482e0d), // checkpointing
+        x::Name(0x24ea506), // config
+        x::Name(0x2842b0e), // extendedConfig
+        x::Name(0x2703d0e), // diskDescriptor
+        x::Name(0x2704c0a), // diskExtent
+        x::Name(0x26bda10), // digestDescriptor
+        x::Name(0x26c1a0c), // digestExtent
+        x::Name(0x2719814), // diskReplicationState
+        x::Name(0x2bdb703), // log
+        x::Name(0x32f9c04), // stat
+        x::Name(0x2d15f0d), // namespaceData
+        x::Name(0x25e6815), // dataSetsDiskModeStore
+        x::Name(0x25e9913), // dataSetsVmModeStore
+        x::Name(0x2e5c005), // nvram
+        x::Name(0x325bc0c), // snapshotData
+        x::Name(0x3264a0e), // snapshotMemory
+        x::Name(0x326190c), // snapshotList
+        x::Name(0x3263514), // snapshotManifestList
+        x::Name(0x339dd07), // suspend
+        x::Name(0x33a060d), // suspendMemory
+        x::Name(0x33ab304), // swap
+        x::Name(0x3513406), // uwswap
+        x::Name(0x2548004), // core
+        x::Name(0x31a3c0a), // screenshot
+        x::Name(0x28fa20a), // ftMetadata
+        x::Name(0x293c412), // guestCustomization
+        x::Name(0x30bdd07), // release
+        x::Name(0x2620c05), // debug
+        x::Name(0x3310d05), // stats
+        x::Name(0x2a1ec06), // hvAuto
+        x::Name(0x2a20404), // hvOn
+        x::Name(0x2a1fe05), // hvOff
+        x::Name(0x23b7109), // automatic
+        x::Name(0x2e79702), // on
+        x::Name(0x2e68003), // off
+        x::Name(0x2daff04), // none
+        x::Name(0x2f4c30a), // persistent
+        x::Name(0x2db0f0d), // nonpersistent
+        x::Name(0x3704003), // x86
+        x::Name(0x2366003), // arm
+        x::Name(0x36ef10c), // windowsGuest
+        x::Name(0x2bb540a), // linuxGuest
+        x::Name(0x2d40c0c), // netwareGuest
+        x::Name(0x327d80c), // solarisGuest
+        x::Name(0x25d5911), // darwinGuestFamily
+        x::Name(0x2ec0810), // otherGuestFamily
+        x::Name(0x2747808), // dosGuest
+        x::Name(0x36c920a), // win31Guest
+        x::Name(0x36c9d0a), // win95Guest
+        x::Name(0x36ca80a), // win98Guest
+        x::Name(0x36cd70a), // winMeGuest
+        x::Name(0x36ce20a), // winNTGuest
+        x::Name(0x36c710f), // win2000ProGuest
+        x::Name(0x36c8110), // win2000ServGuest
+        x::Name(0x36c5d13), // win2000AdvServGuest
+        x::Name(0x36db40e), // winXPHomeGuest
+        x::Name(0x36dd30d), // winXPProGuest
+        x::Name(0x36dc30f), // winXPPro64Guest
+        x::Name(0x36d870e), // winNetWebGuest
+        x::Name(0x36d7313), // winNetStandardGuest
+        x::Name(0x36d4715), // winNetEnterpriseGuest
+        x::Name(0x36d1915), // winNetDatacenterGuest
+        x::Name(0x36ced13), // winNetBusinessGuest
+        x::Name(0x36d5d15), // winNetStandard64Guest
+        x::Name(0x36d2f17), // winNetEnterprise64Guest
+        x::Name(0x36cc610), // winLonghornGuest
+        x::Name(0x36cb312), // winLonghorn64Guest
+        x::Name(0x36d0117), // winNetDatacenter64Guest
+        x::Name(0x36da60d), // winVistaGuest
+        x::Name(0x36d960f), // winVista64Guest
+        x::Name(0x36e520d), // windows7Guest
+        x::Name(0x36e7610), // windows7_64Guest
+        x::Name(0x36e6015), // windows7Server64Guest
+        x::Name(0x36e870d), // windows8Guest
+        x::Name(0x36eab10), // windows8_64Guest
+        x::Name(0x36e9515), // windows8Server64Guest
+        x::Name(0x36ebc0d), // windows9Guest
+        x::Name(0x36ee010), // windows9_64Guest
+        x::Name(0x36eca15), // windows9Server64Guest
+        x::Name(0x36de111), // windows11_64Guest
+        x::Name(0x36df311), // windows12_64Guest
+        x::Name(0x36efe12), // windowsHyperVGuest
+        x::Name(0x36e2016), // windows2019srv_64Guest
+        x::Name(0x36e051a), // windows2019srvNext_64Guest
+        x::Name(0x36e371a), // windows2022srvNext_64Guest
+        x::Name(0x28e9b0c), // freebsdGuest
+        x::Name(0x28e8c0e), // freebsd64Guest
+        x::Name(0x28de70e), // freebsd11Guest
+        x::Name(0x28df611), // freebsd11_64Guest
+        x::Name(0x28e080e), // freebsd12Guest
+        x::Name(0x28e1711), // freebsd12_64Guest
+        x::Name(0x28e290e), // freebsd13Guest
+        x::Name(0x28e3811), // freebsd13_64Guest
+        x::Name(0x28e4a0e), // freebsd14Guest
+        x::Name(0x28e5911), // freebsd14_64Guest
+        x::Name(0x28e6b0e), // freebsd15Guest
+        x::Name(0x28e7a11), // freebsd15_64Guest
+        x::Name(0x30aa60b), // redhatGuest
+        x::Name(0x315660a), // rhel2Guest
+        x::Name(0x315710a), // rhel3Guest
+        x::Name(0x3157c0d), // rhel3_64Guest
+        x::Name(0x3158a0a), // rhel4Guest
+        x::Name(0x315950d), // rhel4_64Guest
+        x::Name(0x315a30a), // rhel5Guest
+        x::Name(0x315ae0d), // rhel5_64Guest
+        x::Name(0x315bc0a), // rhel6Guest
+        x::Name(0x315c70d), // rhel6_64Guest
+        x::Name(0x315d50a), // rhel7Guest
+        x::Name(0x315e00d), // rhel7_64Guest
+        x::Name(0x315ee0d), // rhel8_64Guest
+        x::Name(0x315fc0d), // rhel9_64Guest
+        x::Name(0x315570e), // rhel10_64Guest
+        x::Name(0x245360b), // centosGuest
+        x::Name(0x244ce0d), // centos64Guest
+        x::Name(0x244dc0c), // centos6Guest
+        x::Name(0x244e90f), // centos6_64Guest
+        x::Name(0x244f90c), // centos7Guest
+        x::Name(0x245060f), // centos7_64Guest
+        x::Name(0x245160f), // centos8_64Guest
+        x::Name(0x245260f), // centos9_64Guest
+        x::Name(0x2ea6f10), // oracleLinuxGuest
+        x::Name(0x2e9e412), // oracleLinux64Guest
+        x::Name(0x2e9f711), // oracleLinux6Guest
+        x::Name(0x2ea0914), // oracleLinux6_64Guest
+        x::Name(0x2ea1e11), // oracleLinux7Guest
+        x::Name(0x2ea3014), // oracleLinux7_64Guest
+        x::Name(0x2ea4514), // oracleLinux8_64Guest
+        x::Name(0x2ea5a14), // oracleLinux9_64Guest
+        x::Name(0x2e9ce15), // oracleLinux10_64Guest
+        x::Name(0x339d309), // suseGuest
+        x::Name(0x339c70b), // suse64Guest
+        x::Name(0x3240709), // slesGuest
+        x::Name(0x323fb0b), // sles64Guest
+        x::Name(0x3238c0b), // sles10Guest
+        x::Name(0x323980e), // sles10_64Guest
+        x::Name(0x323a70b), // sles11Guest
+        x::Name(0x323b30e), // sles11_64Guest
+        x::Name(0x323c20b), // sles12Guest
+        x::Name(0x323ce0e), // sles12_64Guest
+        x::Name(0x323dd0e), // sles15_64Guest
+        x::Name(0x323ec0e), // sles16_64Guest
+        x::Name(0x2d9ce09), // nld9Guest
+        x::Name(0x2e67708), // oesGuest
+        x::Name(0x3236b09), // sjdsGuest
+        x::Name(0x2c0ca0d), // mandrakeGuest
+        x::Name(0x2c0e80d), // mandrivaGuest
+        x::Name(0x2c0d80f), // mandriva64Guest
+        x::Name(0x346730f), // turboLinuxGuest
+        x::Name(0x3466111), // turboLinux64Guest
+        x::Name(0x347470b), // ubuntuGuest
+        x::Name(0x347390d), // ubuntu64Guest
+        x::Name(0x2615e0c), // debian4Guest
+        x::Name(0x2616b0f), // debian4_64Guest
+        x::Name(0x2617b0c), // debian5Guest
+        x::Name(0x261880f), // debian5_64Guest
+        x::Name(0x261980c), // debian6Guest
+        x::Name(0x261a50f), // debian6_64Guest
+        x::Name(0x261b50c), // debian7Guest
+        x::Name(0x261c20f), // debian7_64Guest
+        x::Name(0x261d20c), // debian8Guest
+        x::Name(0x261df0f), // debian8_64Guest
+        x::Name(0x261ef0c), // debian9Guest
+        x::Name(0x261fc0f), // debian9_64Guest
+        x::Name(0x260e20d), // debian10Guest
+        x::Name(0x260f010), // debian10_64Guest
+        x::Name(0x261010d), // debian11Guest
+        x::Name(0x2610f10), // debian11_64Guest
+        x::Name(0x261200d), // debian12Guest
+        x::Name(0x2612e10), // debian12_64Guest
+        x::Name(0x2613f0d), // debian13Guest
+        x::Name(0x2614d10), // debian13_64Guest
+        x::Name(0x236cf0d), // asianux3Guest
+        x::Name(0x236dd10), // asianux3_64Guest
+        x::Name(0x236ee0d), // asianux4Guest
+        x::Name(0x236fc10), // asianux4_64Guest
+        x::Name(0x2370d10), // asianux5_64Guest
+        x::Name(0x2371e10), // asianux7_64Guest
+        x::Name(0x2372f10), // asianux8_64Guest
+        x::Name(0x2374010), // asianux9_64Guest
+        x::Name(0x2cc0814), // miraclelinux_64Guest
+        x::Name(0x2eff20e), // pardus_64Guest
+        x::Name(0x2e8c10d), // opensuseGuest
+        x::Name(0x2e8b10f), // opensuse64Guest
+        x::Name(0x289020b), // fedoraGuest
+        x::Name(0x288f40d), // fedora64Guest
+        x::Name(0x254850d), // coreos64Guest
+        x::Name(0x3658a13), // vmwarePhoton64Guest
+        x::Name(0x2eaf712), // other24xLinuxGuest
+        x::Name(0x2eb1f12), // other26xLinuxGuest
+        x::Name(0x2ec400f), // otherLinuxGuest
+        x::Name(0x2eb4611), // other3xLinuxGuest
+        x::Name(0x2eb6c11), // other4xLinuxGuest
+        x::Name(0x2eb9211), // other5xLinuxGuest
+        x::Name(0x2ebb811), // other6xLinuxGuest
+        x::Name(0x2ebde11), // other7xLinuxGuest
+        x::Name(0x2919d11), // genericLinuxGuest
+        x::Name(0x2eae214), // other24xLinux64Guest
+        x::Name(0x2eb0a14), // other26xLinux64Guest
+        x::Name(0x2eb3213), // other3xLinux64Guest
+        x::Name(0x2eb5813), // other4xLinux64Guest
+        x::Name(0x2eb7e13), // other5xLinux64Guest
+        x::Name(0x2eba413), // other6xLinux64Guest
+        x::Name(0x2ebca13), // other7xLinux64Guest
+        x::Name(0x2ec2e11), // otherLinux64Guest
+        x::Name(0x327a00d), // solaris6Guest
+        x::Name(0x327ae0d), // solaris7Guest
+        x::Name(0x327bc0d), // solaris8Guest
+        x::Name(0x327ca0d), // solaris9Guest
+        x::Name(0x3276d0e), // solaris10Guest
+        x::Name(0x3277c11), // solaris10_64Guest
+        x::Name(0x3278e11), // solaris11_64Guest
+        x::Name(0x290cf10), // fusionos_64Guest
+        x::Name(0x301d610), // prolinux_64Guest
+        x::Name(0x2b60512), // kylinlinux_64Guest
+        x::Name(0x28c700f), // flatcar_64Guest
+        x::Name(0x2eacc08), // os2Guest
+        x::Name(0x2789410), // eComStationGuest
+        x::Name(0x2788211), // eComStation2Guest
+        x::Name(0x2d3e20d), // netware4Guest
+        x::Name(0x2d3f00d), // netware5Guest
+        x::Name(0x2d3fe0d), // netware6Guest
+        x::Name(0x2e88f10), // openServer5Guest
+        x::Name(0x2e8a010), // openServer6Guest
+        x::Name(0x3487c0e), // unixWare7Guest
+        x::Name(0x25d4d0b), // darwinGuest
+        x::Name(0x25d3f0d), // darwin64Guest
+        x::Name(0x25c350d), // darwin10Guest
+        x::Name(0x25c4310), // darwin10_64Guest
+        x::Name(0x25c540d), // darwin11Guest
+        x::Name(0x25c6210), // darwin11_64Guest
+        x::Name(0x25c7310), // darwin12_64Guest
+        x::Name(0x25c8410), // darwin13_64Guest
+        x::Name(0x25c9510), // darwin14_64Guest
+        x::Name(0x25ca610), // darwin15_64Guest
+        x::Name(0x25cb710), // darwin16_64Guest
+        x::Name(0x25cc810), // darwin17_64Guest
+        x::Name(0x25cd910), // darwin18_64Guest
+        x::Name(0x25cea10), // darwin19_64Guest
+        x::Name(0x25cfb10), // darwin20_64Guest
+        x::Name(0x25d0c10), // darwin21_64Guest
+        x::Name(0x25d1d10), // darwin22_64Guest
+        x::Name(0x25d2e10), // darwin23_64Guest
+        x::Name(0x3643d0d), // vmkernelGuest
+        x::Name(0x363e20e), // vmkernel5Guest
+        x::Name(0x364010e), // vmkernel6Guest
+        x::Name(0x363f10f), // vmkernel65Guest
+        x::Name(0x364100e), // vmkernel7Guest
+        x::Name(0x3641f0e), // vmkernel8Guest
+        x::Name(0x3642e0e), // vmkernel9Guest
+        x::Name(0x233b914), // amazonlinux2_64Guest
+        x::Name(0x233ce14), // amazonlinux3_64Guest
+        x::Name(0x258930c), // crxPod1Guest
+        x::Name(0x258a00c), // crxSys1Guest
+        x::Name(0x3166a12), // rockylinux_64Guest
+        x::Name(0x2333311), // almalinux_64Guest
+        x::Name(0x2ebf00a), // otherGuest
+        x::Name(0x2ebfb0c), // otherGuest64
+        x::Name(0x3181507), // running
+        x::Name(0x322da0c), // shuttingDown
+        x::Name(0x3129f09), // resetting
+        x::Name(0x32e3107), // standby
+        x::Name(0x2dc0e0a), // notRunning
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2348503), // any
+        x::Name(0x2daff04), // none
+        x::Name(0x2aa3008), // internal
+        x::Name(0x33ae308), // swapNone
+        x::Name(0x33b1a08), // swapSome
+        x::Name(0x33ada08), // swapMost
+        x::Name(0x1bd3306), // Update
+        x::Name(0x186b306), // Remove
+        x::Name(0x779c12), // ComVmwareVsphereHA
+        x::Name(0x2be9b0b), // lowPriority
+        x::Name(0x29b250c), // highPriority
+        x::Name(0x263ea0f), // defaultPriority
+        x::Name(0x2a7bc0c), // initializing
+        x::Name(0x273450a), // divergence
+        x::Name(0x2be880e), // lostConnection
+        x::Name(0x2f07f16), // partialHardwareFailure
+        x::Name(0x34f340a), // userAction
+        x::Name(0x2480a0f), // checkpointError
+        x::Name(0x2eadc05), // other
     ],
 };

@@ -6,350 +6,322 @@ use crate::xml as x;
 
 pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
     types: &[
-        x::TypeEntry::enumeration(x::Name(0x1d62718), 0, 6), // VirtualMachineTicketType
-        x::TypeEntry::enumeration(x::Name(0x1d6401e), 6, 5), // VirtualMachineToolsInstallType
-        x::TypeEntry::enumeration(x::Name(0x1d65f20), 11, 3), // VirtualMachineToolsRunningStatus
-        x::TypeEntry::enumeration(x::Name(0x1d68019), 14, 4), // VirtualMachineToolsStatus
-        x::TypeEntry::enumeration(x::Name(0x1d69a20), 18, 9), // VirtualMachineToolsVersionStatus
-        x::TypeEntry::structure(x::Name(0x1d6bb1e), x::Name(0xaa460b), 0, 4), // VirtualMachineUsageOnDatastore: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d6da15), x::Name(0x1d5d018), 4, 7), // VirtualMachineUsbInfo: VirtualMachineTargetInfo
-        x::TypeEntry::enumeration(x::Name(0x1d6f01b), 27, 19), // VirtualMachineUsbInfoFamily
-        x::TypeEntry::enumeration(x::Name(0x1d70c1a), 46, 6), // VirtualMachineUsbInfoSpeed
-        x::TypeEntry::structure(x::Name(0x1d7271e), x::Name(0x1d5d018), 11, 1), // VirtualMachineVFlashModuleInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d74618), x::Name(0x1b6c60d), 12, 4), // VirtualMachineVMCIDevice: VirtualDevice
-        x::TypeEntry::enumeration(x::Name(0x1d75f1e), 52, 2), // VirtualMachineVMCIDeviceAction
-        x::TypeEntry::enumeration(x::Name(0x1d77e21), 54, 3), // VirtualMachineVMCIDeviceDirection
-        x::TypeEntry::structure(x::Name(0x1d7a022), x::Name(0xaa460b), 16, 1), // VirtualMachineVMCIDeviceFilterInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d7c322), x::Name(0xaa460b), 17, 6), // VirtualMachineVMCIDeviceFilterSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d7e61e), x::Name(0x1b8d013), 23, 3), // VirtualMachineVMCIDeviceOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1d8052e), x::Name(0xaa460b), 26, 5), // VirtualMachineVMCIDeviceOptionFilterSpecOption: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d83420), 57, 6), // VirtualMachineVMCIDeviceProtocol
-        x::TypeEntry::structure(x::Name(0x1d85514), x::Name(0x1b6c60d), 31, 0), // VirtualMachineVMIROM: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1d86a18), x::Name(0xaa460b), 31, 1), // VirtualMachineVcpuConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d8831c), x::Name(0x1d5d018), 32, 7), // VirtualMachineVgpuDeviceInfo: VirtualMachineTargetInfo
-        x::TypeEntry::structure(x::Name(0x1d8a01d), x::Name(0x1d5d018), 39, 5), // VirtualMachineVgpuProfileInfo: VirtualMachineTargetInfo
-        x::TypeEntry::enumeration(x::Name(0x1d8be29), 63, 2), // VirtualMachineVgpuProfileInfoProfileClass
-        x::TypeEntry::enumeration(x::Name(0x1d8e82b), 65, 2), // VirtualMachineVgpuProfileInfoProfileSharing
-        x::TypeEntry::structure(x::Name(0x1d91417), x::Name(0x1b6c60d), 44, 6), // VirtualMachineVideoCard: VirtualDevice
-        x::TypeEntry::enumeration(x::Name(0x1d92c24), 67, 3), // VirtualMachineVideoCardUse3dRenderer
-        x::TypeEntry::structure(x::Name(0x1d95119), x::Name(0xaa460b), 50, 1), // VirtualMachineVirtualPMem: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1d96b25), 70, 2), // VirtualMachineVirtualPMemSnapshotMode
-        x::TypeEntry::structure(x::Name(0x1d99120), x::Name(0x1cd7a1e), 51, 4), // VirtualMachineWindowsQuiesceSpec: VirtualMachineGuestQuiesceSpec
-        x::TypeEntry::enumeration(x::Name(0x1d9b230), 72, 3), // VirtualMachineWindowsQuiesceSpecVssBackupContext
-        x::TypeEntry::structure(x::Name(0x1d9e318), x::Name(0xaa460b), 55, 2), // VirtualMachineWipeResult: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d9fc0d), x::Name(0x1b6c60d), 57, 2), // VirtualNVDIMM: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1da0a18), x::Name(0x1b8791c), 59, 2), // VirtualNVDIMMBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1da2317), x::Name(0x1b69c11), 61, 0), // VirtualNVDIMMController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1da3b1d), x::Name(0x1b6ae17), 61, 1), // VirtualNVDIMMControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1da5913), x::Name(0x1b8d013), 62, 4), // VirtualNVDIMMOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1da6d15), x::Name(0x1b69c11), 66, 0), // VirtualNVMEController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1da831b), x::Name(0x1b6ae17), 66, 1), // VirtualNVMEControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1da9f1a), x::Name(0xaa460b), 67, 4), // VirtualNicManagerNetConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1daba14), x::Name(0x1b69c11), 71, 0), // VirtualPCIController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1dacf1a), x::Name(0x1b6ae17), 71, 13), // VirtualPCIControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1daea15), x::Name(0x1b6c60d), 84, 0), // VirtualPCIPassthrough: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1db0022), x::Name(0xaa460b), 84, 5), // VirtualPCIPassthroughAllowedDevice: DynamicData
-        x::TypeEntry::structure(x::Name(0x1db2326), x::Name(0x1b8391e), 89, 4), // VirtualPCIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1db4a28), x::Name(0x1b85820), 93, 0), // VirtualPCIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1db7327), x::Name(0x1b8391e), 93, 3), // VirtualPCIPassthroughDynamicBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1db9b29), x::Name(0x1b85820), 96, 0), // VirtualPCIPassthroughDynamicBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1dbc51b), x::Name(0x1b8d013), 96, 0), // VirtualPCIPassthroughOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1dbe126), x::Name(0x1b6d418), 96, 0), // VirtualPCIPassthroughPluginBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1dc0828), x::Name(0x1b6ed1a), 96, 0), // VirtualPCIPassthroughPluginBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1dc3125), x::Name(0x1dbe126), 96, 2), // VirtualPCIPassthroughVmiopBackingInfo: VirtualPCIPassthroughPluginBackingInfo
-        x::TypeEntry::structure(x::Name(0x1dc5727), x::Name(0x1dc0828), 98, 2), // VirtualPCIPassthroughVmiopBackingOption: VirtualPCIPassthroughPluginBackingOption
-        x::TypeEntry::structure(x::Name(0x1dc7f0e), x::Name(0x1bf2c13), 100, 0), // VirtualPCNet32: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1dc8e14), x::Name(0x1c10419), 100, 1), // VirtualPCNet32Option: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1dca314), x::Name(0x1b69c11), 101, 0), // VirtualPS2Controller: VirtualController
-        x::TypeEntry::structure(x::Name(0x1dcb81a), x::Name(0x1b6ae17), 101, 2), // VirtualPS2ControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1dcd313), x::Name(0x1b6c60d), 103, 0), // VirtualParallelPort: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1dce724), x::Name(0x1b8391e), 103, 0), // VirtualParallelPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1dd0c26), x::Name(0x1b85820), 103, 0), // VirtualParallelPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1dd3322), x::Name(0x1b8791c), 103, 0), // VirtualParallelPortFileBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1dd5624), x::Name(0x1b8961e), 103, 0), // VirtualParallelPortFileBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1dd7b19), x::Name(0x1b8d013), 103, 0), // VirtualParallelPortOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1dd9515), x::Name(0x1b6c60d), 103, 0), // VirtualPointingDevice: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1ddab22), x::Name(0x1b85820), 103, 1), // VirtualPointingDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1ddce26), x::Name(0x1b8391e), 104, 1), // VirtualPointingDeviceDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::enumeration(x::Name(0x1ddf51f), 75, 8), // VirtualPointingDeviceHostChoice
-        x::TypeEntry::structure(x::Name(0x1de151b), x::Name(0x1b8d013), 105, 0), // VirtualPointingDeviceOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1de3115), x::Name(0x1b6c60d), 105, 0), // VirtualPrecisionClock: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1de471b), x::Name(0x1b8d013), 105, 0), // VirtualPrecisionClockOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1de632b), x::Name(0x1b6d418), 105, 1), // VirtualPrecisionClockSystemClockBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1de8f2d), x::Name(0x1b6ed1a), 106, 1), // VirtualPrecisionClockSystemClockBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1debd15), x::Name(0x1b69c11), 107, 0), // VirtualSATAController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1ded31b), x::Name(0x1b6ae17), 107, 2), // VirtualSATAControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1deef15), x::Name(0x1b69c11), 109, 3), // VirtualSCSIController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1df051b), x::Name(0x1b6ae17), 112, 7), // VirtualSCSIControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1df2116), x::Name(0x1b6c60d), 119, 0), // VirtualSCSIPassthrough: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1df3827), x::Name(0x1b8391e), 119, 0), // VirtualSCSIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1df6029), x::Name(0x1b85820), 119, 0), // VirtualSCSIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1df8a1c), x::Name(0x1b8d013), 119, 0), // VirtualSCSIPassthroughOption: VirtualDeviceOption
-        x::TypeEntry::enumeration(x::Name(0x1dfa712), 83, 3), // VirtualSCSISharing
-        x::TypeEntry::structure(x::Name(0x1dfba14), x::Name(0x1b69c11), 119, 0), // VirtualSIOController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1dfcf1a), x::Name(0x1b6ae17), 119, 3), // VirtualSIOControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1dfea11), x::Name(0x1b6c60d), 122, 1), // VirtualSerialPort: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1dffc22), x::Name(0x1b8391e), 123, 0), // VirtualSerialPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e01f24), x::Name(0x1b85820), 123, 0), // VirtualSerialPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::enumeration(x::Name(0x1e04419), 86, 2), // VirtualSerialPortEndPoint
-        x::TypeEntry::structure(x::Name(0x1e05e20), x::Name(0x1b8791c), 123, 0), // VirtualSerialPortFileBackingInfo: VirtualDeviceFileBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e07f22), x::Name(0x1b8961e), 123, 0), // VirtualSerialPortFileBackingOption: VirtualDeviceFileBackingOption
-        x::TypeEntry::structure(x::Name(0x1e0a217), x::Name(0x1b8d013), 123, 1), // VirtualSerialPortOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e0ba20), x::Name(0x1b9001c), 124, 2), // VirtualSerialPortPipeBackingInfo: VirtualDevicePipeBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e0db22), x::Name(0x1b91d1e), 126, 2), // VirtualSerialPortPipeBackingOption: VirtualDevicePipeBackingOption
-        x::TypeEntry::structure(x::Name(0x1e0fe25), x::Name(0x1b6d418), 128, 0), // VirtualSerialPortThinPrintBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e12427), x::Name(0x1b6ed1a), 128, 0), // VirtualSerialPortThinPrintBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e14c1f), x::Name(0x1b9881b), 128, 0), // VirtualSerialPortURIBackingInfo: VirtualDeviceURIBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e16c21), x::Name(0x1b9a41d), 128, 0), // VirtualSerialPortURIBackingOption: VirtualDeviceURIBackingOption
-        x::TypeEntry::structure(x::Name(0x1e18e15), x::Name(0x1e1c010), 128, 0), // VirtualSoundBlaster16: VirtualSoundCard
-        x::TypeEntry::structure(x::Name(0x1e1a41b), x::Name(0x1e21716), 128, 0), // VirtualSoundBlaster16Option: VirtualSoundCardOption
-        x::TypeEntry::structure(x::Name(0x1e1c010), x::Name(0x1b6c60d), 128, 0), // VirtualSoundCard: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e1d121), x::Name(0x1b8391e), 128, 0), // VirtualSoundCardDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e1f323), x::Name(0x1b85820), 128, 0), // VirtualSoundCardDeviceBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e21716), x::Name(0x1b8d013), 128, 0), // VirtualSoundCardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e22e18), x::Name(0x1bf2c13), 128, 2), // VirtualSriovEthernetCard: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1e2471e), x::Name(0x1c10419), 130, 0), // VirtualSriovEthernetCardOption: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1e26628), x::Name(0x1b6d418), 130, 3), // VirtualSriovEthernetCardSriovBackingInfo: VirtualDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e28f2a), x::Name(0x1b6ed1a), 133, 0), // VirtualSriovEthernetCardSriovBackingOption: VirtualDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e2ba14), x::Name(0xab90c), 133, 5), // VirtualSwitchProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1e2cf1d), x::Name(0xab90c), 138, 0), // VirtualSwitchSelectionProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1e2ed0a), x::Name(0x1b6c60d), 138, 2), // VirtualTPM: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e2f810), x::Name(0x1b8d013), 140, 1), // VirtualTPMOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e3090a), x::Name(0x1b6c60d), 141, 5), // VirtualUSB: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e31414), x::Name(0x1b69c11), 146, 2), // VirtualUSBController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1e3291a), x::Name(0x1b6ae17), 148, 3), // VirtualUSBControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1e34422), x::Name(0x1b8e41b), 151, 1), // VirtualUSBControllerPciBusSlotInfo: VirtualDevicePciBusSlotInfo
-        x::TypeEntry::structure(x::Name(0x1e36710), x::Name(0x1b8d013), 152, 0), // VirtualUSBOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e37821), x::Name(0x1b93c24), 152, 1), // VirtualUSBRemoteClientBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e39a23), x::Name(0x1b96126), 153, 0), // VirtualUSBRemoteClientBackingOption: VirtualDeviceRemoteDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e3be1f), x::Name(0x1b8391e), 153, 1), // VirtualUSBRemoteHostBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e3de21), x::Name(0x1b85820), 154, 0), // VirtualUSBRemoteHostBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e40018), x::Name(0x1b8391e), 154, 0), // VirtualUSBUSBBackingInfo: VirtualDeviceDeviceBackingInfo
-        x::TypeEntry::structure(x::Name(0x1e4191a), x::Name(0x1b85820), 154, 0), // VirtualUSBUSBBackingOption: VirtualDeviceDeviceBackingOption
-        x::TypeEntry::structure(x::Name(0x1e43418), x::Name(0x1b69c11), 154, 1), // VirtualUSBXHCIController: VirtualController
-        x::TypeEntry::structure(x::Name(0x1e44d1e), x::Name(0x1b6ae17), 155, 2), // VirtualUSBXHCIControllerOption: VirtualControllerOption
-        x::TypeEntry::structure(x::Name(0x1e46c13), x::Name(0x1b8d013), 157, 0), // VirtualVMIROMOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e48016), x::Name(0x1b8d013), 157, 7), // VirtualVideoCardOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e4970d), x::Name(0x1bf2c13), 164, 0), // VirtualVmxnet: VirtualEthernetCard
-        x::TypeEntry::structure(x::Name(0x1e4a50e), x::Name(0x1e4970d), 164, 0), // VirtualVmxnet2: VirtualVmxnet
-        x::TypeEntry::structure(x::Name(0x1e4b414), x::Name(0x1e54413), 164, 0), // VirtualVmxnet2Option: VirtualVmxnetOption
-        x::TypeEntry::structure(x::Name(0x1e4c90e), x::Name(0x1e4970d), 164, 0), // VirtualVmxnet3: VirtualVmxnet
-        x::TypeEntry::structure(x::Name(0x1e4d814), x::Name(0x1e54413), 164, 0), // VirtualVmxnet3Option: VirtualVmxnetOption
-        x::TypeEntry::structure(x::Name(0x1e4ed13), x::Name(0x1e4c90e), 164, 1), // VirtualVmxnet3Vrdma: VirtualVmxnet3
-        x::TypeEntry::structure(x::Name(0x1e50119), x::Name(0x1e4d814), 165, 1), // VirtualVmxnet3VrdmaOption: VirtualVmxnet3Option
-        x::TypeEntry::enumeration(x::Name(0x1e51b28), 88, 2), // VirtualVmxnet3VrdmaOptionDeviceProtocols
-        x::TypeEntry::structure(x::Name(0x1e54413), x::Name(0x1c10419), 166, 0), // VirtualVmxnetOption: VirtualEthernetCardOption
-        x::TypeEntry::structure(x::Name(0x1e5580a), x::Name(0x1b6c60d), 166, 2), // VirtualWDT: VirtualDevice
-        x::TypeEntry::structure(x::Name(0x1e56310), x::Name(0x1b8d013), 168, 1), // VirtualWDTOption: VirtualDeviceOption
-        x::TypeEntry::structure(x::Name(0x1e5740b), x::Name(0xab90c), 169, 0), // VlanProfile: ApplyProfile
-        x::TypeEntry::structure(x::Name(0x1e58018), x::Name(0x1e95e07), 169, 0), // VmAcquiredMksTicketEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e59915), x::Name(0x1e95e07), 169, 1), // VmAcquiredTicketEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e5af1b), x::Name(0x1157a0d), 170, 3), // VmAlreadyExistsInDatacenter: InvalidFolder
-        x::TypeEntry::structure(x::Name(0x1e5cb11), x::Name(0x1e95e07), 173, 2), // VmAutoRenameEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e5dd12), x::Name(0x1e6770c), 175, 3), // VmBeingClonedEvent: VmCloneEvent
-        x::TypeEntry::structure(x::Name(0x1e5f01a), x::Name(0x1e6770c), 178, 2), // VmBeingClonedNoFolderEvent: VmCloneEvent
-        x::TypeEntry::structure(x::Name(0x1e60b13), x::Name(0x1e95e07), 180, 1), // VmBeingCreatedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e61f14), x::Name(0x1e95e07), 181, 1), // VmBeingDeployedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e63417), x::Name(0x1e95e07), 182, 3), // VmBeingHotMigratedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e64c14), x::Name(0x1e95e07), 185, 3), // VmBeingMigratedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e66115), x::Name(0x1f05913), 188, 3), // VmBeingRelocatedEvent: VmRelocateSpecEvent
-        x::TypeEntry::structure(x::Name(0x1e6770c), x::Name(0x1e95e07), 191, 0), // VmCloneEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e68412), x::Name(0x1e6770c), 191, 4), // VmCloneFailedEvent: VmCloneEvent
-        x::TypeEntry::structure(x::Name(0x1e6970d), x::Name(0x1e6770c), 195, 1), // VmClonedEvent: VmCloneEvent
-        x::TypeEntry::structure(x::Name(0x1e6a50d), x::Name(0x1b42008), 196, 0), // VmConfigFault: VimFault
-        x::TypeEntry::structure(x::Name(0x1e6b31a), x::Name(0xaa460b), 196, 1), // VmConfigFileEncryptionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e6ce10), x::Name(0xb97508), 197, 2), // VmConfigFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x1e6df11), x::Name(0xb9b609), 199, 2), // VmConfigFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x1e6f117), x::Name(0xaa460b), 201, 2), // VmConfigFileQueryFilter: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e70916), x::Name(0xaa460b), 203, 2), // VmConfigFileQueryFlags: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e72025), x::Name(0x1e6a50d), 205, 1), // VmConfigIncompatibleForFaultTolerance: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1e74623), x::Name(0x1e6a50d), 206, 1), // VmConfigIncompatibleForRecordReplay: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1e76a0c), x::Name(0xaa460b), 207, 8), // VmConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e77714), x::Name(0x1e95e07), 215, 0), // VmConfigMissingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e78c0c), x::Name(0xaa460b), 215, 8), // VmConfigSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e79910), x::Name(0x1e95e07), 223, 0), // VmConnectedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e7aa0e), x::Name(0x1e95e07), 223, 0), // VmCreatedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e7b914), x::Name(0x1e95e07), 223, 1), // VmDasBeingResetEvent: VmEvent
-        x::TypeEntry::enumeration(x::Name(0x1e7ce1e), 90, 4), // VmDasBeingResetEventReasonCode
-        x::TypeEntry::structure(x::Name(0x1e7ed22), x::Name(0x1e7b914), 224, 1), // VmDasBeingResetWithScreenshotEvent: VmDasBeingResetEvent
-        x::TypeEntry::structure(x::Name(0x1e81015), x::Name(0x1e95e07), 225, 0), // VmDasResetFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e82615), x::Name(0x1e95e07), 225, 0), // VmDasUpdateErrorEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e83c12), x::Name(0x1e95e07), 225, 0), // VmDasUpdateOkEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e84f15), x::Name(0x1e95e07), 225, 0), // VmDateRolledBackEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e86513), x::Name(0x1e95e07), 225, 2), // VmDeployFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e8790f), x::Name(0x1e95e07), 227, 1), // VmDeployedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e88913), x::Name(0x1e95e07), 228, 0), // VmDisconnectedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e89d11), x::Name(0x1e95e07), 228, 0), // VmDiscoveredEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e8af11), x::Name(0x1e95e07), 228, 2), // VmDiskFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e8c118), x::Name(0xaa460b), 230, 1), // VmDiskFileEncryptionInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e8da0e), x::Name(0xb97508), 231, 7), // VmDiskFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x1e8e90f), x::Name(0xb9b609), 238, 2), // VmDiskFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x1e8f915), x::Name(0xaa460b), 240, 5), // VmDiskFileQueryFilter: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e90f14), x::Name(0xaa460b), 245, 7), // VmDiskFileQueryFlags: DynamicData
-        x::TypeEntry::structure(x::Name(0x1e92411), x::Name(0x1e95e07), 252, 0), // VmEmigratingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e93613), x::Name(0x1e95e07), 252, 0), // VmEndRecordingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e94a13), x::Name(0x1e95e07), 252, 0), // VmEndReplayingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e95e07), x::Name(0xb00605), 252, 1), // VmEvent: Event
-        x::TypeEntry::structure(x::Name(0x1e9660f), x::Name(0xaeb513), 253, 1), // VmEventArgument: EntityEventArgument
-        x::TypeEntry::structure(x::Name(0x1e97614), x::Name(0x1e95e07), 254, 4), // VmFailedMigrateEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e98b15), x::Name(0x1e95e07), 258, 1), // VmFailedRelayoutEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e9a125), x::Name(0x1e95e07), 259, 0), // VmFailedRelayoutOnVmfs2DatastoreEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1e9c71e), x::Name(0x1e95e07), 259, 1), // VmFailedStartingSecondaryEvent: VmEvent
-        x::TypeEntry::enumeration(x::Name(0x1e9e62b), 94, 4), // VmFailedStartingSecondaryEventFailureReason
-        x::TypeEntry::structure(x::Name(0x1ea1217), x::Name(0x1e95e07), 260, 1), // VmFailedToPowerOffEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ea2a16), x::Name(0x1e95e07), 261, 1), // VmFailedToPowerOnEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ea411a), x::Name(0x1e95e07), 262, 1), // VmFailedToRebootGuestEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ea5c14), x::Name(0x1e95e07), 263, 1), // VmFailedToResetEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ea711c), x::Name(0x1e95e07), 264, 1), // VmFailedToShutdownGuestEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ea8e1b), x::Name(0x1e95e07), 265, 1), // VmFailedToStandbyGuestEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1eaaa16), x::Name(0x1e95e07), 266, 1), // VmFailedToSuspendEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1eac11f), x::Name(0x1e95e07), 267, 0), // VmFailedUpdatingSecondaryConfig: VmEvent
-        x::TypeEntry::structure(x::Name(0x1eae110), x::Name(0x1e95e07), 267, 1), // VmFailoverFailed: VmEvent
-        x::TypeEntry::structure(x::Name(0x1eaf21b), x::Name(0x1ebab15), 268, 3), // VmFaultToleranceConfigIssue: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0x1eb0e29), 98, 31), // VmFaultToleranceConfigIssueReasonForIssue
-        x::TypeEntry::structure(x::Name(0x1eb3822), x::Name(0x1ebab15), 271, 3), // VmFaultToleranceConfigIssueWrapper: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x1eb5b22), x::Name(0x1ebab15), 274, 2), // VmFaultToleranceInvalidFileBacking: VmFaultToleranceIssue
-        x::TypeEntry::enumeration(x::Name(0x1eb7e2c), 129, 5), // VmFaultToleranceInvalidFileBackingDeviceType
-        x::TypeEntry::structure(x::Name(0x1ebab15), x::Name(0x1b42008), 276, 0), // VmFaultToleranceIssue: VimFault
-        x::TypeEntry::structure(x::Name(0x1ebc11c), x::Name(0x1ebab15), 276, 2), // VmFaultToleranceOpIssuesList: VmFaultToleranceIssue
-        x::TypeEntry::structure(x::Name(0x1ebde21), x::Name(0x1e95e07), 278, 2), // VmFaultToleranceStateChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ec0024), x::Name(0x112751a), 280, 2), // VmFaultToleranceTooManyFtVcpusOnHost: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1ec2520), x::Name(0x112751a), 282, 2), // VmFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1ec461e), x::Name(0x1e95e07), 284, 0), // VmFaultToleranceTurnedOffEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ec6521), x::Name(0x1e95e07), 284, 1), // VmFaultToleranceVmTerminatedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ec8715), x::Name(0x1e95e07), 285, 0), // VmGuestOSCrashedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ec9d12), x::Name(0x1e95e07), 285, 0), // VmGuestRebootEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ecb014), x::Name(0x1e95e07), 285, 0), // VmGuestShutdownEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ecc513), x::Name(0x1e95e07), 285, 0), // VmGuestStandbyEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ecd923), x::Name(0x69680c), 285, 2), // VmHealthMonitoringStateChangedEvent: ClusterEvent
-        x::TypeEntry::structure(x::Name(0x1ecfd1b), x::Name(0x1e6a50d), 287, 2), // VmHostAffinityRuleViolation: VmConfigFault
-        x::TypeEntry::structure(x::Name(0x1ed191b), x::Name(0x1e95e07), 289, 1), // VmInstanceUuidAssignedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ed351a), x::Name(0x1e95e07), 290, 2), // VmInstanceUuidChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ed501b), x::Name(0x1e95e07), 292, 2), // VmInstanceUuidConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ed6c0e), x::Name(0x135a811), 294, 1), // VmLimitLicense: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x1ed7b0d), x::Name(0xb97508), 295, 0), // VmLogFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x1ed890e), x::Name(0xb9b609), 295, 0), // VmLogFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x1ed9812), x::Name(0x1e95e07), 295, 2), // VmMacAssignedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1edab11), x::Name(0x1e95e07), 297, 3), // VmMacChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1edbd12), x::Name(0x1e95e07), 300, 2), // VmMacConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1edd01a), x::Name(0x1e95e07), 302, 0), // VmMaxFTRestartCountReached: VmEvent
-        x::TypeEntry::structure(x::Name(0x1edeb18), x::Name(0x1e95e07), 302, 0), // VmMaxRestartCountReached: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ee0413), x::Name(0x1e95e07), 302, 2), // VmMessageErrorEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ee180e), x::Name(0x1e95e07), 304, 2), // VmMessageEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ee2715), x::Name(0x1e95e07), 306, 2), // VmMessageWarningEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ee3d16), x::Name(0x1b42008), 308, 0), // VmMetadataManagerFault: VimFault
-        x::TypeEntry::structure(x::Name(0x1ee540f), x::Name(0x1e95e07), 308, 3), // VmMigratedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ee6426), x::Name(0x1b42008), 311, 0), // VmMonitorIncompatibleForFaultTolerance: VimFault
-        x::TypeEntry::structure(x::Name(0x1ee8b23), x::Name(0x1e95e07), 311, 0), // VmNoCompatibleHostForSecondaryEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1eeaf16), x::Name(0x1e95e07), 311, 1), // VmNoNetworkAccessEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1eec60f), x::Name(0xb97508), 312, 0), // VmNvramFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x1eed610), x::Name(0xb9b609), 312, 0), // VmNvramFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x1eee70f), x::Name(0x1e95e07), 312, 0), // VmOrphanedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1eef717), x::Name(0xaa460b), 312, 4), // VmPodConfigForPlacement: DynamicData
-        x::TypeEntry::structure(x::Name(0x1ef0f12), x::Name(0x14acf10), 316, 0), // VmPortGroupProfile: PortGroupProfile
-        x::TypeEntry::structure(x::Name(0x1ef221a), x::Name(0x1ef5911), 316, 1), // VmPowerOffOnIsolationEvent: VmPoweredOffEvent
-        x::TypeEntry::structure(x::Name(0x1ef3d11), x::Name(0x117ae0c), 317, 0), // VmPowerOnDisabled: InvalidState
-        x::TypeEntry::structure(x::Name(0x1ef5911), x::Name(0x1e95e07), 317, 0), // VmPoweredOffEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ef6b10), x::Name(0x1e95e07), 317, 0), // VmPoweredOnEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1ef7c25), x::Name(0x1e95e07), 317, 1), // VmPoweringOnWithCustomizedDVPortEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1efa216), x::Name(0x1e95e07), 318, 1), // VmPrimaryFailoverEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1efb913), x::Name(0x1e95e07), 319, 2), // VmReconfiguredEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1efcd11), x::Name(0x1e95e07), 321, 0), // VmRegisteredEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1efdf19), x::Name(0x1e95e07), 321, 0), // VmRelayoutSuccessfulEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1eff917), x::Name(0x1e95e07), 321, 0), // VmRelayoutUpToDateEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f01115), x::Name(0x1e95e07), 321, 1), // VmReloadFromPathEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f0271b), x::Name(0x1e95e07), 322, 1), // VmReloadFromPathFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f04315), x::Name(0x1f05913), 323, 4), // VmRelocateFailedEvent: VmRelocateSpecEvent
-        x::TypeEntry::structure(x::Name(0x1f05913), x::Name(0x1e95e07), 327, 0), // VmRelocateSpecEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f06d10), x::Name(0x1f05913), 327, 3), // VmRelocatedEvent: VmRelocateSpecEvent
-        x::TypeEntry::structure(x::Name(0x1f07e1d), x::Name(0x1e95e07), 330, 0), // VmRemoteConsoleConnectedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f09c20), x::Name(0x1e95e07), 330, 0), // VmRemoteConsoleDisconnectedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f0bd0e), x::Name(0x1e95e07), 330, 0), // VmRemovedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f0cc0e), x::Name(0x1e95e07), 330, 2), // VmRenamedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f0db27), x::Name(0x1e95e07), 332, 0), // VmRequirementsExceedCurrentEVCModeEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f10310), x::Name(0x1e95e07), 332, 0), // VmResettingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f11418), x::Name(0x1e95e07), 332, 2), // VmResourcePoolMovedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f12d1a), x::Name(0x1e95e07), 334, 1), // VmResourceReallocatedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f1481f), x::Name(0x1ef6b10), 335, 1), // VmRestartedOnAlternateHostEvent: VmPoweredOnEvent
-        x::TypeEntry::structure(x::Name(0x1f1680f), x::Name(0x1e95e07), 336, 0), // VmResumingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f17815), x::Name(0x1e95e07), 336, 0), // VmSecondaryAddedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f18e20), x::Name(0x1e95e07), 336, 1), // VmSecondaryDisabledBySystemEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f1af18), x::Name(0x1e95e07), 337, 0), // VmSecondaryDisabledEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f1c817), x::Name(0x1e95e07), 337, 0), // VmSecondaryEnabledEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f1e017), x::Name(0x1e95e07), 337, 0), // VmSecondaryStartedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f1f81a), x::Name(0x1ef5911), 337, 2), // VmShutdownOnIsolationEvent: VmPoweredOffEvent
-        x::TypeEntry::enumeration(x::Name(0x1f21323), 134, 2), // VmShutdownOnIsolationEventOperation
-        x::TypeEntry::structure(x::Name(0x1f23723), x::Name(0x112751a), 339, 2), // VmSmpFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
-        x::TypeEntry::structure(x::Name(0x1f25b12), x::Name(0xb97508), 341, 0), // VmSnapshotFileInfo: FileInfo
-        x::TypeEntry::structure(x::Name(0x1f26e13), x::Name(0xb9b609), 341, 0), // VmSnapshotFileQuery: FileQuery
-        x::TypeEntry::structure(x::Name(0x1f28215), x::Name(0x1e95e07), 341, 0), // VmStartRecordingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f29815), x::Name(0x1e95e07), 341, 0), // VmStartReplayingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f2ae0f), x::Name(0x1e95e07), 341, 0), // VmStartingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f2be18), x::Name(0x1e95e07), 341, 0), // VmStartingSecondaryEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f2d718), x::Name(0x1e95e07), 341, 2), // VmStaticMacConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f2f00f), x::Name(0x1e95e07), 343, 0), // VmStoppingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f30010), x::Name(0x1e95e07), 343, 0), // VmSuspendedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f31111), x::Name(0x1e95e07), 343, 0), // VmSuspendingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f32320), x::Name(0x1e95e07), 343, 1), // VmTimedoutStartingSecondaryEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f34413), x::Name(0x1b42008), 344, 0), // VmToolsUpgradeFault: VimFault
-        x::TypeEntry::structure(x::Name(0x1f3581a), x::Name(0x1f2ae0f), 344, 1), // VmUnsupportedStartingEvent: VmStartingEvent
-        x::TypeEntry::structure(x::Name(0x1f37316), x::Name(0x1e95e07), 345, 1), // VmUpgradeCompleteEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f38a14), x::Name(0x1e95e07), 346, 0), // VmUpgradeFailedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f39f10), x::Name(0x1e95e07), 346, 1), // VmUpgradingEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f3b013), x::Name(0x1e95e07), 347, 1), // VmUuidAssignedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f3c412), x::Name(0x1e95e07), 348, 2), // VmUuidChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f3d713), x::Name(0x1e95e07), 350, 2), // VmUuidConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f3eb13), x::Name(0x1b42008), 352, 3), // VmValidateMaxDevice: VimFault
-        x::TypeEntry::structure(x::Name(0x1f3ff28), x::Name(0xa36408), 355, 2), // VmVnicPoolReservationViolationClearEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0x1f42828), x::Name(0xa36408), 357, 2), // VmVnicPoolReservationViolationRaiseEvent: DvsEvent
-        x::TypeEntry::structure(x::Name(0x1f45112), x::Name(0x1e95e07), 359, 2), // VmWwnAssignedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f46411), x::Name(0x1e95e07), 361, 4), // VmWwnChangedEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f4760d), x::Name(0x117c70f), 365, 4), // VmWwnConflict: InvalidVmConfig
-        x::TypeEntry::structure(x::Name(0x1f48412), x::Name(0x1e95e07), 369, 3), // VmWwnConflictEvent: VmEvent
-        x::TypeEntry::structure(x::Name(0x1f49712), x::Name(0x1f5c50e), 372, 0), // VmfsAlreadyMounted: VmfsMountFault
-        x::TypeEntry::structure(x::Name(0x1f4aa12), x::Name(0x1f5c50e), 372, 0), // VmfsAmbiguousMount: VmfsMountFault
-        x::TypeEntry::structure(x::Name(0x1f4bd10), x::Name(0xaa460b), 372, 6), // VmfsConfigOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f4ce1c), x::Name(0x1f5931f), 378, 0), // VmfsDatastoreAllExtentOption: VmfsDatastoreSingleExtentOption
-        x::TypeEntry::structure(x::Name(0x1f4eb17), x::Name(0xaa460b), 378, 2), // VmfsDatastoreBaseOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f50317), x::Name(0x1f5b311), 380, 3), // VmfsDatastoreCreateSpec: VmfsDatastoreSpec
-        x::TypeEntry::structure(x::Name(0x1f51b17), x::Name(0x1f5b311), 383, 2), // VmfsDatastoreExpandSpec: VmfsDatastoreSpec
-        x::TypeEntry::structure(x::Name(0x1f53317), x::Name(0x1f5b311), 385, 2), // VmfsDatastoreExtendSpec: VmfsDatastoreSpec
-        x::TypeEntry::structure(x::Name(0x1f54b11), x::Name(0x8cf10d), 387, 3), // VmfsDatastoreInfo: DatastoreInfo
-        x::TypeEntry::structure(x::Name(0x1f55d21), x::Name(0x1f4eb17), 390, 1), // VmfsDatastoreMultipleExtentOption: VmfsDatastoreBaseOption
-        x::TypeEntry::structure(x::Name(0x1f57f13), x::Name(0xaa460b), 391, 2), // VmfsDatastoreOption: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5931f), x::Name(0x1f4eb17), 393, 1), // VmfsDatastoreSingleExtentOption: VmfsDatastoreBaseOption
-        x::TypeEntry::structure(x::Name(0x1f5b311), x::Name(0xaa460b), 394, 1), // VmfsDatastoreSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5c50e), x::Name(0xcde20f), 395, 1), // VmfsMountFault: HostConfigFault
-        x::TypeEntry::structure(x::Name(0x1f5d416), x::Name(0xaa460b), 396, 4), // VmfsUnmapBandwidthSpec: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f5eb1a), x::Name(0xf07411), 400, 0), // VmotionInterfaceNotEnabled: HostPowerOpFailed
-        x::TypeEntry::enumeration(x::Name(0x1f6062b), 136, 3), // VmwareDistributedVirtualSwitchPvlanPortType
-        x::TypeEntry::structure(x::Name(0x1f63227), x::Name(0x1f6af26), 400, 1), // VmwareDistributedVirtualSwitchPvlanSpec: VmwareDistributedVirtualSwitchVlanSpec
-        x::TypeEntry::structure(x::Name(0x1f65a2b), x::Name(0x1f6af26), 401, 1), // VmwareDistributedVirtualSwitchTrunkVlanSpec: VmwareDistributedVirtualSwitchVlanSpec
-        x::TypeEntry::structure(x::Name(0x1f68628), x::Name(0x1f6af26), 402, 1), // VmwareDistributedVirtualSwitchVlanIdSpec: VmwareDistributedVirtualSwitchVlanSpec
-        x::TypeEntry::structure(x::Name(0x1f6af26), x::Name(0x10f8011), 403, 0), // VmwareDistributedVirtualSwitchVlanSpec: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x1f6d61d), x::Name(0x10f8011), 403, 6), // VmwareUplinkPortTeamingPolicy: InheritablePolicy
-        x::TypeEntry::structure(x::Name(0x1f6f410), x::Name(0xaa460b), 409, 2), // VnicPortArgument: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f70511), x::Name(0x7f8d12), 411, 0), // VolumeEditorError: CustomizationFault
-        x::TypeEntry::structure(x::Name(0x1f71710), x::Name(0x135a811), 411, 1), // VramLimitLicense: NotEnoughLicenses
-        x::TypeEntry::structure(x::Name(0x1f72815), x::Name(0xaa460b), 412, 2), // VsanClusterConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f73e24), x::Name(0xaa460b), 414, 3), // VsanClusterConfigInfoHostDefaultInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f76317), x::Name(0x5ac519), 417, 2), // VsanClusterUuidMismatch: CannotMoveVsanEnabledHost
-        x::TypeEntry::structure(x::Name(0x1f77b11), x::Name(0x8cf10d), 419, 2), // VsanDatastoreInfo: DatastoreInfo
-        x::TypeEntry::structure(x::Name(0x1f78d0d), x::Name(0x1f7ad09), 421, 1), // VsanDiskFault: VsanFault
-        x::TypeEntry::enumeration(x::Name(0x1f79b11), 139, 3), // VsanDiskIssueType
-        x::TypeEntry::structure(x::Name(0x1f7ad09), x::Name(0x1b42008), 422, 0), // VsanFault: VimFault
-        x::TypeEntry::structure(x::Name(0x1f7b715), x::Name(0xaa460b), 422, 5), // VsanHostClusterStatus: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f7cd1a), x::Name(0xaa460b), 427, 2), // VsanHostClusterStatusState: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f7e82c), x::Name(0xaa460b), 429, 2), // VsanHostClusterStatusStateCompletionEstimate: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f81512), x::Name(0xaa460b), 431, 6), // VsanHostConfigInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8281d), x::Name(0xaa460b), 437, 2), // VsanHostConfigInfoClusterInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8461d), x::Name(0xaa460b), 439, 1), // VsanHostConfigInfoNetworkInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f86427), x::Name(0xaa460b), 440, 2), // VsanHostConfigInfoNetworkInfoPortConfig: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f88c1d), x::Name(0xaa460b), 442, 4), // VsanHostConfigInfoStorageInfo: DynamicData
-        x::TypeEntry::structure(x::Name(0x1f8aa18), x::Name(0xaa460b), 446, 1), // VsanHostDecommissionMode: DynamicData
-        x::TypeEntry::enumeration(x::Name(0x1f8c324), 142, 3), // VsanHostDecommissionModeObjectAction
+        x::TypeEntry::enumeration(x::Name(0x1f7ff1e), 0, 4), // VirtualMachinePowerOffBehavior
+        x::TypeEntry::enumeration(x::Name(0x1f81e19), 4, 3), // VirtualMachinePowerOpType
+        x::TypeEntry::enumeration(x::Name(0x1f83818), 7, 3), // VirtualMachinePowerState
+        x::TypeEntry::structure(x::Name(0x1f85120), x::Name(0x1fc7f18), 0, 1), // VirtualMachinePrecisionClockInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1f8721c), x::Name(0xbb9c0b), 1, 2), // VirtualMachineProfileDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f88f2e), x::Name(0xbb9c0b), 3, 2), // VirtualMachineProfileDetailsDiskProfileDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8be1c), x::Name(0xbb9c0b), 5, 2), // VirtualMachineProfileRawData: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8db19), x::Name(0xbb9c0b), 7, 0), // VirtualMachineProfileSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8f51e), x::Name(0xbb9c0b), 7, 2), // VirtualMachinePropertyRelation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f9141a), x::Name(0xbb9c0b), 9, 4), // VirtualMachineQuestionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f92f18), x::Name(0xbb9c0b), 13, 24), // VirtualMachineQuickStats: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f94827), x::Name(0xbb9c0b), 37, 2), // VirtualMachineQuickStatsMemoryTierStats: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f9701f), 10, 3), // VirtualMachineRecordReplayState
+        x::TypeEntry::enumeration(x::Name(0x1f99025), 13, 5), // VirtualMachineRelocateDiskMoveOptions
+        x::TypeEntry::structure(x::Name(0x1f9b61a), x::Name(0xbb9c0b), 39, 13), // VirtualMachineRelocateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f9d125), x::Name(0xbb9c0b), 52, 7), // VirtualMachineRelocateSpecDiskLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f9f730), x::Name(0xbb9c0b), 59, 2), // VirtualMachineRelocateSpecDiskLocatorBackingSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fa2824), 18, 2), // VirtualMachineRelocateTransformation
+        x::TypeEntry::structure(x::Name(0x1fa4d19), x::Name(0xbb9c0b), 61, 37), // VirtualMachineRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fa672b), x::Name(0xbb9c0b), 98, 1), // VirtualMachineRuntimeInfoDasProtectionState: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fa9320), x::Name(0x1f0111c), 99, 3), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineDiskDeviceInfo
+        x::TypeEntry::structure(x::Name(0x1fab421), x::Name(0x1fc7f18), 102, 3), // VirtualMachineScsiPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1fad621), 20, 12), // VirtualMachineScsiPassthroughType
+        x::TypeEntry::structure(x::Name(0x1faf818), x::Name(0x1fc7f18), 105, 0), // VirtualMachineSerialInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1fb1115), x::Name(0xbb9c0b), 105, 4), // VirtualMachineSgxInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fb271d), 32, 2), // VirtualMachineSgxInfoFlcModes
+        x::TypeEntry::structure(x::Name(0x1fb451b), x::Name(0x1fc7f18), 109, 4), // VirtualMachineSgxTargetInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1fb611a), x::Name(0xbb9c0b), 113, 2), // VirtualMachineSnapshotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fb7c1a), x::Name(0xbb9c0b), 115, 11), // VirtualMachineSnapshotTree: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fb9717), x::Name(0x1fc7f18), 126, 0), // VirtualMachineSoundInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1fbaf21), x::Name(0xbb9c0b), 126, 1), // VirtualMachineSriovDevicePoolInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fbd117), x::Name(0x1f7b420), 127, 3), // VirtualMachineSriovInfo: VirtualMachinePciPassthroughInfo
+        x::TypeEntry::structure(x::Name(0x1fbe928), x::Name(0x1fbaf21), 130, 2), // VirtualMachineSriovNetworkDevicePoolInfo: VirtualMachineSriovDevicePoolInfo
+        x::TypeEntry::enumeration(x::Name(0x1fc121f), 34, 2), // VirtualMachineStandbyActionType
+        x::TypeEntry::structure(x::Name(0x1fc3219), x::Name(0xbb9c0b), 132, 2), // VirtualMachineStorageInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fc4c1c), x::Name(0xbb9c0b), 134, 4), // VirtualMachineStorageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fc6915), x::Name(0xbb9c0b), 138, 8), // VirtualMachineSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fc7f18), x::Name(0xbb9c0b), 146, 2), // VirtualMachineTargetInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fc9828), 36, 2), // VirtualMachineTargetInfoConfigurationTag
+        x::TypeEntry::structure(x::Name(0x1fcc114), x::Name(0xbb9c0b), 148, 8), // VirtualMachineTicket: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fcd618), 38, 7), // VirtualMachineTicketType
+        x::TypeEntry::enumeration(x::Name(0x1fcef1e), 45, 5), // VirtualMachineToolsInstallType
+        x::TypeEntry::enumeration(x::Name(0x1fd0e20), 50, 3), // VirtualMachineToolsRunningStatus
+        x::TypeEntry::enumeration(x::Name(0x1fd2f19), 53, 4), // VirtualMachineToolsStatus
+        x::TypeEntry::enumeration(x::Name(0x1fd4920), 57, 9), // VirtualMachineToolsVersionStatus
+        x::TypeEntry::structure(x::Name(0x1fd6a1e), x::Name(0xbb9c0b), 156, 4), // VirtualMachineUsageOnDatastore: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fd8915), x::Name(0x1fc7f18), 160, 7), // VirtualMachineUsbInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1fd9f1b), 66, 19), // VirtualMachineUsbInfoFamily
+        x::TypeEntry::enumeration(x::Name(0x1fdbb1a), 85, 7), // VirtualMachineUsbInfoSpeed
+        x::TypeEntry::structure(x::Name(0x1fdd61e), x::Name(0x1fc7f18), 167, 1), // VirtualMachineVFlashModuleInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1fdf518), x::Name(0x1dc1a0d), 168, 4), // VirtualMachineVMCIDevice: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x1fe0e1e), 92, 2), // VirtualMachineVMCIDeviceAction
+        x::TypeEntry::enumeration(x::Name(0x1fe2d21), 94, 3), // VirtualMachineVMCIDeviceDirection
+        x::TypeEntry::structure(x::Name(0x1fe4f22), x::Name(0xbb9c0b), 172, 1), // VirtualMachineVMCIDeviceFilterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fe7222), x::Name(0xbb9c0b), 173, 6), // VirtualMachineVMCIDeviceFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fe951e), x::Name(0x1de6313), 179, 3), // VirtualMachineVMCIDeviceOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1feb42e), x::Name(0xbb9c0b), 182, 5), // VirtualMachineVMCIDeviceOptionFilterSpecOption: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1fee320), 97, 6), // VirtualMachineVMCIDeviceProtocol
+        x::TypeEntry::structure(x::Name(0x1ff0414), x::Name(0x1dc1a0d), 187, 0), // VirtualMachineVMIROM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1ff1921), x::Name(0x1fc7f18), 187, 2), // VirtualMachineVMotionStunTimeInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1ff3b18), x::Name(0xbb9c0b), 189, 1), // VirtualMachineVcpuConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ff5423), x::Name(0x1fc7f18), 190, 3), // VirtualMachineVendorDeviceGroupInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1ff7836), x::Name(0xbb9c0b), 193, 5), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ffaf43), 103, 4), // VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType
+        x::TypeEntry::structure(x::Name(0x1fff31c), x::Name(0x1fc7f18), 198, 7), // VirtualMachineVgpuDeviceInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x200101d), x::Name(0x1fc7f18), 205, 6), // VirtualMachineVgpuProfileInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x2002e29), 107, 2), // VirtualMachineVgpuProfileInfoProfileClass
+        x::TypeEntry::enumeration(x::Name(0x200582b), 109, 2), // VirtualMachineVgpuProfileInfoProfileSharing
+        x::TypeEntry::structure(x::Name(0x2008417), x::Name(0x1dc1a0d), 211, 6), // VirtualMachineVideoCard: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x2009c24), 111, 3), // VirtualMachineVideoCardUse3dRenderer
+        x::TypeEntry::structure(x::Name(0x200c121), x::Name(0xbb9c0b), 217, 1), // VirtualMachineVirtualDeviceGroups: DynamicData
+        x::TypeEntry::structure(x::Name(0x200e32c), x::Name(0xbb9c0b), 218, 2), // VirtualMachineVirtualDeviceGroupsDeviceGroup: DynamicData
+        x::TypeEntry::structure(x::Name(0x2011032), x::Name(0x200e32c), 220, 1), // VirtualMachineVirtualDeviceGroupsVendorDeviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
+        x::TypeEntry::structure(x::Name(0x201431f), x::Name(0xbb9c0b), 221, 1), // VirtualMachineVirtualDeviceSwap: DynamicData
+        x::TypeEntry::structure(x::Name(0x201632d), x::Name(0xbb9c0b), 222, 3), // VirtualMachineVirtualDeviceSwapDeviceSwapInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x201912f), 114, 5), // VirtualMachineVirtualDeviceSwapDeviceSwapStatus
+        x::TypeEntry::structure(x::Name(0x201c119), x::Name(0xbb9c0b), 225, 2), // VirtualMachineVirtualNuma: DynamicData
+        x::TypeEntry::structure(x::Name(0x201db1d), x::Name(0xbb9c0b), 227, 3), // VirtualMachineVirtualNumaInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x201f919), x::Name(0xbb9c0b), 230, 1), // VirtualMachineVirtualPMem: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x2021325), 119, 2), // VirtualMachineVirtualPMemSnapshotMode
+        x::TypeEntry::structure(x::Name(0x2023920), x::Name(0x1f4091e), 231, 4), // VirtualMachineWindowsQuiesceSpec: VirtualMachineGuestQuiesceSpec
+        x::TypeEntry::enumeration(x::Name(0x2025a30), 121, 3), // VirtualMachineWindowsQuiesceSpecVssBackupContext
+        x::TypeEntry::structure(x::Name(0x2028b18), x::Name(0xbb9c0b), 235, 2), // VirtualMachineWipeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x202a40d), x::Name(0x1dc1a0d), 237, 2), // VirtualNVDIMM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x202b218), x::Name(0x1de0c1c), 239, 2), // VirtualNVDIMMBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x202cb17), x::Name(0x1dbf011), 241, 0), // VirtualNVDIMMController: VirtualController
+        x::TypeEntry::structure(x::Name(0x202e31d), x::Name(0x1dc0217), 241, 1), // VirtualNVDIMMControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x2030113), x::Name(0x1de6313), 242, 4), // VirtualNVDIMMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x2031515), x::Name(0x1dbf011), 246, 1), // VirtualNVMEController: VirtualController
+        x::TypeEntry::structure(x::Name(0x2032b1b), x::Name(0x1dc0217), 247, 2), // VirtualNVMEControllerOption: VirtualControllerOption
+        x::TypeEntry::enumeration(x::Name(0x203471c), 124, 2), // VirtualNVMEControllerSharing
+        x::TypeEntry::structure(x::Name(0x203641a), x::Name(0xbb9c0b), 249, 4), // VirtualNicManagerNetConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x2037f14), x::Name(0x1dbf011), 253, 0), // VirtualPCIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x203941a), x::Name(0x1dc0217), 253, 13), // VirtualPCIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x203af15), x::Name(0x1dc1a0d), 266, 0), // VirtualPCIPassthrough: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x203c522), x::Name(0xbb9c0b), 266, 5), // VirtualPCIPassthroughAllowedDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x203e826), x::Name(0x1ddaf1e), 271, 4), // VirtualPCIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2040f28), x::Name(0x1ddce20), 275, 0), // VirtualPCIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x2043823), x::Name(0x1dc2818), 275, 2), // VirtualPCIPassthroughDvxBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2045c25), x::Name(0x1dc411a), 277, 0), // VirtualPCIPassthroughDvxBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x2048227), x::Name(0x1ddaf1e), 277, 3), // VirtualPCIPassthroughDynamicBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x204aa29), x::Name(0x1ddce20), 280, 0), // VirtualPCIPassthroughDynamicBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x204d41b), x::Name(0x1de6313), 280, 0), // VirtualPCIPassthroughOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x204f026), x::Name(0x1dc2818), 280, 0), // VirtualPCIPassthroughPluginBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2051728), x::Name(0x1dc411a), 280, 0), // VirtualPCIPassthroughPluginBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x2054025), x::Name(0x204f026), 280, 4), // VirtualPCIPassthroughVmiopBackingInfo: VirtualPCIPassthroughPluginBackingInfo
+        x::TypeEntry::structure(x::Name(0x2056627), x::Name(0x2051728), 284, 2), // VirtualPCIPassthroughVmiopBackingOption: VirtualPCIPassthroughPluginBackingOption
+        x::TypeEntry::structure(x::Name(0x2058e0e), x::Name(0x1e4df13), 286, 0), // VirtualPCNet32: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x2059d14), x::Name(0x1e6b719), 286, 1), // VirtualPCNet32Option: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x205b214), x::Name(0x1dbf011), 287, 0), // VirtualPS2Controller: VirtualController
+        x::TypeEntry::structure(x::Name(0x205c71a), x::Name(0x1dc0217), 287, 2), // VirtualPS2ControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x205e213), x::Name(0x1dc1a0d), 289, 0), // VirtualParallelPort: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x205f624), x::Name(0x1ddaf1e), 289, 0), // VirtualParallelPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2061b26), x::Name(0x1ddce20), 289, 0), // VirtualParallelPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x2064222), x::Name(0x1de0c1c), 289, 0), // VirtualParallelPortFileBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x2066524), x::Name(0x1de291e), 289, 0), // VirtualParallelPortFileBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x2068a19), x::Name(0x1de6313), 289, 0), // VirtualParallelPortOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x206a415), x::Name(0x1dc1a0d), 289, 0), // VirtualPointingDevice: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x206ba22), x::Name(0x1ddce20), 289, 1), // VirtualPointingDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x206dd26), x::Name(0x1ddaf1e), 290, 1), // VirtualPointingDeviceDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::enumeration(x::Name(0x207041f), 126, 8), // VirtualPointingDeviceHostChoice
+        x::TypeEntry::structure(x::Name(0x207241b), x::Name(0x1de6313), 291, 0), // VirtualPointingDeviceOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x2074015), x::Name(0x1dc1a0d), 291, 0), // VirtualPrecisionClock: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x207561b), x::Name(0x1de6313), 291, 0), // VirtualPrecisionClockOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x207722b), x::Name(0x1dc2818), 291, 1), // VirtualPrecisionClockSystemClockBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2079e2d), x::Name(0x1dc411a), 292, 1), // VirtualPrecisionClockSystemClockBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x207cc15), x::Name(0x1dbf011), 293, 0), // VirtualSATAController: VirtualController
+        x::TypeEntry::structure(x::Name(0x207e21b), x::Name(0x1dc0217), 293, 2), // VirtualSATAControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x207fe15), x::Name(0x1dbf011), 295, 3), // VirtualSCSIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x208141b), x::Name(0x1dc0217), 298, 7), // VirtualSCSIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x2083016), x::Name(0x1dc1a0d), 305, 0), // VirtualSCSIPassthrough: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x2084727), x::Name(0x1ddaf1e), 305, 0), // VirtualSCSIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2086f29), x::Name(0x1ddce20), 305, 0), // VirtualSCSIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x208991c), x::Name(0x1de6313), 305, 0), // VirtualSCSIPassthroughOption: VirtualDeviceOption
+        x::TypeEntry::enumeration(x::Name(0x208b612), 134, 3), // VirtualSCSISharing
+        x::TypeEntry::structure(x::Name(0x208c914), x::Name(0x1dbf011), 305, 0), // VirtualSIOController: VirtualController
+        x::TypeEntry::structure(x::Name(0x208de1a), x::Name(0x1dc0217), 305, 3), // VirtualSIOControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x208f911), x::Name(0x1dc1a0d), 308, 1), // VirtualSerialPort: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x2090b22), x::Name(0x1ddaf1e), 309, 0), // VirtualSerialPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x2092e24), x::Name(0x1ddce20), 309, 0), // VirtualSerialPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x2095319), 137, 2), // VirtualSerialPortEndPoint
+        x::TypeEntry::structure(x::Name(0x2096d20), x::Name(0x1de0c1c), 309, 0), // VirtualSerialPortFileBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x2098e22), x::Name(0x1de291e), 309, 0), // VirtualSerialPortFileBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x209b117), x::Name(0x1de6313), 309, 1), // VirtualSerialPortOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x209c920), x::Name(0x1de931c), 310, 2), // VirtualSerialPortPipeBackingInfo: VirtualDevicePipeBackingInfo
+        x::TypeEntry::structure(x::Name(0x209ea22), x::Name(0x1deb01e), 312, 2), // VirtualSerialPortPipeBackingOption: VirtualDevicePipeBackingOption
+        x::TypeEntry::structure(x::Name(0x20a0d25), x::Name(0x1dc2818), 314, 0), // VirtualSerialPortThinPrintBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20a3327), x::Name(0x1dc411a), 314, 0), // VirtualSerialPortThinPrintBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20a5b1f), x::Name(0x1df1b1b), 314, 0), // VirtualSerialPortURIBackingInfo: VirtualDeviceURIBackingInfo
+        x::TypeEntry::structure(x::Name(0x20a7b21), x::Name(0x1df371d), 314, 0), // VirtualSerialPortURIBackingOption: VirtualDeviceURIBackingOption
+        x::TypeEntry::structure(x::Name(0x20a9d15), x::Name(0x20acf10), 314, 0), // VirtualSoundBlaster16: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x20ab31b), x::Name(0x20b2616), 314, 0), // VirtualSoundBlaster16Option: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x20acf10), x::Name(0x1dc1a0d), 314, 0), // VirtualSoundCard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x20ae021), x::Name(0x1ddaf1e), 314, 0), // VirtualSoundCardDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20b0223), x::Name(0x1ddce20), 314, 0), // VirtualSoundCardDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20b2616), x::Name(0x1de6313), 314, 0), // VirtualSoundCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20b3d18), x::Name(0x1e4df13), 314, 3), // VirtualSriovEthernetCard: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x20b561e), x::Name(0x1e6b719), 317, 0), // VirtualSriovEthernetCardOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x20b7528), x::Name(0x1dc2818), 317, 3), // VirtualSriovEthernetCardSriovBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20b9e2a), x::Name(0x1dc411a), 320, 0), // VirtualSriovEthernetCardSriovBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20bc914), x::Name(0xad70c), 320, 5), // VirtualSwitchProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x20bde1d), x::Name(0xad70c), 325, 0), // VirtualSwitchSelectionProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x20bfc0a), x::Name(0x1dc1a0d), 325, 2), // VirtualTPM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x20c0710), x::Name(0x1de6313), 327, 1), // VirtualTPMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20c180a), x::Name(0x1dc1a0d), 328, 5), // VirtualUSB: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x20c2314), x::Name(0x1dbf011), 333, 2), // VirtualUSBController: VirtualController
+        x::TypeEntry::structure(x::Name(0x20c381a), x::Name(0x1dc0217), 335, 3), // VirtualUSBControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x20c5322), x::Name(0x1de771b), 338, 1), // VirtualUSBControllerPciBusSlotInfo: VirtualDevicePciBusSlotInfo
+        x::TypeEntry::structure(x::Name(0x20c7610), x::Name(0x1de6313), 339, 0), // VirtualUSBOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20c8721), x::Name(0x1decf24), 339, 1), // VirtualUSBRemoteClientBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20ca923), x::Name(0x1def426), 340, 0), // VirtualUSBRemoteClientBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20ccd1f), x::Name(0x1ddaf1e), 340, 1), // VirtualUSBRemoteHostBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20ced21), x::Name(0x1ddce20), 341, 0), // VirtualUSBRemoteHostBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20d0f18), x::Name(0x1ddaf1e), 341, 0), // VirtualUSBUSBBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x20d281a), x::Name(0x1ddce20), 341, 0), // VirtualUSBUSBBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x20d4318), x::Name(0x1dbf011), 341, 1), // VirtualUSBXHCIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x20d5c1e), x::Name(0x1dc0217), 342, 2), // VirtualUSBXHCIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x20d7b13), x::Name(0x1de6313), 344, 0), // VirtualVMIROMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20d8f16), x::Name(0x1de6313), 344, 7), // VirtualVideoCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20da60d), x::Name(0x1e4df13), 351, 0), // VirtualVmxnet: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x20db40e), x::Name(0x20da60d), 351, 0), // VirtualVmxnet2: VirtualVmxnet
+        x::TypeEntry::structure(x::Name(0x20dc314), x::Name(0x20ed313), 351, 0), // VirtualVmxnet2Option: VirtualVmxnetOption
+        x::TypeEntry::structure(x::Name(0x20dd80e), x::Name(0x20da60d), 351, 2), // VirtualVmxnet3: VirtualVmxnet
+        x::TypeEntry::structure(x::Name(0x20de714), x::Name(0x20ed313), 353, 2), // VirtualVmxnet3Option: VirtualVmxnetOption
+        x::TypeEntry::structure(x::Name(0x20dfc2d), x::Name(0xbb9c0b), 355, 7), // VirtualVmxnet3OptionStrictLatencyConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x20e2a21), x::Name(0xbb9c0b), 362, 7), // VirtualVmxnet3StrictLatencyConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x20e4c2f), 139, 4), // VirtualVmxnet3StrictLatencyConfigDisableOffload
+        x::TypeEntry::structure(x::Name(0x20e7c13), x::Name(0x20dd80e), 369, 1), // VirtualVmxnet3Vrdma: VirtualVmxnet3
+        x::TypeEntry::structure(x::Name(0x20e9019), x::Name(0x20de714), 370, 1), // VirtualVmxnet3VrdmaOption: VirtualVmxnet3Option
+        x::TypeEntry::enumeration(x::Name(0x20eaa28), 143, 2), // VirtualVmxnet3VrdmaOptionDeviceProtocols
+        x::TypeEntry::structure(x::Name(0x20ed313), x::Name(0x1e6b719), 371, 0), // VirtualVmxnetOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x20ee70a), x::Name(0x1dc1a0d), 371, 2), // VirtualWDT: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x20ef210), x::Name(0x1de6313), 373, 1), // VirtualWDTOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x20f030b), x::Name(0xad70c), 374, 0), // VlanProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x20f0f18), x::Name(0x212ed07), 374, 0), // VmAcquiredMksTicketEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20f2815), x::Name(0x212ed07), 374, 1), // VmAcquiredTicketEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20f3e1b), x::Name(0x12de10d), 375, 3), // VmAlreadyExistsInDatacenter: InvalidFolder
+        x::TypeEntry::structure(x::Name(0x20f5a11), x::Name(0x212ed07), 378, 2), // VmAutoRenameEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20f6c12), x::Name(0x210060c), 380, 3), // VmBeingClonedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x20f7f1a), x::Name(0x210060c), 383, 2), // VmBeingClonedNoFolderEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x20f9a13), x::Name(0x212ed07), 385, 1), // VmBeingCreatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20fae14), x::Name(0x212ed07), 386, 1), // VmBeingDeployedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20fc317), x::Name(0x212ed07), 387, 3), // VmBeingHotMigratedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20fdb14), x::Name(0x212ed07), 390, 3), // VmBeingMigratedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x20ff015), x::Name(0x21a5213), 393, 3), // VmBeingRelocatedEvent: VmRelocateSpecEvent
+        x::TypeEntry::structure(x::Name(0x210060c), x::Name(0x212ed07), 396, 0), // VmCloneEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2101312), x::Name(0x210060c), 396, 4), // VmCloneFailedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x210260d), x::Name(0x210060c), 400, 1), // VmClonedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x210340d), x::Name(0x1d94808), 401, 0), // VmConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0x210421a), x::Name(0xbb9c0b), 401, 1), // VmConfigFileEncryptionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2105d10), x::Name(0xcb4308), 402, 2), // VmConfigFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x2106e11), x::Name(0xcba409), 404, 2), // VmConfigFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x2108017), x::Name(0xbb9c0b), 406, 2), // VmConfigFileQueryFilter: DynamicData
+        x::TypeEntry::structure(x::Name(0x2109816), x::Name(0xbb9c0b), 408, 2), // VmConfigFileQueryFlags: DynamicData
+        x::TypeEntry::structure(x::Name(0x210af25), x::Name(0x210340d), 410, 1), // VmConfigIncompatibleForFaultTolerance: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x210d523), x::Name(0x210340d), 411, 1), // VmConfigIncompatibleForRecordReplay: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x210f90c), x::Name(0xbb9c0b), 412, 8), // VmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x2110614), x::Name(0x212ed07), 420, 0), // VmConfigMissingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2111b0c), x::Name(0xbb9c0b), 420, 8), // VmConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x2112810), x::Name(0x212ed07), 428, 0), // VmConnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211390e), x::Name(0x212ed07), 428, 0), // VmCreatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2114814), x::Name(0x212ed07), 428, 1), // VmDasBeingResetEvent: VmEvent
+        x::TypeEntry::enumeration(x::Name(0x2115d1e), 145, 5), // VmDasBeingResetEventReasonCode
+        x::TypeEntry::structure(x::Name(0x2117c22), x::Name(0x2114814), 429, 1), // VmDasBeingResetWithScreenshotEvent: VmDasBeingResetEvent
+        x::TypeEntry::structure(x::Name(0x2119f15), x::Name(0x212ed07), 430, 0), // VmDasResetFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211b515), x::Name(0x212ed07), 430, 0), // VmDasUpdateErrorEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211cb12), x::Name(0x212ed07), 430, 0), // VmDasUpdateOkEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211de15), x::Name(0x212ed07), 430, 0), // VmDateRolledBackEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x211f413), x::Name(0x212ed07), 430, 2), // VmDeployFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x212080f), x::Name(0x212ed07), 432, 1), // VmDeployedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2121813), x::Name(0x212ed07), 433, 0), // VmDisconnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2122c11), x::Name(0x212ed07), 433, 0), // VmDiscoveredEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2123e11), x::Name(0x212ed07), 433, 2), // VmDiskFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2125018), x::Name(0xbb9c0b), 435, 1), // VmDiskFileEncryptionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x212690e), x::Name(0xcb4308), 436, 8), // VmDiskFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x212780f), x::Name(0xcba409), 444, 2), // VmDiskFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x2128815), x::Name(0xbb9c0b), 446, 5), // VmDiskFileQueryFilter: DynamicData
+        x::TypeEntry::structure(x::Name(0x2129e14), x::Name(0xbb9c0b), 451, 8), // VmDiskFileQueryFlags: DynamicData
+        x::TypeEntry::structure(x::Name(0x212b311), x::Name(0x212ed07), 459, 0), // VmEmigratingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x212c513), x::Name(0x212ed07), 459, 0), // VmEndRecordingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x212d913), x::Name(0x212ed07), 459, 0), // VmEndReplayingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x212ed07), x::Name(0xc19905), 459, 1), // VmEvent: Event
+        x::TypeEntry::structure(x::Name(0x212f50f), x::Name(0xc04213), 460, 1), // VmEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x2130514), x::Name(0x212ed07), 461, 4), // VmFailedMigrateEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2131a15), x::Name(0x212ed07), 465, 1), // VmFailedRelayoutEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2133025), x::Name(0x212ed07), 466, 0), // VmFailedRelayoutOnVmfs2DatastoreEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x213561e), x::Name(0x212ed07), 466, 1), // VmFailedStartingSecondaryEvent: VmEvent
+        x::TypeEntry::enumeration(x::Name(0x213752b), 150, 4), // VmFailedStartingSecondaryEventFailureReason
+        x::TypeEntry::structure(x::Name(0x213a117), x::Name(0x212ed07), 467, 1), // VmFailedToPowerOffEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x213b916), x::Name(0x212ed07), 468, 1), // VmFailedToPowerOnEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x213d01a), x::Name(0x212ed07), 469, 1), // VmFailedToRebootGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x213eb14), x::Name(0x212ed07), 470, 1), // VmFailedToResetEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x214001c), x::Name(0x212ed07), 471, 1), // VmFailedToShutdownGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2141d1b), x::Name(0x212ed07), 472, 1), // VmFailedToStandbyGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2143916), x::Name(0x212ed07), 473, 1), // VmFailedToSuspendEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x214501f), x::Name(0x212ed07), 474, 0), // VmFailedUpdatingSecondaryConfig: VmEvent
+        x::TypeEntry::structure(x::Name(0x2147010), x::Name(0x212ed07), 474, 1), // VmFailoverFailed: VmEvent
+        x::TypeEntry::structure(x::Name(0x214811b), x::Name(0x2153a15), 475, 3), // VmFaultToleranceConfigIssue: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0x2149d29), 154, 39), // VmFaultToleranceConfigIssueReasonForIssue
+        x::TypeEntry::structure(x::Name(0x214c722), x::Name(0x2153a15), 478, 3), // VmFaultToleranceConfigIssueWrapper: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x214ea22), x::Name(0x2153a15), 481, 2), // VmFaultToleranceInvalidFileBacking: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0x2150d2c), 193, 5), // VmFaultToleranceInvalidFileBackingDeviceType
+        x::TypeEntry::structure(x::Name(0x2153a15), x::Name(0x1d94808), 483, 0), // VmFaultToleranceIssue: VimFault
+        x::TypeEntry::structure(x::Name(0x215501c), x::Name(0x2153a15), 483, 2), // VmFaultToleranceOpIssuesList: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x2156d21), x::Name(0x212ed07), 485, 2), // VmFaultToleranceStateChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2158f24), x::Name(0x12adc1a), 487, 2), // VmFaultToleranceTooManyFtVcpusOnHost: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x215b420), x::Name(0x12adc1a), 489, 2), // VmFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x215d51e), x::Name(0x212ed07), 491, 0), // VmFaultToleranceTurnedOffEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x215f421), x::Name(0x212ed07), 491, 1), // VmFaultToleranceVmTerminatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2161615), x::Name(0x212ed07), 492, 0), // VmGuestOSCrashedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2162c12), x::Name(0x212ed07), 492, 0), // VmGuestRebootEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2163f14), x::Name(0x212ed07), 492, 0), // VmGuestShutdownEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2165413), x::Name(0x212ed07), 492, 0), // VmGuestStandbyEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x2166823), x::Name(0x70950c), 492, 2), // VmHealthMonitoringStateChangedEvent: ClusterEvent
     ],
     decoders: &[
+        Some(x::decode_boxed::<VirtualMachinePowerOffBehavior>),
+        Some(x::decode_boxed::<VirtualMachinePowerOpType>),
+        Some(x::decode_boxed::<VirtualMachinePowerState>),
+        Some(x::decode_boxed::<VirtualMachinePrecisionClockInfo>),
+        Some(x::decode_boxed::<VirtualMachineProfileDetails>),
+        Some(x::decode_boxed::<VirtualMachineProfileDetailsDiskProfileDetails>),
+        Some(x::decode_boxed::<VirtualMachineProfileRawData>),
+        Some(x::decode_boxed::<VirtualMachineProfileSpec>),
+        Some(x::decode_boxed::<VirtualMachinePropertyRelation>),
+        Some(x::decode_boxed::<VirtualMachineQuestionInfo>),
+        Some(x::decode_boxed::<VirtualMachineQuickStats>),
+        Some(x::decode_boxed::<VirtualMachineQuickStatsMemoryTierStats>),
+        Some(x::decode_boxed::<VirtualMachineRecordReplayState>),
+        Some(x::decode_boxed::<VirtualMachineRelocateDiskMoveOptions>),
+        Some(x::decode_boxed::<VirtualMachineRelocateSpec>),
+        Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocator>),
+        Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocatorBackingSpec>),
+        Some(x::decode_boxed::<VirtualMachineRelocateTransformation>),
+        Some(x::decode_boxed::<VirtualMachineRuntimeInfo>),
+        Some(x::decode_boxed::<VirtualMachineRuntimeInfoDasProtectionState>),
+        Some(x::decode_boxed::<VirtualMachineScsiDiskDeviceInfo>),
+        Some(x::decode_boxed::<VirtualMachineScsiPassthroughInfo>),
+        Some(x::decode_boxed::<VirtualMachineScsiPassthroughType>),
+        Some(x::decode_boxed::<VirtualMachineSerialInfo>),
+        Some(x::decode_boxed::<VirtualMachineSgxInfo>),
+        Some(x::decode_boxed::<VirtualMachineSgxInfoFlcModes>),
+        Some(x::decode_boxed::<VirtualMachineSgxTargetInfo>),
+        Some(x::decode_boxed::<VirtualMachineSnapshotInfo>),
+        Some(x::decode_boxed::<VirtualMachineSnapshotTree>),
+        Some(x::decode_boxed::<VirtualMachineSoundInfo>),
+        Some(x::decode_boxed::<VirtualMachineSriovDevicePoolInfo>),
+        Some(x::decode_boxed::<VirtualMachineSriovInfo>),
+        Some(x::decode_boxed::<VirtualMachineSriovNetworkDevicePoolInfo>),
+        Some(x::decode_boxed::<VirtualMachineStandbyActionType>),
+        Some(x::decode_boxed::<VirtualMachineStorageInfo>),
+        Some(x::decode_boxed::<VirtualMachineStorageSummary>),
+        Some(x::decode_boxed::<VirtualMachineSummary>),
+        Some(x::decode_boxed::<VirtualMachineTargetInfo>),
+        Some(x::decode_boxed::<VirtualMachineTargetInfoConfigurationTag>),
+        Some(x::decode_boxed::<VirtualMachineTicket>),
         Some(x::decode_boxed::<VirtualMachineTicketType>),
         Some(x::decode_boxed::<VirtualMachineToolsInstallType>),
         Some(x::decode_boxed::<VirtualMachineToolsRunningStatus>),
@@ -369,13 +341,25 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualMachineVMCIDeviceOptionFilterSpecOption>),
         Some(x::decode_boxed::<VirtualMachineVMCIDeviceProtocol>),
         Some(x::decode_boxed::<VirtualMachineVMIROM>),
+        Some(x::decode_boxed::<VirtualMachineVMotionStunTimeInfo>),
         Some(x::decode_boxed::<VirtualMachineVcpuConfig>),
+        Some(x::decode_boxed::<VirtualMachineVendorDeviceGroupInfo>),
+        Some(x::decode_boxed::<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>),
+        Some(x::decode_boxed::<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType>),
         Some(x::decode_boxed::<VirtualMachineVgpuDeviceInfo>),
         Some(x::decode_boxed::<VirtualMachineVgpuProfileInfo>),
         Some(x::decode_boxed::<VirtualMachineVgpuProfileInfoProfileClass>),
         Some(x::decode_boxed::<VirtualMachineVgpuProfileInfoProfileSharing>),
         Some(x::decode_boxed::<VirtualMachineVideoCard>),
         Some(x::decode_boxed::<VirtualMachineVideoCardUse3dRenderer>),
+        Some(x::decode_boxed::<VirtualMachineVirtualDeviceGroups>),
+        Some(x::decode_boxed::<VirtualMachineVirtualDeviceGroupsDeviceGroup>),
+        Some(x::decode_boxed::<VirtualMachineVirtualDeviceGroupsVendorDeviceGroup>),
+        Some(x::decode_boxed::<VirtualMachineVirtualDeviceSwap>),
+        Some(x::decode_boxed::<VirtualMachineVirtualDeviceSwapDeviceSwapInfo>),
+        Some(x::decode_boxed::<VirtualMachineVirtualDeviceSwapDeviceSwapStatus>),
+        Some(x::decode_boxed::<VirtualMachineVirtualNuma>),
+        Some(x::decode_boxed::<VirtualMachineVirtualNumaInfo>),
         Some(x::decode_boxed::<VirtualMachineVirtualPMem>),
         Some(x::decode_boxed::<VirtualMachineVirtualPMemSnapshotMode>),
         Some(x::decode_boxed::<VirtualMachineWindowsQuiesceSpec>),
@@ -388,6 +372,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualNVDIMMOption>),
         Some(x::decode_boxed::<VirtualNVMEController>),
         Some(x::decode_boxed::<VirtualNVMEControllerOption>),
+        Some(x::decode_boxed::<VirtualNVMEControllerSharing>),
         Some(x::decode_boxed::<VirtualNicManagerNetConfig>),
         Some(x::decode_boxed::<VirtualPCIController>),
         Some(x::decode_boxed::<VirtualPCIControllerOption>),
@@ -395,6 +380,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualPCIPassthroughAllowedDevice>),
         Some(x::decode_boxed::<VirtualPCIPassthroughDeviceBackingInfo>),
         Some(x::decode_boxed::<VirtualPCIPassthroughDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughDvxBackingInfo>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughDvxBackingOption>),
         Some(x::decode_boxed::<VirtualPCIPassthroughDynamicBackingInfo>),
         Some(x::decode_boxed::<VirtualPCIPassthroughDynamicBackingOption>),
         Some(x::decode_boxed::<VirtualPCIPassthroughOption>),
@@ -479,6 +466,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VirtualVmxnet2Option>),
         Some(x::decode_boxed::<VirtualVmxnet3>),
         Some(x::decode_boxed::<VirtualVmxnet3Option>),
+        Some(x::decode_boxed::<VirtualVmxnet3OptionStrictLatencyConfigOption>),
+        Some(x::decode_boxed::<VirtualVmxnet3StrictLatencyConfig>),
+        Some(x::decode_boxed::<VirtualVmxnet3StrictLatencyConfigDisableOffload>),
         Some(x::decode_boxed::<VirtualVmxnet3Vrdma>),
         Some(x::decode_boxed::<VirtualVmxnet3VrdmaOption>),
         Some(x::decode_boxed::<VirtualVmxnet3VrdmaOptionDeviceProtocols>),
@@ -566,727 +556,701 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<VmGuestShutdownEvent>),
         Some(x::decode_boxed::<VmGuestStandbyEvent>),
         Some(x::decode_boxed::<VmHealthMonitoringStateChangedEvent>),
-        Some(x::decode_boxed::<VmHostAffinityRuleViolation>),
-        Some(x::decode_boxed::<VmInstanceUuidAssignedEvent>),
-        Some(x::decode_boxed::<VmInstanceUuidChangedEvent>),
-        Some(x::decode_boxed::<VmInstanceUuidConflictEvent>),
-        Some(x::decode_boxed::<VmLimitLicense>),
-        Some(x::decode_boxed::<VmLogFileInfo>),
-        Some(x::decode_boxed::<VmLogFileQuery>),
-        Some(x::decode_boxed::<VmMacAssignedEvent>),
-        Some(x::decode_boxed::<VmMacChangedEvent>),
-        Some(x::decode_boxed::<VmMacConflictEvent>),
-        Some(x::decode_boxed::<VmMaxFTRestartCountReached>),
-        Some(x::decode_boxed::<VmMaxRestartCountReached>),
-        Some(x::decode_boxed::<VmMessageErrorEvent>),
-        Some(x::decode_boxed::<VmMessageEvent>),
-        Some(x::decode_boxed::<VmMessageWarningEvent>),
-        Some(x::decode_boxed::<VmMetadataManagerFault>),
-        Some(x::decode_boxed::<VmMigratedEvent>),
-        Some(x::decode_boxed::<VmMonitorIncompatibleForFaultTolerance>),
-        Some(x::decode_boxed::<VmNoCompatibleHostForSecondaryEvent>),
-        Some(x::decode_boxed::<VmNoNetworkAccessEvent>),
-        Some(x::decode_boxed::<VmNvramFileInfo>),
-        Some(x::decode_boxed::<VmNvramFileQuery>),
-        Some(x::decode_boxed::<VmOrphanedEvent>),
-        Some(x::decode_boxed::<VmPodConfigForPlacement>),
-        Some(x::decode_boxed::<VmPortGroupProfile>),
-        Some(x::decode_boxed::<VmPowerOffOnIsolationEvent>),
-        Some(x::decode_boxed::<VmPowerOnDisabled>),
-        Some(x::decode_boxed::<VmPoweredOffEvent>),
-        Some(x::decode_boxed::<VmPoweredOnEvent>),
-        Some(x::decode_boxed::<VmPoweringOnWithCustomizedDVPortEvent>),
-        Some(x::decode_boxed::<VmPrimaryFailoverEvent>),
-        Some(x::decode_boxed::<VmReconfiguredEvent>),
-        Some(x::decode_boxed::<VmRegisteredEvent>),
-        Some(x::decode_boxed::<VmRelayoutSuccessfulEvent>),
-        Some(x::decode_boxed::<VmRelayoutUpToDateEvent>),
-        Some(x::decode_boxed::<VmReloadFromPathEvent>),
-        Some(x::decode_boxed::<VmReloadFromPathFailedEvent>),
-        Some(x::decode_boxed::<VmRelocateFailedEvent>),
-        Some(x::decode_boxed::<VmRelocateSpecEvent>),
-        Some(x::decode_boxed::<VmRelocatedEvent>),
-        Some(x::decode_boxed::<VmRemoteConsoleConnectedEvent>),
-        Some(x::decode_boxed::<VmRemoteConsoleDisconnectedEvent>),
-        Some(x::decode_boxed::<VmRemovedEvent>),
-        Some(x::decode_boxed::<VmRenamedEvent>),
-        Some(x::decode_boxed::<VmRequirementsExceedCurrentEVCModeEvent>),
-        Some(x::decode_boxed::<VmResettingEvent>),
-        Some(x::decode_boxed::<VmResourcePoolMovedEvent>),
-        Some(x::decode_boxed::<VmResourceReallocatedEvent>),
-        Some(x::decode_boxed::<VmRestartedOnAlternateHostEvent>),
-        Some(x::decode_boxed::<VmResumingEvent>),
-        Some(x::decode_boxed::<VmSecondaryAddedEvent>),
-        Some(x::decode_boxed::<VmSecondaryDisabledBySystemEvent>),
-        Some(x::decode_boxed::<VmSecondaryDisabledEvent>),
-        Some(x::decode_boxed::<VmSecondaryEnabledEvent>),
-        Some(x::decode_boxed::<VmSecondaryStartedEvent>),
-        Some(x::decode_boxed::<VmShutdownOnIsolationEvent>),
-        Some(x::decode_boxed::<VmShutdownOnIsolationEventOperation>),
-        Some(x::decode_boxed::<VmSmpFaultToleranceTooManyVMsOnHost>),
-        Some(x::decode_boxed::<VmSnapshotFileInfo>),
-        Some(x::decode_boxed::<VmSnapshotFileQuery>),
-        Some(x::decode_boxed::<VmStartRecordingEvent>),
-        Some(x::decode_boxed::<VmStartReplayingEvent>),
-        Some(x::decode_boxed::<VmStartingEvent>),
-        Some(x::decode_boxed::<VmStartingSecondaryEvent>),
-        Some(x::decode_boxed::<VmStaticMacConflictEvent>),
-        Some(x::decode_boxed::<VmStoppingEvent>),
-        Some(x::decode_boxed::<VmSuspendedEvent>),
-        Some(x::decode_boxed::<VmSuspendingEvent>),
-        Some(x::decode_boxed::<VmTimedoutStartingSecondaryEvent>),
-        Some(x::decode_boxed::<VmToolsUpgradeFault>),
-        Some(x::decode_boxed::<VmUnsupportedStartingEvent>),
-        Some(x::decode_boxed::<VmUpgradeCompleteEvent>),
-        Some(x::decode_boxed::<VmUpgradeFailedEvent>),
-        Some(x::decode_boxed::<VmUpgradingEvent>),
-        Some(x::decode_boxed::<VmUuidAssignedEvent>),
-        Some(x::decode_boxed::<VmUuidChangedEvent>),
-        Some(x::decode_boxed::<VmUuidConflictEvent>),
-        Some(x::decode_boxed::<VmValidateMaxDevice>),
-        Some(x::decode_boxed::<VmVnicPoolReservationViolationClearEvent>),
-        Some(x::decode_boxed::<VmVnicPoolReservationViolationRaiseEvent>),
-        Some(x::decode_boxed::<VmWwnAssignedEvent>),
-        Some(x::decode_boxed::<VmWwnChangedEvent>),
-        Some(x::decode_boxed::<VmWwnConflict>),
-        Some(x::decode_boxed::<VmWwnConflictEvent>),
-        Some(x::decode_boxed::<VmfsAlreadyMounted>),
-        Some(x::decode_boxed::<VmfsAmbiguousMount>),
-        Some(x::decode_boxed::<VmfsConfigOption>),
-        Some(x::decode_boxed::<VmfsDatastoreAllExtentOption>),
-        Some(x::decode_boxed::<VmfsDatastoreBaseOption>),
-        Some(x::decode_boxed::<VmfsDatastoreCreateSpec>),
-        Some(x::decode_boxed::<VmfsDatastoreExpandSpec>),
-        Some(x::decode_boxed::<VmfsDatastoreExtendSpec>),
-        Some(x::decode_boxed::<VmfsDatastoreInfo>),
-        Some(x::decode_boxed::<VmfsDatastoreMultipleExtentOption>),
-        Some(x::decode_boxed::<VmfsDatastoreOption>),
-        Some(x::decode_boxed::<VmfsDatastoreSingleExtentOption>),
-        Some(x::decode_boxed::<VmfsDatastoreSpec>),
-        Some(x::decode_boxed::<VmfsMountFault>),
-        Some(x::decode_boxed::<VmfsUnmapBandwidthSpec>),
-        Some(x::decode_boxed::<VmotionInterfaceNotEnabled>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchPvlanPortType>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchPvlanSpec>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchTrunkVlanSpec>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchVlanIdSpec>),
-        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchVlanSpec>),
-        Some(x::decode_boxed::<VmwareUplinkPortTeamingPolicy>),
-        Some(x::decode_boxed::<VnicPortArgument>),
-        Some(x::decode_boxed::<VolumeEditorError>),
-        Some(x::decode_boxed::<VramLimitLicense>),
-        Some(x::decode_boxed::<VsanClusterConfigInfo>),
-        Some(x::decode_boxed::<VsanClusterConfigInfoHostDefaultInfo>),
-        Some(x::decode_boxed::<VsanClusterUuidMismatch>),
-        Some(x::decode_boxed::<VsanDatastoreInfo>),
-        Some(x::decode_boxed::<VsanDiskFault>),
-        Some(x::decode_boxed::<VsanDiskIssueType>),
-        Some(x::decode_boxed::<VsanFault>),
-        Some(x::decode_boxed::<VsanHostClusterStatus>),
-        Some(x::decode_boxed::<VsanHostClusterStatusState>),
-        Some(x::decode_boxed::<VsanHostClusterStatusStateCompletionEstimate>),
-        Some(x::decode_boxed::<VsanHostConfigInfo>),
-        Some(x::decode_boxed::<VsanHostConfigInfoClusterInfo>),
-        Some(x::decode_boxed::<VsanHostConfigInfoNetworkInfo>),
-        Some(x::decode_boxed::<VsanHostConfigInfoNetworkInfoPortConfig>),
-        Some(x::decode_boxed::<VsanHostConfigInfoStorageInfo>),
-        Some(x::decode_boxed::<VsanHostDecommissionMode>),
-        Some(x::decode_boxed::<VsanHostDecommissionModeObjectAction>),
     ],
     fields: &[
-        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21dd109), x::Name(0x2857004)), // committed: long
-        x::FieldEntry::required(x::Name(0x301650b), x::Name(0x2857004)), // uncommitted: long
-        x::FieldEntry::required(x::Name(0x3043f08), x::Name(0x2857004)), // unshared: long
-        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
-        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2729103)), // vendor: int
-        x::FieldEntry::required(x::Name(0x2c14807), x::Name(0x2729103)), // product: int
-        x::FieldEntry::required(x::Name(0x2b8970c), x::Name(0x2f00106)), // physicalPath: string
-        x::FieldEntry::repeated(x::Name(0x252a406), x::Name(0x2f00106)), // family: string
-        x::FieldEntry::repeated(x::Name(0x2e83005), x::Name(0x2f00106)), // speed: string
-        x::FieldEntry::optional(x::Name(0x2f0f207), x::Name(0x1d5ba15)), // summary: VirtualMachineSummary
-        x::FieldEntry::required(x::Name(0x30a810c), x::Name(0x103d33e)), // vFlashModule: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
-        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2857004)), // id: long
-        x::FieldEntry::optional(x::Name(0x2065d1e), x::Name(0x212d207)), // allowUnrestrictedCommunication: boolean
-        x::FieldEntry::optional(x::Name(0x2566a0c), x::Name(0x212d207)), // filterEnable: boolean
-        x::FieldEntry::optional(x::Name(0x256800a), x::Name(0x1d7a022)), // filterInfo: VirtualMachineVMCIDeviceFilterInfo
-        x::FieldEntry::repeated(x::Name(0x256d907), x::Name(0x1d7c322)), // filters: VirtualMachineVMCIDeviceFilterSpec
-        x::FieldEntry::required(x::Name(0x2c69804), x::Name(0x2857004)), // rank: long
-        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x2f00106)), // action: string
-        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
-        x::FieldEntry::required(x::Name(0x23bd809), x::Name(0x2f00106)), // direction: string
-        x::FieldEntry::optional(x::Name(0x285cf14), x::Name(0x2857004)), // lowerDstPortBoundary: long
-        x::FieldEntry::optional(x::Name(0x3065314), x::Name(0x2857004)), // upperDstPortBoundary: long
-        x::FieldEntry::required(x::Name(0x2065d1e), x::Name(0x55d20a)), // allowUnrestrictedCommunication: BoolOption
-        x::FieldEntry::optional(x::Name(0x256b810), x::Name(0x1d8052e)), // filterSpecOption: VirtualMachineVMCIDeviceOptionFilterSpecOption
-        x::FieldEntry::optional(x::Name(0x256c90f), x::Name(0x55d20a)), // filterSupported: BoolOption
-        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x5ef50c)), // action: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x5ef50c)), // protocol: ChoiceOption
-        x::FieldEntry::required(x::Name(0x23bd809), x::Name(0x5ef50c)), // direction: ChoiceOption
-        x::FieldEntry::required(x::Name(0x285cf14), x::Name(0x124480a)), // lowerDstPortBoundary: LongOption
-        x::FieldEntry::required(x::Name(0x3065314), x::Name(0x124480a)), // upperDstPortBoundary: LongOption
-        x::FieldEntry::optional(x::Name(0x27fa312), x::Name(0x11cae12)), // latencySensitivity: LatencySensitivity
-        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
-        x::FieldEntry::required(x::Name(0x239d20e), x::Name(0x2857004)), // deviceVendorId: long
-        x::FieldEntry::required(x::Name(0x2897c0e), x::Name(0x2857004)), // maxFbSizeInGib: long
-        x::FieldEntry::required(x::Name(0x2faf511), x::Name(0x212d207)), // timeSlicedCapable: boolean
-        x::FieldEntry::required(x::Name(0x290c30a), x::Name(0x212d207)), // migCapable: boolean
-        x::FieldEntry::required(x::Name(0x21fe015), x::Name(0x212d207)), // computeProfileCapable: boolean
-        x::FieldEntry::required(x::Name(0x2c50114), x::Name(0x212d207)), // quadroProfileCapable: boolean
-        x::FieldEntry::required(x::Name(0x2c2160b), x::Name(0x2f00106)), // profileName: string
-        x::FieldEntry::required(x::Name(0x239d20e), x::Name(0x2857004)), // deviceVendorId: long
-        x::FieldEntry::required(x::Name(0x253a90b), x::Name(0x2857004)), // fbSizeInGib: long
-        x::FieldEntry::required(x::Name(0x2c23c0e), x::Name(0x2f00106)), // profileSharing: string
-        x::FieldEntry::required(x::Name(0x2c1be0c), x::Name(0x2f00106)), // profileClass: string
-        x::FieldEntry::optional(x::Name(0x30ea110), x::Name(0x2857004)), // videoRamSizeInKB: long
-        x::FieldEntry::optional(x::Name(0x2a2f20b), x::Name(0x2729103)), // numDisplays: int
-        x::FieldEntry::optional(x::Name(0x3072d0d), x::Name(0x212d207)), // useAutoDetect: boolean
-        x::FieldEntry::optional(x::Name(0x246f90f), x::Name(0x212d207)), // enable3DSupport: boolean
-        x::FieldEntry::optional(x::Name(0x306e80d), x::Name(0x2f00106)), // use3dRenderer: string
-        x::FieldEntry::optional(x::Name(0x25d6816), x::Name(0x2857004)), // graphicsMemorySizeInKB: long
-        x::FieldEntry::optional(x::Name(0x2e3690c), x::Name(0x2f00106)), // snapshotMode: string
-        x::FieldEntry::optional(x::Name(0x31f360d), x::Name(0x2729103)), // vssBackupType: int
-        x::FieldEntry::optional(x::Name(0x31f4416), x::Name(0x212d207)), // vssBootableSystemState: boolean
-        x::FieldEntry::optional(x::Name(0x31f5b15), x::Name(0x212d207)), // vssPartialFileSupport: boolean
-        x::FieldEntry::optional(x::Name(0x31f2510), x::Name(0x2f00106)), // vssBackupContext: string
-        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
-        x::FieldEntry::required(x::Name(0x2e00313), x::Name(0x2857004)), // shrinkableDiskSpace: long
-        x::FieldEntry::required(x::Name(0x216aa0c), x::Name(0x2857004)), // capacityInMB: long
-        x::FieldEntry::optional(x::Name(0x2214316), x::Name(0x2857004)), // configuredCapacityInMB: long
-        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1da0a18)), // parent: VirtualNVDIMMBackingInfo
-        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
-        x::FieldEntry::required(x::Name(0x2a39e14), x::Name(0x1134d09)), // numNVDIMMControllers: IntOption
-        x::FieldEntry::required(x::Name(0x216aa0c), x::Name(0x124480a)), // capacityInMB: LongOption
-        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
-        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
-        x::FieldEntry::required(x::Name(0x25d2c0f), x::Name(0x2857004)), // granularityInMB: long
-        x::FieldEntry::required(x::Name(0x2a3c60c), x::Name(0x1134d09)), // numNVMEDisks: IntOption
-        x::FieldEntry::required(x::Name(0x29e2707), x::Name(0x2f00106)), // nicType: string
-        x::FieldEntry::required(x::Name(0x2950f12), x::Name(0x212d207)), // multiSelectAllowed: boolean
-        x::FieldEntry::repeated(x::Name(0x215f60d), x::Name(0x106ad0e)), // candidateVnic: HostVirtualNic
-        x::FieldEntry::repeated(x::Name(0x2db0a0c), x::Name(0x2f00106)), // selectedVnic: string
-        x::FieldEntry::required(x::Name(0x2a55312), x::Name(0x1134d09)), // numSCSIControllers: IntOption
-        x::FieldEntry::required(x::Name(0x2a31010), x::Name(0x1134d09)), // numEthernetCards: IntOption
-        x::FieldEntry::required(x::Name(0x2a6980d), x::Name(0x1134d09)), // numVideoCards: IntOption
-        x::FieldEntry::required(x::Name(0x2a5bd0d), x::Name(0x1134d09)), // numSoundCards: IntOption
-        x::FieldEntry::required(x::Name(0x2a70d0a), x::Name(0x1134d09)), // numVmiRoms: IntOption
-        x::FieldEntry::optional(x::Name(0x2a6fe0e), x::Name(0x1134d09)), // numVmciDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2a41b18), x::Name(0x1134d09)), // numPCIPassthroughDevices: IntOption
-        x::FieldEntry::optional(x::Name(0x2a59815), x::Name(0x1134d09)), // numSasSCSIControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2a76a17), x::Name(0x1134d09)), // numVmxnet3EthernetCards: IntOption
-        x::FieldEntry::optional(x::Name(0x2a4461d), x::Name(0x1134d09)), // numParaVirtualSCSIControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2a52512), x::Name(0x1134d09)), // numSATAControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2a3b312), x::Name(0x1134d09)), // numNVMEControllers: IntOption
-        x::FieldEntry::optional(x::Name(0x2a7821c), x::Name(0x1134d09)), // numVmxnet3VrdmaEthernetCards: IntOption
-        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2729103)), // vendorId: int
-        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2729103)), // deviceId: int
-        x::FieldEntry::optional(x::Name(0x2f0420b), x::Name(0x2729103)), // subVendorId: int
-        x::FieldEntry::optional(x::Name(0x2f0210b), x::Name(0x2729103)), // subDeviceId: int
-        x::FieldEntry::optional(x::Name(0x2d3f30a), x::Name(0x2dfd105)), // revisionId: short
-        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
-        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
-        x::FieldEntry::required(x::Name(0x2f75508), x::Name(0x2f00106)), // systemId: string
-        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2dfd105)), // vendorId: short
-        x::FieldEntry::repeated(x::Name(0x2068e0d), x::Name(0x1db0022)), // allowedDevice: VirtualPCIPassthroughAllowedDevice
-        x::FieldEntry::optional(x::Name(0x22c0b0b), x::Name(0x2f00106)), // customLabel: string
-        x::FieldEntry::optional(x::Name(0x20b0c0a), x::Name(0x2f00106)), // assignedId: string
-        x::FieldEntry::optional(x::Name(0x30e2b04), x::Name(0x2f00106)), // vgpu: string
-        x::FieldEntry::optional(x::Name(0x2910a10), x::Name(0x212d207)), // migrateSupported: boolean
-        x::FieldEntry::required(x::Name(0x30e2b04), x::Name(0x18fe20c)), // vgpu: StringOption
-        x::FieldEntry::required(x::Name(0x289bf0c), x::Name(0x2729103)), // maxInstances: int
-        x::FieldEntry::required(x::Name(0x2f41310), x::Name(0x212d207)), // supportsMorphing: boolean
-        x::FieldEntry::required(x::Name(0x2a37f0c), x::Name(0x1134d09)), // numKeyboards: IntOption
-        x::FieldEntry::required(x::Name(0x2a47512), x::Name(0x1134d09)), // numPointingDevices: IntOption
-        x::FieldEntry::required(x::Name(0x268cb12), x::Name(0x5ef50c)), // hostPointingDevice: ChoiceOption
-        x::FieldEntry::required(x::Name(0x268cb12), x::Name(0x2f00106)), // hostPointingDevice: string
-        x::FieldEntry::optional(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
-        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x5ef50c)), // protocol: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2a5380c), x::Name(0x1134d09)), // numSATADisks: IntOption
-        x::FieldEntry::required(x::Name(0x2a5170d), x::Name(0x1134d09)), // numSATACdroms: IntOption
-        x::FieldEntry::optional(x::Name(0x26acb0c), x::Name(0x212d207)), // hotAddRemove: boolean
-        x::FieldEntry::required(x::Name(0x2def109), x::Name(0x1dfa712)), // sharedBus: VirtualSCSISharing
-        x::FieldEntry::optional(x::Name(0x2d8c312), x::Name(0x2729103)), // scsiCtlrUnitNumber: int
-        x::FieldEntry::required(x::Name(0x2a5660c), x::Name(0x1134d09)), // numSCSIDisks: IntOption
-        x::FieldEntry::required(x::Name(0x2a5450d), x::Name(0x1134d09)), // numSCSICdroms: IntOption
-        x::FieldEntry::required(x::Name(0x2a57312), x::Name(0x1134d09)), // numSCSIPassthrough: IntOption
-        x::FieldEntry::repeated(x::Name(0x2df9e07), x::Name(0x1dfa712)), // sharing: VirtualSCSISharing
-        x::FieldEntry::required(x::Name(0x233f112), x::Name(0x2729103)), // defaultSharedIndex: int
-        x::FieldEntry::required(x::Name(0x26acb0c), x::Name(0x55d20a)), // hotAddRemove: BoolOption
-        x::FieldEntry::required(x::Name(0x2d8c312), x::Name(0x2729103)), // scsiCtlrUnitNumber: int
-        x::FieldEntry::required(x::Name(0x2a3210f), x::Name(0x1134d09)), // numFloppyDrives: IntOption
-        x::FieldEntry::required(x::Name(0x2a5ae0e), x::Name(0x1134d09)), // numSerialPorts: IntOption
-        x::FieldEntry::required(x::Name(0x2a46410), x::Name(0x1134d09)), // numParallelPorts: IntOption
-        x::FieldEntry::required(x::Name(0x324be0b), x::Name(0x212d207)), // yieldOnPoll: boolean
-        x::FieldEntry::required(x::Name(0x324be0b), x::Name(0x55d20a)), // yieldOnPoll: BoolOption
-        x::FieldEntry::required(x::Name(0x24a7f08), x::Name(0x2f00106)), // endpoint: string
-        x::FieldEntry::optional(x::Name(0x29e6908), x::Name(0x212d207)), // noRxLoss: boolean
-        x::FieldEntry::required(x::Name(0x24a7f08), x::Name(0x5ef50c)), // endpoint: ChoiceOption
-        x::FieldEntry::required(x::Name(0x29e6908), x::Name(0x55d20a)), // noRxLoss: BoolOption
-        x::FieldEntry::optional(x::Name(0x2060a15), x::Name(0x212d207)), // allowGuestOSMtuChange: boolean
-        x::FieldEntry::optional(x::Name(0x2e9880c), x::Name(0x1e26628)), // sriovBacking: VirtualSriovEthernetCardSriovBackingInfo
-        x::FieldEntry::optional(x::Name(0x2b84f17), x::Name(0x1db2326)), // physicalFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
-        x::FieldEntry::optional(x::Name(0x30fe416), x::Name(0x1db2326)), // virtualFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
-        x::FieldEntry::optional(x::Name(0x30ffb14), x::Name(0x2729103)), // virtualFunctionIndex: int
-        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
-        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::required(x::Name(0x2825004), x::Name(0x1209c0b)), // link: LinkProfile
-        x::FieldEntry::required(x::Name(0x2a48808), x::Name(0x137740f)), // numPorts: NumPortsProfile
-        x::FieldEntry::required(x::Name(0x29a1f0d), x::Name(0x1315214)), // networkPolicy: NetworkPolicyProfile
-        x::FieldEntry::repeated(x::Name(0x24a5727), x::Name(0x210f70c)), // endorsementKeyCertificateSigningRequest: base64Binary
-        x::FieldEntry::repeated(x::Name(0x24a3d19), x::Name(0x210f70c)), // endorsementKeyCertificate: base64Binary
-        x::FieldEntry::repeated(x::Name(0x2f24111), x::Name(0x2f00106)), // supportedFirmware: string
-        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
-        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2729103)), // vendor: int
-        x::FieldEntry::optional(x::Name(0x2c14807), x::Name(0x2729103)), // product: int
-        x::FieldEntry::repeated(x::Name(0x252a406), x::Name(0x2f00106)), // family: string
-        x::FieldEntry::repeated(x::Name(0x2e83005), x::Name(0x2f00106)), // speed: string
-        x::FieldEntry::optional(x::Name(0x20d5412), x::Name(0x212d207)), // autoConnectDevices: boolean
-        x::FieldEntry::optional(x::Name(0x246570b), x::Name(0x212d207)), // ehciEnabled: boolean
-        x::FieldEntry::required(x::Name(0x20d5412), x::Name(0x55d20a)), // autoConnectDevices: BoolOption
-        x::FieldEntry::required(x::Name(0x246750d), x::Name(0x55d20a)), // ehciSupported: BoolOption
-        x::FieldEntry::repeated(x::Name(0x2f3740f), x::Name(0x2f00106)), // supportedSpeeds: string
-        x::FieldEntry::optional(x::Name(0x2466311), x::Name(0x2729103)), // ehciPciSlotNumber: int
-        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
-        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
-        x::FieldEntry::optional(x::Name(0x20d5412), x::Name(0x212d207)), // autoConnectDevices: boolean
-        x::FieldEntry::required(x::Name(0x20d5412), x::Name(0x55d20a)), // autoConnectDevices: BoolOption
-        x::FieldEntry::repeated(x::Name(0x2f3740f), x::Name(0x2f00106)), // supportedSpeeds: string
-        x::FieldEntry::optional(x::Name(0x30ea110), x::Name(0x124480a)), // videoRamSizeInKB: LongOption
-        x::FieldEntry::optional(x::Name(0x2a2f20b), x::Name(0x1134d09)), // numDisplays: IntOption
-        x::FieldEntry::optional(x::Name(0x3072d0d), x::Name(0x55d20a)), // useAutoDetect: BoolOption
-        x::FieldEntry::optional(x::Name(0x2f15309), x::Name(0x55d20a)), // support3D: BoolOption
-        x::FieldEntry::optional(x::Name(0x306f616), x::Name(0x55d20a)), // use3dRendererSupported: BoolOption
-        x::FieldEntry::optional(x::Name(0x25d6816), x::Name(0x124480a)), // graphicsMemorySizeInKB: LongOption
-        x::FieldEntry::optional(x::Name(0x25d7f1b), x::Name(0x55d20a)), // graphicsMemorySizeSupported: BoolOption
-        x::FieldEntry::optional(x::Name(0x239630e), x::Name(0x2f00106)), // deviceProtocol: string
-        x::FieldEntry::optional(x::Name(0x239630e), x::Name(0x5ef50c)), // deviceProtocol: ChoiceOption
-        x::FieldEntry::required(x::Name(0x2d65909), x::Name(0x212d207)), // runOnBoot: boolean
-        x::FieldEntry::required(x::Name(0x2d68107), x::Name(0x212d207)), // running: boolean
-        x::FieldEntry::required(x::Name(0x2d65909), x::Name(0x55d20a)), // runOnBoot: BoolOption
-        x::FieldEntry::required(x::Name(0x2fac60a), x::Name(0x2f00106)), // ticketType: string
-        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
-        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2aa5307), x::Name(0x2f00106)), // oldName: string
-        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
-        x::FieldEntry::required(x::Name(0x236d00a), x::Name(0xbc3713)), // destFolder: FolderEventArgument
-        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::required(x::Name(0x2e96a0b), x::Name(0x1e9660f)), // srcTemplate: VmEventArgument
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x236d00a), x::Name(0xbc3713)), // destFolder: FolderEventArgument
-        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2e69e08), x::Name(0x1e9660f)), // sourceVm: VmEventArgument
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x220db0d), x::Name(0x2729103)), // configVersion: int
-        x::FieldEntry::optional(x::Name(0x248b80a), x::Name(0x1e6b31a)), // encryption: VmConfigFileEncryptionInfo
-        x::FieldEntry::optional(x::Name(0x2563706), x::Name(0x1e6f117)), // filter: VmConfigFileQueryFilter
-        x::FieldEntry::optional(x::Name(0x2387c07), x::Name(0x1e70916)), // details: VmConfigFileQueryFlags
-        x::FieldEntry::repeated(x::Name(0x288ae12), x::Name(0x2729103)), // matchConfigVersion: int
-        x::FieldEntry::optional(x::Name(0x2486609), x::Name(0x212d207)), // encrypted: boolean
-        x::FieldEntry::required(x::Name(0x220db0d), x::Name(0x212d207)), // configVersion: boolean
-        x::FieldEntry::optional(x::Name(0x248b80a), x::Name(0x212d207)), // encryption: boolean
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x2c14807), x::Name(0x1a9af0f)), // product: VAppProductInfo
-        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x1a9e110)), // property: VAppPropertyInfo
-        x::FieldEntry::required(x::Name(0x276770c), x::Name(0x1a8e214)), // ipAssignment: VAppIPAssignmentInfo
-        x::FieldEntry::repeated(x::Name(0x24d8804), x::Name(0x2f00106)), // eula: string
-        x::FieldEntry::repeated(x::Name(0x2b04c0a), x::Name(0x1a98912)), // ovfSection: VAppOvfSectionInfo
-        x::FieldEntry::repeated(x::Name(0x2b01a17), x::Name(0x2f00106)), // ovfEnvironmentTransport: string
-        x::FieldEntry::required(x::Name(0x2718e13), x::Name(0x212d207)), // installBootRequired: boolean
-        x::FieldEntry::required(x::Name(0x271a214), x::Name(0x2729103)), // installBootStopDelay: int
-        x::FieldEntry::repeated(x::Name(0x2c14807), x::Name(0x1a9bf0f)), // product: VAppProductSpec
-        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x1a9f210)), // property: VAppPropertySpec
-        x::FieldEntry::optional(x::Name(0x276770c), x::Name(0x1a8e214)), // ipAssignment: VAppIPAssignmentInfo
-        x::FieldEntry::repeated(x::Name(0x24d8804), x::Name(0x2f00106)), // eula: string
-        x::FieldEntry::repeated(x::Name(0x2b04c0a), x::Name(0x1a99c12)), // ovfSection: VAppOvfSectionSpec
-        x::FieldEntry::repeated(x::Name(0x2b01a17), x::Name(0x2f00106)), // ovfEnvironmentTransport: string
-        x::FieldEntry::optional(x::Name(0x2718e13), x::Name(0x212d207)), // installBootRequired: boolean
-        x::FieldEntry::optional(x::Name(0x271a214), x::Name(0x2729103)), // installBootStopDelay: int
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2d86c12), x::Name(0x2f00106)), // screenshotFilePath: string
-        x::FieldEntry::required(x::Name(0x236c20d), x::Name(0xaeb513)), // destDatastore: EntityEventArgument
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2e96a0b), x::Name(0x1e9660f)), // srcTemplate: VmEventArgument
-        x::FieldEntry::required(x::Name(0x23e0704), x::Name(0x2f00106)), // disk: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
-        x::FieldEntry::optional(x::Name(0x2400908), x::Name(0x2f00106)), // diskType: string
-        x::FieldEntry::optional(x::Name(0x216b70a), x::Name(0x2857004)), // capacityKb: long
-        x::FieldEntry::optional(x::Name(0x262920f), x::Name(0x2729103)), // hardwareVersion: int
-        x::FieldEntry::optional(x::Name(0x2254e0e), x::Name(0x2f00106)), // controllerType: string
-        x::FieldEntry::repeated(x::Name(0x23e6f0b), x::Name(0x2f00106)), // diskExtents: string
-        x::FieldEntry::optional(x::Name(0x2fa6f04), x::Name(0x212d207)), // thin: boolean
-        x::FieldEntry::optional(x::Name(0x248b80a), x::Name(0x1e8c118)), // encryption: VmDiskFileEncryptionInfo
-        x::FieldEntry::optional(x::Name(0x2563706), x::Name(0x1e8f915)), // filter: VmDiskFileQueryFilter
-        x::FieldEntry::optional(x::Name(0x2387c07), x::Name(0x1e90f14)), // details: VmDiskFileQueryFlags
-        x::FieldEntry::repeated(x::Name(0x2400908), x::Name(0x2f00106)), // diskType: string
-        x::FieldEntry::repeated(x::Name(0x288c114), x::Name(0x2729103)), // matchHardwareVersion: int
-        x::FieldEntry::repeated(x::Name(0x2254e0e), x::Name(0x2f00106)), // controllerType: string
-        x::FieldEntry::optional(x::Name(0x2fa6f04), x::Name(0x212d207)), // thin: boolean
-        x::FieldEntry::optional(x::Name(0x2486609), x::Name(0x212d207)), // encrypted: boolean
-        x::FieldEntry::required(x::Name(0x2400908), x::Name(0x212d207)), // diskType: boolean
-        x::FieldEntry::required(x::Name(0x216b70a), x::Name(0x212d207)), // capacityKb: boolean
-        x::FieldEntry::required(x::Name(0x262920f), x::Name(0x212d207)), // hardwareVersion: boolean
-        x::FieldEntry::optional(x::Name(0x2254e0e), x::Name(0x212d207)), // controllerType: boolean
-        x::FieldEntry::optional(x::Name(0x23e6f0b), x::Name(0x212d207)), // diskExtents: boolean
-        x::FieldEntry::optional(x::Name(0x2fa6f04), x::Name(0x212d207)), // thin: boolean
-        x::FieldEntry::optional(x::Name(0x248b80a), x::Name(0x212d207)), // encryption: boolean
-        x::FieldEntry::required(x::Name(0x2f9e508), x::Name(0x212d207)), // template: boolean
-        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::optional(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
-        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x20ff00b), x::Name(0x2f00106)), // backingType: string
-        x::FieldEntry::optional(x::Name(0x20faa0f), x::Name(0x2f00106)), // backingFilename: string
-        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1233814)), // errors: LocalizedMethodFault
-        x::FieldEntry::repeated(x::Name(0x3207208), x::Name(0x1233814)), // warnings: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x2aa8908), x::Name(0x1ca6521)), // oldState: VirtualMachineFaultToleranceState
-        x::FieldEntry::required(x::Name(0x29c9e08), x::Name(0x1ca6521)), // newState: VirtualMachineFaultToleranceState
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x28a6f0d), x::Name(0x2729103)), // maxNumFtVcpus: int
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x28a7d0b), x::Name(0x2729103)), // maxNumFtVms: int
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x2bfa209), x::Name(0x2f00106)), // prevState: string
-        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
-        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x2aa2f0f), x::Name(0x2f00106)), // oldInstanceUuid: string
-        x::FieldEntry::required(x::Name(0x29c410f), x::Name(0x2f00106)), // newInstanceUuid: string
-        x::FieldEntry::required(x::Name(0x221f80c), x::Name(0x1e9660f)), // conflictedVm: VmEventArgument
-        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
-        x::FieldEntry::required(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
-        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
-        x::FieldEntry::required(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
-        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
-        x::FieldEntry::required(x::Name(0x2aa3f06), x::Name(0x2f00106)), // oldMac: string
-        x::FieldEntry::required(x::Name(0x29c6106), x::Name(0x2f00106)), // newMac: string
-        x::FieldEntry::required(x::Name(0x221f80c), x::Name(0x1e9660f)), // conflictedVm: VmEventArgument
-        x::FieldEntry::required(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::repeated(x::Name(0x28ffb0b), x::Name(0x1cf1d15)), // messageInfo: VirtualMachineMessage
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::repeated(x::Name(0x28ffb0b), x::Name(0x1cf1d15)), // messageInfo: VirtualMachineMessage
-        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
-        x::FieldEntry::repeated(x::Name(0x28ffb0b), x::Name(0x1cf1d15)), // messageInfo: VirtualMachineMessage
-        x::FieldEntry::required(x::Name(0x2e5750a), x::Name(0xd5a311)), // sourceHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x8af117)), // sourceDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x2e5380f), x::Name(0x8c2216)), // sourceDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2eeef0a), x::Name(0x1258216)), // storagePod: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x14a890e)), // disk: PodDiskLocator
-        x::FieldEntry::optional(x::Name(0x3135d08), x::Name(0x18dc516)), // vmConfig: StorageDrsVmConfigInfo
-        x::FieldEntry::repeated(x::Name(0x272f30b), x::Name(0x6de50f)), // interVmRule: ClusterRuleInfo
-        x::FieldEntry::required(x::Name(0x27c680c), x::Name(0xd5a311)), // isolatedHost: HostEventArgument
-        x::FieldEntry::repeated(x::Name(0x31c7904), x::Name(0x1f6f410)), // vnic: VnicPortArgument
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
-        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
-        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x220a20a), x::Name(0x2f00106)), // configPath: string
-        x::FieldEntry::required(x::Name(0x220a20a), x::Name(0x2f00106)), // configPath: string
-        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
-        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2e5750a), x::Name(0xd5a311)), // sourceHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x8af117)), // sourceDatacenter: DatacenterEventArgument
-        x::FieldEntry::optional(x::Name(0x2e5380f), x::Name(0x8c2216)), // sourceDatastore: DatastoreEventArgument
-        x::FieldEntry::required(x::Name(0x2aa5307), x::Name(0x2f00106)), // oldName: string
-        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
-        x::FieldEntry::required(x::Name(0x2aa6709), x::Name(0x173b719)), // oldParent: ResourcePoolEventArgument
-        x::FieldEntry::required(x::Name(0x29c7c09), x::Name(0x173b719)), // newParent: ResourcePoolEventArgument
-        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
-        x::FieldEntry::required(x::Name(0x2e5750a), x::Name(0xd5a311)), // sourceHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x27c680c), x::Name(0xd5a311)), // isolatedHost: HostEventArgument
-        x::FieldEntry::optional(x::Name(0x2e0200e), x::Name(0x2f00106)), // shutdownResult: string
-        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
-        x::FieldEntry::required(x::Name(0x28a890e), x::Name(0x2729103)), // maxNumSmpFtVms: int
-        x::FieldEntry::required(x::Name(0x221f80c), x::Name(0x1e9660f)), // conflictedVm: VmEventArgument
-        x::FieldEntry::required(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
-        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2857004)), // timeout: long
-        x::FieldEntry::required(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2aaac07), x::Name(0x2f00106)), // oldUuid: string
-        x::FieldEntry::required(x::Name(0x29cd607), x::Name(0x2f00106)), // newUuid: string
-        x::FieldEntry::required(x::Name(0x221f80c), x::Name(0x1e9660f)), // conflictedVm: VmEventArgument
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::required(x::Name(0x288e303), x::Name(0x2729103)), // max: int
-        x::FieldEntry::required(x::Name(0x225af05), x::Name(0x2729103)), // count: int
-        x::FieldEntry::required(x::Name(0x319da15), x::Name(0x2f00106)), // vmVnicResourcePoolKey: string
-        x::FieldEntry::optional(x::Name(0x319f016), x::Name(0x2f00106)), // vmVnicResourcePoolName: string
-        x::FieldEntry::required(x::Name(0x319da15), x::Name(0x2f00106)), // vmVnicResourcePoolKey: string
-        x::FieldEntry::optional(x::Name(0x319f016), x::Name(0x2f00106)), // vmVnicResourcePoolName: string
-        x::FieldEntry::repeated(x::Name(0x29ee208), x::Name(0x2857004)), // nodeWwns: long
-        x::FieldEntry::repeated(x::Name(0x2bbbc08), x::Name(0x2857004)), // portWwns: long
-        x::FieldEntry::repeated(x::Name(0x2aa5b0b), x::Name(0x2857004)), // oldNodeWwns: long
-        x::FieldEntry::repeated(x::Name(0x2aa7d0b), x::Name(0x2857004)), // oldPortWwns: long
-        x::FieldEntry::repeated(x::Name(0x29c700b), x::Name(0x2857004)), // newNodeWwns: long
-        x::FieldEntry::repeated(x::Name(0x29c920b), x::Name(0x2857004)), // newPortWwns: long
-        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
-        x::FieldEntry::optional(x::Name(0x3246403), x::Name(0x2857004)), // wwn: long
-        x::FieldEntry::repeated(x::Name(0x222050d), x::Name(0x1e9660f)), // conflictedVms: VmEventArgument
-        x::FieldEntry::repeated(x::Name(0x221e80f), x::Name(0xd5a311)), // conflictedHosts: HostEventArgument
-        x::FieldEntry::required(x::Name(0x3246403), x::Name(0x2857004)), // wwn: long
-        x::FieldEntry::required(x::Name(0x2128a0f), x::Name(0x2729103)), // blockSizeOption: int
-        x::FieldEntry::repeated(x::Name(0x3035b16), x::Name(0x2729103)), // unmapGranularityOption: int
-        x::FieldEntry::optional(x::Name(0x3030618), x::Name(0x124480a)), // unmapBandwidthFixedValue: LongOption
-        x::FieldEntry::optional(x::Name(0x302ed18), x::Name(0x124480a)), // unmapBandwidthDynamicMin: LongOption
-        x::FieldEntry::optional(x::Name(0x302d418), x::Name(0x124480a)), // unmapBandwidthDynamicMax: LongOption
-        x::FieldEntry::optional(x::Name(0x3031f17), x::Name(0x2857004)), // unmapBandwidthIncrement: long
-        x::FieldEntry::required(x::Name(0x27fd906), x::Name(0xd4f317)), // layout: HostDiskPartitionLayout
-        x::FieldEntry::optional(x::Name(0x2b33a15), x::Name(0x212d207)), // partitionFormatChange: boolean
-        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x31a4204), x::Name(0x108af0c)), // vmfs: HostVmfsSpec
-        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::required(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
-        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
-        x::FieldEntry::optional(x::Name(0x28acb16), x::Name(0x2857004)), // maxPhysicalRDMFileSize: long
-        x::FieldEntry::optional(x::Name(0x28c8815), x::Name(0x2857004)), // maxVirtualRDMFileSize: long
-        x::FieldEntry::optional(x::Name(0x31a4204), x::Name(0x108bc0e)), // vmfs: HostVmfsVolume
-        x::FieldEntry::repeated(x::Name(0x31a730a), x::Name(0xd4821b)), // vmfsExtent: HostDiskPartitionBlockRange
-        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x1f4eb17)), // info: VmfsDatastoreBaseOption
-        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1f5b311)), // spec: VmfsDatastoreSpec
-        x::FieldEntry::required(x::Name(0x31a730a), x::Name(0xd4821b)), // vmfsExtent: HostDiskPartitionBlockRange
-        x::FieldEntry::required(x::Name(0x2402708), x::Name(0x2f00106)), // diskUuid: string
-        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
-        x::FieldEntry::required(x::Name(0x257bd0a), x::Name(0x2857004)), // fixedValue: long
-        x::FieldEntry::required(x::Name(0x245640a), x::Name(0x2857004)), // dynamicMin: long
-        x::FieldEntry::required(x::Name(0x245590a), x::Name(0x2857004)), // dynamicMax: long
-        x::FieldEntry::required(x::Name(0x2c4d407), x::Name(0x2729103)), // pvlanId: int
-        x::FieldEntry::repeated(x::Name(0x3124e06), x::Name(0x1381b0c)), // vlanId: NumericRange
-        x::FieldEntry::required(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
-        x::FieldEntry::optional(x::Name(0x2ba2906), x::Name(0x18fef0c)), // policy: StringPolicy
-        x::FieldEntry::optional(x::Name(0x2d3bb0d), x::Name(0x55dd0a)), // reversePolicy: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x2a0740e), x::Name(0x55dd0a)), // notifySwitches: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x2d5500c), x::Name(0x55dd0a)), // rollingOrder: BoolPolicy
-        x::FieldEntry::optional(x::Name(0x252350f), x::Name(0x865612)), // failureCriteria: DVSFailureCriteria
-        x::FieldEntry::optional(x::Name(0x305de0f), x::Name(0x1afbb1b)), // uplinkPortOrder: VMwareUplinkPortOrderPolicy
-        x::FieldEntry::required(x::Name(0x31c7904), x::Name(0x2f00106)), // vnic: string
-        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x9ed126)), // port: DistributedVirtualSwitchPortConnection
-        x::FieldEntry::required(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x2325b0d), x::Name(0x1f73e24)), // defaultConfig: VsanClusterConfigInfoHostDefaultInfo
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x20cdf10), x::Name(0x212d207)), // autoClaimStorage: boolean
-        x::FieldEntry::optional(x::Name(0x21a6a0f), x::Name(0x212d207)), // checksumEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2661e0f), x::Name(0x2f00106)), // hostClusterUuid: string
-        x::FieldEntry::required(x::Name(0x2379516), x::Name(0x2f00106)), // destinationClusterUuid: string
-        x::FieldEntry::optional(x::Name(0x28da20e), x::Name(0x2f00106)), // membershipUuid: string
-        x::FieldEntry::optional(x::Name(0x200f00b), x::Name(0x2729103)), // accessGenNo: int
-        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x29ec708), x::Name(0x2f00106)), // nodeUuid: string
-        x::FieldEntry::required(x::Name(0x263e406), x::Name(0x2f00106)), // health: string
-        x::FieldEntry::required(x::Name(0x29ebd09), x::Name(0x1f7cd1a)), // nodeState: VsanHostClusterStatusState
-        x::FieldEntry::repeated(x::Name(0x28d880a), x::Name(0x2f00106)), // memberUuid: string
-        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
-        x::FieldEntry::optional(x::Name(0x21f060a), x::Name(0x1f7e82c)), // completion: VsanHostClusterStatusStateCompletionEstimate
-        x::FieldEntry::optional(x::Name(0x21ee10c), x::Name(0x2308208)), // completeTime: dateTime
-        x::FieldEntry::optional(x::Name(0x2b5ea0f), x::Name(0x2729103)), // percentComplete: int
-        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
-        x::FieldEntry::optional(x::Name(0x269ae0a), x::Name(0x1258216)), // hostSystem: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x21c250b), x::Name(0x1f8281d)), // clusterInfo: VsanHostConfigInfoClusterInfo
-        x::FieldEntry::optional(x::Name(0x2eebe0b), x::Name(0x1f88c1d)), // storageInfo: VsanHostConfigInfoStorageInfo
-        x::FieldEntry::optional(x::Name(0x299cb0b), x::Name(0x1f8461d)), // networkInfo: VsanHostConfigInfoNetworkInfo
-        x::FieldEntry::optional(x::Name(0x252dd0f), x::Name(0x1f95117)), // faultDomainInfo: VsanHostFaultDomainInfo
-        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
-        x::FieldEntry::optional(x::Name(0x29ec708), x::Name(0x2f00106)), // nodeUuid: string
-        x::FieldEntry::repeated(x::Name(0x2ba9a04), x::Name(0x1f86427)), // port: VsanHostConfigInfoNetworkInfoPortConfig
-        x::FieldEntry::optional(x::Name(0x2769308), x::Name(0x1f97d10)), // ipConfig: VsanHostIpConfig
-        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
-        x::FieldEntry::optional(x::Name(0x20cdf10), x::Name(0x212d207)), // autoClaimStorage: boolean
-        x::FieldEntry::repeated(x::Name(0x23ecb0b), x::Name(0x1f91213)), // diskMapping: VsanHostDiskMapping
-        x::FieldEntry::repeated(x::Name(0x23ebf0b), x::Name(0x1f8e813)), // diskMapInfo: VsanHostDiskMapInfo
-        x::FieldEntry::optional(x::Name(0x21a6a0f), x::Name(0x212d207)), // checksumEnabled: boolean
-        x::FieldEntry::required(x::Name(0x2a8ff0c), x::Name(0x2f00106)), // objectAction: string
+        x::FieldEntry::optional(x::Name(0x33c0813), x::Name(0x3344606)), // systemClockProtocol: string
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::repeated(x::Name(0x2715512), x::Name(0x1f88f2e)), // diskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::required(x::Name(0x2846c0c), x::Name(0x3344606)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2e5e10a), x::Name(0x3344606)), // objectData: string
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0xbba80f)), // key: DynamicProperty
+        x::FieldEntry::repeated(x::Name(0x30bd309), x::Name(0xbba80f)), // relations: DynamicProperty
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x33fff04), x::Name(0x3344606)), // text: string
+        x::FieldEntry::required(x::Name(0x248d306), x::Name(0x65700c)), // choice: ChoiceOption
+        x::FieldEntry::repeated(x::Name(0x2c94b07), x::Name(0x1f5cc15)), // message: VirtualMachineMessage
+        x::FieldEntry::optional(x::Name(0x2ecf90f), x::Name(0x2a94603)), // overallCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x2ecd410), x::Name(0x2a94603)), // overallCpuDemand: int
+        x::FieldEntry::optional(x::Name(0x2ece513), x::Name(0x2a94603)), // overallCpuReadiness: int
+        x::FieldEntry::optional(x::Name(0x2949f10), x::Name(0x2a94603)), // guestMemoryUsage: int
+        x::FieldEntry::optional(x::Name(0x29df60f), x::Name(0x2a94603)), // hostMemoryUsage: int
+        x::FieldEntry::required(x::Name(0x2943e14), x::Name(0x13fc613)), // guestHeartbeatStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x2729119), x::Name(0x2a94603)), // distributedCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x272c21c), x::Name(0x2a94603)), // distributedMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x3304c14), x::Name(0x2a94603)), // staticCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x3307617), x::Name(0x2a94603)), // staticMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x292410d), x::Name(0x2a94603)), // grantedMemory: int
+        x::FieldEntry::optional(x::Name(0x2ffa30d), x::Name(0x2a94603)), // privateMemory: int
+        x::FieldEntry::optional(x::Name(0x321d10c), x::Name(0x2a94603)), // sharedMemory: int
+        x::FieldEntry::optional(x::Name(0x33b370d), x::Name(0x2a94603)), // swappedMemory: int
+        x::FieldEntry::optional(x::Name(0x23e640f), x::Name(0x2a94603)), // balloonedMemory: int
+        x::FieldEntry::optional(x::Name(0x2532816), x::Name(0x2a94603)), // consumedOverheadMemory: int
+        x::FieldEntry::optional(x::Name(0x28f930e), x::Name(0x2a94603)), // ftLogBandwidth: int
+        x::FieldEntry::optional(x::Name(0x28fe912), x::Name(0x2a94603)), // ftSecondaryLatency: int
+        x::FieldEntry::optional(x::Name(0x28f830f), x::Name(0x13fc613)), // ftLatencyStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x24e0210), x::Name(0x2be5304)), // compressedMemory: long
+        x::FieldEntry::optional(x::Name(0x34d5d0d), x::Name(0x2a94603)), // uptimeSeconds: int
+        x::FieldEntry::optional(x::Name(0x32d3510), x::Name(0x2be5304)), // ssdSwappedMemory: long
+        x::FieldEntry::optional(x::Name(0x22e130c), x::Name(0x2a94603)), // activeMemory: int
+        x::FieldEntry::repeated(x::Name(0x2c91a0f), x::Name(0x1f94827)), // memoryTierStats: VirtualMachineQuickStatsMemoryTierStats
+        x::FieldEntry::required(x::Name(0x2c92a0e), x::Name(0x3344606)), // memoryTierType: string
+        x::FieldEntry::required(x::Name(0x306a40d), x::Name(0x2be5304)), // readBandwidth: long
+        x::FieldEntry::optional(x::Name(0x31e9d07), x::Name(0x1a2500e)), // service: ServiceLocator
+        x::FieldEntry::optional(x::Name(0x28ca206), x::Name(0x13ff016)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x2f95404), x::Name(0x13ff016)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26fca04), x::Name(0x1f9d125)), // disk: VirtualMachineRelocateSpecDiskLocator
+        x::FieldEntry::optional(x::Name(0x344b109), x::Name(0x1fa2824)), // transform: VirtualMachineRelocateTransformation
+        x::FieldEntry::repeated(x::Name(0x269580c), x::Name(0x1dc9017)), // deviceChange: VirtualDeviceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x258f60a), x::Name(0x86770a)), // cryptoSpec: CryptoSpec
+        x::FieldEntry::repeated(x::Name(0x33d3a08), x::Name(0x1b2f407)), // tagSpecs: TagSpec
+        x::FieldEntry::repeated(x::Name(0x3611513), x::Name(0x2188611)), // vmPlacementPolicies: VmPlacementPolicy
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x270f50c), x::Name(0x3344606)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x26fe60f), x::Name(0x1dc2818)), // diskBackingInfo: VirtualDeviceBackingInfo
+        x::FieldEntry::repeated(x::Name(0x300b507), x::Name(0x1f8db19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x23d0707), x::Name(0x1f9f730)), // backing: VirtualMachineRelocateSpecDiskLocatorBackingSpec
+        x::FieldEntry::repeated(x::Name(0x28ae40a), x::Name(0x1e9ba27)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x1f9f730)), // parent: VirtualMachineRelocateSpecDiskLocatorBackingSpec
+        x::FieldEntry::optional(x::Name(0x258ad06), x::Name(0x86770a)), // crypto: CryptoSpec
+        x::FieldEntry::repeated(x::Name(0x2694006), x::Name(0x1eebf1f)), // device: VirtualMachineDeviceRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x252060f), x::Name(0x1ed821d)), // connectionState: VirtualMachineConnectionState
+        x::FieldEntry::required(x::Name(0x2fbc60a), x::Name(0x1f83818)), // powerState: VirtualMachinePowerState
+        x::FieldEntry::optional(x::Name(0x35dab14), x::Name(0x2405e07)), // vmFailoverInProgress: boolean
+        x::FieldEntry::optional(x::Name(0x2875c13), x::Name(0x1f0d421)), // faultToleranceState: VirtualMachineFaultToleranceState
+        x::FieldEntry::optional(x::Name(0x25dcf0f), x::Name(0x1fa672b)), // dasVmProtection: VirtualMachineRuntimeInfoDasProtectionState
+        x::FieldEntry::required(x::Name(0x3420b15), x::Name(0x2405e07)), // toolsInstallerMounted: boolean
+        x::FieldEntry::optional(x::Name(0x33a250b), x::Name(0x2607608)), // suspendTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2411508), x::Name(0x2607608)), // bootTime: dateTime
+        x::FieldEntry::optional(x::Name(0x339f60f), x::Name(0x2be5304)), // suspendInterval: long
+        x::FieldEntry::optional(x::Name(0x3050308), x::Name(0x1f9141a)), // question: VirtualMachineQuestionInfo
+        x::FieldEntry::optional(x::Name(0x2c8170e), x::Name(0x2be5304)), // memoryOverhead: long
+        x::FieldEntry::optional(x::Name(0x2c2270b), x::Name(0x2a94603)), // maxCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x2c32f0e), x::Name(0x2a94603)), // maxMemoryUsage: int
+        x::FieldEntry::required(x::Name(0x2dfb811), x::Name(0x2a94603)), // numMksConnections: int
+        x::FieldEntry::optional(x::Name(0x30a0c11), x::Name(0x1f9701f)), // recordReplayState: VirtualMachineRecordReplayState
+        x::FieldEntry::optional(x::Name(0x2493c0d), x::Name(0x2405e07)), // cleanPowerOff: boolean
+        x::FieldEntry::optional(x::Name(0x2d29b13), x::Name(0x3344606)), // needSecondaryReason: string
+        x::FieldEntry::optional(x::Name(0x2e7e40d), x::Name(0x2405e07)), // onlineStandby: boolean
+        x::FieldEntry::optional(x::Name(0x2cb8d15), x::Name(0x3344606)), // minRequiredEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x2530013), x::Name(0x2405e07)), // consolidationNeeded: boolean
+        x::FieldEntry::repeated(x::Name(0x2e68419), x::Name(0x1f11720)), // offlineFeatureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x2889b12), x::Name(0x1f11720)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x288830b), x::Name(0xeacc0f)), // featureMask: HostFeatureMask
+        x::FieldEntry::optional(x::Name(0x351a915), x::Name(0x2be5304)), // vFlashCacheAllocation: long
+        x::FieldEntry::optional(x::Name(0x2f24206), x::Name(0x2405e07)), // paused: boolean
+        x::FieldEntry::optional(x::Name(0x3260414), x::Name(0x2405e07)), // snapshotInBackground: boolean
+        x::FieldEntry::optional(x::Name(0x305d112), x::Name(0x2405e07)), // quiescedForkParent: boolean
+        x::FieldEntry::optional(x::Name(0x2a8e412), x::Name(0x2405e07)), // instantCloneFrozen: boolean
+        x::FieldEntry::optional(x::Name(0x259010b), x::Name(0x3344606)), // cryptoState: string
+        x::FieldEntry::optional(x::Name(0x33a7b11), x::Name(0x2405e07)), // suspendedToMemory: boolean
+        x::FieldEntry::optional(x::Name(0x2e81015), x::Name(0x2be5304)), // opNotificationTimeout: long
+        x::FieldEntry::optional(x::Name(0x2ad490b), x::Name(0x2405e07)), // iommuActive: boolean
+        x::FieldEntry::optional(x::Name(0x252dd14), x::Name(0x2be5304)), // consolidateWorkTotal: long
+        x::FieldEntry::optional(x::Name(0x252c913), x::Name(0x2be5304)), // consolidateWorkDone: long
+        x::FieldEntry::optional(x::Name(0x26ff60f), x::Name(0x2405e07)), // diskChainBroken: boolean
+        x::FieldEntry::required(x::Name(0x25d9a0c), x::Name(0x2405e07)), // dasProtected: boolean
+        x::FieldEntry::optional(x::Name(0x26fca04), x::Name(0x10f800c)), // disk: HostScsiDisk
+        x::FieldEntry::optional(x::Name(0x344f70d), x::Name(0x3344606)), // transportHint: string
+        x::FieldEntry::optional(x::Name(0x2befe09), x::Name(0x2a94603)), // lunNumber: int
+        x::FieldEntry::required(x::Name(0x31a9409), x::Name(0x3344606)), // scsiClass: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x3344606)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2f70212), x::Name(0x2a94603)), // physicalUnitNumber: int
+        x::FieldEntry::required(x::Name(0x27fed07), x::Name(0x2be5304)), // epcSize: long
+        x::FieldEntry::optional(x::Name(0x28c8007), x::Name(0x3344606)), // flcMode: string
+        x::FieldEntry::optional(x::Name(0x2b8620c), x::Name(0x3344606)), // lePubKeyHash: string
+        x::FieldEntry::optional(x::Name(0x3101412), x::Name(0x2405e07)), // requireAttestation: boolean
+        x::FieldEntry::required(x::Name(0x2c2600a), x::Name(0x2be5304)), // maxEpcSize: long
+        x::FieldEntry::repeated(x::Name(0x28c8808), x::Name(0x3344606)), // flcModes: string
+        x::FieldEntry::repeated(x::Name(0x2b86f0e), x::Name(0x3344606)), // lePubKeyHashes: string
+        x::FieldEntry::optional(x::Name(0x310271b), x::Name(0x2405e07)), // requireAttestationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x25b060f), x::Name(0x13ff016)), // currentSnapshot: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3171c10), x::Name(0x1fb7c1a)), // rootSnapshotList: VirtualMachineSnapshotTree
+        x::FieldEntry::required(x::Name(0x3258c08), x::Name(0x13ff016)), // snapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2a94603)), // id: int
+        x::FieldEntry::required(x::Name(0x2580e0a), x::Name(0x2607608)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x1f83818)), // state: VirtualMachinePowerState
+        x::FieldEntry::required(x::Name(0x305c808), x::Name(0x2405e07)), // quiesced: boolean
+        x::FieldEntry::optional(x::Name(0x23d680e), x::Name(0x3344606)), // backupManifest: string
+        x::FieldEntry::repeated(x::Name(0x248ae11), x::Name(0x1fb7c1a)), // childSnapshotList: VirtualMachineSnapshotTree
+        x::FieldEntry::optional(x::Name(0x30e400f), x::Name(0x2405e07)), // replaySupported: boolean
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x3584f0f), x::Name(0x2405e07)), // virtualFunction: boolean
+        x::FieldEntry::optional(x::Name(0x2f7de04), x::Name(0x3344606)), // pnic: string
+        x::FieldEntry::optional(x::Name(0x26a760a), x::Name(0x1fbaf21)), // devicePool: VirtualMachineSriovDevicePoolInfo
+        x::FieldEntry::optional(x::Name(0x33b5509), x::Name(0x3344606)), // switchKey: string
+        x::FieldEntry::optional(x::Name(0x33b7c0a), x::Name(0x3344606)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x2f33911), x::Name(0x1fd6a1e)), // perDatastoreUsage: VirtualMachineUsageOnDatastore
+        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::required(x::Name(0x24bf809), x::Name(0x2be5304)), // committed: long
+        x::FieldEntry::required(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
+        x::FieldEntry::required(x::Name(0x34ab608), x::Name(0x2be5304)), // unshared: long
+        x::FieldEntry::required(x::Name(0x3412f09), x::Name(0x2607608)), // timestamp: dateTime
+        x::FieldEntry::optional(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3181d07), x::Name(0x1fa4d19)), // runtime: VirtualMachineRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x2937305), x::Name(0x1f4611a)), // guest: VirtualMachineGuestSummary
+        x::FieldEntry::required(x::Name(0x24ea506), x::Name(0x1ed4d1b)), // config: VirtualMachineConfigSummary
+        x::FieldEntry::optional(x::Name(0x331f407), x::Name(0x1fc4c1c)), // storage: VirtualMachineStorageSummary
+        x::FieldEntry::required(x::Name(0x305790a), x::Name(0x1f92f18)), // quickStats: VirtualMachineQuickStats
+        x::FieldEntry::required(x::Name(0x2ed1c0d), x::Name(0x13fc613)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x25b920b), x::Name(0x87c010)), // customValue: CustomFieldValue
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::repeated(x::Name(0x24fa410), x::Name(0x3344606)), // configurationTag: string
+        x::FieldEntry::required(x::Name(0x3408006), x::Name(0x3344606)), // ticket: string
+        x::FieldEntry::required(x::Name(0x245a907), x::Name(0x3344606)), // cfgFile: string
+        x::FieldEntry::optional(x::Name(0x29b4e04), x::Name(0x3344606)), // host: string
+        x::FieldEntry::optional(x::Name(0x2f96e04), x::Name(0x2a94603)), // port: int
+        x::FieldEntry::optional(x::Name(0x32d760d), x::Name(0x3344606)), // sslThumbprint: string
+        x::FieldEntry::repeated(x::Name(0x2455912), x::Name(0x1eb3d1c)), // certThumbprintList: VirtualMachineCertThumbprint
+        x::FieldEntry::optional(x::Name(0x32d570e), x::Name(0x3344606)), // sslCertificate: string
+        x::FieldEntry::optional(x::Name(0x34db703), x::Name(0x3344606)), // url: string
+        x::FieldEntry::required(x::Name(0x25ec109), x::Name(0x13ff016)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24bf809), x::Name(0x2be5304)), // committed: long
+        x::FieldEntry::required(x::Name(0x3479b0b), x::Name(0x2be5304)), // uncommitted: long
+        x::FieldEntry::required(x::Name(0x34ab608), x::Name(0x2be5304)), // unshared: long
+        x::FieldEntry::required(x::Name(0x266770b), x::Name(0x3344606)), // description: string
+        x::FieldEntry::required(x::Name(0x3550106), x::Name(0x2a94603)), // vendor: int
+        x::FieldEntry::required(x::Name(0x3005707), x::Name(0x2a94603)), // product: int
+        x::FieldEntry::required(x::Name(0x2f6c50c), x::Name(0x3344606)), // physicalPath: string
+        x::FieldEntry::repeated(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::repeated(x::Name(0x32b7605), x::Name(0x3344606)), // speed: string
+        x::FieldEntry::optional(x::Name(0x3359f07), x::Name(0x1fc6915)), // summary: VirtualMachineSummary
+        x::FieldEntry::required(x::Name(0x352230c), x::Name(0x11b603e)), // vFlashModule: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::FieldEntry::optional(x::Name(0x2a2fd02), x::Name(0x2be5304)), // id: long
+        x::FieldEntry::optional(x::Name(0x232c31e), x::Name(0x2405e07)), // allowUnrestrictedCommunication: boolean
+        x::FieldEntry::optional(x::Name(0x28a980c), x::Name(0x2405e07)), // filterEnable: boolean
+        x::FieldEntry::optional(x::Name(0x28ab70a), x::Name(0x1fe4f22)), // filterInfo: VirtualMachineVMCIDeviceFilterInfo
+        x::FieldEntry::repeated(x::Name(0x28b2207), x::Name(0x1fe7222)), // filters: VirtualMachineVMCIDeviceFilterSpec
+        x::FieldEntry::required(x::Name(0x3061b04), x::Name(0x2be5304)), // rank: long
+        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x3344606)), // action: string
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x3344606)), // direction: string
+        x::FieldEntry::optional(x::Name(0x2beb214), x::Name(0x2be5304)), // lowerDstPortBoundary: long
+        x::FieldEntry::optional(x::Name(0x34d1314), x::Name(0x2be5304)), // upperDstPortBoundary: long
+        x::FieldEntry::required(x::Name(0x232c31e), x::Name(0x5c290a)), // allowUnrestrictedCommunication: BoolOption
+        x::FieldEntry::optional(x::Name(0x28aef10), x::Name(0x1feb42e)), // filterSpecOption: VirtualMachineVMCIDeviceOptionFilterSpecOption
+        x::FieldEntry::optional(x::Name(0x28b000f), x::Name(0x5c290a)), // filterSupported: BoolOption
+        x::FieldEntry::required(x::Name(0x22d7d06), x::Name(0x65700c)), // action: ChoiceOption
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x65700c)), // protocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x26d6e09), x::Name(0x65700c)), // direction: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2beb214), x::Name(0x13e720a)), // lowerDstPortBoundary: LongOption
+        x::FieldEntry::required(x::Name(0x34d1314), x::Name(0x13e720a)), // upperDstPortBoundary: LongOption
+        x::FieldEntry::required(x::Name(0x2cb150b), x::Name(0x2be5304)), // migrationBW: long
+        x::FieldEntry::required(x::Name(0x3346608), x::Name(0x2be5304)), // stunTime: long
+        x::FieldEntry::optional(x::Name(0x2b80912), x::Name(0x136c212)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::required(x::Name(0x269de0f), x::Name(0x3344606)), // deviceGroupName: string
+        x::FieldEntry::optional(x::Name(0x269a916), x::Name(0x3344606)), // deviceGroupDescription: string
+        x::FieldEntry::repeated(x::Name(0x24dbb13), x::Name(0x1ff7836)), // componentDeviceInfo: VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo
+        x::FieldEntry::required(x::Name(0x346ee04), x::Name(0x3344606)), // type: string
+        x::FieldEntry::required(x::Name(0x3556e0a), x::Name(0x3344606)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x2b24b0e), x::Name(0x2405e07)), // isConfigurable: boolean
+        x::FieldEntry::required(x::Name(0x2694006), x::Name(0x1dc1a0d)), // device: VirtualDevice
+        x::FieldEntry::required(x::Name(0x26a600a), x::Name(0x3344606)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x26b0d0e), x::Name(0x2be5304)), // deviceVendorId: long
+        x::FieldEntry::required(x::Name(0x2c2880e), x::Name(0x2be5304)), // maxFbSizeInGib: long
+        x::FieldEntry::required(x::Name(0x340c911), x::Name(0x2405e07)), // timeSlicedCapable: boolean
+        x::FieldEntry::required(x::Name(0x2caac0a), x::Name(0x2405e07)), // migCapable: boolean
+        x::FieldEntry::required(x::Name(0x24e6315), x::Name(0x2405e07)), // computeProfileCapable: boolean
+        x::FieldEntry::required(x::Name(0x3047014), x::Name(0x2405e07)), // quadroProfileCapable: boolean
+        x::FieldEntry::required(x::Name(0x301250b), x::Name(0x3344606)), // profileName: string
+        x::FieldEntry::required(x::Name(0x26b0d0e), x::Name(0x2be5304)), // deviceVendorId: long
+        x::FieldEntry::required(x::Name(0x287b40b), x::Name(0x2be5304)), // fbSizeInGib: long
+        x::FieldEntry::required(x::Name(0x3014b0e), x::Name(0x3344606)), // profileSharing: string
+        x::FieldEntry::required(x::Name(0x300cd0c), x::Name(0x3344606)), // profileClass: string
+        x::FieldEntry::repeated(x::Name(0x3346f11), x::Name(0x1ff1921)), // stunTimeEstimates: VirtualMachineVMotionStunTimeInfo
+        x::FieldEntry::optional(x::Name(0x3570110), x::Name(0x2be5304)), // videoRamSizeInKB: long
+        x::FieldEntry::optional(x::Name(0x2df120b), x::Name(0x2a94603)), // numDisplays: int
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x2405e07)), // useAutoDetect: boolean
+        x::FieldEntry::optional(x::Name(0x27a1a0f), x::Name(0x2405e07)), // enable3DSupport: boolean
+        x::FieldEntry::optional(x::Name(0x34df00d), x::Name(0x3344606)), // use3dRenderer: string
+        x::FieldEntry::optional(x::Name(0x2928b16), x::Name(0x2be5304)), // graphicsMemorySizeInKB: long
+        x::FieldEntry::repeated(x::Name(0x2699d0b), x::Name(0x200e32c)), // deviceGroup: VirtualMachineVirtualDeviceGroupsDeviceGroup
+        x::FieldEntry::required(x::Name(0x2932710), x::Name(0x2a94603)), // groupInstanceKey: int
+        x::FieldEntry::optional(x::Name(0x26a210a), x::Name(0x9cd80b)), // deviceInfo: Description
+        x::FieldEntry::required(x::Name(0x269de0f), x::Name(0x3344606)), // deviceGroupName: string
+        x::FieldEntry::optional(x::Name(0x2bed70b), x::Name(0x201632d)), // lsiToPvscsi: VirtualMachineVirtualDeviceSwapDeviceSwapInfo
+        x::FieldEntry::optional(x::Name(0x27af207), x::Name(0x2405e07)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x235730a), x::Name(0x2405e07)), // applicable: boolean
+        x::FieldEntry::optional(x::Name(0x3317906), x::Name(0x3344606)), // status: string
+        x::FieldEntry::optional(x::Name(0x2549310), x::Name(0x2a94603)), // coresPerNumaNode: int
+        x::FieldEntry::optional(x::Name(0x283c916), x::Name(0x2405e07)), // exposeVnumaOnCpuHotadd: boolean
+        x::FieldEntry::optional(x::Name(0x2549310), x::Name(0x2a94603)), // coresPerNumaNode: int
+        x::FieldEntry::optional(x::Name(0x23a7214), x::Name(0x2405e07)), // autoCoresPerNumaNode: boolean
+        x::FieldEntry::optional(x::Name(0x3666a17), x::Name(0x2405e07)), // vnumaOnCpuHotaddExposed: boolean
+        x::FieldEntry::optional(x::Name(0x326590c), x::Name(0x3344606)), // snapshotMode: string
+        x::FieldEntry::optional(x::Name(0x36a450d), x::Name(0x2a94603)), // vssBackupType: int
+        x::FieldEntry::optional(x::Name(0x36a5316), x::Name(0x2405e07)), // vssBootableSystemState: boolean
+        x::FieldEntry::optional(x::Name(0x36a6a15), x::Name(0x2405e07)), // vssPartialFileSupport: boolean
+        x::FieldEntry::optional(x::Name(0x36a3410), x::Name(0x3344606)), // vssBackupContext: string
+        x::FieldEntry::required(x::Name(0x2706c06), x::Name(0x2a94603)), // diskId: int
+        x::FieldEntry::required(x::Name(0x3229c13), x::Name(0x2be5304)), // shrinkableDiskSpace: long
+        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x2be5304)), // capacityInMB: long
+        x::FieldEntry::optional(x::Name(0x24fec16), x::Name(0x2be5304)), // configuredCapacityInMB: long
+        x::FieldEntry::optional(x::Name(0x2f00106), x::Name(0x202b218)), // parent: VirtualNVDIMMBackingInfo
+        x::FieldEntry::optional(x::Name(0x245f008), x::Name(0x3344606)), // changeId: string
+        x::FieldEntry::required(x::Name(0x2dfca14), x::Name(0x12bb409)), // numNVDIMMControllers: IntOption
+        x::FieldEntry::required(x::Name(0x244500c), x::Name(0x13e720a)), // capacityInMB: LongOption
+        x::FieldEntry::required(x::Name(0x2934c08), x::Name(0x2405e07)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x2a1170b), x::Name(0x2405e07)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x2924f0f), x::Name(0x2be5304)), // granularityInMB: long
+        x::FieldEntry::optional(x::Name(0x3217809), x::Name(0x3344606)), // sharedBus: string
+        x::FieldEntry::required(x::Name(0x2dff20c), x::Name(0x12bb409)), // numNVMEDisks: IntOption
+        x::FieldEntry::repeated(x::Name(0x3223707), x::Name(0x3344606)), // sharing: string
+        x::FieldEntry::required(x::Name(0x2d9b507), x::Name(0x3344606)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2cfa412), x::Name(0x2405e07)), // multiSelectAllowed: boolean
+        x::FieldEntry::repeated(x::Name(0x2439c0d), x::Name(0x11e3a0e)), // candidateVnic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x31cfd0c), x::Name(0x3344606)), // selectedVnic: string
+        x::FieldEntry::required(x::Name(0x2e18812), x::Name(0x12bb409)), // numSCSIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2df3010), x::Name(0x12bb409)), // numEthernetCards: IntOption
+        x::FieldEntry::required(x::Name(0x2e2f30d), x::Name(0x12bb409)), // numVideoCards: IntOption
+        x::FieldEntry::required(x::Name(0x2e1f20d), x::Name(0x12bb409)), // numSoundCards: IntOption
+        x::FieldEntry::required(x::Name(0x2e3680a), x::Name(0x12bb409)), // numVmiRoms: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3590e), x::Name(0x12bb409)), // numVmciDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e04718), x::Name(0x12bb409)), // numPCIPassthroughDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2e1cd15), x::Name(0x12bb409)), // numSasSCSIControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3c517), x::Name(0x12bb409)), // numVmxnet3EthernetCards: IntOption
+        x::FieldEntry::optional(x::Name(0x2e07b1d), x::Name(0x12bb409)), // numParaVirtualSCSIControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e15a12), x::Name(0x12bb409)), // numSATAControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2dfdf12), x::Name(0x12bb409)), // numNVMEControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2e3dd1c), x::Name(0x12bb409)), // numVmxnet3VrdmaEthernetCards: IntOption
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x2a94603)), // vendorId: int
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x2a94603)), // deviceId: int
+        x::FieldEntry::optional(x::Name(0x334a20b), x::Name(0x2a94603)), // subVendorId: int
+        x::FieldEntry::optional(x::Name(0x334810b), x::Name(0x2a94603)), // subDeviceId: int
+        x::FieldEntry::optional(x::Name(0x3153a0a), x::Name(0x3226a05)), // revisionId: short
+        x::FieldEntry::required(x::Name(0x2a2fd02), x::Name(0x3344606)), // id: string
+        x::FieldEntry::required(x::Name(0x26a0c08), x::Name(0x3344606)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x33c5408), x::Name(0x3344606)), // systemId: string
+        x::FieldEntry::required(x::Name(0x3556508), x::Name(0x3226a05)), // vendorId: short
+        x::FieldEntry::optional(x::Name(0x269650b), x::Name(0x3344606)), // deviceClass: string
+        x::FieldEntry::repeated(x::Name(0x24f1c0c), x::Name(0x156630b)), // configParams: OptionValue
+        x::FieldEntry::repeated(x::Name(0x232fc0d), x::Name(0x203c522)), // allowedDevice: VirtualPCIPassthroughAllowedDevice
+        x::FieldEntry::optional(x::Name(0x25b860b), x::Name(0x3344606)), // customLabel: string
+        x::FieldEntry::optional(x::Name(0x237e50a), x::Name(0x3344606)), // assignedId: string
+        x::FieldEntry::optional(x::Name(0x3563e04), x::Name(0x3344606)), // vgpu: string
+        x::FieldEntry::optional(x::Name(0x3565215), x::Name(0x2a94603)), // vgpuMigrateDataSizeMB: int
+        x::FieldEntry::optional(x::Name(0x2caf310), x::Name(0x2405e07)), // migrateSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27dd919), x::Name(0x2405e07)), // enhancedMigrateCapability: boolean
+        x::FieldEntry::required(x::Name(0x3563e04), x::Name(0x1b12f0c)), // vgpu: StringOption
+        x::FieldEntry::required(x::Name(0x2c2cb0c), x::Name(0x2a94603)), // maxInstances: int
+        x::FieldEntry::required(x::Name(0x338e710), x::Name(0x2405e07)), // supportsMorphing: boolean
+        x::FieldEntry::required(x::Name(0x2df9f0c), x::Name(0x12bb409)), // numKeyboards: IntOption
+        x::FieldEntry::required(x::Name(0x2e0aa12), x::Name(0x12bb409)), // numPointingDevices: IntOption
+        x::FieldEntry::required(x::Name(0x29ed312), x::Name(0x65700c)), // hostPointingDevice: ChoiceOption
+        x::FieldEntry::required(x::Name(0x29ed312), x::Name(0x3344606)), // hostPointingDevice: string
+        x::FieldEntry::optional(x::Name(0x302a508), x::Name(0x3344606)), // protocol: string
+        x::FieldEntry::required(x::Name(0x302a508), x::Name(0x65700c)), // protocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2e16d0c), x::Name(0x12bb409)), // numSATADisks: IntOption
+        x::FieldEntry::required(x::Name(0x2e14c0d), x::Name(0x12bb409)), // numSATACdroms: IntOption
+        x::FieldEntry::optional(x::Name(0x2a0fc0c), x::Name(0x2405e07)), // hotAddRemove: boolean
+        x::FieldEntry::required(x::Name(0x3217809), x::Name(0x208b612)), // sharedBus: VirtualSCSISharing
+        x::FieldEntry::optional(x::Name(0x31a9e12), x::Name(0x2a94603)), // scsiCtlrUnitNumber: int
+        x::FieldEntry::required(x::Name(0x2e19b0c), x::Name(0x12bb409)), // numSCSIDisks: IntOption
+        x::FieldEntry::required(x::Name(0x2e17a0d), x::Name(0x12bb409)), // numSCSICdroms: IntOption
+        x::FieldEntry::required(x::Name(0x2e1a812), x::Name(0x12bb409)), // numSCSIPassthrough: IntOption
+        x::FieldEntry::repeated(x::Name(0x3223707), x::Name(0x208b612)), // sharing: VirtualSCSISharing
+        x::FieldEntry::required(x::Name(0x2644912), x::Name(0x2a94603)), // defaultSharedIndex: int
+        x::FieldEntry::required(x::Name(0x2a0fc0c), x::Name(0x5c290a)), // hotAddRemove: BoolOption
+        x::FieldEntry::required(x::Name(0x31a9e12), x::Name(0x2a94603)), // scsiCtlrUnitNumber: int
+        x::FieldEntry::required(x::Name(0x2df410f), x::Name(0x12bb409)), // numFloppyDrives: IntOption
+        x::FieldEntry::required(x::Name(0x2e1e30e), x::Name(0x12bb409)), // numSerialPorts: IntOption
+        x::FieldEntry::required(x::Name(0x2e09910), x::Name(0x12bb409)), // numParallelPorts: IntOption
+        x::FieldEntry::required(x::Name(0x370980b), x::Name(0x2405e07)), // yieldOnPoll: boolean
+        x::FieldEntry::required(x::Name(0x370980b), x::Name(0x5c290a)), // yieldOnPoll: BoolOption
+        x::FieldEntry::required(x::Name(0x27db408), x::Name(0x3344606)), // endpoint: string
+        x::FieldEntry::optional(x::Name(0x2da1508), x::Name(0x2405e07)), // noRxLoss: boolean
+        x::FieldEntry::required(x::Name(0x27db408), x::Name(0x65700c)), // endpoint: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2da1508), x::Name(0x5c290a)), // noRxLoss: BoolOption
+        x::FieldEntry::optional(x::Name(0x2327015), x::Name(0x2405e07)), // allowGuestOSMtuChange: boolean
+        x::FieldEntry::optional(x::Name(0x32ce10c), x::Name(0x20b7528)), // sriovBacking: VirtualSriovEthernetCardSriovBackingInfo
+        x::FieldEntry::optional(x::Name(0x277e20e), x::Name(0x2043823)), // dvxBackingInfo: VirtualPCIPassthroughDvxBackingInfo
+        x::FieldEntry::optional(x::Name(0x2f67017), x::Name(0x203e826)), // physicalFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x3585f16), x::Name(0x203e826)), // virtualFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x3587614), x::Name(0x2a94603)), // virtualFunctionIndex: int
+        x::FieldEntry::required(x::Name(0x2b51d03), x::Name(0x3344606)), // key: string
+        x::FieldEntry::required(x::Name(0x2d11c04), x::Name(0x3344606)), // name: string
+        x::FieldEntry::required(x::Name(0x2bac204), x::Name(0x13ac60b)), // link: LinkProfile
+        x::FieldEntry::required(x::Name(0x2e0bd08), x::Name(0x152910f)), // numPorts: NumPortsProfile
+        x::FieldEntry::required(x::Name(0x2d5810d), x::Name(0x14bfc14)), // networkPolicy: NetworkPolicyProfile
+        x::FieldEntry::repeated(x::Name(0x27d8c27), x::Name(0x23e790c)), // endorsementKeyCertificateSigningRequest: base64Binary
+        x::FieldEntry::repeated(x::Name(0x27d7219), x::Name(0x23e790c)), // endorsementKeyCertificate: base64Binary
+        x::FieldEntry::repeated(x::Name(0x336ff11), x::Name(0x3344606)), // supportedFirmware: string
+        x::FieldEntry::required(x::Name(0x2517809), x::Name(0x2405e07)), // connected: boolean
+        x::FieldEntry::optional(x::Name(0x3550106), x::Name(0x2a94603)), // vendor: int
+        x::FieldEntry::optional(x::Name(0x3005707), x::Name(0x2a94603)), // product: int
+        x::FieldEntry::repeated(x::Name(0x286af06), x::Name(0x3344606)), // family: string
+        x::FieldEntry::repeated(x::Name(0x32b7605), x::Name(0x3344606)), // speed: string
+        x::FieldEntry::optional(x::Name(0x23a5f12), x::Name(0x2405e07)), // autoConnectDevices: boolean
+        x::FieldEntry::optional(x::Name(0x279380b), x::Name(0x2405e07)), // ehciEnabled: boolean
+        x::FieldEntry::required(x::Name(0x23a5f12), x::Name(0x5c290a)), // autoConnectDevices: BoolOption
+        x::FieldEntry::required(x::Name(0x279560d), x::Name(0x5c290a)), // ehciSupported: BoolOption
+        x::FieldEntry::repeated(x::Name(0x338320f), x::Name(0x3344606)), // supportedSpeeds: string
+        x::FieldEntry::optional(x::Name(0x2794411), x::Name(0x2a94603)), // ehciPciSlotNumber: int
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x23a5f12), x::Name(0x2405e07)), // autoConnectDevices: boolean
+        x::FieldEntry::required(x::Name(0x23a5f12), x::Name(0x5c290a)), // autoConnectDevices: BoolOption
+        x::FieldEntry::repeated(x::Name(0x338320f), x::Name(0x3344606)), // supportedSpeeds: string
+        x::FieldEntry::optional(x::Name(0x3570110), x::Name(0x13e720a)), // videoRamSizeInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x2df120b), x::Name(0x12bb409)), // numDisplays: IntOption
+        x::FieldEntry::optional(x::Name(0x34e350d), x::Name(0x5c290a)), // useAutoDetect: BoolOption
+        x::FieldEntry::optional(x::Name(0x3361109), x::Name(0x5c290a)), // support3D: BoolOption
+        x::FieldEntry::optional(x::Name(0x34dfe16), x::Name(0x5c290a)), // use3dRendererSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x2928b16), x::Name(0x13e720a)), // graphicsMemorySizeInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x292a21b), x::Name(0x5c290a)), // graphicsMemorySizeSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x34d770c), x::Name(0x2405e07)), // uptv2Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x3341813), x::Name(0x20e2a21)), // strictLatencyConfig: VirtualVmxnet3StrictLatencyConfig
+        x::FieldEntry::optional(x::Name(0x34d770c), x::Name(0x5c290a)), // uptv2Enabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x3342c19), x::Name(0x20dfc2d)), // strictLatencyConfigOption: VirtualVmxnet3OptionStrictLatencyConfigOption
+        x::FieldEntry::required(x::Name(0x232e207), x::Name(0x5c290a)), // allowed: BoolOption
+        x::FieldEntry::required(x::Name(0x2c6980e), x::Name(0x5c290a)), // measureLatency: BoolOption
+        x::FieldEntry::required(x::Name(0x2c5950b), x::Name(0x12bb409)), // maxTxQueues: IntOption
+        x::FieldEntry::required(x::Name(0x2c46e0b), x::Name(0x12bb409)), // maxRxQueues: IntOption
+        x::FieldEntry::required(x::Name(0x346c712), x::Name(0x12bb409)), // txDataRingDescSize: IntOption
+        x::FieldEntry::required(x::Name(0x3184c12), x::Name(0x12bb409)), // rxDataRingDescSize: IntOption
+        x::FieldEntry::required(x::Name(0x26e0b0e), x::Name(0x65700c)), // disableOffload: ChoiceOption
+        x::FieldEntry::optional(x::Name(0x232e207), x::Name(0x2405e07)), // allowed: boolean
+        x::FieldEntry::optional(x::Name(0x2c6980e), x::Name(0x2405e07)), // measureLatency: boolean
+        x::FieldEntry::optional(x::Name(0x2c5950b), x::Name(0x2a94603)), // maxTxQueues: int
+        x::FieldEntry::optional(x::Name(0x2c46e0b), x::Name(0x2a94603)), // maxRxQueues: int
+        x::FieldEntry::optional(x::Name(0x346c712), x::Name(0x2a94603)), // txDataRingDescSize: int
+        x::FieldEntry::optional(x::Name(0x3184c12), x::Name(0x2a94603)), // rxDataRingDescSize: int
+        x::FieldEntry::optional(x::Name(0x26e0b0e), x::Name(0x3344606)), // disableOffload: string
+        x::FieldEntry::optional(x::Name(0x26a810e), x::Name(0x3344606)), // deviceProtocol: string
+        x::FieldEntry::optional(x::Name(0x26a810e), x::Name(0x65700c)), // deviceProtocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x317ed09), x::Name(0x2405e07)), // runOnBoot: boolean
+        x::FieldEntry::required(x::Name(0x3181507), x::Name(0x2405e07)), // running: boolean
+        x::FieldEntry::required(x::Name(0x317ed09), x::Name(0x5c290a)), // runOnBoot: BoolOption
+        x::FieldEntry::required(x::Name(0x340870a), x::Name(0x3344606)), // ticketType: string
+        x::FieldEntry::required(x::Name(0x29b4e04), x::Name(0x13ff016)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a06008), x::Name(0x3344606)), // hostname: string
+        x::FieldEntry::repeated(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e73607), x::Name(0x3344606)), // oldName: string
+        x::FieldEntry::required(x::Name(0x2d7e207), x::Name(0x3344606)), // newName: string
+        x::FieldEntry::required(x::Name(0x267640a), x::Name(0xce2c13)), // destFolder: FolderEventArgument
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x24f5b0a), x::Name(0x1ecbb18)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x32cc30b), x::Name(0x212f50f)), // srcTemplate: VmEventArgument
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x267640a), x::Name(0xce2c13)), // destFolder: FolderEventArgument
+        x::FieldEntry::required(x::Name(0x267b808), x::Name(0x3344606)), // destName: string
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x329d508), x::Name(0x212f50f)), // sourceVm: VmEventArgument
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x24f720d), x::Name(0x2a94603)), // configVersion: int
+        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x210421a)), // encryption: VmConfigFileEncryptionInfo
+        x::FieldEntry::optional(x::Name(0x28a6506), x::Name(0x2108017)), // filter: VmConfigFileQueryFilter
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0x2109816)), // details: VmConfigFileQueryFlags
+        x::FieldEntry::repeated(x::Name(0x2c1ba12), x::Name(0x2a94603)), // matchConfigVersion: int
+        x::FieldEntry::optional(x::Name(0x27b9b09), x::Name(0x2405e07)), // encrypted: boolean
+        x::FieldEntry::required(x::Name(0x24f720d), x::Name(0x2405e07)), // configVersion: boolean
+        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2405e07)), // encryption: boolean
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x286bf05), x::Name(0x13d6214)), // fault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x3005707), x::Name(0x1ccb70f)), // product: VAppProductInfo
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x1cce910)), // property: VAppPropertyInfo
+        x::FieldEntry::required(x::Name(0x2adac0c), x::Name(0x1cbea14)), // ipAssignment: VAppIPAssignmentInfo
+        x::FieldEntry::repeated(x::Name(0x2813604), x::Name(0x3344606)), // eula: string
+        x::FieldEntry::repeated(x::Name(0x2eddb0a), x::Name(0x1cc9112)), // ovfSection: VAppOvfSectionInfo
+        x::FieldEntry::repeated(x::Name(0x2eda917), x::Name(0x3344606)), // ovfEnvironmentTransport: string
+        x::FieldEntry::required(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::required(x::Name(0x2a84414), x::Name(0x2a94603)), // installBootStopDelay: int
+        x::FieldEntry::repeated(x::Name(0x3005707), x::Name(0x1ccc70f)), // product: VAppProductSpec
+        x::FieldEntry::repeated(x::Name(0x3022a08), x::Name(0x1ccfa10)), // property: VAppPropertySpec
+        x::FieldEntry::optional(x::Name(0x2adac0c), x::Name(0x1cbea14)), // ipAssignment: VAppIPAssignmentInfo
+        x::FieldEntry::repeated(x::Name(0x2813604), x::Name(0x3344606)), // eula: string
+        x::FieldEntry::repeated(x::Name(0x2eddb0a), x::Name(0x1cca412)), // ovfSection: VAppOvfSectionSpec
+        x::FieldEntry::repeated(x::Name(0x2eda917), x::Name(0x3344606)), // ovfEnvironmentTransport: string
+        x::FieldEntry::optional(x::Name(0x2a83013), x::Name(0x2405e07)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x2a84414), x::Name(0x2a94603)), // installBootStopDelay: int
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x31a4712), x::Name(0x3344606)), // screenshotFilePath: string
+        x::FieldEntry::required(x::Name(0x267560d), x::Name(0xc04213)), // destDatastore: EntityEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x32cc30b), x::Name(0x212f50f)), // srcTemplate: VmEventArgument
+        x::FieldEntry::required(x::Name(0x26fca04), x::Name(0x3344606)), // disk: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2b55d05), x::Name(0x83cb0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
+        x::FieldEntry::optional(x::Name(0x2445d0a), x::Name(0x2be5304)), // capacityKb: long
+        x::FieldEntry::optional(x::Name(0x2981e0f), x::Name(0x2a94603)), // hardwareVersion: int
+        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::repeated(x::Name(0x270570b), x::Name(0x3344606)), // diskExtents: string
+        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2125018)), // encryption: VmDiskFileEncryptionInfo
+        x::FieldEntry::optional(x::Name(0x31c230c), x::Name(0x3344606)), // sectorFormat: string
+        x::FieldEntry::optional(x::Name(0x28a6506), x::Name(0x2128815)), // filter: VmDiskFileQueryFilter
+        x::FieldEntry::optional(x::Name(0x2691007), x::Name(0x2129e14)), // details: VmDiskFileQueryFlags
+        x::FieldEntry::repeated(x::Name(0x2720c08), x::Name(0x3344606)), // diskType: string
+        x::FieldEntry::repeated(x::Name(0x2c1cd14), x::Name(0x2a94603)), // matchHardwareVersion: int
+        x::FieldEntry::repeated(x::Name(0x2544e0e), x::Name(0x3344606)), // controllerType: string
+        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x27b9b09), x::Name(0x2405e07)), // encrypted: boolean
+        x::FieldEntry::required(x::Name(0x2720c08), x::Name(0x2405e07)), // diskType: boolean
+        x::FieldEntry::required(x::Name(0x2445d0a), x::Name(0x2405e07)), // capacityKb: boolean
+        x::FieldEntry::required(x::Name(0x2981e0f), x::Name(0x2405e07)), // hardwareVersion: boolean
+        x::FieldEntry::optional(x::Name(0x2544e0e), x::Name(0x2405e07)), // controllerType: boolean
+        x::FieldEntry::optional(x::Name(0x270570b), x::Name(0x2405e07)), // diskExtents: boolean
+        x::FieldEntry::optional(x::Name(0x3403004), x::Name(0x2405e07)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x27bed0a), x::Name(0x2405e07)), // encryption: boolean
+        x::FieldEntry::optional(x::Name(0x31c230c), x::Name(0x2405e07)), // sectorFormat: boolean
+        x::FieldEntry::required(x::Name(0x33f8708), x::Name(0x2405e07)), // template: boolean
+        x::FieldEntry::required(x::Name(0x35b7202), x::Name(0x13ff016)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2676f08), x::Name(0xea4611)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x267470e), x::Name(0x963417)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x267560d), x::Name(0x976516)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x13d6214)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::optional(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27f680a), x::Name(0x3344606)), // entityName: string
+        x::FieldEntry::optional(x::Name(0x27f2c06), x::Name(0x13ff016)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2801305), x::Name(0x13d6214)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x23d550b), x::Name(0x3344606)), // backingType: string
+        x::FieldEntry::optional(x::Name(0x23d0f0f), x::Name(0x3344606)), // backingFilename: string
+        x::FieldEntry::repeated(x::Name(0x2805c06), x::Name(0x13d6214)), // errors: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x36bde08), x::Name(0x13d6214)), // warnings: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2e76c08), x::Name(0x1f0d421)), // oldState: VirtualMachineFaultToleranceState
+        x::FieldEntry::required(x::Name(0x2d81808), x::Name(0x1f0d421)), // newState: VirtualMachineFaultToleranceState
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2c37b0d), x::Name(0x2a94603)), // maxNumFtVcpus: int
+        x::FieldEntry::optional(x::Name(0x29e3e08), x::Name(0x3344606)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2c3890b), x::Name(0x2a94603)), // maxNumFtVms: int
+        x::FieldEntry::optional(x::Name(0x3074106), x::Name(0x3344606)), // reason: string
+        x::FieldEntry::required(x::Name(0x32fa105), x::Name(0x3344606)), // state: string
+        x::FieldEntry::optional(x::Name(0x2fea409), x::Name(0x3344606)), // prevState: string
     ],
     values: &[
-        x::Name(0x292db03), // mks
-        x::Name(0x238ac06), // device
-        x::Name(0x25e710c), // guestControl
-        x::Name(0x3209e06), // webmks
-        x::Name(0x25f030e), // guestIntegrity
-        x::Name(0x3208e0f), // webRemoteDevice
-        x::Name(0x2614b15), // guestToolsTypeUnknown
-        x::Name(0x260fb11), // guestToolsTypeMSI
-        x::Name(0x2613911), // guestToolsTypeTar
-        x::Name(0x2610d11), // guestToolsTypeOSP
-        x::Name(0x2611f19), // guestToolsTypeOpenVMTools
-        x::Name(0x2608414), // guestToolsNotRunning
-        x::Name(0x2609911), // guestToolsRunning
-        x::Name(0x2603c1a), // guestToolsExecutingScripts
-        x::Name(0x2fc4d11), // toolsNotInstalled
-        x::Name(0x2fc5f0f), // toolsNotRunning
-        x::Name(0x2fc7708), // toolsOld
-        x::Name(0x2fc6f07), // toolsOk
-        x::Name(0x2606d16), // guestToolsNotInstalled
-        x::Name(0x2605715), // guestToolsNeedUpgrade
-        x::Name(0x2602a11), // guestToolsCurrent
-        x::Name(0x2616113), // guestToolsUnmanaged
-        x::Name(0x260ea10), // guestToolsTooOld
-        x::Name(0x260c216), // guestToolsSupportedOld
-        x::Name(0x260ab16), // guestToolsSupportedNew
-        x::Name(0x260d910), // guestToolsTooNew
-        x::Name(0x2601415), // guestToolsBlacklisted
-        x::Name(0x20c2c05), // audio
-        x::Name(0x2652703), // hid
-        x::Name(0x2652b0c), // hid_bootable
-        x::Name(0x2b83608), // physical
-        x::Name(0x21ddb0d), // communication
-        x::Name(0x26d6907), // imaging
-        x::Name(0x2c03607), // printer
-        x::Name(0x2ee0d07), // storage
-        x::Name(0x26bb703), // hub
-        x::Name(0x2e2430a), // smart_card
-        x::Name(0x2da8b08), // security
-        x::Name(0x30e7f05), // video
-        x::Name(0x3237d08), // wireless
-        x::Name(0x212a209), // bluetooth
-        x::Name(0x3245f04), // wusb
-        x::Name(0x2b4f603), // pda
-        x::Name(0x30dae0f), // vendor_specific
-        x::Name(0x2ad9905), // other
-        x::Name(0x302570d), // unknownFamily
-        x::Name(0x285b403), // low
-        x::Name(0x25b5804), // full
-        x::Name(0x2653f04), // high
-        x::Name(0x2f11c0a), // superSpeed
-        x::Name(0x2f1270e), // superSpeedPlus
-        x::Name(0x302820c), // unknownSpeed
-        x::Name(0x205e605), // allow
-        x::Name(0x2356e04), // deny
-        x::Name(0x25e3f05), // guest
-        x::Name(0x2658304), // host
-        x::Name(0x207d60c), // anyDirection
-        x::Name(0x26bff0a), // hypervisor
-        x::Name(0x2424a08), // doorbell
-        x::Name(0x2c5d909), // queuepair
-        x::Name(0x22ed608), // datagram
-        x::Name(0x2efe206), // stream
-        x::Name(0x207e30b), // anyProtocol
-        x::Name(0x21fc307), // compute
-        x::Name(0x2c4fa06), // quadro
-        x::Name(0x2faea0a), // timeSliced
-        x::Name(0x290bf03), // mig
-        x::Name(0x20e2e09), // automatic
-        x::Name(0x2e41308), // software
-        x::Name(0x261dc08), // hardware
-        x::Name(0x2700c16), // independent_persistent
-        x::Name(0x26fd819), // independent_eraseonrevert
-        x::Name(0x229d208), // ctx_auto
-        x::Name(0x229db0a), // ctx_backup
-        x::Name(0x229e615), // ctx_file_share_backup
-        x::Name(0x20e190a), // autodetect
-        x::Name(0x272a514), // intellimouseExplorer
-        x::Name(0x272ba0f), // intellimousePs2
-        x::Name(0x2855f10), // logitechMouseman
-        x::Name(0x290ae10), // microsoft_serial
-        x::Name(0x293f90c), // mouseSystems
-        x::Name(0x294060e), // mousemanSerial
-        x::Name(0x2c42703), // ps2
-        x::Name(0x29e7c09), // noSharing
-        x::Name(0x311b80e), // virtualSharing
-        x::Name(0x2b8a40f), // physicalSharing
-        x::Name(0x21b3b06), // client
-        x::Name(0x2dbe806), // server
-        x::Name(0x2d50606), // rocev1
-        x::Name(0x2d50d06), // rocev2
-        x::Name(0x31c1a17), // vmtoolsHeartbeatFailure
-        x::Name(0x2082213), // appHeartbeatFailure
-        x::Name(0x2084918), // appImmediateResetRequest
-        x::Name(0x31a0713), // vmcpResetApdCleared
-        x::Name(0x26f4110), // incompatibleHost
-        x::Name(0x285490b), // loginFailed
-        x::Name(0x2cb3e10), // registerVmFailed
-        x::Name(0x290fc0d), // migrateFailed
-        x::Name(0x261bb0c), // haNotEnabled
-        x::Name(0x293b814), // moreThanOneSecondary
-        x::Name(0x2c9ca18), // recordReplayNotSupported
-        x::Name(0x2cd9912), // replayNotSupported
-        x::Name(0x2f9ee0a), // templateVm
-        x::Name(0x296000c), // multipleVCPU
-        x::Name(0x267350c), // hostInactive
-        x::Name(0x25b1d15), // ftUnsupportedHardware
-        x::Name(0x25b3314), // ftUnsupportedProduct
-        x::Name(0x292a611), // missingVMotionNic
-        x::Name(0x2924813), // missingFTLoggingNic
-        x::Name(0x2fa7408), // thinDisk
-        x::Name(0x30dd01e), // verifySSLCertificateFlagNotSet
-        x::Name(0x262f30c), // hasSnapshots
-        x::Name(0x29e5608), // noConfig
-        x::Name(0x25b030d), // ftSecondaryVm
-        x::Name(0x262cd0c), // hasLocalDisk
-        x::Name(0x24d4f0a), // esxAgentVm
-        x::Name(0x30e850e), // video3dEnabled
-        x::Name(0x2630012), // hasUnsupportedDisk
-        x::Name(0x2726615), // insufficientBandwidth
-        x::Name(0x262da18), // hasNestedHVConfiguration
-        x::Name(0x2631316), // hasVFlashConfiguration
-        x::Name(0x3049e12), // unsupportedProduct
-        x::Name(0x2270710), // cpuHvUnsupported
-        x::Name(0x2272a13), // cpuHwmmuUnsupported
-        x::Name(0x226f90d), // cpuHvDisabled
-        x::Name(0x262be0e), // hasEFIFirmware
-        x::Name(0x2fbec0c), // tooManyVCPUs
-        x::Name(0x2fbf90d), // tooMuchMemory
-        x::Name(0x3048419), // unsupportedPMemHAFailOver
-        x::Name(0x30fc60d), // virtualFloppy
-        x::Name(0x30f070c), // virtualCdrom
-        x::Name(0x311a611), // virtualSerialPort
-        x::Name(0x3118013), // virtualParallelPort
-        x::Name(0x30f280b), // virtualDisk
-        x::Name(0x2e01708), // shutdown
-        x::Name(0x2bd270a), // poweredOff
-        x::Name(0x2c2a50b), // promiscuous
-        x::Name(0x27c5f08), // isolated
-        x::Name(0x21e1009), // community
-        x::Name(0x29ef808), // nonExist
-        x::Name(0x2ea760d), // stampMismatch
-        x::Name(0x3024f07), // unknown
-        x::Name(0x29e4d08), // noAction
-        x::Name(0x24ae719), // ensureObjectAccessibility
-        x::Name(0x24d8d0f), // evacuateAllData
+        x::Name(0x2fb3208), // powerOff
+        x::Name(0x3151006), // revert
+        x::Name(0x301f306), // prompt
+        x::Name(0x33d4804), // take
+        x::Name(0x326f604), // soft
+        x::Name(0x2976304), // hard
+        x::Name(0x2fe2006), // preset
+        x::Name(0x2fc030a), // poweredOff
+        x::Name(0x2fc7409), // poweredOn
+        x::Name(0x33a5609), // suspended
+        x::Name(0x30a3409), // recording
+        x::Name(0x30e6809), // replaying
+        x::Name(0x2a4e308), // inactive
+        x::Name(0x2ce9922), // moveAllDiskBackingsAndAllowSharing
+        x::Name(0x2cede25), // moveAllDiskBackingsAndDisallowSharing
+        x::Name(0x2cf0418), // moveChildMostDiskBacking
+        x::Name(0x2579419), // createNewChildDiskBacking
+        x::Name(0x2cebc21), // moveAllDiskBackingsAndConsolidate
+        x::Name(0x28c4904), // flat
+        x::Name(0x32b1406), // sparse
+        x::Name(0x26fca04), // disk
+        x::Name(0x33d4d04), // tape
+        x::Name(0x2ff3807), // printer
+        x::Name(0x3004d09), // processor
+        x::Name(0x36fd304), // worm
+        x::Name(0x244c005), // cdrom
+        x::Name(0x3197107), // scanner
+        x::Name(0x2e96e07), // optical
+        x::Name(0x2c6a705), // media
+        x::Name(0x24bd403), // com
+        x::Name(0x305ff04), // raid
+        x::Name(0x3488b07), // unknown
+        x::Name(0x2bdb006), // locked
+        x::Name(0x3490708), // unlocked
+        x::Name(0x247ff0a), // checkpoint
+        x::Name(0x2fb830e), // powerOnSuspend
+        x::Name(0x24da309), // compliant
+        x::Name(0x24b390b), // clusterWide
+        x::Name(0x2cd0803), // mks
+        x::Name(0x2694006), // device
+        x::Name(0x293b70c), // guestControl
+        x::Name(0x2735003), // dnd
+        x::Name(0x36c0a06), // webmks
+        x::Name(0x2945b0e), // guestIntegrity
+        x::Name(0x36bfa0f), // webRemoteDevice
+        x::Name(0x296d715), // guestToolsTypeUnknown
+        x::Name(0x2968711), // guestToolsTypeMSI
+        x::Name(0x296c511), // guestToolsTypeTar
+        x::Name(0x2969911), // guestToolsTypeOSP
+        x::Name(0x296ab19), // guestToolsTypeOpenVMTools
+        x::Name(0x2961014), // guestToolsNotRunning
+        x::Name(0x2962511), // guestToolsRunning
+        x::Name(0x295c81a), // guestToolsExecutingScripts
+        x::Name(0x3422111), // toolsNotInstalled
+        x::Name(0x342330f), // toolsNotRunning
+        x::Name(0x3424b08), // toolsOld
+        x::Name(0x3424307), // toolsOk
+        x::Name(0x295f916), // guestToolsNotInstalled
+        x::Name(0x295e315), // guestToolsNeedUpgrade
+        x::Name(0x295b611), // guestToolsCurrent
+        x::Name(0x296ed13), // guestToolsUnmanaged
+        x::Name(0x2967610), // guestToolsTooOld
+        x::Name(0x2964e16), // guestToolsSupportedOld
+        x::Name(0x2963716), // guestToolsSupportedNew
+        x::Name(0x2966510), // guestToolsTooNew
+        x::Name(0x295a015), // guestToolsBlacklisted
+        x::Name(0x2390505), // audio
+        x::Name(0x29af203), // hid
+        x::Name(0x29af60c), // hid_bootable
+        x::Name(0x2f65708), // physical
+        x::Name(0x24c0d0d), // communication
+        x::Name(0x2a3ab07), // imaging
+        x::Name(0x2ff3807), // printer
+        x::Name(0x331f407), // storage
+        x::Name(0x2a1e803), // hub
+        x::Name(0x325330a), // smart_card
+        x::Name(0x31c7e08), // security
+        x::Name(0x356df05), // video
+        x::Name(0x36f2808), // wireless
+        x::Name(0x2402e09), // bluetooth
+        x::Name(0x3703504), // wusb
+        x::Name(0x2f2e603), // pda
+        x::Name(0x355b70f), // vendor_specific
+        x::Name(0x2eadc05), // other
+        x::Name(0x348930d), // unknownFamily
+        x::Name(0x2be9703), // low
+        x::Name(0x2905104), // full
+        x::Name(0x29b0a04), // high
+        x::Name(0x335c90a), // superSpeed
+        x::Name(0x335e50e), // superSpeedPlus
+        x::Name(0x335d410), // superSpeed20Gbps
+        x::Name(0x348be0c), // unknownSpeed
+        x::Name(0x2324c05), // allow
+        x::Name(0x265d204), // deny
+        x::Name(0x2937305), // guest
+        x::Name(0x29b4e04), // host
+        x::Name(0x234890c), // anyDirection
+        x::Name(0x2a2300a), // hypervisor
+        x::Name(0x2746f08), // doorbell
+        x::Name(0x3054809), // queuepair
+        x::Name(0x25eb808), // datagram
+        x::Name(0x333da06), // stream
+        x::Name(0x234960b), // anyProtocol
+        x::Name(0x2f2790b), // pciPassthru
+        x::Name(0x2e50d0a), // nvidiaVgpu
+        x::Name(0x32d1808), // sriovNic
+        x::Name(0x277d303), // dvx
+        x::Name(0x24e4607), // compute
+        x::Name(0x3046906), // quadro
+        x::Name(0x340be0a), // timeSliced
+        x::Name(0x2caa803), // mig
+        x::Name(0x23b7109), // automatic
+        x::Name(0x3271908), // software
+        x::Name(0x2976808), // hardware
+        x::Name(0x2daff04), // none
+        x::Name(0x3198509), // scheduled
+        x::Name(0x2a7f10a), // inprogress
+        x::Name(0x2851a06), // failed
+        x::Name(0x24d5d09), // completed
+        x::Name(0x2a68916), // independent_persistent
+        x::Name(0x2a65519), // independent_eraseonrevert
+        x::Name(0x2593b08), // ctx_auto
+        x::Name(0x259440a), // ctx_backup
+        x::Name(0x2594f15), // ctx_file_share_backup
+        x::Name(0x2da2809), // noSharing
+        x::Name(0x2f6e50f), // physicalSharing
+        x::Name(0x23b5c0a), // autodetect
+        x::Name(0x2a96314), // intellimouseExplorer
+        x::Name(0x2a9780f), // intellimousePs2
+        x::Name(0x2be4210), // logitechMouseman
+        x::Name(0x2ca9710), // microsoft_serial
+        x::Name(0x2ce7d0c), // mouseSystems
+        x::Name(0x2ce8a0e), // mousemanSerial
+        x::Name(0x3038d03), // ps2
+        x::Name(0x2da2809), // noSharing
+        x::Name(0x35a3f0e), // virtualSharing
+        x::Name(0x2f6e50f), // physicalSharing
+        x::Name(0x2494a06), // client
+        x::Name(0x31dff06), // server
+        x::Name(0x1482b04), // NONE
+        x::Name(0x1b2d203), // TSO
+        x::Name(0x1362e03), // LRO
+        x::Name(0x1b2d607), // TSO_LRO
+        x::Name(0x3165c06), // rocev1
+        x::Name(0x3166306), // rocev2
+        x::Name(0x3657217), // vmtoolsHeartbeatFailure
+        x::Name(0x234d513), // appHeartbeatFailure
+        x::Name(0x234fc18), // appImmediateResetRequest
+        x::Name(0x362d413), // vmcpResetApdCleared
+        x::Name(0x2952213), // guestOsCrashFailure
+        x::Name(0x2a5a010), // incompatibleHost
+        x::Name(0x2be2c0b), // loginFailed
+        x::Name(0x30b7010), // registerVmFailed
+        x::Name(0x2cae50d), // migrateFailed
+        x::Name(0x297470c), // haNotEnabled
+        x::Name(0x2ce1814), // moreThanOneSecondary
+        x::Name(0x309f318), // recordReplayNotSupported
+        x::Name(0x30e1e12), // replayNotSupported
+        x::Name(0x33f900a), // templateVm
+        x::Name(0x2d0950c), // multipleVCPU
+        x::Name(0x29d250c), // hostInactive
+        x::Name(0x2901615), // ftUnsupportedHardware
+        x::Name(0x2902c14), // ftUnsupportedProduct
+        x::Name(0x2ccc911), // missingVMotionNic
+        x::Name(0x2cc5913), // missingFTLoggingNic
+        x::Name(0x3403508), // thinDisk
+        x::Name(0x355d91e), // verifySSLCertificateFlagNotSet
+        x::Name(0x298a60c), // hasSnapshots
+        x::Name(0x2d9e408), // noConfig
+        x::Name(0x28ffc0d), // ftSecondaryVm
+        x::Name(0x2986c0c), // hasLocalDisk
+        x::Name(0x280fd0a), // esxAgentVm
+        x::Name(0x356e50e), // video3dEnabled
+        x::Name(0x298b312), // hasUnsupportedDisk
+        x::Name(0x2a90815), // insufficientBandwidth
+        x::Name(0x2987918), // hasNestedHVConfiguration
+        x::Name(0x298c616), // hasVFlashConfiguration
+        x::Name(0x34b2e12), // unsupportedProduct
+        x::Name(0x2562010), // cpuHvUnsupported
+        x::Name(0x2564313), // cpuHwmmuUnsupported
+        x::Name(0x256120d), // cpuHvDisabled
+        x::Name(0x2984a0e), // hasEFIFirmware
+        x::Name(0x341c00c), // tooManyVCPUs
+        x::Name(0x341cd0d), // tooMuchMemory
+        x::Name(0x352cc12), // vMotionNotLicensed
+        x::Name(0x28fdb0d), // ftNotLicensed
+        x::Name(0x2973a0c), // haAgentIssue
+        x::Name(0x34b410f), // unsupportedSPBM
+        x::Name(0x2985912), // hasLinkedCloneDisk
+        x::Name(0x34b1419), // unsupportedPMemHAFailOver
+        x::Name(0x34ae818), // unsupportedEncryptedDisk
+        x::Name(0x28fc119), // ftMetroClusterNotEditable
+        x::Name(0x2d9ed15), // noHostGroupConfigured
+        x::Name(0x358410d), // virtualFloppy
+        x::Name(0x357700c), // virtualCdrom
+        x::Name(0x35a2d11), // virtualSerialPort
+        x::Name(0x35a0713), // virtualParallelPort
+        x::Name(0x357910b), // virtualDisk
     ],
 };

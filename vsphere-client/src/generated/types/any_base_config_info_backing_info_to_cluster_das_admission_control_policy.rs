@@ -317,12 +317,13 @@ for BaseConfigInfoRawDiskMappingBackingInfo {
         )
     }
 }
-/// `ClusterAction` or one of its 8 subtypes, chosen by `xsi:type` when decoding.
+/// `ClusterAction` or one of its 9 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyClusterAction::ClusterAction`].
 #[non_exhaustive]
 pub enum AnyClusterAction {
     ClusterAction(Box<ClusterAction>),
+    ClusterClusterInitialPlacementAction(Box<ClusterClusterInitialPlacementAction>),
     ClusterHostInfraUpdateHaModeAction(Box<ClusterHostInfraUpdateHaModeAction>),
     ClusterHostPowerAction(Box<ClusterHostPowerAction>),
     ClusterInitialPlacementAction(Box<ClusterInitialPlacementAction>),
@@ -357,6 +358,7 @@ impl AnyClusterAction {
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
             Self::ClusterAction(value) => x::as_dyn(&**value),
+            Self::ClusterClusterInitialPlacementAction(value) => x::as_dyn(&**value),
             Self::ClusterHostInfraUpdateHaModeAction(value) => x::as_dyn(&**value),
             Self::ClusterHostPowerAction(value) => x::as_dyn(&**value),
             Self::ClusterInitialPlacementAction(value) => x::as_dyn(&**value),
@@ -407,6 +409,12 @@ impl AnyClusterAction {
             "ClusterAction" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::ClusterAction(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClusterClusterInitialPlacementAction" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterClusterInitialPlacementAction(v)),
                     Err(_) => None,
                 }
             }
@@ -466,6 +474,12 @@ impl x::Decode for AnyClusterAction {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(
             match r.xsi_type() {
+                Some("ClusterClusterInitialPlacementAction") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ClusterClusterInitialPlacementAction(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("ClusterHostInfraUpdateHaModeAction") => {
                     match r.read_boxed() {
                         Ok(v) => Self::ClusterHostInfraUpdateHaModeAction(v),
@@ -532,6 +546,11 @@ impl<T: x::VariantOf<AnyClusterAction>> From<T> for AnyClusterAction {
 impl x::VariantOf<AnyClusterAction> for ClusterAction {
     fn into_variant(self) -> AnyClusterAction {
         AnyClusterAction::ClusterAction(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyClusterAction> for ClusterClusterInitialPlacementAction {
+    fn into_variant(self) -> AnyClusterAction {
+        AnyClusterAction::ClusterClusterInitialPlacementAction(Box::new(self))
     }
 }
 impl x::VariantOf<AnyClusterAction> for ClusterHostInfraUpdateHaModeAction {

@@ -787,7 +787,7 @@ for ClusterProfileConfigServiceCreateSpec {
         )
     }
 }
-/// `ClusterRuleInfo` or one of its 6 subtypes, chosen by `xsi:type` when decoding.
+/// `ClusterRuleInfo` or one of its 7 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyClusterRuleInfo::ClusterRuleInfo`].
 #[non_exhaustive]
@@ -796,6 +796,7 @@ pub enum AnyClusterRuleInfo {
     ClusterAffinityRuleSpec(Box<ClusterAffinityRuleSpec>),
     ClusterAntiAffinityRuleSpec(Box<ClusterAntiAffinityRuleSpec>),
     ClusterDependencyRuleInfo(Box<ClusterDependencyRuleInfo>),
+    ClusterFtVmHostRuleInfo(Box<ClusterFtVmHostRuleInfo>),
     ClusterVmHostRuleInfo(Box<ClusterVmHostRuleInfo>),
     VirtualDiskAntiAffinityRuleSpec(Box<VirtualDiskAntiAffinityRuleSpec>),
     VirtualDiskRuleSpec(Box<VirtualDiskRuleSpec>),
@@ -828,6 +829,7 @@ impl AnyClusterRuleInfo {
             Self::ClusterAffinityRuleSpec(value) => x::as_dyn(&**value),
             Self::ClusterAntiAffinityRuleSpec(value) => x::as_dyn(&**value),
             Self::ClusterDependencyRuleInfo(value) => x::as_dyn(&**value),
+            Self::ClusterFtVmHostRuleInfo(value) => x::as_dyn(&**value),
             Self::ClusterVmHostRuleInfo(value) => x::as_dyn(&**value),
             Self::VirtualDiskAntiAffinityRuleSpec(value) => x::as_dyn(&**value),
             Self::VirtualDiskRuleSpec(value) => x::as_dyn(&**value),
@@ -894,6 +896,12 @@ impl AnyClusterRuleInfo {
                     Err(_) => None,
                 }
             }
+            "ClusterFtVmHostRuleInfo" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterFtVmHostRuleInfo(v)),
+                    Err(_) => None,
+                }
+            }
             "ClusterVmHostRuleInfo" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::ClusterVmHostRuleInfo(v)),
@@ -935,6 +943,12 @@ impl x::Decode for AnyClusterRuleInfo {
                 Some("ClusterDependencyRuleInfo") => {
                     match r.read_boxed() {
                         Ok(v) => Self::ClusterDependencyRuleInfo(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ClusterFtVmHostRuleInfo") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ClusterFtVmHostRuleInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
@@ -989,6 +1003,11 @@ impl x::VariantOf<AnyClusterRuleInfo> for ClusterAntiAffinityRuleSpec {
 impl x::VariantOf<AnyClusterRuleInfo> for ClusterDependencyRuleInfo {
     fn into_variant(self) -> AnyClusterRuleInfo {
         AnyClusterRuleInfo::ClusterDependencyRuleInfo(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyClusterRuleInfo> for ClusterFtVmHostRuleInfo {
+    fn into_variant(self) -> AnyClusterRuleInfo {
+        AnyClusterRuleInfo::ClusterFtVmHostRuleInfo(Box::new(self))
     }
 }
 impl x::VariantOf<AnyClusterRuleInfo> for ClusterVmHostRuleInfo {

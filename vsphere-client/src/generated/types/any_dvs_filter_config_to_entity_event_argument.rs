@@ -922,7 +922,7 @@ impl x::VariantOf<AnyElementDescription> for OptionDef {
         AnyElementDescription::OptionDef(Box::new(self))
     }
 }
-/// `EntityEventArgument` or one of its 12 subtypes, chosen by `xsi:type` when decoding.
+/// `EntityEventArgument` or one of its 13 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyEntityEventArgument::EntityEventArgument`].
 #[non_exhaustive]
@@ -939,6 +939,7 @@ pub enum AnyEntityEventArgument {
     NetworkEventArgument(Box<NetworkEventArgument>),
     ResourcePoolEventArgument(Box<ResourcePoolEventArgument>),
     ScheduledTaskEventArgument(Box<ScheduledTaskEventArgument>),
+    TgwEventArgument(Box<TgwEventArgument>),
     VmEventArgument(Box<VmEventArgument>),
 }
 impl Default for AnyEntityEventArgument {
@@ -977,6 +978,7 @@ impl AnyEntityEventArgument {
             Self::NetworkEventArgument(value) => x::as_dyn(&**value),
             Self::ResourcePoolEventArgument(value) => x::as_dyn(&**value),
             Self::ScheduledTaskEventArgument(value) => x::as_dyn(&**value),
+            Self::TgwEventArgument(value) => x::as_dyn(&**value),
             Self::VmEventArgument(value) => x::as_dyn(&**value),
         }
     }
@@ -1085,6 +1087,12 @@ impl AnyEntityEventArgument {
                     Err(_) => None,
                 }
             }
+            "TgwEventArgument" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TgwEventArgument(v)),
+                    Err(_) => None,
+                }
+            }
             "VmEventArgument" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::VmEventArgument(v)),
@@ -1162,6 +1170,12 @@ impl x::Decode for AnyEntityEventArgument {
                 Some("ScheduledTaskEventArgument") => {
                     match r.read_boxed() {
                         Ok(v) => Self::ScheduledTaskEventArgument(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TgwEventArgument") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TgwEventArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
@@ -1244,6 +1258,11 @@ impl x::VariantOf<AnyEntityEventArgument> for ResourcePoolEventArgument {
 impl x::VariantOf<AnyEntityEventArgument> for ScheduledTaskEventArgument {
     fn into_variant(self) -> AnyEntityEventArgument {
         AnyEntityEventArgument::ScheduledTaskEventArgument(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyEntityEventArgument> for TgwEventArgument {
+    fn into_variant(self) -> AnyEntityEventArgument {
+        AnyEntityEventArgument::TgwEventArgument(Box::new(self))
     }
 }
 impl x::VariantOf<AnyEntityEventArgument> for VmEventArgument {

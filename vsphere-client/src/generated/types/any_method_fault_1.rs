@@ -5,7 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `MethodFault` or one of its 693 subtypes, chosen by `xsi:type` when decoding.
+/// `MethodFault` or one of its 698 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyMethodFault::MethodFault`].
 #[non_exhaustive]
@@ -24,6 +24,7 @@ pub enum AnyMethodFault {
     AnswerFileUpdateFailed(Box<AnswerFileUpdateFailed>),
     ApplicationQuiesceFault(Box<ApplicationQuiesceFault>),
     AuthMinimumAdminPermission(Box<AuthMinimumAdminPermission>),
+    AuthenticationRequired(Box<AuthenticationRequired>),
     BackupBlobReadFailure(Box<BackupBlobReadFailure>),
     BackupBlobWriteFailure(Box<BackupBlobWriteFailure>),
     BlockedByFirewall(Box<BlockedByFirewall>),
@@ -166,6 +167,7 @@ pub enum AnyMethodFault {
     FilesystemQuiesceFault(Box<FilesystemQuiesceFault>),
     FilterInUse(Box<FilterInUse>),
     FtIssuesOnHost(Box<FtIssuesOnHost>),
+    FtVmHostRuleViolation(Box<FtVmHostRuleViolation>),
     FullStorageVMotionNotSupported(Box<FullStorageVMotionNotSupported>),
     GatewayConnectFault(Box<GatewayConnectFault>),
     GatewayHostNotReachable(Box<GatewayHostNotReachable>),
@@ -293,8 +295,10 @@ pub enum AnyMethodFault {
     InvalidPropertyValue(Box<InvalidPropertyValue>),
     InvalidRequest(Box<InvalidRequest>),
     InvalidResourcePoolStructureFault(Box<InvalidResourcePoolStructureFault>),
+    InvalidScheduledTask(Box<InvalidScheduledTask>),
     InvalidSnapshotFormat(Box<InvalidSnapshotFormat>),
     InvalidState(Box<InvalidState>),
+    InvalidToken(Box<InvalidToken>),
     InvalidType(Box<InvalidType>),
     InvalidVmConfig(Box<InvalidVmConfig>),
     InvalidVmState(Box<InvalidVmState>),
@@ -566,6 +570,7 @@ pub enum AnyMethodFault {
     SecondaryVmAlreadyRegistered(Box<SecondaryVmAlreadyRegistered>),
     SecondaryVmNotRegistered(Box<SecondaryVmNotRegistered>),
     SecurityError(Box<SecurityError>),
+    SessionNotFound(Box<SessionNotFound>),
     SharedBusControllerNotSupported(Box<SharedBusControllerNotSupported>),
     ShrinkDiskFault(Box<ShrinkDiskFault>),
     SnapshotCloneNotSupported(Box<SnapshotCloneNotSupported>),
@@ -761,6 +766,7 @@ impl AnyMethodFault {
             Self::AnswerFileUpdateFailed(value) => x::as_dyn(&**value),
             Self::ApplicationQuiesceFault(value) => x::as_dyn(&**value),
             Self::AuthMinimumAdminPermission(value) => x::as_dyn(&**value),
+            Self::AuthenticationRequired(value) => x::as_dyn(&**value),
             Self::BackupBlobReadFailure(value) => x::as_dyn(&**value),
             Self::BackupBlobWriteFailure(value) => x::as_dyn(&**value),
             Self::BlockedByFirewall(value) => x::as_dyn(&**value),
@@ -897,6 +903,7 @@ impl AnyMethodFault {
             Self::FilesystemQuiesceFault(value) => x::as_dyn(&**value),
             Self::FilterInUse(value) => x::as_dyn(&**value),
             Self::FtIssuesOnHost(value) => x::as_dyn(&**value),
+            Self::FtVmHostRuleViolation(value) => x::as_dyn(&**value),
             Self::FullStorageVMotionNotSupported(value) => x::as_dyn(&**value),
             Self::GatewayConnectFault(value) => x::as_dyn(&**value),
             Self::GatewayHostNotReachable(value) => x::as_dyn(&**value),
@@ -1022,8 +1029,10 @@ impl AnyMethodFault {
             Self::InvalidPropertyValue(value) => x::as_dyn(&**value),
             Self::InvalidRequest(value) => x::as_dyn(&**value),
             Self::InvalidResourcePoolStructureFault(value) => x::as_dyn(&**value),
+            Self::InvalidScheduledTask(value) => x::as_dyn(&**value),
             Self::InvalidSnapshotFormat(value) => x::as_dyn(&**value),
             Self::InvalidState(value) => x::as_dyn(&**value),
+            Self::InvalidToken(value) => x::as_dyn(&**value),
             Self::InvalidType(value) => x::as_dyn(&**value),
             Self::InvalidVmConfig(value) => x::as_dyn(&**value),
             Self::InvalidVmState(value) => x::as_dyn(&**value),
@@ -1293,6 +1302,7 @@ impl AnyMethodFault {
             Self::SecondaryVmAlreadyRegistered(value) => x::as_dyn(&**value),
             Self::SecondaryVmNotRegistered(value) => x::as_dyn(&**value),
             Self::SecurityError(value) => x::as_dyn(&**value),
+            Self::SessionNotFound(value) => x::as_dyn(&**value),
             Self::SharedBusControllerNotSupported(value) => x::as_dyn(&**value),
             Self::ShrinkDiskFault(value) => x::as_dyn(&**value),
             Self::SnapshotCloneNotSupported(value) => x::as_dyn(&**value),

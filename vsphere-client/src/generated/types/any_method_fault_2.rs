@@ -93,6 +93,12 @@ impl AnyMethodFault {
                     Err(_) => None,
                 }
             }
+            "AuthenticationRequired" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AuthenticationRequired(v)),
+                    Err(_) => None,
+                }
+            }
             "BackupBlobReadFailure" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::BackupBlobReadFailure(v)),
@@ -909,6 +915,12 @@ impl AnyMethodFault {
                     Err(_) => None,
                 }
             }
+            "FtVmHostRuleViolation" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FtVmHostRuleViolation(v)),
+                    Err(_) => None,
+                }
+            }
             "FullStorageVMotionNotSupported" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::FullStorageVMotionNotSupported(v)),
@@ -1659,6 +1671,12 @@ impl AnyMethodFault {
                     Err(_) => None,
                 }
             }
+            "InvalidScheduledTask" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidScheduledTask(v)),
+                    Err(_) => None,
+                }
+            }
             "InvalidSnapshotFormat" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::InvalidSnapshotFormat(v)),
@@ -1668,6 +1686,12 @@ impl AnyMethodFault {
             "InvalidState" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::InvalidState(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidToken" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidToken(v)),
                     Err(_) => None,
                 }
             }
@@ -3282,6 +3306,12 @@ impl AnyMethodFault {
             "SecurityError" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::SecurityError(v)),
+                    Err(_) => None,
+                }
+            }
+            "SessionNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SessionNotFound(v)),
                     Err(_) => None,
                 }
             }

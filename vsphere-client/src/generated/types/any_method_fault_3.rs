@@ -87,6 +87,12 @@ impl x::Decode for AnyMethodFault {
                         Err(e) => return Err(e),
                     }
                 }
+                Some("AuthenticationRequired") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AuthenticationRequired(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("BackupBlobReadFailure") => {
                     match r.read_boxed() {
                         Ok(v) => Self::BackupBlobReadFailure(v),
@@ -903,6 +909,12 @@ impl x::Decode for AnyMethodFault {
                         Err(e) => return Err(e),
                     }
                 }
+                Some("FtVmHostRuleViolation") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FtVmHostRuleViolation(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("FullStorageVMotionNotSupported") => {
                     match r.read_boxed() {
                         Ok(v) => Self::FullStorageVMotionNotSupported(v),
@@ -1653,6 +1665,12 @@ impl x::Decode for AnyMethodFault {
                         Err(e) => return Err(e),
                     }
                 }
+                Some("InvalidScheduledTask") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidScheduledTask(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("InvalidSnapshotFormat") => {
                     match r.read_boxed() {
                         Ok(v) => Self::InvalidSnapshotFormat(v),
@@ -1662,6 +1680,12 @@ impl x::Decode for AnyMethodFault {
                 Some("InvalidState") => {
                     match r.read_boxed() {
                         Ok(v) => Self::InvalidState(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidToken") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidToken(v),
                         Err(e) => return Err(e),
                     }
                 }
@@ -3276,6 +3300,12 @@ impl x::Decode for AnyMethodFault {
                 Some("SecurityError") => {
                     match r.read_boxed() {
                         Ok(v) => Self::SecurityError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SessionNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SessionNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }

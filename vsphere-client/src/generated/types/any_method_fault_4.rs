@@ -80,6 +80,11 @@ impl x::VariantOf<AnyMethodFault> for AuthMinimumAdminPermission {
         AnyMethodFault::AuthMinimumAdminPermission(Box::new(self))
     }
 }
+impl x::VariantOf<AnyMethodFault> for AuthenticationRequired {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AuthenticationRequired(Box::new(self))
+    }
+}
 impl x::VariantOf<AnyMethodFault> for BackupBlobReadFailure {
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::BackupBlobReadFailure(Box::new(self))
@@ -760,6 +765,11 @@ impl x::VariantOf<AnyMethodFault> for FtIssuesOnHost {
         AnyMethodFault::FtIssuesOnHost(Box::new(self))
     }
 }
+impl x::VariantOf<AnyMethodFault> for FtVmHostRuleViolation {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FtVmHostRuleViolation(Box::new(self))
+    }
+}
 impl x::VariantOf<AnyMethodFault> for FullStorageVMotionNotSupported {
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::FullStorageVMotionNotSupported(Box::new(self))
@@ -1385,6 +1395,11 @@ impl x::VariantOf<AnyMethodFault> for InvalidResourcePoolStructureFault {
         AnyMethodFault::InvalidResourcePoolStructureFault(Box::new(self))
     }
 }
+impl x::VariantOf<AnyMethodFault> for InvalidScheduledTask {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InvalidScheduledTask(Box::new(self))
+    }
+}
 impl x::VariantOf<AnyMethodFault> for InvalidSnapshotFormat {
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::InvalidSnapshotFormat(Box::new(self))
@@ -1393,6 +1408,11 @@ impl x::VariantOf<AnyMethodFault> for InvalidSnapshotFormat {
 impl x::VariantOf<AnyMethodFault> for InvalidState {
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::InvalidState(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyMethodFault> for InvalidToken {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InvalidToken(Box::new(self))
     }
 }
 impl x::VariantOf<AnyMethodFault> for InvalidType {
@@ -2433,25 +2453,5 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedPackage {
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSection {
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::OvfUnsupportedSection(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSubType {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedSubType(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedType {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedType(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfWrongElement {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfWrongElement(Box::new(self))
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfWrongNamespace {
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfWrongNamespace(Box::new(self))
     }
 }

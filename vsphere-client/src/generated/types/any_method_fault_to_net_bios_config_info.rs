@@ -5,6 +5,26 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSubType {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfUnsupportedSubType(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedType {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfUnsupportedType(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyMethodFault> for OvfWrongElement {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfWrongElement(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyMethodFault> for OvfWrongNamespace {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfWrongNamespace(Box::new(self))
+    }
+}
 impl x::VariantOf<AnyMethodFault> for OvfXmlFormat {
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::OvfXmlFormat(Box::new(self))
@@ -288,6 +308,11 @@ impl x::VariantOf<AnyMethodFault> for SecondaryVmNotRegistered {
 impl x::VariantOf<AnyMethodFault> for SecurityError {
     fn into_variant(self) -> AnyMethodFault {
         AnyMethodFault::SecurityError(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyMethodFault> for SessionNotFound {
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::SessionNotFound(Box::new(self))
     }
 }
 impl x::VariantOf<AnyMethodFault> for SharedBusControllerNotSupported {

@@ -5,7 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualDeviceBackingOption` or one of its 45 subtypes, chosen by `xsi:type` when decoding.
+/// `VirtualDeviceBackingOption` or one of its 46 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyVirtualDeviceBackingOption::VirtualDeviceBackingOption`].
 #[non_exhaustive]
@@ -52,6 +52,7 @@ pub enum AnyVirtualDeviceBackingOption {
     VirtualPCIPassthroughDeviceBackingOption(
         Box<VirtualPCIPassthroughDeviceBackingOption>,
     ),
+    VirtualPCIPassthroughDvxBackingOption(Box<VirtualPCIPassthroughDvxBackingOption>),
     VirtualPCIPassthroughDynamicBackingOption(
         Box<VirtualPCIPassthroughDynamicBackingOption>,
     ),
@@ -147,6 +148,7 @@ impl AnyVirtualDeviceBackingOption {
             Self::VirtualFloppyImageBackingOption(value) => x::as_dyn(&**value),
             Self::VirtualFloppyRemoteDeviceBackingOption(value) => x::as_dyn(&**value),
             Self::VirtualPCIPassthroughDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualPCIPassthroughDvxBackingOption(value) => x::as_dyn(&**value),
             Self::VirtualPCIPassthroughDynamicBackingOption(value) => x::as_dyn(&**value),
             Self::VirtualPCIPassthroughPluginBackingOption(value) => x::as_dyn(&**value),
             Self::VirtualPCIPassthroughVmiopBackingOption(value) => x::as_dyn(&**value),
@@ -375,6 +377,12 @@ impl AnyVirtualDeviceBackingOption {
             "VirtualPCIPassthroughDeviceBackingOption" => {
                 match x::downcast_box(object) {
                     Ok(v) => Some(Self::VirtualPCIPassthroughDeviceBackingOption(v)),
+                    Err(_) => None,
+                }
+            }
+            "VirtualPCIPassthroughDvxBackingOption" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VirtualPCIPassthroughDvxBackingOption(v)),
                     Err(_) => None,
                 }
             }
@@ -653,6 +661,12 @@ impl x::Decode for AnyVirtualDeviceBackingOption {
                 Some("VirtualPCIPassthroughDeviceBackingOption") => {
                     match r.read_boxed() {
                         Ok(v) => Self::VirtualPCIPassthroughDeviceBackingOption(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VirtualPCIPassthroughDvxBackingOption") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VirtualPCIPassthroughDvxBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
@@ -955,6 +969,14 @@ impl x::VariantOf<AnyVirtualDeviceBackingOption>
 for VirtualPCIPassthroughDeviceBackingOption {
     fn into_variant(self) -> AnyVirtualDeviceBackingOption {
         AnyVirtualDeviceBackingOption::VirtualPCIPassthroughDeviceBackingOption(
+            Box::new(self),
+        )
+    }
+}
+impl x::VariantOf<AnyVirtualDeviceBackingOption>
+for VirtualPCIPassthroughDvxBackingOption {
+    fn into_variant(self) -> AnyVirtualDeviceBackingOption {
+        AnyVirtualDeviceBackingOption::VirtualPCIPassthroughDvxBackingOption(
             Box::new(self),
         )
     }

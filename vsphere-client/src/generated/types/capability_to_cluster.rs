@@ -36,6 +36,10 @@ pub struct Capability {
     pub scalable_shares_supported: Option<bool>,
     /// `hadcsSupported`.
     pub hadcs_supported: Option<bool>,
+    /// `configMgmtSupported`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub config_mgmt_supported: Option<bool>,
 }
 impl x::SchemaType for Capability {
     const TYPE_NAME: &'static str = "Capability";
@@ -72,6 +76,7 @@ impl x::Fields for Capability {
             "hostSeedingSupported" => r.read_opt(&mut self.host_seeding_supported),
             "scalableSharesSupported" => r.read_opt(&mut self.scalable_shares_supported),
             "hadcsSupported" => r.read_opt(&mut self.hadcs_supported),
+            "configMgmtSupported" => r.read_opt(&mut self.config_mgmt_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -98,6 +103,7 @@ impl x::Fields for Capability {
         w.write_opt("hostSeedingSupported", &self.host_seeding_supported);
         w.write_opt("scalableSharesSupported", &self.scalable_shares_supported);
         w.write_opt("hadcsSupported", &self.hadcs_supported);
+        w.write_opt("configMgmtSupported", &self.config_mgmt_supported);
     }
 }
 /// `ChangesInfoEventArgument` (extends `DynamicData`).
@@ -500,6 +506,63 @@ impl x::ArrayItem for ClusterAttemptedVmInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterAttemptedVmInfo";
     const ITEM_TAG: &'static str = "ClusterAttemptedVmInfo";
 }
+/// `ClusterClusterInitialPlacementAction` (extends `ClusterAction`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterClusterInitialPlacementAction {
+    /// `type`, from `ClusterAction`.
+    pub type_: String,
+    /// `target`, from `ClusterAction`.
+    pub target: Option<x::ManagedObjectReference>,
+    /// `targetHost`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub target_host: Option<x::ManagedObjectReference>,
+    /// `pool`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub pool: x::ManagedObjectReference,
+    /// `availableNetworks`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub available_networks: Vec<x::ManagedObjectReference>,
+    /// `configSpec`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_spec: Option<VirtualMachineConfigSpec>,
+}
+impl x::SchemaType for ClusterClusterInitialPlacementAction {
+    const TYPE_NAME: &'static str = "ClusterClusterInitialPlacementAction";
+}
+impl x::Structure for ClusterClusterInitialPlacementAction {}
+impl x::Fields for ClusterClusterInitialPlacementAction {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
+            "targetHost" => r.read_opt(&mut self.target_host),
+            "pool" => r.read(&mut self.pool),
+            "availableNetworks" => r.read_push(&mut self.available_networks),
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("target", &self.target);
+        w.write_opt("targetHost", &self.target_host);
+        w.write("pool", &self.pool);
+        w.write_vec("availableNetworks", &self.available_networks);
+        w.write_opt("configSpec", &self.config_spec);
+    }
+}
 /// `ClusterComplianceCheckedEvent` (extends `ClusterEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterComplianceCheckedEvent {
@@ -525,10 +588,18 @@ pub struct ClusterComplianceCheckedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `profile`.
     pub profile: ProfileEventArgument,
 }
@@ -554,8 +625,10 @@ impl x::Fields for ClusterComplianceCheckedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
         };
@@ -574,8 +647,10 @@ impl x::Fields for ClusterComplianceCheckedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
     }
 }
@@ -608,6 +683,43 @@ impl x::Fields for ClusterComputeResourceClusterConfigResult {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("failedHosts", &self.failed_hosts);
         w.write_vec("configuredHosts", &self.configured_hosts);
+    }
+}
+/// `ClusterComputeResourceCryptoModePolicy` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterComputeResourceCryptoModePolicy {
+    /// `keyId`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub key_id: Option<CryptoKeyId>,
+    /// `providerId`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub provider_id: Option<KeyProviderId>,
+}
+impl x::SchemaType for ClusterComputeResourceCryptoModePolicy {
+    const TYPE_NAME: &'static str = "ClusterComputeResourceCryptoModePolicy";
+}
+impl x::Structure for ClusterComputeResourceCryptoModePolicy {}
+impl x::Fields for ClusterComputeResourceCryptoModePolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read_opt(&mut self.key_id),
+            "providerId" => r.read_opt(&mut self.provider_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("keyId", &self.key_id);
+        w.write_opt("providerId", &self.provider_id);
     }
 }
 /// `ClusterComputeResourceDVSConfigurationValidation` (extends `ClusterComputeResourceValidationResultBase`).
@@ -852,7 +964,7 @@ pub struct ClusterComputeResourceHCIConfigSpec {
     /// `hostConfigProfile`.
     pub host_config_profile: Option<ClusterComputeResourceHostConfigurationProfile>,
     /// `vSanConfigSpec`.
-    pub v_san_config_spec: Option<SDDCBase>,
+    pub vsan_config_spec: Option<SDDCBase>,
     /// `vcProf`.
     pub vc_prof: Option<ClusterComputeResourceVCProfile>,
 }
@@ -869,7 +981,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigSpec {
         let result = match name {
             "dvsProf" => r.read_push(&mut self.dvs_prof),
             "hostConfigProfile" => r.read_opt(&mut self.host_config_profile),
-            "vSanConfigSpec" => r.read_opt(&mut self.v_san_config_spec),
+            "vSanConfigSpec" => r.read_opt(&mut self.vsan_config_spec),
             "vcProf" => r.read_opt(&mut self.vc_prof),
             _ => return Ok(false),
         };
@@ -879,7 +991,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigSpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dvsProf", &self.dvs_prof);
         w.write_opt("hostConfigProfile", &self.host_config_profile);
-        w.write_opt("vSanConfigSpec", &self.v_san_config_spec);
+        w.write_opt("vSanConfigSpec", &self.vsan_config_spec);
         w.write_opt("vcProf", &self.vc_prof);
     }
 }
@@ -1005,6 +1117,47 @@ impl x::Fields for ClusterComputeResourceHostConfigurationValidation {
         w.write_opt("isLockdownModeValid", &self.is_lockdown_mode_valid);
     }
 }
+/// `ClusterComputeResourceHostEvacuationInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterComputeResourceHostEvacuationInfo {
+    /// `host`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host: x::ManagedObjectReference,
+    /// `action`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub action: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for ClusterComputeResourceHostEvacuationInfo {
+    const TYPE_NAME: &'static str = "ClusterComputeResourceHostEvacuationInfo";
+}
+impl x::Structure for ClusterComputeResourceHostEvacuationInfo {}
+impl x::Fields for ClusterComputeResourceHostEvacuationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "action" => r.read_push(&mut self.action),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_vec("action", &self.action);
+    }
+}
+impl x::ArrayItem for ClusterComputeResourceHostEvacuationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceHostEvacuationInfo";
+    const ITEM_TAG: &'static str = "ClusterComputeResourceHostEvacuationInfo";
+}
 /// `ClusterComputeResourceHostVmkNicInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterComputeResourceHostVmkNicInfo {
@@ -1039,6 +1192,43 @@ impl x::Fields for ClusterComputeResourceHostVmkNicInfo {
 impl x::ArrayItem for ClusterComputeResourceHostVmkNicInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceHostVmkNicInfo";
     const ITEM_TAG: &'static str = "ClusterComputeResourceHostVmkNicInfo";
+}
+/// `ClusterComputeResourceMaintenanceInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterComputeResourceMaintenanceInfo {
+    /// `partialMMId`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub partial_mm_id: Option<String>,
+    /// `hostEvacInfo`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_evac_info: Vec<ClusterComputeResourceHostEvacuationInfo>,
+}
+impl x::SchemaType for ClusterComputeResourceMaintenanceInfo {
+    const TYPE_NAME: &'static str = "ClusterComputeResourceMaintenanceInfo";
+}
+impl x::Structure for ClusterComputeResourceMaintenanceInfo {}
+impl x::Fields for ClusterComputeResourceMaintenanceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partialMMId" => r.read_opt(&mut self.partial_mm_id),
+            "hostEvacInfo" => r.read_push(&mut self.host_evac_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("partialMMId", &self.partial_mm_id);
+        w.write_vec("hostEvacInfo", &self.host_evac_info);
+    }
 }
 /// `ClusterComputeResourceSummary` (extends `ComputeResourceSummary`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -1357,6 +1547,10 @@ pub struct ClusterConfigInfoEx {
     pub proactive_drs_config: Option<ClusterProactiveDrsConfigInfo>,
     /// `cryptoConfig`.
     pub crypto_config: Option<ClusterCryptoConfigInfo>,
+    /// `vsanCoreConfig`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vsan_core_config: Option<VsanClusterCoreConfig>,
 }
 impl x::SchemaType for ClusterConfigInfoEx {
     const TYPE_NAME: &'static str = "ClusterConfigInfoEx";
@@ -1393,6 +1587,7 @@ impl x::Fields for ClusterConfigInfoEx {
             "infraUpdateHaConfig" => r.read_opt(&mut self.infra_update_ha_config),
             "proactiveDrsConfig" => r.read_opt(&mut self.proactive_drs_config),
             "cryptoConfig" => r.read_opt(&mut self.crypto_config),
+            "vsanCoreConfig" => r.read_opt(&mut self.vsan_core_config),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1419,6 +1614,7 @@ impl x::Fields for ClusterConfigInfoEx {
         w.write_opt("infraUpdateHaConfig", &self.infra_update_ha_config);
         w.write_opt("proactiveDrsConfig", &self.proactive_drs_config);
         w.write_opt("cryptoConfig", &self.crypto_config);
+        w.write_opt("vsanCoreConfig", &self.vsan_core_config);
     }
 }
 /// `ClusterConfigSpec` (extends `DynamicData`).
@@ -1477,6 +1673,22 @@ pub struct ClusterConfigSpecEx {
     pub desired_software_spec: Option<DesiredSoftwareSpec>,
     /// `maximumHardwareVersionKey`, from `ComputeResourceConfigSpec`.
     pub maximum_hardware_version_key: Option<String>,
+    /// `enableConfigManager`, from `ComputeResourceConfigSpec`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub enable_config_manager: Option<bool>,
+    /// `hostSeedSpec`, from `ComputeResourceConfigSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_seed_spec: Option<ComputeResourceHostSeedSpec>,
+    /// `softwareSpecId`, from `ComputeResourceConfigSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub software_spec_id: Option<String>,
+    /// `networkBootMode`, from `ComputeResourceConfigSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub network_boot_mode: Option<String>,
     /// `systemVMsConfig`.
     pub system_vms_config: Option<ClusterSystemVMsConfigSpec>,
     /// `dasConfig`.
@@ -1511,6 +1723,10 @@ pub struct ClusterConfigSpecEx {
     pub in_hci_workflow: Option<bool>,
     /// `cryptoConfig`.
     pub crypto_config: Option<ClusterCryptoConfigInfo>,
+    /// `vsanCoreConfigSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vsan_core_config_spec: Option<VsanClusterCoreConfigSpec>,
 }
 impl x::SchemaType for ClusterConfigSpecEx {
     const TYPE_NAME: &'static str = "ClusterConfigSpecEx";
@@ -1532,6 +1748,10 @@ impl x::Fields for ClusterConfigSpecEx {
             "maximumHardwareVersionKey" => {
                 r.read_opt(&mut self.maximum_hardware_version_key)
             }
+            "enableConfigManager" => r.read_opt(&mut self.enable_config_manager),
+            "hostSeedSpec" => r.read_opt(&mut self.host_seed_spec),
+            "softwareSpecId" => r.read_opt(&mut self.software_spec_id),
+            "networkBootMode" => r.read_opt(&mut self.network_boot_mode),
             "systemVMsConfig" => r.read_opt(&mut self.system_vms_config),
             "dasConfig" => r.read_opt(&mut self.das_config),
             "dasVmConfigSpec" => r.read_push(&mut self.das_vm_config_spec),
@@ -1549,6 +1769,7 @@ impl x::Fields for ClusterConfigSpecEx {
             "proactiveDrsConfig" => r.read_opt(&mut self.proactive_drs_config),
             "inHciWorkflow" => r.read_opt(&mut self.in_hci_workflow),
             "cryptoConfig" => r.read_opt(&mut self.crypto_config),
+            "vsanCoreConfigSpec" => r.read_opt(&mut self.vsan_core_config_spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1560,6 +1781,10 @@ impl x::Fields for ClusterConfigSpecEx {
         w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
         w.write_opt("desiredSoftwareSpec", &self.desired_software_spec);
         w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
+        w.write_opt("enableConfigManager", &self.enable_config_manager);
+        w.write_opt("hostSeedSpec", &self.host_seed_spec);
+        w.write_opt("softwareSpecId", &self.software_spec_id);
+        w.write_opt("networkBootMode", &self.network_boot_mode);
         w.write_opt("systemVMsConfig", &self.system_vms_config);
         w.write_opt("dasConfig", &self.das_config);
         w.write_vec("dasVmConfigSpec", &self.das_vm_config_spec);
@@ -1577,6 +1802,7 @@ impl x::Fields for ClusterConfigSpecEx {
         w.write_opt("proactiveDrsConfig", &self.proactive_drs_config);
         w.write_opt("inHciWorkflow", &self.in_hci_workflow);
         w.write_opt("cryptoConfig", &self.crypto_config);
+        w.write_opt("vsanCoreConfigSpec", &self.vsan_core_config_spec);
     }
 }
 /// `ClusterCreatedEvent` (extends `ClusterEvent`).
@@ -1604,10 +1830,18 @@ pub struct ClusterCreatedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `parent`.
     pub parent: FolderEventArgument,
 }
@@ -1633,8 +1867,10 @@ impl x::Fields for ClusterCreatedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "parent" => r.read(&mut self.parent),
             _ => return Ok(false),
         };
@@ -1653,8 +1889,10 @@ impl x::Fields for ClusterCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("parent", &self.parent);
     }
 }
@@ -1663,6 +1901,10 @@ impl x::Fields for ClusterCreatedEvent {
 pub struct ClusterCryptoConfigInfo {
     /// `cryptoMode`.
     pub crypto_mode: Option<String>,
+    /// `policy`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub policy: Option<ClusterComputeResourceCryptoModePolicy>,
 }
 impl x::SchemaType for ClusterCryptoConfigInfo {
     const TYPE_NAME: &'static str = "ClusterCryptoConfigInfo";
@@ -1676,6 +1918,7 @@ impl x::Fields for ClusterCryptoConfigInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "cryptoMode" => r.read_opt(&mut self.crypto_mode),
+            "policy" => r.read_opt(&mut self.policy),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1683,6 +1926,7 @@ impl x::Fields for ClusterCryptoConfigInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("cryptoMode", &self.crypto_mode);
+        w.write_opt("policy", &self.policy);
     }
 }
 /// `ClusterDasAamHostInfo` (extends `ClusterDasHostInfo`).
@@ -2532,10 +2776,18 @@ pub struct ClusterDestroyedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for ClusterDestroyedEvent {
     const TYPE_NAME: &'static str = "ClusterDestroyedEvent";
@@ -2559,8 +2811,10 @@ impl x::Fields for ClusterDestroyedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2578,8 +2832,10 @@ impl x::Fields for ClusterDestroyedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `ClusterDpmConfigInfo` (extends `DynamicData`).
@@ -2698,227 +2954,4 @@ impl x::Fields for ClusterDpmHostConfigSpec {
 impl x::ArrayItem for ClusterDpmHostConfigSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigSpec";
     const ITEM_TAG: &'static str = "ClusterDpmHostConfigSpec";
-}
-/// `ClusterDrsConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsConfigInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `enableVmBehaviorOverrides`.
-    pub enable_vm_behavior_overrides: Option<bool>,
-    /// `defaultVmBehavior`.
-    pub default_vm_behavior: Option<DrsBehavior>,
-    /// `vmotionRate`.
-    pub vmotion_rate: Option<i32>,
-    /// `scaleDescendantsShares`.
-    pub scale_descendants_shares: Option<String>,
-    /// `option`.
-    pub option: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for ClusterDrsConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDrsConfigInfo";
-}
-impl x::Structure for ClusterDrsConfigInfo {}
-impl x::Fields for ClusterDrsConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "enableVmBehaviorOverrides" => {
-                r.read_opt(&mut self.enable_vm_behavior_overrides)
-            }
-            "defaultVmBehavior" => r.read_opt(&mut self.default_vm_behavior),
-            "vmotionRate" => r.read_opt(&mut self.vmotion_rate),
-            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares),
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("enableVmBehaviorOverrides", &self.enable_vm_behavior_overrides);
-        w.write_opt("defaultVmBehavior", &self.default_vm_behavior);
-        w.write_opt("vmotionRate", &self.vmotion_rate);
-        w.write_opt("scaleDescendantsShares", &self.scale_descendants_shares);
-        w.write_vec("option", &self.option);
-    }
-}
-/// `ClusterDrsFaults` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsFaults {
-    /// `reason`.
-    pub reason: String,
-    /// `faultsByVm`.
-    pub faults_by_vm: Vec<AnyClusterDrsFaultsFaultsByVm>,
-}
-impl x::SchemaType for ClusterDrsFaults {
-    const TYPE_NAME: &'static str = "ClusterDrsFaults";
-}
-impl x::Structure for ClusterDrsFaults {}
-impl x::Fields for ClusterDrsFaults {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            "faultsByVm" => r.read_push(&mut self.faults_by_vm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("reason", &self.reason);
-        w.write_vec("faultsByVm", &self.faults_by_vm);
-    }
-}
-impl x::ArrayItem for ClusterDrsFaults {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsFaults";
-    const ITEM_TAG: &'static str = "ClusterDrsFaults";
-}
-/// `ClusterDrsFaultsFaultsByVirtualDisk` (extends `ClusterDrsFaultsFaultsByVm`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsFaultsFaultsByVirtualDisk {
-    /// `vm`, from `ClusterDrsFaultsFaultsByVm`.
-    pub vm: Option<x::ManagedObjectReference>,
-    /// `fault`, from `ClusterDrsFaultsFaultsByVm`.
-    pub fault: Vec<LocalizedMethodFault>,
-    /// `disk`.
-    pub disk: Option<VirtualDiskId>,
-}
-impl x::SchemaType for ClusterDrsFaultsFaultsByVirtualDisk {
-    const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVirtualDisk";
-}
-impl x::Structure for ClusterDrsFaultsFaultsByVirtualDisk {}
-impl x::Fields for ClusterDrsFaultsFaultsByVirtualDisk {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read_opt(&mut self.vm),
-            "fault" => r.read_push(&mut self.fault),
-            "disk" => r.read_opt(&mut self.disk),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vm", &self.vm);
-        w.write_vec("fault", &self.fault);
-        w.write_opt("disk", &self.disk);
-    }
-}
-/// `ClusterDrsFaultsFaultsByVm` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyClusterDrsFaultsFaultsByVm`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsFaultsFaultsByVm {
-    /// `vm`.
-    pub vm: Option<x::ManagedObjectReference>,
-    /// `fault`.
-    pub fault: Vec<LocalizedMethodFault>,
-}
-impl x::SchemaType for ClusterDrsFaultsFaultsByVm {
-    const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVm";
-}
-impl x::Structure for ClusterDrsFaultsFaultsByVm {}
-impl x::Fields for ClusterDrsFaultsFaultsByVm {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read_opt(&mut self.vm),
-            "fault" => r.read_push(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vm", &self.vm);
-        w.write_vec("fault", &self.fault);
-    }
-}
-/// `ClusterDrsMigration` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsMigration {
-    /// `key`.
-    pub key: String,
-    /// `time`.
-    pub time: x::DateTime,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `cpuLoad`.
-    pub cpu_load: Option<i32>,
-    /// `memoryLoad`.
-    pub memory_load: Option<i64>,
-    /// `source`.
-    pub source: x::ManagedObjectReference,
-    /// `sourceCpuLoad`.
-    pub source_cpu_load: Option<i32>,
-    /// `sourceMemoryLoad`.
-    pub source_memory_load: Option<i64>,
-    /// `destination`.
-    pub destination: x::ManagedObjectReference,
-    /// `destinationCpuLoad`.
-    pub destination_cpu_load: Option<i32>,
-    /// `destinationMemoryLoad`.
-    pub destination_memory_load: Option<i64>,
-}
-impl x::SchemaType for ClusterDrsMigration {
-    const TYPE_NAME: &'static str = "ClusterDrsMigration";
-}
-impl x::Structure for ClusterDrsMigration {}
-impl x::Fields for ClusterDrsMigration {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "time" => r.read(&mut self.time),
-            "vm" => r.read(&mut self.vm),
-            "cpuLoad" => r.read_opt(&mut self.cpu_load),
-            "memoryLoad" => r.read_opt(&mut self.memory_load),
-            "source" => r.read(&mut self.source),
-            "sourceCpuLoad" => r.read_opt(&mut self.source_cpu_load),
-            "sourceMemoryLoad" => r.read_opt(&mut self.source_memory_load),
-            "destination" => r.read(&mut self.destination),
-            "destinationCpuLoad" => r.read_opt(&mut self.destination_cpu_load),
-            "destinationMemoryLoad" => r.read_opt(&mut self.destination_memory_load),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("time", &self.time);
-        w.write("vm", &self.vm);
-        w.write_opt("cpuLoad", &self.cpu_load);
-        w.write_opt("memoryLoad", &self.memory_load);
-        w.write("source", &self.source);
-        w.write_opt("sourceCpuLoad", &self.source_cpu_load);
-        w.write_opt("sourceMemoryLoad", &self.source_memory_load);
-        w.write("destination", &self.destination);
-        w.write_opt("destinationCpuLoad", &self.destination_cpu_load);
-        w.write_opt("destinationMemoryLoad", &self.destination_memory_load);
-    }
-}
-impl x::ArrayItem for ClusterDrsMigration {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsMigration";
-    const ITEM_TAG: &'static str = "ClusterDrsMigration";
 }

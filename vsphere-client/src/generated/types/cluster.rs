@@ -5,6 +5,229 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterDrsConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsConfigInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `enableVmBehaviorOverrides`.
+    pub enable_vm_behavior_overrides: Option<bool>,
+    /// `defaultVmBehavior`.
+    pub default_vm_behavior: Option<DrsBehavior>,
+    /// `vmotionRate`.
+    pub vmotion_rate: Option<i32>,
+    /// `scaleDescendantsShares`.
+    pub scale_descendants_shares: Option<String>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for ClusterDrsConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterDrsConfigInfo";
+}
+impl x::Structure for ClusterDrsConfigInfo {}
+impl x::Fields for ClusterDrsConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "enableVmBehaviorOverrides" => {
+                r.read_opt(&mut self.enable_vm_behavior_overrides)
+            }
+            "defaultVmBehavior" => r.read_opt(&mut self.default_vm_behavior),
+            "vmotionRate" => r.read_opt(&mut self.vmotion_rate),
+            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares),
+            "option" => r.read_push(&mut self.option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("enableVmBehaviorOverrides", &self.enable_vm_behavior_overrides);
+        w.write_opt("defaultVmBehavior", &self.default_vm_behavior);
+        w.write_opt("vmotionRate", &self.vmotion_rate);
+        w.write_opt("scaleDescendantsShares", &self.scale_descendants_shares);
+        w.write_vec("option", &self.option);
+    }
+}
+/// `ClusterDrsFaults` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsFaults {
+    /// `reason`.
+    pub reason: String,
+    /// `faultsByVm`.
+    pub faults_by_vm: Vec<AnyClusterDrsFaultsFaultsByVm>,
+}
+impl x::SchemaType for ClusterDrsFaults {
+    const TYPE_NAME: &'static str = "ClusterDrsFaults";
+}
+impl x::Structure for ClusterDrsFaults {}
+impl x::Fields for ClusterDrsFaults {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            "faultsByVm" => r.read_push(&mut self.faults_by_vm),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("reason", &self.reason);
+        w.write_vec("faultsByVm", &self.faults_by_vm);
+    }
+}
+impl x::ArrayItem for ClusterDrsFaults {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsFaults";
+    const ITEM_TAG: &'static str = "ClusterDrsFaults";
+}
+/// `ClusterDrsFaultsFaultsByVirtualDisk` (extends `ClusterDrsFaultsFaultsByVm`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsFaultsFaultsByVirtualDisk {
+    /// `vm`, from `ClusterDrsFaultsFaultsByVm`.
+    pub vm: Option<x::ManagedObjectReference>,
+    /// `fault`, from `ClusterDrsFaultsFaultsByVm`.
+    pub fault: Vec<LocalizedMethodFault>,
+    /// `disk`.
+    pub disk: Option<VirtualDiskId>,
+}
+impl x::SchemaType for ClusterDrsFaultsFaultsByVirtualDisk {
+    const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVirtualDisk";
+}
+impl x::Structure for ClusterDrsFaultsFaultsByVirtualDisk {}
+impl x::Fields for ClusterDrsFaultsFaultsByVirtualDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "fault" => r.read_push(&mut self.fault),
+            "disk" => r.read_opt(&mut self.disk),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vm", &self.vm);
+        w.write_vec("fault", &self.fault);
+        w.write_opt("disk", &self.disk);
+    }
+}
+/// `ClusterDrsFaultsFaultsByVm` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyClusterDrsFaultsFaultsByVm`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsFaultsFaultsByVm {
+    /// `vm`.
+    pub vm: Option<x::ManagedObjectReference>,
+    /// `fault`.
+    pub fault: Vec<LocalizedMethodFault>,
+}
+impl x::SchemaType for ClusterDrsFaultsFaultsByVm {
+    const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVm";
+}
+impl x::Structure for ClusterDrsFaultsFaultsByVm {}
+impl x::Fields for ClusterDrsFaultsFaultsByVm {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "fault" => r.read_push(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vm", &self.vm);
+        w.write_vec("fault", &self.fault);
+    }
+}
+/// `ClusterDrsMigration` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsMigration {
+    /// `key`.
+    pub key: String,
+    /// `time`.
+    pub time: x::DateTime,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `cpuLoad`.
+    pub cpu_load: Option<i32>,
+    /// `memoryLoad`.
+    pub memory_load: Option<i64>,
+    /// `source`.
+    pub source: x::ManagedObjectReference,
+    /// `sourceCpuLoad`.
+    pub source_cpu_load: Option<i32>,
+    /// `sourceMemoryLoad`.
+    pub source_memory_load: Option<i64>,
+    /// `destination`.
+    pub destination: x::ManagedObjectReference,
+    /// `destinationCpuLoad`.
+    pub destination_cpu_load: Option<i32>,
+    /// `destinationMemoryLoad`.
+    pub destination_memory_load: Option<i64>,
+}
+impl x::SchemaType for ClusterDrsMigration {
+    const TYPE_NAME: &'static str = "ClusterDrsMigration";
+}
+impl x::Structure for ClusterDrsMigration {}
+impl x::Fields for ClusterDrsMigration {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "time" => r.read(&mut self.time),
+            "vm" => r.read(&mut self.vm),
+            "cpuLoad" => r.read_opt(&mut self.cpu_load),
+            "memoryLoad" => r.read_opt(&mut self.memory_load),
+            "source" => r.read(&mut self.source),
+            "sourceCpuLoad" => r.read_opt(&mut self.source_cpu_load),
+            "sourceMemoryLoad" => r.read_opt(&mut self.source_memory_load),
+            "destination" => r.read(&mut self.destination),
+            "destinationCpuLoad" => r.read_opt(&mut self.destination_cpu_load),
+            "destinationMemoryLoad" => r.read_opt(&mut self.destination_memory_load),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("time", &self.time);
+        w.write("vm", &self.vm);
+        w.write_opt("cpuLoad", &self.cpu_load);
+        w.write_opt("memoryLoad", &self.memory_load);
+        w.write("source", &self.source);
+        w.write_opt("sourceCpuLoad", &self.source_cpu_load);
+        w.write_opt("sourceMemoryLoad", &self.source_memory_load);
+        w.write("destination", &self.destination);
+        w.write_opt("destinationCpuLoad", &self.destination_cpu_load);
+        w.write_opt("destinationMemoryLoad", &self.destination_memory_load);
+    }
+}
+impl x::ArrayItem for ClusterDrsMigration {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsMigration";
+    const ITEM_TAG: &'static str = "ClusterDrsMigration";
+}
 /// `ClusterDrsRecommendation` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterDrsRecommendation {
@@ -272,10 +495,18 @@ pub struct ClusterEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for ClusterEvent {
     const TYPE_NAME: &'static str = "ClusterEvent";
@@ -299,8 +530,10 @@ impl x::Fields for ClusterEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -318,8 +551,10 @@ impl x::Fields for ClusterEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `ClusterFailoverHostAdmissionControlInfo` (extends `ClusterDasAdmissionControlInfo`).
@@ -670,6 +905,75 @@ impl x::Fields for ClusterFixedSizeSlotPolicy {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cpu", &self.cpu);
         w.write("memory", &self.memory);
+    }
+}
+/// `ClusterFtVmHostRuleInfo` (extends `ClusterRuleInfo`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterFtVmHostRuleInfo {
+    /// `key`, from `ClusterRuleInfo`.
+    pub key: Option<i32>,
+    /// `status`, from `ClusterRuleInfo`.
+    pub status: Option<ManagedEntityStatus>,
+    /// `enabled`, from `ClusterRuleInfo`.
+    pub enabled: Option<bool>,
+    /// `name`, from `ClusterRuleInfo`.
+    pub name: Option<String>,
+    /// `mandatory`, from `ClusterRuleInfo`.
+    pub mandatory: Option<bool>,
+    /// `userCreated`, from `ClusterRuleInfo`.
+    pub user_created: Option<bool>,
+    /// `inCompliance`, from `ClusterRuleInfo`.
+    pub in_compliance: Option<bool>,
+    /// `ruleUuid`, from `ClusterRuleInfo`.
+    pub rule_uuid: Option<String>,
+    /// `vmGroupName`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vm_group_name: String,
+    /// `hostGroupName`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_group_name: Vec<String>,
+}
+impl x::SchemaType for ClusterFtVmHostRuleInfo {
+    const TYPE_NAME: &'static str = "ClusterFtVmHostRuleInfo";
+}
+impl x::Structure for ClusterFtVmHostRuleInfo {}
+impl x::Fields for ClusterFtVmHostRuleInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "vmGroupName" => r.read(&mut self.vm_group_name),
+            "hostGroupName" => r.read_push(&mut self.host_group_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write_opt("status", &self.status);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("name", &self.name);
+        w.write_opt("mandatory", &self.mandatory);
+        w.write_opt("userCreated", &self.user_created);
+        w.write_opt("inCompliance", &self.in_compliance);
+        w.write_opt("ruleUuid", &self.rule_uuid);
+        w.write("vmGroupName", &self.vm_group_name);
+        w.write_vec("hostGroupName", &self.host_group_name);
     }
 }
 /// `ClusterGroupInfo` (extends `DynamicData`).
@@ -1202,10 +1506,18 @@ pub struct ClusterOvercommittedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for ClusterOvercommittedEvent {
     const TYPE_NAME: &'static str = "ClusterOvercommittedEvent";
@@ -1229,8 +1541,10 @@ impl x::Fields for ClusterOvercommittedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1248,8 +1562,10 @@ impl x::Fields for ClusterOvercommittedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `ClusterPowerOnVmResult` (extends `DynamicData`).
@@ -1285,6 +1601,88 @@ impl x::Fields for ClusterPowerOnVmResult {
         w.write_vec("attempted", &self.attempted);
         w.write_vec("notAttempted", &self.not_attempted);
         w.write_vec("recommendations", &self.recommendations);
+    }
+}
+/// `ClusterPreemptibleVmPairInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterPreemptibleVmPairInfo {
+    /// `id`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub id: Option<i32>,
+    /// `monitoredVm`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub monitored_vm: x::ManagedObjectReference,
+    /// `preemptibleVm`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub preemptible_vm: x::ManagedObjectReference,
+}
+impl x::SchemaType for ClusterPreemptibleVmPairInfo {
+    const TYPE_NAME: &'static str = "ClusterPreemptibleVmPairInfo";
+}
+impl x::Structure for ClusterPreemptibleVmPairInfo {}
+impl x::Fields for ClusterPreemptibleVmPairInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read_opt(&mut self.id),
+            "monitoredVm" => r.read(&mut self.monitored_vm),
+            "preemptibleVm" => r.read(&mut self.preemptible_vm),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("id", &self.id);
+        w.write("monitoredVm", &self.monitored_vm);
+        w.write("preemptibleVm", &self.preemptible_vm);
+    }
+}
+/// `ClusterPreemptibleVmPairSpec` (extends `ArrayUpdateSpec`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterPreemptibleVmPairSpec {
+    /// `operation`, from `ArrayUpdateSpec`.
+    pub operation: ArrayUpdateOperation,
+    /// `removeKey`, from `ArrayUpdateSpec`.
+    pub remove_key: Option<x::Value>,
+    /// `info`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub info: Option<ClusterPreemptibleVmPairInfo>,
+}
+impl x::SchemaType for ClusterPreemptibleVmPairSpec {
+    const TYPE_NAME: &'static str = "ClusterPreemptibleVmPairSpec";
+}
+impl x::Structure for ClusterPreemptibleVmPairSpec {}
+impl x::Fields for ClusterPreemptibleVmPairSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("operation", &self.operation);
+        w.write_opt("removeKey", &self.remove_key);
+        w.write_opt("info", &self.info);
     }
 }
 /// `ClusterProactiveDrsConfigInfo` (extends `DynamicData`).
@@ -1599,10 +1997,18 @@ pub struct ClusterReconfiguredEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
@@ -1628,8 +2034,10 @@ impl x::Fields for ClusterReconfiguredEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "configChanges" => r.read_opt(&mut self.config_changes),
             _ => return Ok(false),
         };
@@ -1648,8 +2056,10 @@ impl x::Fields for ClusterReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("configChanges", &self.config_changes);
     }
 }
@@ -1848,10 +2258,18 @@ pub struct ClusterStatusChangedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `oldStatus`.
     pub old_status: String,
     /// `newStatus`.
@@ -1879,8 +2297,10 @@ impl x::Fields for ClusterStatusChangedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "oldStatus" => r.read(&mut self.old_status),
             "newStatus" => r.read(&mut self.new_status),
             _ => return Ok(false),
@@ -1900,8 +2320,10 @@ impl x::Fields for ClusterStatusChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("oldStatus", &self.old_status);
         w.write("newStatus", &self.new_status);
     }
@@ -1915,6 +2337,10 @@ pub struct ClusterSystemVMsConfigInfo {
     pub not_allowed_datastores: Vec<x::ManagedObjectReference>,
     /// `dsTagCategoriesToExclude`.
     pub ds_tag_categories_to_exclude: Vec<String>,
+    /// `deploymentMode`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub deployment_mode: Option<String>,
 }
 impl x::SchemaType for ClusterSystemVMsConfigInfo {
     const TYPE_NAME: &'static str = "ClusterSystemVMsConfigInfo";
@@ -1932,6 +2358,7 @@ impl x::Fields for ClusterSystemVMsConfigInfo {
             "dsTagCategoriesToExclude" => {
                 r.read_push(&mut self.ds_tag_categories_to_exclude)
             }
+            "deploymentMode" => r.read_opt(&mut self.deployment_mode),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1941,6 +2368,7 @@ impl x::Fields for ClusterSystemVMsConfigInfo {
         w.write_vec("allowedDatastores", &self.allowed_datastores);
         w.write_vec("notAllowedDatastores", &self.not_allowed_datastores);
         w.write_vec("dsTagCategoriesToExclude", &self.ds_tag_categories_to_exclude);
+        w.write_opt("deploymentMode", &self.deployment_mode);
     }
 }
 /// `ClusterSystemVMsConfigSpec` (extends `DynamicData`).
@@ -1952,6 +2380,10 @@ pub struct ClusterSystemVMsConfigSpec {
     pub not_allowed_datastores: Vec<ClusterDatastoreUpdateSpec>,
     /// `dsTagCategoriesToExclude`.
     pub ds_tag_categories_to_exclude: Vec<ClusterTagCategoryUpdateSpec>,
+    /// `deploymentMode`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub deployment_mode: Option<String>,
 }
 impl x::SchemaType for ClusterSystemVMsConfigSpec {
     const TYPE_NAME: &'static str = "ClusterSystemVMsConfigSpec";
@@ -1969,6 +2401,7 @@ impl x::Fields for ClusterSystemVMsConfigSpec {
             "dsTagCategoriesToExclude" => {
                 r.read_push(&mut self.ds_tag_categories_to_exclude)
             }
+            "deploymentMode" => r.read_opt(&mut self.deployment_mode),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1978,6 +2411,7 @@ impl x::Fields for ClusterSystemVMsConfigSpec {
         w.write_vec("allowedDatastores", &self.allowed_datastores);
         w.write_vec("notAllowedDatastores", &self.not_allowed_datastores);
         w.write_vec("dsTagCategoriesToExclude", &self.ds_tag_categories_to_exclude);
+        w.write_opt("deploymentMode", &self.deployment_mode);
     }
 }
 /// `ClusterTagCategoryUpdateSpec` (extends `ArrayUpdateSpec`).
@@ -2048,6 +2482,18 @@ pub struct ClusterUsageSummary {
     pub powered_off_vm_count: i32,
     /// `totalVmCount`.
     pub total_vm_count: i32,
+    /// `tier0MemCapacityMB`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tier0_mem_capacity_mb: Option<i32>,
+    /// `reservedTier0MemMB`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub reserved_tier0_mem_mb: Option<i32>,
+    /// `unreservedTier0MemMB`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub unreserved_tier0_mem_mb: Option<i32>,
 }
 impl x::SchemaType for ClusterUsageSummary {
     const TYPE_NAME: &'static str = "ClusterUsageSummary";
@@ -2077,6 +2523,9 @@ impl x::Fields for ClusterUsageSummary {
             "memEntitledMB" => r.read(&mut self.mem_entitled_mb),
             "poweredOffVmCount" => r.read(&mut self.powered_off_vm_count),
             "totalVmCount" => r.read(&mut self.total_vm_count),
+            "tier0MemCapacityMB" => r.read_opt(&mut self.tier0_mem_capacity_mb),
+            "reservedTier0MemMB" => r.read_opt(&mut self.reserved_tier0_mem_mb),
+            "unreservedTier0MemMB" => r.read_opt(&mut self.unreserved_tier0_mem_mb),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2099,6 +2548,9 @@ impl x::Fields for ClusterUsageSummary {
         w.write("memEntitledMB", &self.mem_entitled_mb);
         w.write("poweredOffVmCount", &self.powered_off_vm_count);
         w.write("totalVmCount", &self.total_vm_count);
+        w.write_opt("tier0MemCapacityMB", &self.tier0_mem_capacity_mb);
+        w.write_opt("reservedTier0MemMB", &self.reserved_tier0_mem_mb);
+        w.write_opt("unreservedTier0MemMB", &self.unreserved_tier0_mem_mb);
     }
 }
 /// `ClusterVmComponentProtectionSettings` (extends `DynamicData`).

@@ -330,6 +330,22 @@ pub struct ComputeResourceConfigSpec {
     pub desired_software_spec: Option<DesiredSoftwareSpec>,
     /// `maximumHardwareVersionKey`.
     pub maximum_hardware_version_key: Option<String>,
+    /// `enableConfigManager`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub enable_config_manager: Option<bool>,
+    /// `hostSeedSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_seed_spec: Option<ComputeResourceHostSeedSpec>,
+    /// `softwareSpecId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub software_spec_id: Option<String>,
+    /// `networkBootMode`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub network_boot_mode: Option<String>,
 }
 impl x::SchemaType for ComputeResourceConfigSpec {
     const TYPE_NAME: &'static str = "ComputeResourceConfigSpec";
@@ -351,6 +367,10 @@ impl x::Fields for ComputeResourceConfigSpec {
             "maximumHardwareVersionKey" => {
                 r.read_opt(&mut self.maximum_hardware_version_key)
             }
+            "enableConfigManager" => r.read_opt(&mut self.enable_config_manager),
+            "hostSeedSpec" => r.read_opt(&mut self.host_seed_spec),
+            "softwareSpecId" => r.read_opt(&mut self.software_spec_id),
+            "networkBootMode" => r.read_opt(&mut self.network_boot_mode),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -362,6 +382,10 @@ impl x::Fields for ComputeResourceConfigSpec {
         w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
         w.write_opt("desiredSoftwareSpec", &self.desired_software_spec);
         w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
+        w.write_opt("enableConfigManager", &self.enable_config_manager);
+        w.write_opt("hostSeedSpec", &self.host_seed_spec);
+        w.write_opt("softwareSpecId", &self.software_spec_id);
+        w.write_opt("networkBootMode", &self.network_boot_mode);
     }
 }
 /// `ComputeResourceEventArgument` (extends `EntityEventArgument`).
@@ -429,6 +453,74 @@ impl x::Fields for ComputeResourceHostSPBMLicenseInfo {
 impl x::ArrayItem for ComputeResourceHostSPBMLicenseInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComputeResourceHostSPBMLicenseInfo";
     const ITEM_TAG: &'static str = "ComputeResourceHostSPBMLicenseInfo";
+}
+/// `ComputeResourceHostSeedSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ComputeResourceHostSeedSpec {
+    /// `singleHostSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub single_host_spec: ComputeResourceHostSeedSpecSingleHostSpec,
+}
+impl x::SchemaType for ComputeResourceHostSeedSpec {
+    const TYPE_NAME: &'static str = "ComputeResourceHostSeedSpec";
+}
+impl x::Structure for ComputeResourceHostSeedSpec {}
+impl x::Fields for ComputeResourceHostSeedSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "singleHostSpec" => r.read(&mut self.single_host_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("singleHostSpec", &self.single_host_spec);
+    }
+}
+/// `ComputeResourceHostSeedSpecSingleHostSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ComputeResourceHostSeedSpecSingleHostSpec {
+    /// `newHostCnxSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub new_host_cnx_spec: Option<HostConnectSpec>,
+    /// `existingHost`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub existing_host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for ComputeResourceHostSeedSpecSingleHostSpec {
+    const TYPE_NAME: &'static str = "ComputeResourceHostSeedSpecSingleHostSpec";
+}
+impl x::Structure for ComputeResourceHostSeedSpecSingleHostSpec {}
+impl x::Fields for ComputeResourceHostSeedSpecSingleHostSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "newHostCnxSpec" => r.read_opt(&mut self.new_host_cnx_spec),
+            "existingHost" => r.read_opt(&mut self.existing_host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("newHostCnxSpec", &self.new_host_cnx_spec);
+        w.write_opt("existingHost", &self.existing_host);
+    }
 }
 /// `ComputeResourceSummary` (extends `DynamicData`).
 ///
@@ -545,6 +637,10 @@ pub struct ConfigTarget {
     pub distributed_virtual_portgroup: Vec<DistributedVirtualPortgroupInfo>,
     /// `distributedVirtualSwitch`.
     pub distributed_virtual_switch: Vec<DistributedVirtualSwitchInfo>,
+    /// `subnetInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_info: Vec<SubnetInfo>,
     /// `cdRom`.
     pub cd_rom: Vec<VirtualMachineCdromInfo>,
     /// `serial`.
@@ -578,7 +674,7 @@ pub struct ConfigTarget {
     /// `sriov`.
     pub sriov: Vec<VirtualMachineSriovInfo>,
     /// `vFlashModule`.
-    pub v_flash_module: Vec<VirtualMachineVFlashModuleInfo>,
+    pub vflash_module: Vec<VirtualMachineVFlashModuleInfo>,
     /// `sharedGpuPassthroughTypes`.
     pub shared_gpu_passthrough_types: Vec<VirtualMachinePciSharedGpuPassthroughInfo>,
     /// `availablePersistentMemoryReservationMB`.
@@ -595,6 +691,30 @@ pub struct ConfigTarget {
     pub vgpu_device_info: Vec<VirtualMachineVgpuDeviceInfo>,
     /// `vgpuProfileInfo`.
     pub vgpu_profile_info: Vec<VirtualMachineVgpuProfileInfo>,
+    /// `vendorDeviceGroupInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vendor_device_group_info: Vec<VirtualMachineVendorDeviceGroupInfo>,
+    /// `maxSimultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub max_simultaneous_threads: Option<i32>,
+    /// `dvxClassInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dvx_class_info: Vec<VirtualMachineDvxClassInfo>,
+    /// `sevSnpSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sev_snp_supported: Option<bool>,
+    /// `tdxSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_supported: Option<bool>,
+    /// `vMotionBandwidth`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vmotion_bandwidth: Vec<i64>,
 }
 impl x::SchemaType for ConfigTarget {
     const TYPE_NAME: &'static str = "ConfigTarget";
@@ -621,6 +741,7 @@ impl x::Fields for ConfigTarget {
             "distributedVirtualSwitch" => {
                 r.read_push(&mut self.distributed_virtual_switch)
             }
+            "subnetInfo" => r.read_push(&mut self.subnet_info),
             "cdRom" => r.read_push(&mut self.cd_rom),
             "serial" => r.read_push(&mut self.serial),
             "parallel" => r.read_push(&mut self.parallel),
@@ -637,7 +758,7 @@ impl x::Fields for ConfigTarget {
             "autoVmotion" => r.read_opt(&mut self.auto_vmotion),
             "pciPassthrough" => r.read_push(&mut self.pci_passthrough),
             "sriov" => r.read_push(&mut self.sriov),
-            "vFlashModule" => r.read_push(&mut self.v_flash_module),
+            "vFlashModule" => r.read_push(&mut self.vflash_module),
             "sharedGpuPassthroughTypes" => {
                 r.read_push(&mut self.shared_gpu_passthrough_types)
             }
@@ -650,6 +771,12 @@ impl x::Fields for ConfigTarget {
             "sevSupported" => r.read_opt(&mut self.sev_supported),
             "vgpuDeviceInfo" => r.read_push(&mut self.vgpu_device_info),
             "vgpuProfileInfo" => r.read_push(&mut self.vgpu_profile_info),
+            "vendorDeviceGroupInfo" => r.read_push(&mut self.vendor_device_group_info),
+            "maxSimultaneousThreads" => r.read_opt(&mut self.max_simultaneous_threads),
+            "dvxClassInfo" => r.read_push(&mut self.dvx_class_info),
+            "sevSnpSupported" => r.read_opt(&mut self.sev_snp_supported),
+            "tdxSupported" => r.read_opt(&mut self.tdx_supported),
+            "vMotionBandwidth" => r.read_push(&mut self.vmotion_bandwidth),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -666,6 +793,7 @@ impl x::Fields for ConfigTarget {
         w.write_vec("opaqueNetwork", &self.opaque_network);
         w.write_vec("distributedVirtualPortgroup", &self.distributed_virtual_portgroup);
         w.write_vec("distributedVirtualSwitch", &self.distributed_virtual_switch);
+        w.write_vec("subnetInfo", &self.subnet_info);
         w.write_vec("cdRom", &self.cd_rom);
         w.write_vec("serial", &self.serial);
         w.write_vec("parallel", &self.parallel);
@@ -682,7 +810,7 @@ impl x::Fields for ConfigTarget {
         w.write_opt("autoVmotion", &self.auto_vmotion);
         w.write_vec("pciPassthrough", &self.pci_passthrough);
         w.write_vec("sriov", &self.sriov);
-        w.write_vec("vFlashModule", &self.v_flash_module);
+        w.write_vec("vFlashModule", &self.vflash_module);
         w.write_vec("sharedGpuPassthroughTypes", &self.shared_gpu_passthrough_types);
         w.write_opt(
             "availablePersistentMemoryReservationMB",
@@ -694,6 +822,12 @@ impl x::Fields for ConfigTarget {
         w.write_opt("sevSupported", &self.sev_supported);
         w.write_vec("vgpuDeviceInfo", &self.vgpu_device_info);
         w.write_vec("vgpuProfileInfo", &self.vgpu_profile_info);
+        w.write_vec("vendorDeviceGroupInfo", &self.vendor_device_group_info);
+        w.write_opt("maxSimultaneousThreads", &self.max_simultaneous_threads);
+        w.write_vec("dvxClassInfo", &self.dvx_class_info);
+        w.write_opt("sevSnpSupported", &self.sev_snp_supported);
+        w.write_opt("tdxSupported", &self.tdx_supported);
+        w.write_vec("vMotionBandwidth", &self.vmotion_bandwidth);
     }
 }
 /// `ConflictingConfiguration` (extends `DvsFault`).

@@ -153,6 +153,126 @@ impl x::ArrayItem for CryptoKeyResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoKeyResult";
     const ITEM_TAG: &'static str = "CryptoKeyResult";
 }
+/// `CryptoManagerHostKeyStatus` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.1.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CryptoManagerHostKeyStatus {
+    /// `keyId`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub key_id: CryptoKeyId,
+    /// `present`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub present: bool,
+    /// `managementType`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub management_type: Option<String>,
+    /// `accessGranted`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub access_granted: Option<bool>,
+}
+impl x::SchemaType for CryptoManagerHostKeyStatus {
+    const TYPE_NAME: &'static str = "CryptoManagerHostKeyStatus";
+}
+impl x::Structure for CryptoManagerHostKeyStatus {}
+impl x::Fields for CryptoManagerHostKeyStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            "present" => r.read(&mut self.present),
+            "managementType" => r.read_opt(&mut self.management_type),
+            "accessGranted" => r.read_opt(&mut self.access_granted),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("keyId", &self.key_id);
+        w.write("present", &self.present);
+        w.write_opt("managementType", &self.management_type);
+        w.write_opt("accessGranted", &self.access_granted);
+    }
+}
+impl x::ArrayItem for CryptoManagerHostKeyStatus {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoManagerHostKeyStatus";
+    const ITEM_TAG: &'static str = "CryptoManagerHostKeyStatus";
+}
+/// `CryptoManagerKmipCertSignRequest` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.1.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CryptoManagerKmipCertSignRequest {
+    /// `commonName`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub common_name: Option<String>,
+    /// `organization`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub organization: Option<String>,
+    /// `organizationUnit`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub organization_unit: Option<String>,
+    /// `locality`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub locality: Option<String>,
+    /// `state`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub state: Option<String>,
+    /// `country`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub country: Option<String>,
+    /// `email`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub email: Option<String>,
+}
+impl x::SchemaType for CryptoManagerKmipCertSignRequest {
+    const TYPE_NAME: &'static str = "CryptoManagerKmipCertSignRequest";
+}
+impl x::Structure for CryptoManagerKmipCertSignRequest {}
+impl x::Fields for CryptoManagerKmipCertSignRequest {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "commonName" => r.read_opt(&mut self.common_name),
+            "organization" => r.read_opt(&mut self.organization),
+            "organizationUnit" => r.read_opt(&mut self.organization_unit),
+            "locality" => r.read_opt(&mut self.locality),
+            "state" => r.read_opt(&mut self.state),
+            "country" => r.read_opt(&mut self.country),
+            "email" => r.read_opt(&mut self.email),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("commonName", &self.common_name);
+        w.write_opt("organization", &self.organization);
+        w.write_opt("organizationUnit", &self.organization_unit);
+        w.write_opt("locality", &self.locality);
+        w.write_opt("state", &self.state);
+        w.write_opt("country", &self.country);
+        w.write_opt("email", &self.email);
+    }
+}
 /// `CryptoManagerKmipCertificateInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CryptoManagerKmipCertificateInfo {
@@ -268,6 +388,10 @@ pub struct CryptoManagerKmipCryptoKeyStatus {
     pub key_available: Option<bool>,
     /// `reason`.
     pub reason: Option<String>,
+    /// `keyInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_info: Option<AnyCryptoManagerKmipCryptoKeyStatusKeyInfo>,
     /// `encryptedVMs`.
     pub encrypted_vms: Vec<x::ManagedObjectReference>,
     /// `affectedHosts`.
@@ -289,6 +413,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatus {
             "keyId" => r.read(&mut self.key_id),
             "keyAvailable" => r.read_opt(&mut self.key_available),
             "reason" => r.read_opt(&mut self.reason),
+            "keyInfo" => r.read_opt(&mut self.key_info),
             "encryptedVMs" => r.read_push(&mut self.encrypted_vms),
             "affectedHosts" => r.read_push(&mut self.affected_hosts),
             "referencedByTags" => r.read_push(&mut self.referenced_by_tags),
@@ -301,6 +426,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatus {
         w.write("keyId", &self.key_id);
         w.write_opt("keyAvailable", &self.key_available);
         w.write_opt("reason", &self.reason);
+        w.write_opt("keyInfo", &self.key_info);
         w.write_vec("encryptedVMs", &self.encrypted_vms);
         w.write_vec("affectedHosts", &self.affected_hosts);
         w.write_vec("referencedByTags", &self.referenced_by_tags);
@@ -309,6 +435,181 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatus {
 impl x::ArrayItem for CryptoManagerKmipCryptoKeyStatus {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoManagerKmipCryptoKeyStatus";
     const ITEM_TAG: &'static str = "CryptoManagerKmipCryptoKeyStatus";
+}
+/// `CryptoManagerKmipCryptoKeyStatusKeyInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+///
+/// Fields of this type hold [`AnyCryptoManagerKmipCryptoKeyStatusKeyInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CryptoManagerKmipCryptoKeyStatusKeyInfo {
+    /// `keyId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_id: String,
+}
+impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusKeyInfo {
+    const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusKeyInfo";
+}
+impl x::Structure for CryptoManagerKmipCryptoKeyStatusKeyInfo {}
+impl x::Fields for CryptoManagerKmipCryptoKeyStatusKeyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("keyId", &self.key_id);
+    }
+}
+/// `CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo` (extends `CryptoManagerKmipCryptoKeyStatusKeyInfo`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
+    /// `keyId`, from `CryptoManagerKmipCryptoKeyStatusKeyInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_id: String,
+    /// `configuredTime`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub configured_time: Option<x::DateTime>,
+}
+impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
+    const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo";
+}
+impl x::Structure for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {}
+impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            "configuredTime" => r.read_opt(&mut self.configured_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("keyId", &self.key_id);
+        w.write_opt("configuredTime", &self.configured_time);
+    }
+}
+/// `CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo` (extends `CryptoManagerKmipCryptoKeyStatusKeyInfo`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
+    /// `keyId`, from `CryptoManagerKmipCryptoKeyStatusKeyInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_id: String,
+    /// `createTime`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub create_time: Option<x::DateTime>,
+    /// `rotateTime`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub rotate_time: Option<x::DateTime>,
+}
+impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
+    const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo";
+}
+impl x::Structure for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {}
+impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            "createTime" => r.read_opt(&mut self.create_time),
+            "rotateTime" => r.read_opt(&mut self.rotate_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("keyId", &self.key_id);
+        w.write_opt("createTime", &self.create_time);
+        w.write_opt("rotateTime", &self.rotate_time);
+    }
+}
+/// `CryptoManagerKmipCustomAttributeSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.1.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CryptoManagerKmipCustomAttributeSpec {
+    /// `attributes`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub attributes: Vec<KeyValue>,
+}
+impl x::SchemaType for CryptoManagerKmipCustomAttributeSpec {
+    const TYPE_NAME: &'static str = "CryptoManagerKmipCustomAttributeSpec";
+}
+impl x::Structure for CryptoManagerKmipCustomAttributeSpec {}
+impl x::Fields for CryptoManagerKmipCustomAttributeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "attributes" => r.read_push(&mut self.attributes),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("attributes", &self.attributes);
+    }
+}
+/// `CryptoManagerKmipGenerateKeySpec` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CryptoManagerKmipGenerateKeySpec {
+    /// `keyType`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_type: Option<String>,
+}
+impl x::SchemaType for CryptoManagerKmipGenerateKeySpec {
+    const TYPE_NAME: &'static str = "CryptoManagerKmipGenerateKeySpec";
+}
+impl x::Structure for CryptoManagerKmipGenerateKeySpec {}
+impl x::Fields for CryptoManagerKmipGenerateKeySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyType" => r.read_opt(&mut self.key_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("keyType", &self.key_type);
+    }
 }
 /// `CryptoManagerKmipServerCertInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -633,10 +934,18 @@ pub struct CustomFieldDefAddedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `fieldKey`, from `CustomFieldDefEvent`.
     pub field_key: i32,
     /// `name`, from `CustomFieldDefEvent`.
@@ -664,8 +973,10 @@ impl x::Fields for CustomFieldDefAddedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "fieldKey" => r.read(&mut self.field_key),
             "name" => r.read(&mut self.name),
             _ => return Ok(false),
@@ -685,8 +996,10 @@ impl x::Fields for CustomFieldDefAddedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("fieldKey", &self.field_key);
         w.write("name", &self.name);
     }
@@ -716,10 +1029,18 @@ pub struct CustomFieldDefEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `fieldKey`.
     pub field_key: i32,
     /// `name`.
@@ -747,8 +1068,10 @@ impl x::Fields for CustomFieldDefEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "fieldKey" => r.read(&mut self.field_key),
             "name" => r.read(&mut self.name),
             _ => return Ok(false),
@@ -768,8 +1091,10 @@ impl x::Fields for CustomFieldDefEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("fieldKey", &self.field_key);
         w.write("name", &self.name);
     }
@@ -799,10 +1124,18 @@ pub struct CustomFieldDefRemovedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `fieldKey`, from `CustomFieldDefEvent`.
     pub field_key: i32,
     /// `name`, from `CustomFieldDefEvent`.
@@ -830,8 +1163,10 @@ impl x::Fields for CustomFieldDefRemovedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "fieldKey" => r.read(&mut self.field_key),
             "name" => r.read(&mut self.name),
             _ => return Ok(false),
@@ -851,8 +1186,10 @@ impl x::Fields for CustomFieldDefRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("fieldKey", &self.field_key);
         w.write("name", &self.name);
     }
@@ -882,10 +1219,18 @@ pub struct CustomFieldDefRenamedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `fieldKey`, from `CustomFieldDefEvent`.
     pub field_key: i32,
     /// `name`, from `CustomFieldDefEvent`.
@@ -915,8 +1260,10 @@ impl x::Fields for CustomFieldDefRenamedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "fieldKey" => r.read(&mut self.field_key),
             "name" => r.read(&mut self.name),
             "newName" => r.read(&mut self.new_name),
@@ -937,8 +1284,10 @@ impl x::Fields for CustomFieldDefRenamedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("fieldKey", &self.field_key);
         w.write("name", &self.name);
         w.write("newName", &self.new_name);
@@ -969,10 +1318,18 @@ pub struct CustomFieldEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for CustomFieldEvent {
     const TYPE_NAME: &'static str = "CustomFieldEvent";
@@ -996,8 +1353,10 @@ impl x::Fields for CustomFieldEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1015,8 +1374,10 @@ impl x::Fields for CustomFieldEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `CustomFieldStringValue` (extends `CustomFieldValue`).
@@ -1104,10 +1465,18 @@ pub struct CustomFieldValueChangedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `fieldKey`.
@@ -1141,8 +1510,10 @@ impl x::Fields for CustomFieldValueChangedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "entity" => r.read(&mut self.entity),
             "fieldKey" => r.read(&mut self.field_key),
             "name" => r.read(&mut self.name),
@@ -1165,8 +1536,10 @@ impl x::Fields for CustomFieldValueChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("entity", &self.entity);
         w.write("fieldKey", &self.field_key);
         w.write("name", &self.name);

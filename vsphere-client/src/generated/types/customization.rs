@@ -203,6 +203,25 @@ impl x::Fields for CustomizationDhcpIpV6Generator {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+/// `CustomizationDisableIpV4` (extends `CustomizationIpGenerator`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomizationDisableIpV4 {}
+impl x::SchemaType for CustomizationDisableIpV4 {
+    const TYPE_NAME: &'static str = "CustomizationDisableIpV4";
+}
+impl x::Structure for CustomizationDisableIpV4 {}
+impl x::Fields for CustomizationDisableIpV4 {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
 /// `CustomizationEvent` (extends `VmEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationEvent {
@@ -228,10 +247,18 @@ pub struct CustomizationEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `logLocation`.
@@ -259,8 +286,10 @@ impl x::Fields for CustomizationEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
             _ => return Ok(false),
@@ -280,8 +309,10 @@ impl x::Fields for CustomizationEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
     }
@@ -311,10 +342,18 @@ pub struct CustomizationFailed {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `logLocation`, from `CustomizationEvent`.
@@ -344,8 +383,10 @@ impl x::Fields for CustomizationFailed {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
             "reason" => r.read_opt(&mut self.reason),
@@ -366,8 +407,10 @@ impl x::Fields for CustomizationFailed {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -687,6 +730,10 @@ pub struct CustomizationIdentification {
     pub domain_admin: Option<String>,
     /// `domainAdminPassword`.
     pub domain_admin_password: Option<CustomizationPassword>,
+    /// `domainOU`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub domain_ou: Option<String>,
 }
 impl x::SchemaType for CustomizationIdentification {
     const TYPE_NAME: &'static str = "CustomizationIdentification";
@@ -703,6 +750,7 @@ impl x::Fields for CustomizationIdentification {
             "joinDomain" => r.read_opt(&mut self.join_domain),
             "domainAdmin" => r.read_opt(&mut self.domain_admin),
             "domainAdminPassword" => r.read_opt(&mut self.domain_admin_password),
+            "domainOU" => r.read_opt(&mut self.domain_ou),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -713,6 +761,7 @@ impl x::Fields for CustomizationIdentification {
         w.write_opt("joinDomain", &self.join_domain);
         w.write_opt("domainAdmin", &self.domain_admin);
         w.write_opt("domainAdminPassword", &self.domain_admin_password);
+        w.write_opt("domainOU", &self.domain_ou);
     }
 }
 /// `CustomizationIdentitySettings` (extends `DynamicData`).
@@ -803,6 +852,25 @@ impl x::Fields for CustomizationLicenseFilePrintData {
         w.write_opt("autoUsers", &self.auto_users);
     }
 }
+/// `CustomizationLinuxFlexPrep` (extends `CustomizationIdentitySettings`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomizationLinuxFlexPrep {}
+impl x::SchemaType for CustomizationLinuxFlexPrep {
+    const TYPE_NAME: &'static str = "CustomizationLinuxFlexPrep";
+}
+impl x::Structure for CustomizationLinuxFlexPrep {}
+impl x::Fields for CustomizationLinuxFlexPrep {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
 /// `CustomizationLinuxIdentityFailed` (extends `CustomizationFailed`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationLinuxIdentityFailed {
@@ -828,10 +896,18 @@ pub struct CustomizationLinuxIdentityFailed {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `logLocation`, from `CustomizationEvent`.
@@ -861,8 +937,10 @@ impl x::Fields for CustomizationLinuxIdentityFailed {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
             "reason" => r.read_opt(&mut self.reason),
@@ -883,8 +961,10 @@ impl x::Fields for CustomizationLinuxIdentityFailed {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -920,6 +1000,22 @@ pub struct CustomizationLinuxPrep {
     pub hw_clock_utc: Option<bool>,
     /// `scriptText`.
     pub script_text: Option<String>,
+    /// `compatibleCustomizationMethod`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub compatible_customization_method: Option<String>,
+    /// `resetPassword`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reset_password: Option<bool>,
+    /// `password`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub password: Option<CustomizationPassword>,
+    /// `extraConfig`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub extra_config: Vec<AnyOptionValue>,
 }
 impl x::SchemaType for CustomizationLinuxPrep {
     const TYPE_NAME: &'static str = "CustomizationLinuxPrep";
@@ -937,6 +1033,12 @@ impl x::Fields for CustomizationLinuxPrep {
             "timeZone" => r.read_opt(&mut self.time_zone),
             "hwClockUTC" => r.read_opt(&mut self.hw_clock_utc),
             "scriptText" => r.read_opt(&mut self.script_text),
+            "compatibleCustomizationMethod" => {
+                r.read_opt(&mut self.compatible_customization_method)
+            }
+            "resetPassword" => r.read_opt(&mut self.reset_password),
+            "password" => r.read_opt(&mut self.password),
+            "extraConfig" => r.read_push(&mut self.extra_config),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -948,6 +1050,13 @@ impl x::Fields for CustomizationLinuxPrep {
         w.write_opt("timeZone", &self.time_zone);
         w.write_opt("hwClockUTC", &self.hw_clock_utc);
         w.write_opt("scriptText", &self.script_text);
+        w.write_opt(
+            "compatibleCustomizationMethod",
+            &self.compatible_customization_method,
+        );
+        w.write_opt("resetPassword", &self.reset_password);
+        w.write_opt("password", &self.password);
+        w.write_vec("extraConfig", &self.extra_config);
     }
 }
 /// `CustomizationName` (extends `DynamicData`).
@@ -994,10 +1103,18 @@ pub struct CustomizationNetworkSetupFailed {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `logLocation`, from `CustomizationEvent`.
@@ -1027,8 +1144,10 @@ impl x::Fields for CustomizationNetworkSetupFailed {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
             "reason" => r.read_opt(&mut self.reason),
@@ -1049,8 +1168,10 @@ impl x::Fields for CustomizationNetworkSetupFailed {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -1310,10 +1431,18 @@ pub struct CustomizationStartedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `logLocation`, from `CustomizationEvent`.
@@ -1341,8 +1470,10 @@ impl x::Fields for CustomizationStartedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
             _ => return Ok(false),
@@ -1362,8 +1493,10 @@ impl x::Fields for CustomizationStartedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
     }
@@ -1410,10 +1543,18 @@ pub struct CustomizationSucceeded {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `logLocation`, from `CustomizationEvent`.
@@ -1441,8 +1582,10 @@ impl x::Fields for CustomizationSucceeded {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
             _ => return Ok(false),
@@ -1462,8 +1605,10 @@ impl x::Fields for CustomizationSucceeded {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
     }
@@ -1481,6 +1626,18 @@ pub struct CustomizationSysprep {
     pub identification: CustomizationIdentification,
     /// `licenseFilePrintData`.
     pub license_file_print_data: Option<CustomizationLicenseFilePrintData>,
+    /// `scriptText`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub script_text: Option<String>,
+    /// `resetPassword`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reset_password: Option<bool>,
+    /// `extraConfig`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub extra_config: Vec<AnyOptionValue>,
 }
 impl x::SchemaType for CustomizationSysprep {
     const TYPE_NAME: &'static str = "CustomizationSysprep";
@@ -1498,6 +1655,9 @@ impl x::Fields for CustomizationSysprep {
             "guiRunOnce" => r.read_opt(&mut self.gui_run_once),
             "identification" => r.read(&mut self.identification),
             "licenseFilePrintData" => r.read_opt(&mut self.license_file_print_data),
+            "scriptText" => r.read_opt(&mut self.script_text),
+            "resetPassword" => r.read_opt(&mut self.reset_password),
+            "extraConfig" => r.read_push(&mut self.extra_config),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1509,6 +1669,9 @@ impl x::Fields for CustomizationSysprep {
         w.write_opt("guiRunOnce", &self.gui_run_once);
         w.write("identification", &self.identification);
         w.write_opt("licenseFilePrintData", &self.license_file_print_data);
+        w.write_opt("scriptText", &self.script_text);
+        w.write_opt("resetPassword", &self.reset_password);
+        w.write_vec("extraConfig", &self.extra_config);
     }
 }
 /// `CustomizationSysprepFailed` (extends `CustomizationFailed`).
@@ -1536,10 +1699,18 @@ pub struct CustomizationSysprepFailed {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `logLocation`, from `CustomizationEvent`.
@@ -1573,8 +1744,10 @@ impl x::Fields for CustomizationSysprepFailed {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
             "reason" => r.read_opt(&mut self.reason),
@@ -1597,8 +1770,10 @@ impl x::Fields for CustomizationSysprepFailed {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -1658,10 +1833,18 @@ pub struct CustomizationUnknownFailure {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `logLocation`, from `CustomizationEvent`.
@@ -1691,8 +1874,10 @@ impl x::Fields for CustomizationUnknownFailure {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "logLocation" => r.read_opt(&mut self.log_location),
             "reason" => r.read_opt(&mut self.reason),
@@ -1713,8 +1898,10 @@ impl x::Fields for CustomizationUnknownFailure {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -1861,4 +2048,23 @@ impl x::Fields for CustomizationWinOptions {
         w.write("deleteAccounts", &self.delete_accounts);
         w.write_opt("reboot", &self.reboot);
     }
+}
+/// `CustomizationWindowsFlexPrep` (extends `CustomizationIdentitySettings`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomizationWindowsFlexPrep {}
+impl x::SchemaType for CustomizationWindowsFlexPrep {
+    const TYPE_NAME: &'static str = "CustomizationWindowsFlexPrep";
+}
+impl x::Structure for CustomizationWindowsFlexPrep {}
+impl x::Fields for CustomizationWindowsFlexPrep {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }

@@ -113,10 +113,18 @@ pub struct DatastoreCapacityIncreasedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
     /// `oldCapacity`.
@@ -146,8 +154,10 @@ impl x::Fields for DatastoreCapacityIncreasedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             "oldCapacity" => r.read(&mut self.old_capacity),
             "newCapacity" => r.read(&mut self.new_capacity),
@@ -168,8 +178,10 @@ impl x::Fields for DatastoreCapacityIncreasedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
         w.write("oldCapacity", &self.old_capacity);
         w.write("newCapacity", &self.new_capacity);
@@ -200,10 +212,18 @@ pub struct DatastoreDestroyedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
 }
@@ -229,8 +249,10 @@ impl x::Fields for DatastoreDestroyedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
         };
@@ -249,8 +271,10 @@ impl x::Fields for DatastoreDestroyedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -279,10 +303,18 @@ pub struct DatastoreDiscoveredEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`.
     pub datastore: DatastoreEventArgument,
 }
@@ -308,8 +340,10 @@ impl x::Fields for DatastoreDiscoveredEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
         };
@@ -328,8 +362,10 @@ impl x::Fields for DatastoreDiscoveredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("datastore", &self.datastore);
     }
 }
@@ -358,10 +394,18 @@ pub struct DatastoreDuplicatedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
 }
@@ -387,8 +431,10 @@ impl x::Fields for DatastoreDuplicatedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
         };
@@ -407,8 +453,10 @@ impl x::Fields for DatastoreDuplicatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -437,10 +485,18 @@ pub struct DatastoreEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`.
     pub datastore: Option<DatastoreEventArgument>,
 }
@@ -466,8 +522,10 @@ impl x::Fields for DatastoreEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
         };
@@ -486,8 +544,10 @@ impl x::Fields for DatastoreEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -547,10 +607,18 @@ pub struct DatastoreFileCopiedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
     /// `targetFile`, from `DatastoreFileEvent`.
@@ -586,8 +654,10 @@ impl x::Fields for DatastoreFileCopiedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             "targetFile" => r.read(&mut self.target_file),
             "sourceOfOperation" => r.read_opt(&mut self.source_of_operation),
@@ -611,8 +681,10 @@ impl x::Fields for DatastoreFileCopiedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
         w.write("targetFile", &self.target_file);
         w.write_opt("sourceOfOperation", &self.source_of_operation);
@@ -646,10 +718,18 @@ pub struct DatastoreFileDeletedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
     /// `targetFile`, from `DatastoreFileEvent`.
@@ -681,8 +761,10 @@ impl x::Fields for DatastoreFileDeletedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             "targetFile" => r.read(&mut self.target_file),
             "sourceOfOperation" => r.read_opt(&mut self.source_of_operation),
@@ -704,8 +786,10 @@ impl x::Fields for DatastoreFileDeletedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
         w.write("targetFile", &self.target_file);
         w.write_opt("sourceOfOperation", &self.source_of_operation);
@@ -737,10 +821,18 @@ pub struct DatastoreFileEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
     /// `targetFile`.
@@ -772,8 +864,10 @@ impl x::Fields for DatastoreFileEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             "targetFile" => r.read(&mut self.target_file),
             "sourceOfOperation" => r.read_opt(&mut self.source_of_operation),
@@ -795,8 +889,10 @@ impl x::Fields for DatastoreFileEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
         w.write("targetFile", &self.target_file);
         w.write_opt("sourceOfOperation", &self.source_of_operation);
@@ -828,10 +924,18 @@ pub struct DatastoreFileMovedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
     /// `targetFile`, from `DatastoreFileEvent`.
@@ -867,8 +971,10 @@ impl x::Fields for DatastoreFileMovedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             "targetFile" => r.read(&mut self.target_file),
             "sourceOfOperation" => r.read_opt(&mut self.source_of_operation),
@@ -892,8 +998,10 @@ impl x::Fields for DatastoreFileMovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
         w.write("targetFile", &self.target_file);
         w.write_opt("sourceOfOperation", &self.source_of_operation);
@@ -962,10 +1070,18 @@ pub struct DatastoreIORMReconfiguredEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
 }
@@ -991,8 +1107,10 @@ impl x::Fields for DatastoreIORMReconfiguredEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
         };
@@ -1011,8 +1129,10 @@ impl x::Fields for DatastoreIORMReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -1039,6 +1159,18 @@ pub struct DatastoreInfo {
     pub container_id: Option<String>,
     /// `aliasOf`.
     pub alias_of: Option<String>,
+    /// `supportedVDiskFormats`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub supported_vdisk_formats: Vec<String>,
+    /// `logicalSectorSize`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub logical_sector_size: Option<i32>,
+    /// `physicalSectorSize`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub physical_sector_size: Option<i32>,
 }
 impl x::SchemaType for DatastoreInfo {
     const TYPE_NAME: &'static str = "DatastoreInfo";
@@ -1060,6 +1192,9 @@ impl x::Fields for DatastoreInfo {
             "timestamp" => r.read_opt(&mut self.timestamp),
             "containerId" => r.read_opt(&mut self.container_id),
             "aliasOf" => r.read_opt(&mut self.alias_of),
+            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
+            "logicalSectorSize" => r.read_opt(&mut self.logical_sector_size),
+            "physicalSectorSize" => r.read_opt(&mut self.physical_sector_size),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1075,6 +1210,9 @@ impl x::Fields for DatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
+        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        w.write_opt("physicalSectorSize", &self.physical_sector_size);
     }
 }
 /// `DatastoreMountPathDatastorePair` (extends `DynamicData`).
@@ -1111,6 +1249,43 @@ impl x::Fields for DatastoreMountPathDatastorePair {
 impl x::ArrayItem for DatastoreMountPathDatastorePair {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDatastoreMountPathDatastorePair";
     const ITEM_TAG: &'static str = "DatastoreMountPathDatastorePair";
+}
+/// `DatastoreNamespaceManagerDirectoryInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.1.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatastoreNamespaceManagerDirectoryInfo {
+    /// `capacity`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub capacity: i64,
+    /// `used`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub used: i64,
+}
+impl x::SchemaType for DatastoreNamespaceManagerDirectoryInfo {
+    const TYPE_NAME: &'static str = "DatastoreNamespaceManagerDirectoryInfo";
+}
+impl x::Structure for DatastoreNamespaceManagerDirectoryInfo {}
+impl x::Fields for DatastoreNamespaceManagerDirectoryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read(&mut self.capacity),
+            "used" => r.read(&mut self.used),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("capacity", &self.capacity);
+        w.write("used", &self.used);
+    }
 }
 /// `DatastoreNotWritableOnHost` (extends `InvalidDatastore`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -1207,10 +1382,18 @@ pub struct DatastorePrincipalConfigured {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastorePrincipal`.
     pub datastore_principal: String,
 }
@@ -1236,8 +1419,10 @@ impl x::Fields for DatastorePrincipalConfigured {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastorePrincipal" => r.read(&mut self.datastore_principal),
             _ => return Ok(false),
         };
@@ -1256,8 +1441,10 @@ impl x::Fields for DatastorePrincipalConfigured {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("datastorePrincipal", &self.datastore_principal);
     }
 }
@@ -1286,10 +1473,18 @@ pub struct DatastoreRemovedOnHostEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`.
     pub datastore: DatastoreEventArgument,
 }
@@ -1315,8 +1510,10 @@ impl x::Fields for DatastoreRemovedOnHostEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
         };
@@ -1335,8 +1532,10 @@ impl x::Fields for DatastoreRemovedOnHostEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("datastore", &self.datastore);
     }
 }
@@ -1365,10 +1564,18 @@ pub struct DatastoreRenamedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
     /// `oldName`.
@@ -1398,8 +1605,10 @@ impl x::Fields for DatastoreRenamedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             "oldName" => r.read(&mut self.old_name),
             "newName" => r.read(&mut self.new_name),
@@ -1420,8 +1629,10 @@ impl x::Fields for DatastoreRenamedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
         w.write("oldName", &self.old_name);
         w.write("newName", &self.new_name);
@@ -1452,10 +1663,18 @@ pub struct DatastoreRenamedOnHostEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `oldName`.
     pub old_name: String,
     /// `newName`.
@@ -1483,8 +1702,10 @@ impl x::Fields for DatastoreRenamedOnHostEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "oldName" => r.read(&mut self.old_name),
             "newName" => r.read(&mut self.new_name),
             _ => return Ok(false),
@@ -1504,8 +1725,10 @@ impl x::Fields for DatastoreRenamedOnHostEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("oldName", &self.old_name);
         w.write("newName", &self.new_name);
     }

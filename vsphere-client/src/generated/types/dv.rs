@@ -365,6 +365,14 @@ pub struct DVPortgroupConfigInfo {
     pub logical_switch_uuid: Option<String>,
     /// `segmentId`.
     pub segment_id: Option<String>,
+    /// `subnetId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
+    /// `nsxConfig`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub nsx_config: Option<DVPortgroupNsxConfig>,
 }
 impl x::SchemaType for DVPortgroupConfigInfo {
     const TYPE_NAME: &'static str = "DVPortgroupConfigInfo";
@@ -401,6 +409,8 @@ impl x::Fields for DVPortgroupConfigInfo {
             "transportZoneName" => r.read_opt(&mut self.transport_zone_name),
             "logicalSwitchUuid" => r.read_opt(&mut self.logical_switch_uuid),
             "segmentId" => r.read_opt(&mut self.segment_id),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
+            "nsxConfig" => r.read_opt(&mut self.nsx_config),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -430,6 +440,8 @@ impl x::Fields for DVPortgroupConfigInfo {
         w.write_opt("transportZoneName", &self.transport_zone_name);
         w.write_opt("logicalSwitchUuid", &self.logical_switch_uuid);
         w.write_opt("segmentId", &self.segment_id);
+        w.write_opt("subnetId", &self.subnet_id);
+        w.write_opt("nsxConfig", &self.nsx_config);
     }
 }
 /// `DVPortgroupConfigSpec` (extends `DynamicData`).
@@ -469,6 +481,14 @@ pub struct DVPortgroupConfigSpec {
     pub logical_switch_uuid: Option<String>,
     /// `segmentId`.
     pub segment_id: Option<String>,
+    /// `subnetId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
+    /// `nsxConfig`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub nsx_config: Option<DVPortgroupNsxConfig>,
 }
 impl x::SchemaType for DVPortgroupConfigSpec {
     const TYPE_NAME: &'static str = "DVPortgroupConfigSpec";
@@ -500,6 +520,8 @@ impl x::Fields for DVPortgroupConfigSpec {
             "transportZoneName" => r.read_opt(&mut self.transport_zone_name),
             "logicalSwitchUuid" => r.read_opt(&mut self.logical_switch_uuid),
             "segmentId" => r.read_opt(&mut self.segment_id),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
+            "nsxConfig" => r.read_opt(&mut self.nsx_config),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -526,6 +548,8 @@ impl x::Fields for DVPortgroupConfigSpec {
         w.write_opt("transportZoneName", &self.transport_zone_name);
         w.write_opt("logicalSwitchUuid", &self.logical_switch_uuid);
         w.write_opt("segmentId", &self.segment_id);
+        w.write_opt("subnetId", &self.subnet_id);
+        w.write_opt("nsxConfig", &self.nsx_config);
     }
 }
 impl x::ArrayItem for DVPortgroupConfigSpec {
@@ -557,10 +581,18 @@ pub struct DVPortgroupCreatedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for DVPortgroupCreatedEvent {
     const TYPE_NAME: &'static str = "DVPortgroupCreatedEvent";
@@ -584,8 +616,10 @@ impl x::Fields for DVPortgroupCreatedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -603,8 +637,10 @@ impl x::Fields for DVPortgroupCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DVPortgroupDestroyedEvent` (extends `DVPortgroupEvent`).
@@ -632,10 +668,18 @@ pub struct DVPortgroupDestroyedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for DVPortgroupDestroyedEvent {
     const TYPE_NAME: &'static str = "DVPortgroupDestroyedEvent";
@@ -659,8 +703,10 @@ impl x::Fields for DVPortgroupDestroyedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -678,8 +724,10 @@ impl x::Fields for DVPortgroupDestroyedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DVPortgroupEvent` (extends `Event`).
@@ -707,10 +755,18 @@ pub struct DVPortgroupEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for DVPortgroupEvent {
     const TYPE_NAME: &'static str = "DVPortgroupEvent";
@@ -734,8 +790,10 @@ impl x::Fields for DVPortgroupEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -753,8 +811,84 @@ impl x::Fields for DVPortgroupEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `DVPortgroupNsxConfig` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVPortgroupNsxConfig {
+    /// `vlanIdExtended`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vlan_id_extended: Option<i32>,
+    /// `subnetAddresses`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub subnet_addresses: Option<DVPortgroupNsxSubnetAddressInfo>,
+    /// `spanIds`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub span_ids: Vec<String>,
+}
+impl x::SchemaType for DVPortgroupNsxConfig {
+    const TYPE_NAME: &'static str = "DVPortgroupNsxConfig";
+}
+impl x::Structure for DVPortgroupNsxConfig {}
+impl x::Fields for DVPortgroupNsxConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vlanIdExtended" => r.read_opt(&mut self.vlan_id_extended),
+            "subnetAddresses" => r.read_opt(&mut self.subnet_addresses),
+            "spanIds" => r.read_push(&mut self.span_ids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vlanIdExtended", &self.vlan_id_extended);
+        w.write_opt("subnetAddresses", &self.subnet_addresses);
+        w.write_vec("spanIds", &self.span_ids);
+    }
+}
+/// `DVPortgroupNsxSubnetAddressInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVPortgroupNsxSubnetAddressInfo {
+    /// `cidr`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub cidr: Vec<String>,
+}
+impl x::SchemaType for DVPortgroupNsxSubnetAddressInfo {
+    const TYPE_NAME: &'static str = "DVPortgroupNsxSubnetAddressInfo";
+}
+impl x::Structure for DVPortgroupNsxSubnetAddressInfo {}
+impl x::Fields for DVPortgroupNsxSubnetAddressInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "cidr" => r.read_push(&mut self.cidr),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("cidr", &self.cidr);
     }
 }
 /// `DVPortgroupPolicy` (extends `DynamicData`).
@@ -849,10 +983,18 @@ pub struct DVPortgroupReconfiguredEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `configSpec`.
     pub config_spec: DVPortgroupConfigSpec,
     /// `configChanges`.
@@ -880,8 +1022,10 @@ impl x::Fields for DVPortgroupReconfiguredEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "configSpec" => r.read(&mut self.config_spec),
             "configChanges" => r.read_opt(&mut self.config_changes),
             _ => return Ok(false),
@@ -901,8 +1045,10 @@ impl x::Fields for DVPortgroupReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("configSpec", &self.config_spec);
         w.write_opt("configChanges", &self.config_changes);
     }
@@ -932,10 +1078,18 @@ pub struct DVPortgroupRenamedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `oldName`.
     pub old_name: String,
     /// `newName`.
@@ -963,8 +1117,10 @@ impl x::Fields for DVPortgroupRenamedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "oldName" => r.read(&mut self.old_name),
             "newName" => r.read(&mut self.new_name),
             _ => return Ok(false),
@@ -984,8 +1140,10 @@ impl x::Fields for DVPortgroupRenamedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("oldName", &self.old_name);
         w.write("newName", &self.new_name);
     }

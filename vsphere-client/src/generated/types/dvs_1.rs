@@ -584,6 +584,230 @@ impl x::Fields for DVSFeatureCapability {
         w.write_opt("macLearningSupported", &self.mac_learning_supported);
     }
 }
+/// `DVSFilterSpecConnecteeSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSFilterSpecConnecteeSpec {}
+impl x::SchemaType for DVSFilterSpecConnecteeSpec {
+    const TYPE_NAME: &'static str = "DVSFilterSpecConnecteeSpec";
+}
+impl x::Structure for DVSFilterSpecConnecteeSpec {}
+impl x::Fields for DVSFilterSpecConnecteeSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `DVSFilterSpecPnicConnecteeSpec` (extends `DVSFilterSpecConnecteeSpec`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSFilterSpecPnicConnecteeSpec {
+    /// `pnicNameSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub pnic_name_spec: Option<String>,
+}
+impl x::SchemaType for DVSFilterSpecPnicConnecteeSpec {
+    const TYPE_NAME: &'static str = "DVSFilterSpecPnicConnecteeSpec";
+}
+impl x::Structure for DVSFilterSpecPnicConnecteeSpec {}
+impl x::Fields for DVSFilterSpecPnicConnecteeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pnicNameSpec" => r.read_opt(&mut self.pnic_name_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("pnicNameSpec", &self.pnic_name_spec);
+    }
+}
+/// `DVSFilterSpecPvlanSpec` (extends `DVSFilterSpecVlanSpec`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSFilterSpecPvlanSpec {
+    /// `pvlanId`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub pvlan_id: Option<i32>,
+}
+impl x::SchemaType for DVSFilterSpecPvlanSpec {
+    const TYPE_NAME: &'static str = "DVSFilterSpecPvlanSpec";
+}
+impl x::Structure for DVSFilterSpecPvlanSpec {}
+impl x::Fields for DVSFilterSpecPvlanSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pvlanId" => r.read_opt(&mut self.pvlan_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("pvlanId", &self.pvlan_id);
+    }
+}
+/// `DVSFilterSpecTrunkVlanSpec` (extends `DVSFilterSpecVlanSpec`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSFilterSpecTrunkVlanSpec {
+    /// `range`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub range: Option<NumericRange>,
+}
+impl x::SchemaType for DVSFilterSpecTrunkVlanSpec {
+    const TYPE_NAME: &'static str = "DVSFilterSpecTrunkVlanSpec";
+}
+impl x::Structure for DVSFilterSpecTrunkVlanSpec {}
+impl x::Fields for DVSFilterSpecTrunkVlanSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "range" => r.read_opt(&mut self.range),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("range", &self.range);
+    }
+}
+/// `DVSFilterSpecVlanIdSpec` (extends `DVSFilterSpecVlanSpec`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSFilterSpecVlanIdSpec {
+    /// `vlanId`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vlan_id: Option<i32>,
+}
+impl x::SchemaType for DVSFilterSpecVlanIdSpec {
+    const TYPE_NAME: &'static str = "DVSFilterSpecVlanIdSpec";
+}
+impl x::Structure for DVSFilterSpecVlanIdSpec {}
+impl x::Fields for DVSFilterSpecVlanIdSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vlanId" => r.read_opt(&mut self.vlan_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vlanId", &self.vlan_id);
+    }
+}
+/// `DVSFilterSpecVlanSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSFilterSpecVlanSpec {}
+impl x::SchemaType for DVSFilterSpecVlanSpec {
+    const TYPE_NAME: &'static str = "DVSFilterSpecVlanSpec";
+}
+impl x::Structure for DVSFilterSpecVlanSpec {}
+impl x::Fields for DVSFilterSpecVlanSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `DVSFilterSpecVmConnecteeSpec` (extends `DVSFilterSpecConnecteeSpec`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSFilterSpecVmConnecteeSpec {
+    /// `vmNameSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vm_name_spec: Option<String>,
+}
+impl x::SchemaType for DVSFilterSpecVmConnecteeSpec {
+    const TYPE_NAME: &'static str = "DVSFilterSpecVmConnecteeSpec";
+}
+impl x::Structure for DVSFilterSpecVmConnecteeSpec {}
+impl x::Fields for DVSFilterSpecVmConnecteeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmNameSpec" => r.read_opt(&mut self.vm_name_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vmNameSpec", &self.vm_name_spec);
+    }
+}
+/// `DVSFilterSpecVmknicConnecteeSpec` (extends `DVSFilterSpecConnecteeSpec`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSFilterSpecVmknicConnecteeSpec {
+    /// `vmknicNameSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vmknic_name_spec: Option<String>,
+}
+impl x::SchemaType for DVSFilterSpecVmknicConnecteeSpec {
+    const TYPE_NAME: &'static str = "DVSFilterSpecVmknicConnecteeSpec";
+}
+impl x::Structure for DVSFilterSpecVmknicConnecteeSpec {}
+impl x::Fields for DVSFilterSpecVmknicConnecteeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmknicNameSpec" => r.read_opt(&mut self.vmknic_name_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vmknicNameSpec", &self.vmknic_name_spec);
+    }
+}
 /// `DVSHealthCheckCapability` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyDVSHealthCheckCapability`], which also carries its subtypes.
@@ -795,6 +1019,47 @@ impl x::Fields for DVSManagerDvsConfigTarget {
         w.write_vec("distributedVirtualPortgroup", &self.distributed_virtual_portgroup);
         w.write_vec("distributedVirtualSwitch", &self.distributed_virtual_switch);
     }
+}
+/// `DVSManagerPhysicalNicsList` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DVSManagerPhysicalNicsList {
+    /// `host`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub host: x::ManagedObjectReference,
+    /// `physicalNics`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub physical_nics: Vec<PhysicalNic>,
+}
+impl x::SchemaType for DVSManagerPhysicalNicsList {
+    const TYPE_NAME: &'static str = "DVSManagerPhysicalNicsList";
+}
+impl x::Structure for DVSManagerPhysicalNicsList {}
+impl x::Fields for DVSManagerPhysicalNicsList {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "physicalNics" => r.read_push(&mut self.physical_nics),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_vec("physicalNics", &self.physical_nics);
+    }
+}
+impl x::ArrayItem for DVSManagerPhysicalNicsList {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDVSManagerPhysicalNicsList";
+    const ITEM_TAG: &'static str = "DVSManagerPhysicalNicsList";
 }
 /// `DVSNameArrayUplinkPortPolicy` (extends `DVSUplinkPortPolicy`).
 #[derive(Debug, Clone, PartialEq, Default)]

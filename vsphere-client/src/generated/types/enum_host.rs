@@ -5,211 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostInternetScsiHbaNetworkBindingSupportType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostInternetScsiHbaNetworkBindingSupportType {
-    /// `notsupported`.
-    Notsupported,
-    /// `optional`.
-    Optional,
-    /// `required`.
-    Required,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostInternetScsiHbaNetworkBindingSupportType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Notsupported => "notsupported",
-            Self::Optional => "optional",
-            Self::Required => "required",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostInternetScsiHbaNetworkBindingSupportType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostInternetScsiHbaNetworkBindingSupportType {
-    fn from(value: &str) -> Self {
-        match value {
-            "notsupported" => Self::Notsupported,
-            "optional" => Self::Optional,
-            "required" => Self::Required,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostInternetScsiHbaNetworkBindingSupportType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostInternetScsiHbaNetworkBindingSupportType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostInternetScsiHbaNetworkBindingSupportType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostInternetScsiHbaNetworkBindingSupportType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostInternetScsiHbaNetworkBindingSupportType {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaNetworkBindingSupportType";
-}
-/// `HostInternetScsiHbaStaticTargetTargetDiscoveryMethod`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    /// `staticMethod`.
-    StaticMethod,
-    /// `sendTargetMethod`.
-    SendTargetMethod,
-    /// `slpMethod`.
-    SlpMethod,
-    /// `isnsMethod`.
-    IsnsMethod,
-    /// `unknownMethod`.
-    UnknownMethod,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::StaticMethod => "staticMethod",
-            Self::SendTargetMethod => "sendTargetMethod",
-            Self::SlpMethod => "slpMethod",
-            Self::IsnsMethod => "isnsMethod",
-            Self::UnknownMethod => "unknownMethod",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn from(value: &str) -> Self {
-        match value {
-            "staticMethod" => Self::StaticMethod,
-            "sendTargetMethod" => Self::SendTargetMethod,
-            "slpMethod" => Self::SlpMethod,
-            "isnsMethod" => Self::IsnsMethod,
-            "unknownMethod" => Self::UnknownMethod,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod";
-}
-/// `HostIpConfigIpV6AddressConfigType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostIpConfigIpV6AddressConfigType {
-    /// `other`.
-    Other,
-    /// `manual`.
-    Manual,
-    /// `dhcp`.
-    Dhcp,
-    /// `linklayer`.
-    Linklayer,
-    /// `random`.
-    Random,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostIpConfigIpV6AddressConfigType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Other => "other",
-            Self::Manual => "manual",
-            Self::Dhcp => "dhcp",
-            Self::Linklayer => "linklayer",
-            Self::Random => "random",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostIpConfigIpV6AddressConfigType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostIpConfigIpV6AddressConfigType {
-    fn from(value: &str) -> Self {
-        match value {
-            "other" => Self::Other,
-            "manual" => Self::Manual,
-            "dhcp" => Self::Dhcp,
-            "linklayer" => Self::Linklayer,
-            "random" => Self::Random,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostIpConfigIpV6AddressConfigType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostIpConfigIpV6AddressConfigType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostIpConfigIpV6AddressConfigType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostIpConfigIpV6AddressConfigType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostIpConfigIpV6AddressConfigType {
-    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfigType";
-}
 /// `HostIpConfigIpV6AddressStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -305,6 +100,10 @@ pub enum HostLicensableResourceKey {
     NumVmsStarted,
     /// `numVmsStarting`.
     NumVmsStarting,
+    /// `vsanCapacity`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    VsanCapacity,
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
@@ -318,6 +117,7 @@ impl HostLicensableResourceKey {
             Self::MemoryForVms => "memoryForVms",
             Self::NumVmsStarted => "numVmsStarted",
             Self::NumVmsStarting => "numVmsStarting",
+            Self::VsanCapacity => "vsanCapacity",
             Self::Unrecognized(value) => value,
         }
     }
@@ -336,6 +136,7 @@ impl From<&str> for HostLicensableResourceKey {
             "memoryForVms" => Self::MemoryForVms,
             "numVmsStarted" => Self::NumVmsStarted,
             "numVmsStarting" => Self::NumVmsStarting,
+            "vsanCapacity" => Self::VsanCapacity,
             _ => Self::Unrecognized(value.to_string()),
         }
     }
@@ -614,6 +415,10 @@ pub enum HostMemoryTierFlags {
     PersistentTier,
     /// `cachingTier`.
     CachingTier,
+    /// `unmappableTier`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    UnmappableTier,
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
@@ -624,6 +429,7 @@ impl HostMemoryTierFlags {
             Self::MemoryTier => "memoryTier",
             Self::PersistentTier => "persistentTier",
             Self::CachingTier => "cachingTier",
+            Self::UnmappableTier => "unmappableTier",
             Self::Unrecognized(value) => value,
         }
     }
@@ -639,6 +445,7 @@ impl From<&str> for HostMemoryTierFlags {
             "memoryTier" => Self::MemoryTier,
             "persistentTier" => Self::PersistentTier,
             "cachingTier" => Self::CachingTier,
+            "unmappableTier" => Self::UnmappableTier,
             _ => Self::Unrecognized(value.to_string()),
         }
     }
@@ -675,6 +482,14 @@ pub enum HostMemoryTierType {
     Dram,
     /// `PMem`.
     PMem,
+    /// `NVMe`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    NVMe,
+    /// `Peaberry`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Peaberry,
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
@@ -684,6 +499,8 @@ impl HostMemoryTierType {
         match self {
             Self::Dram => "DRAM",
             Self::PMem => "PMem",
+            Self::NVMe => "NVMe",
+            Self::Peaberry => "Peaberry",
             Self::Unrecognized(value) => value,
         }
     }
@@ -698,6 +515,8 @@ impl From<&str> for HostMemoryTierType {
         match value {
             "DRAM" => Self::Dram,
             "PMem" => Self::PMem,
+            "NVMe" => Self::NVMe,
+            "Peaberry" => Self::Peaberry,
             _ => Self::Unrecognized(value.to_string()),
         }
     }
@@ -734,6 +553,10 @@ pub enum HostMemoryTieringType {
     NoTiering,
     /// `hardwareTiering`.
     HardwareTiering,
+    /// `softwareTiering`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    SoftwareTiering,
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
@@ -743,6 +566,7 @@ impl HostMemoryTieringType {
         match self {
             Self::NoTiering => "noTiering",
             Self::HardwareTiering => "hardwareTiering",
+            Self::SoftwareTiering => "softwareTiering",
             Self::Unrecognized(value) => value,
         }
     }
@@ -757,6 +581,7 @@ impl From<&str> for HostMemoryTieringType {
         match value {
             "noTiering" => Self::NoTiering,
             "hardwareTiering" => Self::HardwareTiering,
+            "softwareTiering" => Self::SoftwareTiering,
             _ => Self::Unrecognized(value.to_string()),
         }
     }
@@ -848,6 +673,113 @@ impl x::Encode for HostMountInfoInaccessibleReason {
 impl x::SchemaType for HostMountInfoInaccessibleReason {
     const TYPE_NAME: &'static str = "HostMountInfoInaccessibleReason";
 }
+/// `HostMountInfoMountFailedReason`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostMountInfoMountFailedReason {
+    /// `CONNECT_FAILURE`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    ConnectFailure,
+    /// `MOUNT_NOT_SUPPORTED`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    MountNotSupported,
+    /// `NFS_NOT_SUPPORTED`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    NfsNotSupported,
+    /// `MOUNT_DENIED`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    MountDenied,
+    /// `MOUNT_NOT_DIR`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    MountNotDir,
+    /// `VOLUME_LIMIT_EXCEEDED`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    VolumeLimitExceeded,
+    /// `CONN_LIMIT_EXCEEDED`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    ConnLimitExceeded,
+    /// `MOUNT_EXISTS`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    MountExists,
+    /// `OTHERS`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Others,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl HostMountInfoMountFailedReason {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::ConnectFailure => "CONNECT_FAILURE",
+            Self::MountNotSupported => "MOUNT_NOT_SUPPORTED",
+            Self::NfsNotSupported => "NFS_NOT_SUPPORTED",
+            Self::MountDenied => "MOUNT_DENIED",
+            Self::MountNotDir => "MOUNT_NOT_DIR",
+            Self::VolumeLimitExceeded => "VOLUME_LIMIT_EXCEEDED",
+            Self::ConnLimitExceeded => "CONN_LIMIT_EXCEEDED",
+            Self::MountExists => "MOUNT_EXISTS",
+            Self::Others => "OTHERS",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for HostMountInfoMountFailedReason {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for HostMountInfoMountFailedReason {
+    fn from(value: &str) -> Self {
+        match value {
+            "CONNECT_FAILURE" => Self::ConnectFailure,
+            "MOUNT_NOT_SUPPORTED" => Self::MountNotSupported,
+            "NFS_NOT_SUPPORTED" => Self::NfsNotSupported,
+            "MOUNT_DENIED" => Self::MountDenied,
+            "MOUNT_NOT_DIR" => Self::MountNotDir,
+            "VOLUME_LIMIT_EXCEEDED" => Self::VolumeLimitExceeded,
+            "CONN_LIMIT_EXCEEDED" => Self::ConnLimitExceeded,
+            "MOUNT_EXISTS" => Self::MountExists,
+            "OTHERS" => Self::Others,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for HostMountInfoMountFailedReason {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for HostMountInfoMountFailedReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for HostMountInfoMountFailedReason {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for HostMountInfoMountFailedReason {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for HostMountInfoMountFailedReason {
+    const TYPE_NAME: &'static str = "HostMountInfoMountFailedReason";
+}
 /// `HostMountMode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -917,6 +849,10 @@ pub enum HostNasVolumeSecurityType {
     SecKrb5,
     /// `SEC_KRB5I`.
     SecKrb5i,
+    /// `SEC_KRB5P`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    SecKrb5p,
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
@@ -927,6 +863,7 @@ impl HostNasVolumeSecurityType {
             Self::AuthSys => "AUTH_SYS",
             Self::SecKrb5 => "SEC_KRB5",
             Self::SecKrb5i => "SEC_KRB5I",
+            Self::SecKrb5p => "SEC_KRB5P",
             Self::Unrecognized(value) => value,
         }
     }
@@ -942,6 +879,7 @@ impl From<&str> for HostNasVolumeSecurityType {
             "AUTH_SYS" => Self::AuthSys,
             "SEC_KRB5" => Self::SecKrb5,
             "SEC_KRB5I" => Self::SecKrb5i,
+            "SEC_KRB5P" => Self::SecKrb5p,
             _ => Self::Unrecognized(value.to_string()),
         }
     }
@@ -1039,6 +977,18 @@ pub enum HostNetStackInstanceSystemStackKey {
     Vmotion,
     /// `vSphereProvisioning`.
     VSphereProvisioning,
+    /// `mirror`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Mirror,
+    /// `ops`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Ops,
+    /// `vnetworking`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Vnetworking,
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
@@ -1049,6 +999,9 @@ impl HostNetStackInstanceSystemStackKey {
             Self::DefaultTcpipStack => "defaultTcpipStack",
             Self::Vmotion => "vmotion",
             Self::VSphereProvisioning => "vSphereProvisioning",
+            Self::Mirror => "mirror",
+            Self::Ops => "ops",
+            Self::Vnetworking => "vnetworking",
             Self::Unrecognized(value) => value,
         }
     }
@@ -1064,6 +1017,9 @@ impl From<&str> for HostNetStackInstanceSystemStackKey {
             "defaultTcpipStack" => Self::DefaultTcpipStack,
             "vmotion" => Self::Vmotion,
             "vSphereProvisioning" => Self::VSphereProvisioning,
+            "mirror" => Self::Mirror,
+            "ops" => Self::Ops,
+            "vnetworking" => Self::Vnetworking,
             _ => Self::Unrecognized(value.to_string()),
         }
     }
@@ -1601,6 +1557,154 @@ impl x::Encode for HostOpaqueSwitchOpaqueSwitchState {
 impl x::SchemaType for HostOpaqueSwitchOpaqueSwitchState {
     const TYPE_NAME: &'static str = "HostOpaqueSwitchOpaqueSwitchState";
 }
+/// `HostPartialMaintenanceModeId`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostPartialMaintenanceModeId {
+    /// `sphereletPartialMM`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    SphereletPartialMM,
+    /// `nsxPartialMM`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    NsxPartialMM,
+    /// `quickPatchPartialMM`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    QuickPatchPartialMM,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl HostPartialMaintenanceModeId {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::SphereletPartialMM => "sphereletPartialMM",
+            Self::NsxPartialMM => "nsxPartialMM",
+            Self::QuickPatchPartialMM => "quickPatchPartialMM",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for HostPartialMaintenanceModeId {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for HostPartialMaintenanceModeId {
+    fn from(value: &str) -> Self {
+        match value {
+            "sphereletPartialMM" => Self::SphereletPartialMM,
+            "nsxPartialMM" => Self::NsxPartialMM,
+            "quickPatchPartialMM" => Self::QuickPatchPartialMM,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for HostPartialMaintenanceModeId {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for HostPartialMaintenanceModeId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for HostPartialMaintenanceModeId {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for HostPartialMaintenanceModeId {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for HostPartialMaintenanceModeId {
+    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeId";
+}
+/// `HostPartialMaintenanceModeStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostPartialMaintenanceModeStatus {
+    /// `notInPartialMM`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    NotInPartialMM,
+    /// `enteringPartialMM`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    EnteringPartialMM,
+    /// `exitingPartialMM`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    ExitingPartialMM,
+    /// `inPartialMM`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    InPartialMM,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl HostPartialMaintenanceModeStatus {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::NotInPartialMM => "notInPartialMM",
+            Self::EnteringPartialMM => "enteringPartialMM",
+            Self::ExitingPartialMM => "exitingPartialMM",
+            Self::InPartialMM => "inPartialMM",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for HostPartialMaintenanceModeStatus {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for HostPartialMaintenanceModeStatus {
+    fn from(value: &str) -> Self {
+        match value {
+            "notInPartialMM" => Self::NotInPartialMM,
+            "enteringPartialMM" => Self::EnteringPartialMM,
+            "exitingPartialMM" => Self::ExitingPartialMM,
+            "inPartialMM" => Self::InPartialMM,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for HostPartialMaintenanceModeStatus {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for HostPartialMaintenanceModeStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for HostPartialMaintenanceModeStatus {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for HostPartialMaintenanceModeStatus {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for HostPartialMaintenanceModeStatus {
+    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeStatus";
+}
 /// `HostPatchManagerInstallState`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -1813,6 +1917,101 @@ impl x::Encode for HostPatchManagerReason {
 }
 impl x::SchemaType for HostPatchManagerReason {
     const TYPE_NAME: &'static str = "HostPatchManagerReason";
+}
+/// `HostPciPassthruInfoDirectPathDeviceMode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostPciPassthruInfoDirectPathDeviceMode {
+    /// `none`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    None,
+    /// `host`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Host,
+    /// `directPath`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    DirectPath,
+    /// `enhancedDirectPath`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    EnhancedDirectPath,
+    /// `vGpuSameSize`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    VGpuSameSize,
+    /// `vGpuMixedSize`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    VGpuMixedSize,
+    /// `systemSelect`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    SystemSelect,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl HostPciPassthruInfoDirectPathDeviceMode {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::Host => "host",
+            Self::DirectPath => "directPath",
+            Self::EnhancedDirectPath => "enhancedDirectPath",
+            Self::VGpuSameSize => "vGpuSameSize",
+            Self::VGpuMixedSize => "vGpuMixedSize",
+            Self::SystemSelect => "systemSelect",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for HostPciPassthruInfoDirectPathDeviceMode {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for HostPciPassthruInfoDirectPathDeviceMode {
+    fn from(value: &str) -> Self {
+        match value {
+            "none" => Self::None,
+            "host" => Self::Host,
+            "directPath" => Self::DirectPath,
+            "enhancedDirectPath" => Self::EnhancedDirectPath,
+            "vGpuSameSize" => Self::VGpuSameSize,
+            "vGpuMixedSize" => Self::VGpuMixedSize,
+            "systemSelect" => Self::SystemSelect,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for HostPciPassthruInfoDirectPathDeviceMode {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for HostPciPassthruInfoDirectPathDeviceMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for HostPciPassthruInfoDirectPathDeviceMode {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for HostPciPassthruInfoDirectPathDeviceMode {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for HostPciPassthruInfoDirectPathDeviceMode {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathDeviceMode";
 }
 /// `HostPowerOperationType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -2436,6 +2635,10 @@ impl x::SchemaType for HostPtpConfigDeviceType {
 pub enum HostQualifiedNameType {
     /// `nvmeQualifiedName`.
     NvmeQualifiedName,
+    /// `vvolNvmeQualifiedName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    VvolNvmeQualifiedName,
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
@@ -2444,6 +2647,7 @@ impl HostQualifiedNameType {
     pub fn as_str(&self) -> &str {
         match self {
             Self::NvmeQualifiedName => "nvmeQualifiedName",
+            Self::VvolNvmeQualifiedName => "vvolNvmeQualifiedName",
             Self::Unrecognized(value) => value,
         }
     }
@@ -2457,6 +2661,7 @@ impl From<&str> for HostQualifiedNameType {
     fn from(value: &str) -> Self {
         match value {
             "nvmeQualifiedName" => Self::NvmeQualifiedName,
+            "vvolNvmeQualifiedName" => Self::VvolNvmeQualifiedName,
             _ => Self::Unrecognized(value.to_string()),
         }
     }
@@ -2897,6 +3102,10 @@ pub enum HostSevInfoSevState {
     Initialized,
     /// `working`.
     Working,
+    /// `disabledBios`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    DisabledBios,
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
@@ -2907,6 +3116,7 @@ impl HostSevInfoSevState {
             Self::Uninitialized => "uninitialized",
             Self::Initialized => "initialized",
             Self::Working => "working",
+            Self::DisabledBios => "disabledBios",
             Self::Unrecognized(value) => value,
         }
     }
@@ -2922,6 +3132,7 @@ impl From<&str> for HostSevInfoSevState {
             "uninitialized" => Self::Uninitialized,
             "initialized" => Self::Initialized,
             "working" => Self::Working,
+            "disabledBios" => Self::DisabledBios,
             _ => Self::Unrecognized(value.to_string()),
         }
     }
@@ -3095,6 +3306,142 @@ impl x::Encode for HostSgxInfoSgxStates {
 }
 impl x::SchemaType for HostSgxInfoSgxStates {
     const TYPE_NAME: &'static str = "HostSgxInfoSgxStates";
+}
+/// `HostSgxRegistrationInfoRegistrationStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostSgxRegistrationInfoRegistrationStatus {
+    /// `notApplicable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    NotApplicable,
+    /// `incomplete`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Incomplete,
+    /// `complete`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Complete,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl HostSgxRegistrationInfoRegistrationStatus {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::NotApplicable => "notApplicable",
+            Self::Incomplete => "incomplete",
+            Self::Complete => "complete",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for HostSgxRegistrationInfoRegistrationStatus {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for HostSgxRegistrationInfoRegistrationStatus {
+    fn from(value: &str) -> Self {
+        match value {
+            "notApplicable" => Self::NotApplicable,
+            "incomplete" => Self::Incomplete,
+            "complete" => Self::Complete,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for HostSgxRegistrationInfoRegistrationStatus {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for HostSgxRegistrationInfoRegistrationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for HostSgxRegistrationInfoRegistrationStatus {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for HostSgxRegistrationInfoRegistrationStatus {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for HostSgxRegistrationInfoRegistrationStatus {
+    const TYPE_NAME: &'static str = "HostSgxRegistrationInfoRegistrationStatus";
+}
+/// `HostSgxRegistrationInfoRegistrationType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostSgxRegistrationInfoRegistrationType {
+    /// `manifest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Manifest,
+    /// `addPackage`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    AddPackage,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl HostSgxRegistrationInfoRegistrationType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Manifest => "manifest",
+            Self::AddPackage => "addPackage",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for HostSgxRegistrationInfoRegistrationType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for HostSgxRegistrationInfoRegistrationType {
+    fn from(value: &str) -> Self {
+        match value {
+            "manifest" => Self::Manifest,
+            "addPackage" => Self::AddPackage,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for HostSgxRegistrationInfoRegistrationType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for HostSgxRegistrationInfoRegistrationType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for HostSgxRegistrationInfoRegistrationType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for HostSgxRegistrationInfoRegistrationType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for HostSgxRegistrationInfoRegistrationType {
+    const TYPE_NAME: &'static str = "HostSgxRegistrationInfoRegistrationType";
 }
 /// `HostSnmpAgentCapability`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -3284,339 +3631,4 @@ impl x::Encode for HostStorageProtocol {
 }
 impl x::SchemaType for HostStorageProtocol {
     const TYPE_NAME: &'static str = "HostStorageProtocol";
-}
-/// `HostSystemConnectionState`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostSystemConnectionState {
-    /// `connected`.
-    Connected,
-    /// `notResponding`.
-    NotResponding,
-    /// `disconnected`.
-    Disconnected,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostSystemConnectionState {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Connected => "connected",
-            Self::NotResponding => "notResponding",
-            Self::Disconnected => "disconnected",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostSystemConnectionState {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostSystemConnectionState {
-    fn from(value: &str) -> Self {
-        match value {
-            "connected" => Self::Connected,
-            "notResponding" => Self::NotResponding,
-            "disconnected" => Self::Disconnected,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostSystemConnectionState {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostSystemConnectionState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostSystemConnectionState {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostSystemConnectionState {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostSystemConnectionState {
-    const TYPE_NAME: &'static str = "HostSystemConnectionState";
-}
-/// `HostSystemIdentificationInfoIdentifier`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostSystemIdentificationInfoIdentifier {
-    /// `AssetTag`.
-    AssetTag,
-    /// `ServiceTag`.
-    ServiceTag,
-    /// `OemSpecificString`.
-    OemSpecificString,
-    /// `EnclosureSerialNumberTag`.
-    EnclosureSerialNumberTag,
-    /// `SerialNumberTag`.
-    SerialNumberTag,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostSystemIdentificationInfoIdentifier {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::AssetTag => "AssetTag",
-            Self::ServiceTag => "ServiceTag",
-            Self::OemSpecificString => "OemSpecificString",
-            Self::EnclosureSerialNumberTag => "EnclosureSerialNumberTag",
-            Self::SerialNumberTag => "SerialNumberTag",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostSystemIdentificationInfoIdentifier {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostSystemIdentificationInfoIdentifier {
-    fn from(value: &str) -> Self {
-        match value {
-            "AssetTag" => Self::AssetTag,
-            "ServiceTag" => Self::ServiceTag,
-            "OemSpecificString" => Self::OemSpecificString,
-            "EnclosureSerialNumberTag" => Self::EnclosureSerialNumberTag,
-            "SerialNumberTag" => Self::SerialNumberTag,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostSystemIdentificationInfoIdentifier {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostSystemIdentificationInfoIdentifier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostSystemIdentificationInfoIdentifier {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostSystemIdentificationInfoIdentifier {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostSystemIdentificationInfoIdentifier {
-    const TYPE_NAME: &'static str = "HostSystemIdentificationInfoIdentifier";
-}
-/// `HostSystemPowerState`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostSystemPowerState {
-    /// `poweredOn`.
-    PoweredOn,
-    /// `poweredOff`.
-    PoweredOff,
-    /// `standBy`.
-    StandBy,
-    /// `unknown`.
-    Unknown,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostSystemPowerState {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::PoweredOn => "poweredOn",
-            Self::PoweredOff => "poweredOff",
-            Self::StandBy => "standBy",
-            Self::Unknown => "unknown",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostSystemPowerState {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostSystemPowerState {
-    fn from(value: &str) -> Self {
-        match value {
-            "poweredOn" => Self::PoweredOn,
-            "poweredOff" => Self::PoweredOff,
-            "standBy" => Self::StandBy,
-            "unknown" => Self::Unknown,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostSystemPowerState {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostSystemPowerState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostSystemPowerState {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostSystemPowerState {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostSystemPowerState {
-    const TYPE_NAME: &'static str = "HostSystemPowerState";
-}
-/// `HostSystemRemediationStateState`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostSystemRemediationStateState {
-    /// `remediationReady`.
-    RemediationReady,
-    /// `precheckRemediationRunning`.
-    PrecheckRemediationRunning,
-    /// `precheckRemediationComplete`.
-    PrecheckRemediationComplete,
-    /// `precheckRemediationFailed`.
-    PrecheckRemediationFailed,
-    /// `remediationRunning`.
-    RemediationRunning,
-    /// `remediationFailed`.
-    RemediationFailed,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostSystemRemediationStateState {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::RemediationReady => "remediationReady",
-            Self::PrecheckRemediationRunning => "precheckRemediationRunning",
-            Self::PrecheckRemediationComplete => "precheckRemediationComplete",
-            Self::PrecheckRemediationFailed => "precheckRemediationFailed",
-            Self::RemediationRunning => "remediationRunning",
-            Self::RemediationFailed => "remediationFailed",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostSystemRemediationStateState {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostSystemRemediationStateState {
-    fn from(value: &str) -> Self {
-        match value {
-            "remediationReady" => Self::RemediationReady,
-            "precheckRemediationRunning" => Self::PrecheckRemediationRunning,
-            "precheckRemediationComplete" => Self::PrecheckRemediationComplete,
-            "precheckRemediationFailed" => Self::PrecheckRemediationFailed,
-            "remediationRunning" => Self::RemediationRunning,
-            "remediationFailed" => Self::RemediationFailed,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostSystemRemediationStateState {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostSystemRemediationStateState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostSystemRemediationStateState {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostSystemRemediationStateState {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostSystemRemediationStateState {
-    const TYPE_NAME: &'static str = "HostSystemRemediationStateState";
-}
-/// `HostTpmAttestationInfoAcceptanceStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostTpmAttestationInfoAcceptanceStatus {
-    /// `notAccepted`.
-    NotAccepted,
-    /// `accepted`.
-    Accepted,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostTpmAttestationInfoAcceptanceStatus {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::NotAccepted => "notAccepted",
-            Self::Accepted => "accepted",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostTpmAttestationInfoAcceptanceStatus {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostTpmAttestationInfoAcceptanceStatus {
-    fn from(value: &str) -> Self {
-        match value {
-            "notAccepted" => Self::NotAccepted,
-            "accepted" => Self::Accepted,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostTpmAttestationInfoAcceptanceStatus {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostTpmAttestationInfoAcceptanceStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostTpmAttestationInfoAcceptanceStatus {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostTpmAttestationInfoAcceptanceStatus {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostTpmAttestationInfoAcceptanceStatus {
-    const TYPE_NAME: &'static str = "HostTpmAttestationInfoAcceptanceStatus";
 }

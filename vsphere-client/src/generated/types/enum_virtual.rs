@@ -5,6 +5,612 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineFaultToleranceType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineFaultToleranceType {
+    /// `unset`.
+    Unset,
+    /// `recordReplay`.
+    RecordReplay,
+    /// `checkpointing`.
+    Checkpointing,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineFaultToleranceType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Unset => "unset",
+            Self::RecordReplay => "recordReplay",
+            Self::Checkpointing => "checkpointing",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineFaultToleranceType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineFaultToleranceType {
+    fn from(value: &str) -> Self {
+        match value {
+            "unset" => Self::Unset,
+            "recordReplay" => Self::RecordReplay,
+            "checkpointing" => Self::Checkpointing,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineFaultToleranceType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineFaultToleranceType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineFaultToleranceType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineFaultToleranceType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineFaultToleranceType {
+    const TYPE_NAME: &'static str = "VirtualMachineFaultToleranceType";
+}
+/// `VirtualMachineFileLayoutExFileType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineFileLayoutExFileType {
+    /// `config`.
+    Config,
+    /// `extendedConfig`.
+    ExtendedConfig,
+    /// `diskDescriptor`.
+    DiskDescriptor,
+    /// `diskExtent`.
+    DiskExtent,
+    /// `digestDescriptor`.
+    DigestDescriptor,
+    /// `digestExtent`.
+    DigestExtent,
+    /// `diskReplicationState`.
+    DiskReplicationState,
+    /// `log`.
+    Log,
+    /// `stat`.
+    Stat,
+    /// `namespaceData`.
+    NamespaceData,
+    /// `dataSetsDiskModeStore`.
+    DataSetsDiskModeStore,
+    /// `dataSetsVmModeStore`.
+    DataSetsVmModeStore,
+    /// `nvram`.
+    Nvram,
+    /// `snapshotData`.
+    SnapshotData,
+    /// `snapshotMemory`.
+    SnapshotMemory,
+    /// `snapshotList`.
+    SnapshotList,
+    /// `snapshotManifestList`.
+    SnapshotManifestList,
+    /// `suspend`.
+    Suspend,
+    /// `suspendMemory`.
+    SuspendMemory,
+    /// `swap`.
+    Swap,
+    /// `uwswap`.
+    Uwswap,
+    /// `core`.
+    Core,
+    /// `screenshot`.
+    Screenshot,
+    /// `ftMetadata`.
+    FtMetadata,
+    /// `guestCustomization`.
+    GuestCustomization,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineFileLayoutExFileType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Config => "config",
+            Self::ExtendedConfig => "extendedConfig",
+            Self::DiskDescriptor => "diskDescriptor",
+            Self::DiskExtent => "diskExtent",
+            Self::DigestDescriptor => "digestDescriptor",
+            Self::DigestExtent => "digestExtent",
+            Self::DiskReplicationState => "diskReplicationState",
+            Self::Log => "log",
+            Self::Stat => "stat",
+            Self::NamespaceData => "namespaceData",
+            Self::DataSetsDiskModeStore => "dataSetsDiskModeStore",
+            Self::DataSetsVmModeStore => "dataSetsVmModeStore",
+            Self::Nvram => "nvram",
+            Self::SnapshotData => "snapshotData",
+            Self::SnapshotMemory => "snapshotMemory",
+            Self::SnapshotList => "snapshotList",
+            Self::SnapshotManifestList => "snapshotManifestList",
+            Self::Suspend => "suspend",
+            Self::SuspendMemory => "suspendMemory",
+            Self::Swap => "swap",
+            Self::Uwswap => "uwswap",
+            Self::Core => "core",
+            Self::Screenshot => "screenshot",
+            Self::FtMetadata => "ftMetadata",
+            Self::GuestCustomization => "guestCustomization",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineFileLayoutExFileType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineFileLayoutExFileType {
+    fn from(value: &str) -> Self {
+        match value {
+            "config" => Self::Config,
+            "extendedConfig" => Self::ExtendedConfig,
+            "diskDescriptor" => Self::DiskDescriptor,
+            "diskExtent" => Self::DiskExtent,
+            "digestDescriptor" => Self::DigestDescriptor,
+            "digestExtent" => Self::DigestExtent,
+            "diskReplicationState" => Self::DiskReplicationState,
+            "log" => Self::Log,
+            "stat" => Self::Stat,
+            "namespaceData" => Self::NamespaceData,
+            "dataSetsDiskModeStore" => Self::DataSetsDiskModeStore,
+            "dataSetsVmModeStore" => Self::DataSetsVmModeStore,
+            "nvram" => Self::Nvram,
+            "snapshotData" => Self::SnapshotData,
+            "snapshotMemory" => Self::SnapshotMemory,
+            "snapshotList" => Self::SnapshotList,
+            "snapshotManifestList" => Self::SnapshotManifestList,
+            "suspend" => Self::Suspend,
+            "suspendMemory" => Self::SuspendMemory,
+            "swap" => Self::Swap,
+            "uwswap" => Self::Uwswap,
+            "core" => Self::Core,
+            "screenshot" => Self::Screenshot,
+            "ftMetadata" => Self::FtMetadata,
+            "guestCustomization" => Self::GuestCustomization,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineFileLayoutExFileType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineFileLayoutExFileType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineFileLayoutExFileType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineFileLayoutExFileType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineFileLayoutExFileType {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExFileType";
+}
+/// `VirtualMachineFlagInfoMonitorType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineFlagInfoMonitorType {
+    /// `release`.
+    Release,
+    /// `debug`.
+    Debug,
+    /// `stats`.
+    Stats,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineFlagInfoMonitorType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Release => "release",
+            Self::Debug => "debug",
+            Self::Stats => "stats",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineFlagInfoMonitorType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineFlagInfoMonitorType {
+    fn from(value: &str) -> Self {
+        match value {
+            "release" => Self::Release,
+            "debug" => Self::Debug,
+            "stats" => Self::Stats,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineFlagInfoMonitorType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineFlagInfoMonitorType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineFlagInfoMonitorType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineFlagInfoMonitorType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineFlagInfoMonitorType {
+    const TYPE_NAME: &'static str = "VirtualMachineFlagInfoMonitorType";
+}
+/// `VirtualMachineFlagInfoVirtualExecUsage`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineFlagInfoVirtualExecUsage {
+    /// `hvAuto`.
+    HvAuto,
+    /// `hvOn`.
+    HvOn,
+    /// `hvOff`.
+    HvOff,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineFlagInfoVirtualExecUsage {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::HvAuto => "hvAuto",
+            Self::HvOn => "hvOn",
+            Self::HvOff => "hvOff",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineFlagInfoVirtualExecUsage {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineFlagInfoVirtualExecUsage {
+    fn from(value: &str) -> Self {
+        match value {
+            "hvAuto" => Self::HvAuto,
+            "hvOn" => Self::HvOn,
+            "hvOff" => Self::HvOff,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineFlagInfoVirtualExecUsage {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineFlagInfoVirtualExecUsage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineFlagInfoVirtualExecUsage {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineFlagInfoVirtualExecUsage {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineFlagInfoVirtualExecUsage {
+    const TYPE_NAME: &'static str = "VirtualMachineFlagInfoVirtualExecUsage";
+}
+/// `VirtualMachineFlagInfoVirtualMmuUsage`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineFlagInfoVirtualMmuUsage {
+    /// `automatic`.
+    Automatic,
+    /// `on`.
+    On,
+    /// `off`.
+    Off,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineFlagInfoVirtualMmuUsage {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Automatic => "automatic",
+            Self::On => "on",
+            Self::Off => "off",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineFlagInfoVirtualMmuUsage {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineFlagInfoVirtualMmuUsage {
+    fn from(value: &str) -> Self {
+        match value {
+            "automatic" => Self::Automatic,
+            "on" => Self::On,
+            "off" => Self::Off,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineFlagInfoVirtualMmuUsage {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineFlagInfoVirtualMmuUsage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineFlagInfoVirtualMmuUsage {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineFlagInfoVirtualMmuUsage {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineFlagInfoVirtualMmuUsage {
+    const TYPE_NAME: &'static str = "VirtualMachineFlagInfoVirtualMmuUsage";
+}
+/// `VirtualMachineForkConfigInfoChildType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineForkConfigInfoChildType {
+    /// `none`.
+    None,
+    /// `persistent`.
+    Persistent,
+    /// `nonpersistent`.
+    Nonpersistent,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineForkConfigInfoChildType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::Persistent => "persistent",
+            Self::Nonpersistent => "nonpersistent",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineForkConfigInfoChildType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineForkConfigInfoChildType {
+    fn from(value: &str) -> Self {
+        match value {
+            "none" => Self::None,
+            "persistent" => Self::Persistent,
+            "nonpersistent" => Self::Nonpersistent,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineForkConfigInfoChildType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineForkConfigInfoChildType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineForkConfigInfoChildType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineForkConfigInfoChildType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineForkConfigInfoChildType {
+    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfoChildType";
+}
+/// `VirtualMachineGuestArchitecture`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineGuestArchitecture {
+    /// `x86`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    X86,
+    /// `arm`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Arm,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineGuestArchitecture {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::X86 => "x86",
+            Self::Arm => "arm",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineGuestArchitecture {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineGuestArchitecture {
+    fn from(value: &str) -> Self {
+        match value {
+            "x86" => Self::X86,
+            "arm" => Self::Arm,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineGuestArchitecture {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineGuestArchitecture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineGuestArchitecture {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineGuestArchitecture {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineGuestArchitecture {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestArchitecture";
+}
+/// `VirtualMachineGuestOsFamily`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineGuestOsFamily {
+    /// `windowsGuest`.
+    WindowsGuest,
+    /// `linuxGuest`.
+    LinuxGuest,
+    /// `netwareGuest`.
+    NetwareGuest,
+    /// `solarisGuest`.
+    SolarisGuest,
+    /// `darwinGuestFamily`.
+    DarwinGuestFamily,
+    /// `otherGuestFamily`.
+    OtherGuestFamily,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineGuestOsFamily {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::WindowsGuest => "windowsGuest",
+            Self::LinuxGuest => "linuxGuest",
+            Self::NetwareGuest => "netwareGuest",
+            Self::SolarisGuest => "solarisGuest",
+            Self::DarwinGuestFamily => "darwinGuestFamily",
+            Self::OtherGuestFamily => "otherGuestFamily",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineGuestOsFamily {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineGuestOsFamily {
+    fn from(value: &str) -> Self {
+        match value {
+            "windowsGuest" => Self::WindowsGuest,
+            "linuxGuest" => Self::LinuxGuest,
+            "netwareGuest" => Self::NetwareGuest,
+            "solarisGuest" => Self::SolarisGuest,
+            "darwinGuestFamily" => Self::DarwinGuestFamily,
+            "otherGuestFamily" => Self::OtherGuestFamily,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineGuestOsFamily {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineGuestOsFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineGuestOsFamily {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineGuestOsFamily {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineGuestOsFamily {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestOsFamily";
+}
 /// `VirtualMachineGuestOsIdentifier`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -75,12 +681,22 @@ pub enum VirtualMachineGuestOsIdentifier {
     Windows9_64Guest,
     /// `windows9Server64Guest`.
     Windows9Server64Guest,
+    /// `windows11_64Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Windows11_64Guest,
+    /// `windows12_64Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Windows12_64Guest,
     /// `windowsHyperVGuest`.
     WindowsHyperVGuest,
     /// `windows2019srv_64Guest`.
     Windows2019srv64Guest,
     /// `windows2019srvNext_64Guest`.
     Windows2019srvNext64Guest,
+    /// `windows2022srvNext_64Guest`.
+    Windows2022srvNext64Guest,
     /// `freebsdGuest`.
     FreebsdGuest,
     /// `freebsd64Guest`.
@@ -97,6 +713,22 @@ pub enum VirtualMachineGuestOsIdentifier {
     Freebsd13Guest,
     /// `freebsd13_64Guest`.
     Freebsd13_64Guest,
+    /// `freebsd14Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Freebsd14Guest,
+    /// `freebsd14_64Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Freebsd14_64Guest,
+    /// `freebsd15Guest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    Freebsd15Guest,
+    /// `freebsd15_64Guest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    Freebsd15_64Guest,
     /// `redhatGuest`.
     RedhatGuest,
     /// `rhel2Guest`.
@@ -125,6 +757,10 @@ pub enum VirtualMachineGuestOsIdentifier {
     Rhel8_64Guest,
     /// `rhel9_64Guest`.
     Rhel9_64Guest,
+    /// `rhel10_64Guest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    Rhel10_64Guest,
     /// `centosGuest`.
     CentosGuest,
     /// `centos64Guest`.
@@ -157,6 +793,10 @@ pub enum VirtualMachineGuestOsIdentifier {
     OracleLinux8_64Guest,
     /// `oracleLinux9_64Guest`.
     OracleLinux9_64Guest,
+    /// `oracleLinux10_64Guest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    OracleLinux10_64Guest,
     /// `suseGuest`.
     SuseGuest,
     /// `suse64Guest`.
@@ -233,6 +873,22 @@ pub enum VirtualMachineGuestOsIdentifier {
     Debian11Guest,
     /// `debian11_64Guest`.
     Debian11_64Guest,
+    /// `debian12Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Debian12Guest,
+    /// `debian12_64Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Debian12_64Guest,
+    /// `debian13Guest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    Debian13Guest,
+    /// `debian13_64Guest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    Debian13_64Guest,
     /// `asianux3Guest`.
     Asianux3Guest,
     /// `asianux3_64Guest`.
@@ -249,6 +905,14 @@ pub enum VirtualMachineGuestOsIdentifier {
     Asianux8_64Guest,
     /// `asianux9_64Guest`.
     Asianux9_64Guest,
+    /// `miraclelinux_64Guest`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    Miraclelinux64Guest,
+    /// `pardus_64Guest`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    Pardus64Guest,
     /// `opensuseGuest`.
     OpensuseGuest,
     /// `opensuse64Guest`.
@@ -273,6 +937,14 @@ pub enum VirtualMachineGuestOsIdentifier {
     Other4xLinuxGuest,
     /// `other5xLinuxGuest`.
     Other5xLinuxGuest,
+    /// `other6xLinuxGuest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Other6xLinuxGuest,
+    /// `other7xLinuxGuest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    Other7xLinuxGuest,
     /// `genericLinuxGuest`.
     GenericLinuxGuest,
     /// `other24xLinux64Guest`.
@@ -285,6 +957,14 @@ pub enum VirtualMachineGuestOsIdentifier {
     Other4xLinux64Guest,
     /// `other5xLinux64Guest`.
     Other5xLinux64Guest,
+    /// `other6xLinux64Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Other6xLinux64Guest,
+    /// `other7xLinux64Guest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    Other7xLinux64Guest,
     /// `otherLinux64Guest`.
     OtherLinux64Guest,
     /// `solaris6Guest`.
@@ -301,6 +981,22 @@ pub enum VirtualMachineGuestOsIdentifier {
     Solaris10_64Guest,
     /// `solaris11_64Guest`.
     Solaris11_64Guest,
+    /// `fusionos_64Guest`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    Fusionos64Guest,
+    /// `prolinux_64Guest`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    Prolinux64Guest,
+    /// `kylinlinux_64Guest`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    Kylinlinux64Guest,
+    /// `flatcar_64Guest`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Flatcar64Guest,
     /// `os2Guest`.
     Os2Guest,
     /// `eComStationGuest`.
@@ -351,6 +1047,12 @@ pub enum VirtualMachineGuestOsIdentifier {
     Darwin20_64Guest,
     /// `darwin21_64Guest`.
     Darwin21_64Guest,
+    /// `darwin22_64Guest`.
+    Darwin22_64Guest,
+    /// `darwin23_64Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Darwin23_64Guest,
     /// `vmkernelGuest`.
     VmkernelGuest,
     /// `vmkernel5Guest`.
@@ -361,12 +1063,32 @@ pub enum VirtualMachineGuestOsIdentifier {
     Vmkernel65Guest,
     /// `vmkernel7Guest`.
     Vmkernel7Guest,
+    /// `vmkernel8Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Vmkernel8Guest,
+    /// `vmkernel9Guest`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    Vmkernel9Guest,
     /// `amazonlinux2_64Guest`.
     Amazonlinux2_64Guest,
     /// `amazonlinux3_64Guest`.
     Amazonlinux3_64Guest,
     /// `crxPod1Guest`.
     CrxPod1Guest,
+    /// `crxSys1Guest`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    CrxSys1Guest,
+    /// `rockylinux_64Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Rockylinux64Guest,
+    /// `almalinux_64Guest`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Almalinux64Guest,
     /// `otherGuest`.
     OtherGuest,
     /// `otherGuest64`.
@@ -411,9 +1133,12 @@ impl VirtualMachineGuestOsIdentifier {
             Self::Windows9Guest => "windows9Guest",
             Self::Windows9_64Guest => "windows9_64Guest",
             Self::Windows9Server64Guest => "windows9Server64Guest",
+            Self::Windows11_64Guest => "windows11_64Guest",
+            Self::Windows12_64Guest => "windows12_64Guest",
             Self::WindowsHyperVGuest => "windowsHyperVGuest",
             Self::Windows2019srv64Guest => "windows2019srv_64Guest",
             Self::Windows2019srvNext64Guest => "windows2019srvNext_64Guest",
+            Self::Windows2022srvNext64Guest => "windows2022srvNext_64Guest",
             Self::FreebsdGuest => "freebsdGuest",
             Self::Freebsd64Guest => "freebsd64Guest",
             Self::Freebsd11Guest => "freebsd11Guest",
@@ -422,6 +1147,10 @@ impl VirtualMachineGuestOsIdentifier {
             Self::Freebsd12_64Guest => "freebsd12_64Guest",
             Self::Freebsd13Guest => "freebsd13Guest",
             Self::Freebsd13_64Guest => "freebsd13_64Guest",
+            Self::Freebsd14Guest => "freebsd14Guest",
+            Self::Freebsd14_64Guest => "freebsd14_64Guest",
+            Self::Freebsd15Guest => "freebsd15Guest",
+            Self::Freebsd15_64Guest => "freebsd15_64Guest",
             Self::RedhatGuest => "redhatGuest",
             Self::Rhel2Guest => "rhel2Guest",
             Self::Rhel3Guest => "rhel3Guest",
@@ -436,6 +1165,7 @@ impl VirtualMachineGuestOsIdentifier {
             Self::Rhel7_64Guest => "rhel7_64Guest",
             Self::Rhel8_64Guest => "rhel8_64Guest",
             Self::Rhel9_64Guest => "rhel9_64Guest",
+            Self::Rhel10_64Guest => "rhel10_64Guest",
             Self::CentosGuest => "centosGuest",
             Self::Centos64Guest => "centos64Guest",
             Self::Centos6Guest => "centos6Guest",
@@ -452,6 +1182,7 @@ impl VirtualMachineGuestOsIdentifier {
             Self::OracleLinux7_64Guest => "oracleLinux7_64Guest",
             Self::OracleLinux8_64Guest => "oracleLinux8_64Guest",
             Self::OracleLinux9_64Guest => "oracleLinux9_64Guest",
+            Self::OracleLinux10_64Guest => "oracleLinux10_64Guest",
             Self::SuseGuest => "suseGuest",
             Self::Suse64Guest => "suse64Guest",
             Self::SlesGuest => "slesGuest",
@@ -490,6 +1221,10 @@ impl VirtualMachineGuestOsIdentifier {
             Self::Debian10_64Guest => "debian10_64Guest",
             Self::Debian11Guest => "debian11Guest",
             Self::Debian11_64Guest => "debian11_64Guest",
+            Self::Debian12Guest => "debian12Guest",
+            Self::Debian12_64Guest => "debian12_64Guest",
+            Self::Debian13Guest => "debian13Guest",
+            Self::Debian13_64Guest => "debian13_64Guest",
             Self::Asianux3Guest => "asianux3Guest",
             Self::Asianux3_64Guest => "asianux3_64Guest",
             Self::Asianux4Guest => "asianux4Guest",
@@ -498,6 +1233,8 @@ impl VirtualMachineGuestOsIdentifier {
             Self::Asianux7_64Guest => "asianux7_64Guest",
             Self::Asianux8_64Guest => "asianux8_64Guest",
             Self::Asianux9_64Guest => "asianux9_64Guest",
+            Self::Miraclelinux64Guest => "miraclelinux_64Guest",
+            Self::Pardus64Guest => "pardus_64Guest",
             Self::OpensuseGuest => "opensuseGuest",
             Self::Opensuse64Guest => "opensuse64Guest",
             Self::FedoraGuest => "fedoraGuest",
@@ -510,12 +1247,16 @@ impl VirtualMachineGuestOsIdentifier {
             Self::Other3xLinuxGuest => "other3xLinuxGuest",
             Self::Other4xLinuxGuest => "other4xLinuxGuest",
             Self::Other5xLinuxGuest => "other5xLinuxGuest",
+            Self::Other6xLinuxGuest => "other6xLinuxGuest",
+            Self::Other7xLinuxGuest => "other7xLinuxGuest",
             Self::GenericLinuxGuest => "genericLinuxGuest",
             Self::Other24xLinux64Guest => "other24xLinux64Guest",
             Self::Other26xLinux64Guest => "other26xLinux64Guest",
             Self::Other3xLinux64Guest => "other3xLinux64Guest",
             Self::Other4xLinux64Guest => "other4xLinux64Guest",
             Self::Other5xLinux64Guest => "other5xLinux64Guest",
+            Self::Other6xLinux64Guest => "other6xLinux64Guest",
+            Self::Other7xLinux64Guest => "other7xLinux64Guest",
             Self::OtherLinux64Guest => "otherLinux64Guest",
             Self::Solaris6Guest => "solaris6Guest",
             Self::Solaris7Guest => "solaris7Guest",
@@ -524,6 +1265,10 @@ impl VirtualMachineGuestOsIdentifier {
             Self::Solaris10Guest => "solaris10Guest",
             Self::Solaris10_64Guest => "solaris10_64Guest",
             Self::Solaris11_64Guest => "solaris11_64Guest",
+            Self::Fusionos64Guest => "fusionos_64Guest",
+            Self::Prolinux64Guest => "prolinux_64Guest",
+            Self::Kylinlinux64Guest => "kylinlinux_64Guest",
+            Self::Flatcar64Guest => "flatcar_64Guest",
             Self::Os2Guest => "os2Guest",
             Self::EComStationGuest => "eComStationGuest",
             Self::EComStation2Guest => "eComStation2Guest",
@@ -549,14 +1294,21 @@ impl VirtualMachineGuestOsIdentifier {
             Self::Darwin19_64Guest => "darwin19_64Guest",
             Self::Darwin20_64Guest => "darwin20_64Guest",
             Self::Darwin21_64Guest => "darwin21_64Guest",
+            Self::Darwin22_64Guest => "darwin22_64Guest",
+            Self::Darwin23_64Guest => "darwin23_64Guest",
             Self::VmkernelGuest => "vmkernelGuest",
             Self::Vmkernel5Guest => "vmkernel5Guest",
             Self::Vmkernel6Guest => "vmkernel6Guest",
             Self::Vmkernel65Guest => "vmkernel65Guest",
             Self::Vmkernel7Guest => "vmkernel7Guest",
+            Self::Vmkernel8Guest => "vmkernel8Guest",
+            Self::Vmkernel9Guest => "vmkernel9Guest",
             Self::Amazonlinux2_64Guest => "amazonlinux2_64Guest",
             Self::Amazonlinux3_64Guest => "amazonlinux3_64Guest",
             Self::CrxPod1Guest => "crxPod1Guest",
+            Self::CrxSys1Guest => "crxSys1Guest",
+            Self::Rockylinux64Guest => "rockylinux_64Guest",
+            Self::Almalinux64Guest => "almalinux_64Guest",
             Self::OtherGuest => "otherGuest",
             Self::OtherGuest64 => "otherGuest64",
             Self::Unrecognized(value) => value,
@@ -604,9 +1356,12 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "windows9Guest" => Self::Windows9Guest,
             "windows9_64Guest" => Self::Windows9_64Guest,
             "windows9Server64Guest" => Self::Windows9Server64Guest,
+            "windows11_64Guest" => Self::Windows11_64Guest,
+            "windows12_64Guest" => Self::Windows12_64Guest,
             "windowsHyperVGuest" => Self::WindowsHyperVGuest,
             "windows2019srv_64Guest" => Self::Windows2019srv64Guest,
             "windows2019srvNext_64Guest" => Self::Windows2019srvNext64Guest,
+            "windows2022srvNext_64Guest" => Self::Windows2022srvNext64Guest,
             "freebsdGuest" => Self::FreebsdGuest,
             "freebsd64Guest" => Self::Freebsd64Guest,
             "freebsd11Guest" => Self::Freebsd11Guest,
@@ -615,6 +1370,10 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "freebsd12_64Guest" => Self::Freebsd12_64Guest,
             "freebsd13Guest" => Self::Freebsd13Guest,
             "freebsd13_64Guest" => Self::Freebsd13_64Guest,
+            "freebsd14Guest" => Self::Freebsd14Guest,
+            "freebsd14_64Guest" => Self::Freebsd14_64Guest,
+            "freebsd15Guest" => Self::Freebsd15Guest,
+            "freebsd15_64Guest" => Self::Freebsd15_64Guest,
             "redhatGuest" => Self::RedhatGuest,
             "rhel2Guest" => Self::Rhel2Guest,
             "rhel3Guest" => Self::Rhel3Guest,
@@ -629,6 +1388,7 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "rhel7_64Guest" => Self::Rhel7_64Guest,
             "rhel8_64Guest" => Self::Rhel8_64Guest,
             "rhel9_64Guest" => Self::Rhel9_64Guest,
+            "rhel10_64Guest" => Self::Rhel10_64Guest,
             "centosGuest" => Self::CentosGuest,
             "centos64Guest" => Self::Centos64Guest,
             "centos6Guest" => Self::Centos6Guest,
@@ -645,6 +1405,7 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "oracleLinux7_64Guest" => Self::OracleLinux7_64Guest,
             "oracleLinux8_64Guest" => Self::OracleLinux8_64Guest,
             "oracleLinux9_64Guest" => Self::OracleLinux9_64Guest,
+            "oracleLinux10_64Guest" => Self::OracleLinux10_64Guest,
             "suseGuest" => Self::SuseGuest,
             "suse64Guest" => Self::Suse64Guest,
             "slesGuest" => Self::SlesGuest,
@@ -683,6 +1444,10 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "debian10_64Guest" => Self::Debian10_64Guest,
             "debian11Guest" => Self::Debian11Guest,
             "debian11_64Guest" => Self::Debian11_64Guest,
+            "debian12Guest" => Self::Debian12Guest,
+            "debian12_64Guest" => Self::Debian12_64Guest,
+            "debian13Guest" => Self::Debian13Guest,
+            "debian13_64Guest" => Self::Debian13_64Guest,
             "asianux3Guest" => Self::Asianux3Guest,
             "asianux3_64Guest" => Self::Asianux3_64Guest,
             "asianux4Guest" => Self::Asianux4Guest,
@@ -691,6 +1456,8 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "asianux7_64Guest" => Self::Asianux7_64Guest,
             "asianux8_64Guest" => Self::Asianux8_64Guest,
             "asianux9_64Guest" => Self::Asianux9_64Guest,
+            "miraclelinux_64Guest" => Self::Miraclelinux64Guest,
+            "pardus_64Guest" => Self::Pardus64Guest,
             "opensuseGuest" => Self::OpensuseGuest,
             "opensuse64Guest" => Self::Opensuse64Guest,
             "fedoraGuest" => Self::FedoraGuest,
@@ -703,12 +1470,16 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "other3xLinuxGuest" => Self::Other3xLinuxGuest,
             "other4xLinuxGuest" => Self::Other4xLinuxGuest,
             "other5xLinuxGuest" => Self::Other5xLinuxGuest,
+            "other6xLinuxGuest" => Self::Other6xLinuxGuest,
+            "other7xLinuxGuest" => Self::Other7xLinuxGuest,
             "genericLinuxGuest" => Self::GenericLinuxGuest,
             "other24xLinux64Guest" => Self::Other24xLinux64Guest,
             "other26xLinux64Guest" => Self::Other26xLinux64Guest,
             "other3xLinux64Guest" => Self::Other3xLinux64Guest,
             "other4xLinux64Guest" => Self::Other4xLinux64Guest,
             "other5xLinux64Guest" => Self::Other5xLinux64Guest,
+            "other6xLinux64Guest" => Self::Other6xLinux64Guest,
+            "other7xLinux64Guest" => Self::Other7xLinux64Guest,
             "otherLinux64Guest" => Self::OtherLinux64Guest,
             "solaris6Guest" => Self::Solaris6Guest,
             "solaris7Guest" => Self::Solaris7Guest,
@@ -717,6 +1488,10 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "solaris10Guest" => Self::Solaris10Guest,
             "solaris10_64Guest" => Self::Solaris10_64Guest,
             "solaris11_64Guest" => Self::Solaris11_64Guest,
+            "fusionos_64Guest" => Self::Fusionos64Guest,
+            "prolinux_64Guest" => Self::Prolinux64Guest,
+            "kylinlinux_64Guest" => Self::Kylinlinux64Guest,
+            "flatcar_64Guest" => Self::Flatcar64Guest,
             "os2Guest" => Self::Os2Guest,
             "eComStationGuest" => Self::EComStationGuest,
             "eComStation2Guest" => Self::EComStation2Guest,
@@ -742,14 +1517,21 @@ impl From<&str> for VirtualMachineGuestOsIdentifier {
             "darwin19_64Guest" => Self::Darwin19_64Guest,
             "darwin20_64Guest" => Self::Darwin20_64Guest,
             "darwin21_64Guest" => Self::Darwin21_64Guest,
+            "darwin22_64Guest" => Self::Darwin22_64Guest,
+            "darwin23_64Guest" => Self::Darwin23_64Guest,
             "vmkernelGuest" => Self::VmkernelGuest,
             "vmkernel5Guest" => Self::Vmkernel5Guest,
             "vmkernel6Guest" => Self::Vmkernel6Guest,
             "vmkernel65Guest" => Self::Vmkernel65Guest,
             "vmkernel7Guest" => Self::Vmkernel7Guest,
+            "vmkernel8Guest" => Self::Vmkernel8Guest,
+            "vmkernel9Guest" => Self::Vmkernel9Guest,
             "amazonlinux2_64Guest" => Self::Amazonlinux2_64Guest,
             "amazonlinux3_64Guest" => Self::Amazonlinux3_64Guest,
             "crxPod1Guest" => Self::CrxPod1Guest,
+            "crxSys1Guest" => Self::CrxSys1Guest,
+            "rockylinux_64Guest" => Self::Rockylinux64Guest,
+            "almalinux_64Guest" => Self::Almalinux64Guest,
             "otherGuest" => Self::OtherGuest,
             "otherGuest64" => Self::OtherGuest64,
             _ => Self::Unrecognized(value.to_string()),
@@ -1921,6 +2703,8 @@ pub enum VirtualMachineTicketType {
     Device,
     /// `guestControl`.
     GuestControl,
+    /// `dnd`.
+    Dnd,
     /// `webmks`.
     Webmks,
     /// `guestIntegrity`.
@@ -1937,6 +2721,7 @@ impl VirtualMachineTicketType {
             Self::Mks => "mks",
             Self::Device => "device",
             Self::GuestControl => "guestControl",
+            Self::Dnd => "dnd",
             Self::Webmks => "webmks",
             Self::GuestIntegrity => "guestIntegrity",
             Self::WebRemoteDevice => "webRemoteDevice",
@@ -1955,6 +2740,7 @@ impl From<&str> for VirtualMachineTicketType {
             "mks" => Self::Mks,
             "device" => Self::Device,
             "guestControl" => Self::GuestControl,
+            "dnd" => Self::Dnd,
             "webmks" => Self::Webmks,
             "guestIntegrity" => Self::GuestIntegrity,
             "webRemoteDevice" => Self::WebRemoteDevice,
@@ -2415,6 +3201,10 @@ pub enum VirtualMachineUsbInfoSpeed {
     SuperSpeed,
     /// `superSpeedPlus`.
     SuperSpeedPlus,
+    /// `superSpeed20Gbps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    SuperSpeed20Gbps,
     /// `unknownSpeed`.
     UnknownSpeed,
     /// A value this version of the bindings does not know.
@@ -2429,6 +3219,7 @@ impl VirtualMachineUsbInfoSpeed {
             Self::High => "high",
             Self::SuperSpeed => "superSpeed",
             Self::SuperSpeedPlus => "superSpeedPlus",
+            Self::SuperSpeed20Gbps => "superSpeed20Gbps",
             Self::UnknownSpeed => "unknownSpeed",
             Self::Unrecognized(value) => value,
         }
@@ -2447,6 +3238,7 @@ impl From<&str> for VirtualMachineUsbInfoSpeed {
             "high" => Self::High,
             "superSpeed" => Self::SuperSpeed,
             "superSpeedPlus" => Self::SuperSpeedPlus,
+            "superSpeed20Gbps" => Self::SuperSpeed20Gbps,
             "unknownSpeed" => Self::UnknownSpeed,
             _ => Self::Unrecognized(value.to_string()),
         }
@@ -2672,575 +3464,4 @@ impl x::Encode for VirtualMachineVMCIDeviceProtocol {
 }
 impl x::SchemaType for VirtualMachineVMCIDeviceProtocol {
     const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceProtocol";
-}
-/// `VirtualMachineVgpuProfileInfoProfileClass`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVgpuProfileInfoProfileClass {
-    /// `compute`.
-    Compute,
-    /// `quadro`.
-    Quadro,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVgpuProfileInfoProfileClass {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Compute => "compute",
-            Self::Quadro => "quadro",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVgpuProfileInfoProfileClass {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVgpuProfileInfoProfileClass {
-    fn from(value: &str) -> Self {
-        match value {
-            "compute" => Self::Compute,
-            "quadro" => Self::Quadro,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVgpuProfileInfoProfileClass {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVgpuProfileInfoProfileClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVgpuProfileInfoProfileClass {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVgpuProfileInfoProfileClass {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVgpuProfileInfoProfileClass {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfoProfileClass";
-}
-/// `VirtualMachineVgpuProfileInfoProfileSharing`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVgpuProfileInfoProfileSharing {
-    /// `timeSliced`.
-    TimeSliced,
-    /// `mig`.
-    Mig,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVgpuProfileInfoProfileSharing {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::TimeSliced => "timeSliced",
-            Self::Mig => "mig",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn from(value: &str) -> Self {
-        match value {
-            "timeSliced" => Self::TimeSliced,
-            "mig" => Self::Mig,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVgpuProfileInfoProfileSharing {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVgpuProfileInfoProfileSharing {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfoProfileSharing";
-}
-/// `VirtualMachineVideoCardUse3dRenderer`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVideoCardUse3dRenderer {
-    /// `automatic`.
-    Automatic,
-    /// `software`.
-    Software,
-    /// `hardware`.
-    Hardware,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVideoCardUse3dRenderer {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Automatic => "automatic",
-            Self::Software => "software",
-            Self::Hardware => "hardware",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVideoCardUse3dRenderer {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVideoCardUse3dRenderer {
-    fn from(value: &str) -> Self {
-        match value {
-            "automatic" => Self::Automatic,
-            "software" => Self::Software,
-            "hardware" => Self::Hardware,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVideoCardUse3dRenderer {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVideoCardUse3dRenderer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVideoCardUse3dRenderer {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVideoCardUse3dRenderer {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVideoCardUse3dRenderer {
-    const TYPE_NAME: &'static str = "VirtualMachineVideoCardUse3dRenderer";
-}
-/// `VirtualMachineVirtualPMemSnapshotMode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVirtualPMemSnapshotMode {
-    /// `independent_persistent`.
-    IndependentPersistent,
-    /// `independent_eraseonrevert`.
-    IndependentEraseonrevert,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVirtualPMemSnapshotMode {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::IndependentPersistent => "independent_persistent",
-            Self::IndependentEraseonrevert => "independent_eraseonrevert",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVirtualPMemSnapshotMode {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVirtualPMemSnapshotMode {
-    fn from(value: &str) -> Self {
-        match value {
-            "independent_persistent" => Self::IndependentPersistent,
-            "independent_eraseonrevert" => Self::IndependentEraseonrevert,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVirtualPMemSnapshotMode {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVirtualPMemSnapshotMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVirtualPMemSnapshotMode {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVirtualPMemSnapshotMode {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVirtualPMemSnapshotMode {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualPMemSnapshotMode";
-}
-/// `VirtualMachineWindowsQuiesceSpecVssBackupContext`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    /// `ctx_auto`.
-    CtxAuto,
-    /// `ctx_backup`.
-    CtxBackup,
-    /// `ctx_file_share_backup`.
-    CtxFileShareBackup,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::CtxAuto => "ctx_auto",
-            Self::CtxBackup => "ctx_backup",
-            Self::CtxFileShareBackup => "ctx_file_share_backup",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    fn from(value: &str) -> Self {
-        match value {
-            "ctx_auto" => Self::CtxAuto,
-            "ctx_backup" => Self::CtxBackup,
-            "ctx_file_share_backup" => Self::CtxFileShareBackup,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineWindowsQuiesceSpecVssBackupContext {
-    const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpecVssBackupContext";
-}
-/// `VirtualPointingDeviceHostChoice`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualPointingDeviceHostChoice {
-    /// `autodetect`.
-    Autodetect,
-    /// `intellimouseExplorer`.
-    IntellimouseExplorer,
-    /// `intellimousePs2`.
-    IntellimousePs2,
-    /// `logitechMouseman`.
-    LogitechMouseman,
-    /// `microsoft_serial`.
-    MicrosoftSerial,
-    /// `mouseSystems`.
-    MouseSystems,
-    /// `mousemanSerial`.
-    MousemanSerial,
-    /// `ps2`.
-    Ps2,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualPointingDeviceHostChoice {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Autodetect => "autodetect",
-            Self::IntellimouseExplorer => "intellimouseExplorer",
-            Self::IntellimousePs2 => "intellimousePs2",
-            Self::LogitechMouseman => "logitechMouseman",
-            Self::MicrosoftSerial => "microsoft_serial",
-            Self::MouseSystems => "mouseSystems",
-            Self::MousemanSerial => "mousemanSerial",
-            Self::Ps2 => "ps2",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualPointingDeviceHostChoice {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualPointingDeviceHostChoice {
-    fn from(value: &str) -> Self {
-        match value {
-            "autodetect" => Self::Autodetect,
-            "intellimouseExplorer" => Self::IntellimouseExplorer,
-            "intellimousePs2" => Self::IntellimousePs2,
-            "logitechMouseman" => Self::LogitechMouseman,
-            "microsoft_serial" => Self::MicrosoftSerial,
-            "mouseSystems" => Self::MouseSystems,
-            "mousemanSerial" => Self::MousemanSerial,
-            "ps2" => Self::Ps2,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualPointingDeviceHostChoice {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualPointingDeviceHostChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualPointingDeviceHostChoice {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualPointingDeviceHostChoice {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualPointingDeviceHostChoice {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceHostChoice";
-}
-/// `VirtualSCSISharing`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualSCSISharing {
-    /// `noSharing`.
-    NoSharing,
-    /// `virtualSharing`.
-    VirtualSharing,
-    /// `physicalSharing`.
-    PhysicalSharing,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualSCSISharing {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::NoSharing => "noSharing",
-            Self::VirtualSharing => "virtualSharing",
-            Self::PhysicalSharing => "physicalSharing",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualSCSISharing {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualSCSISharing {
-    fn from(value: &str) -> Self {
-        match value {
-            "noSharing" => Self::NoSharing,
-            "virtualSharing" => Self::VirtualSharing,
-            "physicalSharing" => Self::PhysicalSharing,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualSCSISharing {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualSCSISharing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualSCSISharing {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualSCSISharing {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualSCSISharing {
-    const TYPE_NAME: &'static str = "VirtualSCSISharing";
-}
-impl x::ArrayItem for VirtualSCSISharing {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualSCSISharing";
-    const ITEM_TAG: &'static str = "VirtualSCSISharing";
-}
-/// `VirtualSerialPortEndPoint`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualSerialPortEndPoint {
-    /// `client`.
-    Client,
-    /// `server`.
-    Server,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualSerialPortEndPoint {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Client => "client",
-            Self::Server => "server",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualSerialPortEndPoint {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualSerialPortEndPoint {
-    fn from(value: &str) -> Self {
-        match value {
-            "client" => Self::Client,
-            "server" => Self::Server,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualSerialPortEndPoint {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualSerialPortEndPoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualSerialPortEndPoint {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualSerialPortEndPoint {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualSerialPortEndPoint {
-    const TYPE_NAME: &'static str = "VirtualSerialPortEndPoint";
-}
-/// `VirtualVmxnet3VrdmaOptionDeviceProtocols`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    /// `rocev1`.
-    Rocev1,
-    /// `rocev2`.
-    Rocev2,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Rocev1 => "rocev1",
-            Self::Rocev2 => "rocev2",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    fn from(value: &str) -> Self {
-        match value {
-            "rocev1" => Self::Rocev1,
-            "rocev2" => Self::Rocev2,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualVmxnet3VrdmaOptionDeviceProtocols {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3VrdmaOptionDeviceProtocols";
 }

@@ -116,10 +116,18 @@ pub struct FailoverLevelRestored {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for FailoverLevelRestored {
     const TYPE_NAME: &'static str = "FailoverLevelRestored";
@@ -143,8 +151,10 @@ impl x::Fields for FailoverLevelRestored {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -162,8 +172,10 @@ impl x::Fields for FailoverLevelRestored {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `FailoverNodeInfo` (extends `DynamicData`).
@@ -354,6 +366,14 @@ pub struct FaultToleranceConfigSpec {
     pub meta_data_path: Option<FaultToleranceMetaSpec>,
     /// `secondaryVmSpec`.
     pub secondary_vm_spec: Option<FaultToleranceVMConfigSpec>,
+    /// `metroFtEnabled`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_enabled: Option<bool>,
+    /// `metroFtHostGroup`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_host_group: Option<String>,
 }
 impl x::SchemaType for FaultToleranceConfigSpec {
     const TYPE_NAME: &'static str = "FaultToleranceConfigSpec";
@@ -368,6 +388,8 @@ impl x::Fields for FaultToleranceConfigSpec {
         let result = match name {
             "metaDataPath" => r.read_opt(&mut self.meta_data_path),
             "secondaryVmSpec" => r.read_opt(&mut self.secondary_vm_spec),
+            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
+            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -376,6 +398,8 @@ impl x::Fields for FaultToleranceConfigSpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("metaDataPath", &self.meta_data_path);
         w.write_opt("secondaryVmSpec", &self.secondary_vm_spec);
+        w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
     }
 }
 /// `FaultToleranceCpuIncompatible` (extends `CpuIncompatible`).

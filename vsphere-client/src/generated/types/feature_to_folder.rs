@@ -186,6 +186,10 @@ pub struct FileBackedVirtualDiskSpec {
     pub profile: Vec<AnyVirtualMachineProfileSpec>,
     /// `crypto`.
     pub crypto: Option<AnyCryptoSpec>,
+    /// `sectorFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sector_format: Option<String>,
 }
 impl x::SchemaType for FileBackedVirtualDiskSpec {
     const TYPE_NAME: &'static str = "FileBackedVirtualDiskSpec";
@@ -203,6 +207,7 @@ impl x::Fields for FileBackedVirtualDiskSpec {
             "capacityKb" => r.read(&mut self.capacity_kb),
             "profile" => r.read_push(&mut self.profile),
             "crypto" => r.read_opt(&mut self.crypto),
+            "sectorFormat" => r.read_opt(&mut self.sector_format),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -214,6 +219,7 @@ impl x::Fields for FileBackedVirtualDiskSpec {
         w.write("capacityKb", &self.capacity_kb);
         w.write_vec("profile", &self.profile);
         w.write_opt("crypto", &self.crypto);
+        w.write_opt("sectorFormat", &self.sector_format);
     }
 }
 /// `FileFault` (extends `VimFault`).
@@ -294,6 +300,132 @@ impl x::Fields for FileInfo {
         w.write_opt("fileSize", &self.file_size);
         w.write_opt("modification", &self.modification);
         w.write_opt("owner", &self.owner);
+    }
+}
+/// `FileLockInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FileLockInfo {
+    /// `filePath`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub file_path: String,
+    /// `host`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub host: String,
+    /// `mac`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub mac: String,
+    /// `id`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub id: String,
+    /// `worldName`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub world_name: String,
+    /// `ownerId`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub owner_id: Option<String>,
+    /// `lockMode`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub lock_mode: String,
+    /// `acquired`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub acquired: Option<x::DateTime>,
+    /// `heartbeat`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub heartbeat: Option<x::DateTime>,
+    /// `refCount`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub ref_count: Option<i32>,
+}
+impl x::SchemaType for FileLockInfo {
+    const TYPE_NAME: &'static str = "FileLockInfo";
+}
+impl x::Structure for FileLockInfo {}
+impl x::Fields for FileLockInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "filePath" => r.read(&mut self.file_path),
+            "host" => r.read(&mut self.host),
+            "mac" => r.read(&mut self.mac),
+            "id" => r.read(&mut self.id),
+            "worldName" => r.read(&mut self.world_name),
+            "ownerId" => r.read_opt(&mut self.owner_id),
+            "lockMode" => r.read(&mut self.lock_mode),
+            "acquired" => r.read_opt(&mut self.acquired),
+            "heartbeat" => r.read_opt(&mut self.heartbeat),
+            "refCount" => r.read_opt(&mut self.ref_count),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("filePath", &self.file_path);
+        w.write("host", &self.host);
+        w.write("mac", &self.mac);
+        w.write("id", &self.id);
+        w.write("worldName", &self.world_name);
+        w.write_opt("ownerId", &self.owner_id);
+        w.write("lockMode", &self.lock_mode);
+        w.write_opt("acquired", &self.acquired);
+        w.write_opt("heartbeat", &self.heartbeat);
+        w.write_opt("refCount", &self.ref_count);
+    }
+}
+impl x::ArrayItem for FileLockInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfFileLockInfo";
+    const ITEM_TAG: &'static str = "FileLockInfo";
+}
+/// `FileLockInfoResult` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FileLockInfoResult {
+    /// `lockInfo`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub lock_info: Vec<FileLockInfo>,
+    /// `fault`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for FileLockInfoResult {
+    const TYPE_NAME: &'static str = "FileLockInfoResult";
+}
+impl x::Structure for FileLockInfoResult {}
+impl x::Fields for FileLockInfoResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lockInfo" => r.read_push(&mut self.lock_info),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("lockInfo", &self.lock_info);
+        w.write_opt("fault", &self.fault);
     }
 }
 /// `FileLocked` (extends `FileFault`).
@@ -996,6 +1128,43 @@ impl x::Fields for FolderEventArgument {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("folder", &self.folder);
+    }
+}
+/// `FolderExternallyManagedFolderInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FolderExternallyManagedFolderInfo {
+    /// `id`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub id: String,
+    /// `type`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub type_: String,
+}
+impl x::SchemaType for FolderExternallyManagedFolderInfo {
+    const TYPE_NAME: &'static str = "FolderExternallyManagedFolderInfo";
+}
+impl x::Structure for FolderExternallyManagedFolderInfo {}
+impl x::Fields for FolderExternallyManagedFolderInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("type", &self.type_);
     }
 }
 /// `FolderFailedHostResult` (extends `DynamicData`).

@@ -100,10 +100,18 @@ pub struct GhostDvsProxySwitchDetectedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `switchUuid`.
     pub switch_uuid: Vec<String>,
 }
@@ -129,8 +137,10 @@ impl x::Fields for GhostDvsProxySwitchDetectedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "switchUuid" => r.read_push(&mut self.switch_uuid),
             _ => return Ok(false),
         };
@@ -149,8 +159,10 @@ impl x::Fields for GhostDvsProxySwitchDetectedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_vec("switchUuid", &self.switch_uuid);
     }
 }
@@ -179,10 +191,18 @@ pub struct GhostDvsProxySwitchRemovedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `switchUuid`.
     pub switch_uuid: Vec<String>,
 }
@@ -208,8 +228,10 @@ impl x::Fields for GhostDvsProxySwitchRemovedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "switchUuid" => r.read_push(&mut self.switch_uuid),
             _ => return Ok(false),
         };
@@ -228,8 +250,10 @@ impl x::Fields for GhostDvsProxySwitchRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_vec("switchUuid", &self.switch_uuid);
     }
 }
@@ -258,10 +282,18 @@ pub struct GlobalMessageChangedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `message`.
     pub message: String,
     /// `prevMessage`.
@@ -289,8 +321,10 @@ impl x::Fields for GlobalMessageChangedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "message" => r.read(&mut self.message),
             "prevMessage" => r.read_opt(&mut self.prev_message),
             _ => return Ok(false),
@@ -310,8 +344,10 @@ impl x::Fields for GlobalMessageChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("message", &self.message);
         w.write_opt("prevMessage", &self.prev_message);
     }
@@ -723,6 +759,14 @@ pub struct GuestInfo {
     pub guest_family: Option<String>,
     /// `guestFullName`.
     pub guest_full_name: Option<String>,
+    /// `guestRebootStatus`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub guest_reboot_status: Option<VirtualMachineGuestRebootStatus>,
+    /// `guestDetailedData`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub guest_detailed_data: Option<String>,
     /// `hostName`.
     pub host_name: Option<String>,
     /// `ipAddress`.
@@ -776,6 +820,8 @@ impl x::Fields for GuestInfo {
             "guestId" => r.read_opt(&mut self.guest_id),
             "guestFamily" => r.read_opt(&mut self.guest_family),
             "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "guestRebootStatus" => r.read_opt(&mut self.guest_reboot_status),
+            "guestDetailedData" => r.read_opt(&mut self.guest_detailed_data),
             "hostName" => r.read_opt(&mut self.host_name),
             "ipAddress" => r.read_opt(&mut self.ip_address),
             "net" => r.read_push(&mut self.net),
@@ -811,6 +857,8 @@ impl x::Fields for GuestInfo {
         w.write_opt("guestId", &self.guest_id);
         w.write_opt("guestFamily", &self.guest_family);
         w.write_opt("guestFullName", &self.guest_full_name);
+        w.write_opt("guestRebootStatus", &self.guest_reboot_status);
+        w.write_opt("guestDetailedData", &self.guest_detailed_data);
         w.write_opt("hostName", &self.host_name);
         w.write_opt("ipAddress", &self.ip_address);
         w.write_vec("net", &self.net);
@@ -1237,7 +1285,7 @@ pub struct GuestOsDescriptor {
     /// `supportedForCreate`.
     pub supported_for_create: Option<bool>,
     /// `vRAMSizeInKB`.
-    pub v_ram_size_in_kb: Option<IntOption>,
+    pub vram_size_in_kb: Option<IntOption>,
     /// `numSupportedFloppyDevices`.
     pub num_supported_floppy_devices: Option<i32>,
     /// `wakeOnLanEthernetCard`.
@@ -1282,8 +1330,16 @@ pub struct GuestOsDescriptor {
     pub vbs_supported: Option<BoolOption>,
     /// `vsgxSupported`.
     pub vsgx_supported: Option<BoolOption>,
+    /// `vsgxRemoteAttestationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vsgx_remote_attestation_supported: Option<bool>,
     /// `supportsTPM20`.
     pub supports_tpm20: Option<bool>,
+    /// `recommendedTPM20`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub recommended_tpm20: Option<bool>,
     /// `vwdtSupported`.
     pub vwdt_supported: Option<bool>,
 }
@@ -1349,7 +1405,7 @@ impl x::Fields for GuestOsDescriptor {
             "usbRecommended" => r.read_opt(&mut self.usb_recommended),
             "supportLevel" => r.read_opt(&mut self.support_level),
             "supportedForCreate" => r.read_opt(&mut self.supported_for_create),
-            "vRAMSizeInKB" => r.read_opt(&mut self.v_ram_size_in_kb),
+            "vRAMSizeInKB" => r.read_opt(&mut self.vram_size_in_kb),
             "numSupportedFloppyDevices" => {
                 r.read_opt(&mut self.num_supported_floppy_devices)
             }
@@ -1400,7 +1456,11 @@ impl x::Fields for GuestOsDescriptor {
             "vvtdSupported" => r.read_opt(&mut self.vvtd_supported),
             "vbsSupported" => r.read_opt(&mut self.vbs_supported),
             "vsgxSupported" => r.read_opt(&mut self.vsgx_supported),
+            "vsgxRemoteAttestationSupported" => {
+                r.read_opt(&mut self.vsgx_remote_attestation_supported)
+            }
             "supportsTPM20" => r.read_opt(&mut self.supports_tpm20),
+            "recommendedTPM20" => r.read_opt(&mut self.recommended_tpm20),
             "vwdtSupported" => r.read_opt(&mut self.vwdt_supported),
             _ => return Ok(false),
         };
@@ -1445,7 +1505,7 @@ impl x::Fields for GuestOsDescriptor {
         w.write_opt("usbRecommended", &self.usb_recommended);
         w.write_opt("supportLevel", &self.support_level);
         w.write_opt("supportedForCreate", &self.supported_for_create);
-        w.write_opt("vRAMSizeInKB", &self.v_ram_size_in_kb);
+        w.write_opt("vRAMSizeInKB", &self.vram_size_in_kb);
         w.write_opt("numSupportedFloppyDevices", &self.num_supported_floppy_devices);
         w.write_vec("wakeOnLanEthernetCard", &self.wake_on_lan_ethernet_card);
         w.write_opt(
@@ -1504,7 +1564,12 @@ impl x::Fields for GuestOsDescriptor {
         w.write_opt("vvtdSupported", &self.vvtd_supported);
         w.write_opt("vbsSupported", &self.vbs_supported);
         w.write_opt("vsgxSupported", &self.vsgx_supported);
+        w.write_opt(
+            "vsgxRemoteAttestationSupported",
+            &self.vsgx_remote_attestation_supported,
+        );
         w.write_opt("supportsTPM20", &self.supports_tpm20);
+        w.write_opt("recommendedTPM20", &self.recommended_tpm20);
         w.write_opt("vwdtSupported", &self.vwdt_supported);
     }
 }

@@ -210,6 +210,97 @@ impl x::ArrayItem for HbrManagerVmReplicationCapability {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHbrManagerVmReplicationCapability";
     const ITEM_TAG: &'static str = "HbrManagerVmReplicationCapability";
 }
+/// `HbrReplicationTargetSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HbrReplicationTargetSpec {}
+impl x::SchemaType for HbrReplicationTargetSpec {
+    const TYPE_NAME: &'static str = "HbrReplicationTargetSpec";
+}
+impl x::Structure for HbrReplicationTargetSpec {}
+impl x::Fields for HbrReplicationTargetSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HbrTargetSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HbrTargetSpec {
+    /// `targetIP`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub target_ip: String,
+    /// `certificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub certificate: String,
+}
+impl x::SchemaType for HbrTargetSpec {
+    const TYPE_NAME: &'static str = "HbrTargetSpec";
+}
+impl x::Structure for HbrTargetSpec {}
+impl x::Fields for HbrTargetSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "targetIP" => r.read(&mut self.target_ip),
+            "certificate" => r.read(&mut self.certificate),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("targetIP", &self.target_ip);
+        w.write("certificate", &self.certificate);
+    }
+}
+impl x::ArrayItem for HbrTargetSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHbrTargetSpec";
+    const ITEM_TAG: &'static str = "HbrTargetSpec";
+}
+/// `HbrTargetSpecReplacement` (extends `HbrReplicationTargetSpec`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HbrTargetSpecReplacement {
+    /// `spec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub spec: Vec<HbrTargetSpec>,
+}
+impl x::SchemaType for HbrTargetSpecReplacement {
+    const TYPE_NAME: &'static str = "HbrTargetSpecReplacement";
+}
+impl x::Structure for HbrTargetSpecReplacement {}
+impl x::Fields for HbrTargetSpecReplacement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "spec" => r.read_push(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("spec", &self.spec);
+    }
+}
 /// `HealthStatusChangedEvent` (extends `Event`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HealthStatusChangedEvent {
@@ -235,10 +326,18 @@ pub struct HealthStatusChangedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `componentId`.
     pub component_id: String,
     /// `oldStatus`.
@@ -272,8 +371,10 @@ impl x::Fields for HealthStatusChangedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "componentId" => r.read(&mut self.component_id),
             "oldStatus" => r.read(&mut self.old_status),
             "newStatus" => r.read(&mut self.new_status),
@@ -296,8 +397,10 @@ impl x::Fields for HealthStatusChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("componentId", &self.component_id);
         w.write("oldStatus", &self.old_status);
         w.write("newStatus", &self.new_status);
@@ -664,6 +767,10 @@ pub struct HostActiveDirectorySpec {
     pub cam_server: Option<String>,
     /// `thumbprint`.
     pub thumbprint: Option<String>,
+    /// `certificate`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub certificate: Option<String>,
     /// `smartCardAuthenticationEnabled`.
     pub smart_card_authentication_enabled: Option<bool>,
     /// `smartCardTrustAnchors`.
@@ -685,6 +792,7 @@ impl x::Fields for HostActiveDirectorySpec {
             "password" => r.read_opt(&mut self.password),
             "camServer" => r.read_opt(&mut self.cam_server),
             "thumbprint" => r.read_opt(&mut self.thumbprint),
+            "certificate" => r.read_opt(&mut self.certificate),
             "smartCardAuthenticationEnabled" => {
                 r.read_opt(&mut self.smart_card_authentication_enabled)
             }
@@ -700,6 +808,7 @@ impl x::Fields for HostActiveDirectorySpec {
         w.write_opt("password", &self.password);
         w.write_opt("camServer", &self.cam_server);
         w.write_opt("thumbprint", &self.thumbprint);
+        w.write_opt("certificate", &self.certificate);
         w.write_opt(
             "smartCardAuthenticationEnabled",
             &self.smart_card_authentication_enabled,
@@ -732,10 +841,18 @@ pub struct HostAddFailedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `hostname`.
     pub hostname: String,
 }
@@ -761,8 +878,10 @@ impl x::Fields for HostAddFailedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "hostname" => r.read(&mut self.hostname),
             _ => return Ok(false),
         };
@@ -781,8 +900,10 @@ impl x::Fields for HostAddFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("hostname", &self.hostname);
     }
 }
@@ -811,10 +932,18 @@ pub struct HostAddedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostAddedEvent {
     const TYPE_NAME: &'static str = "HostAddedEvent";
@@ -838,8 +967,10 @@ impl x::Fields for HostAddedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -857,8 +988,10 @@ impl x::Fields for HostAddedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostAdminDisableEvent` (extends `HostEvent`).
@@ -886,10 +1019,18 @@ pub struct HostAdminDisableEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostAdminDisableEvent {
     const TYPE_NAME: &'static str = "HostAdminDisableEvent";
@@ -913,8 +1054,10 @@ impl x::Fields for HostAdminDisableEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -932,8 +1075,10 @@ impl x::Fields for HostAdminDisableEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostAdminEnableEvent` (extends `HostEvent`).
@@ -961,10 +1106,18 @@ pub struct HostAdminEnableEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostAdminEnableEvent {
     const TYPE_NAME: &'static str = "HostAdminEnableEvent";
@@ -988,8 +1141,10 @@ impl x::Fields for HostAdminEnableEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1007,8 +1162,10 @@ impl x::Fields for HostAdminEnableEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostApplyProfile` (extends `ApplyProfile`).
@@ -1129,6 +1286,14 @@ pub struct HostAssignableHardwareBinding {
     pub instance_id: String,
     /// `vm`.
     pub vm: x::ManagedObjectReference,
+    /// `pciId`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pci_id: Option<String>,
+    /// `deviceKey`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub device_key: Option<i32>,
 }
 impl x::SchemaType for HostAssignableHardwareBinding {
     const TYPE_NAME: &'static str = "HostAssignableHardwareBinding";
@@ -1143,6 +1308,8 @@ impl x::Fields for HostAssignableHardwareBinding {
         let result = match name {
             "instanceId" => r.read(&mut self.instance_id),
             "vm" => r.read(&mut self.vm),
+            "pciId" => r.read_opt(&mut self.pci_id),
+            "deviceKey" => r.read_opt(&mut self.device_key),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1151,6 +1318,8 @@ impl x::Fields for HostAssignableHardwareBinding {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("instanceId", &self.instance_id);
         w.write("vm", &self.vm);
+        w.write_opt("pciId", &self.pci_id);
+        w.write_opt("deviceKey", &self.device_key);
     }
 }
 impl x::ArrayItem for HostAssignableHardwareBinding {
@@ -1222,6 +1391,53 @@ impl x::Fields for HostAssignableHardwareConfigAttributeOverride {
 impl x::ArrayItem for HostAssignableHardwareConfigAttributeOverride {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostAssignableHardwareConfigAttributeOverride";
     const ITEM_TAG: &'static str = "HostAssignableHardwareConfigAttributeOverride";
+}
+/// `HostAuthenticationInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostAuthenticationInfo {
+    /// `principal`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub principal: String,
+    /// `ownerTag`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub owner_tag: String,
+    /// `sslCertificates`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificates: Vec<String>,
+}
+impl x::SchemaType for HostAuthenticationInfo {
+    const TYPE_NAME: &'static str = "HostAuthenticationInfo";
+}
+impl x::Structure for HostAuthenticationInfo {}
+impl x::Fields for HostAuthenticationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "ownerTag" => r.read(&mut self.owner_tag),
+            "sslCertificates" => r.read_push(&mut self.ssl_certificates),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("principal", &self.principal);
+        w.write("ownerTag", &self.owner_tag);
+        w.write_vec("sslCertificates", &self.ssl_certificates);
+    }
+}
+impl x::ArrayItem for HostAuthenticationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostAuthenticationInfo";
+    const ITEM_TAG: &'static str = "HostAuthenticationInfo";
 }
 /// `HostAuthenticationManagerInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -1327,6 +1543,10 @@ pub struct HostBIOSInfo {
     pub firmware_major_release: Option<i32>,
     /// `firmwareMinorRelease`.
     pub firmware_minor_release: Option<i32>,
+    /// `firmwareType`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub firmware_type: Option<String>,
 }
 impl x::SchemaType for HostBIOSInfo {
     const TYPE_NAME: &'static str = "HostBIOSInfo";
@@ -1346,6 +1566,7 @@ impl x::Fields for HostBIOSInfo {
             "minorRelease" => r.read_opt(&mut self.minor_release),
             "firmwareMajorRelease" => r.read_opt(&mut self.firmware_major_release),
             "firmwareMinorRelease" => r.read_opt(&mut self.firmware_minor_release),
+            "firmwareType" => r.read_opt(&mut self.firmware_type),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1359,6 +1580,7 @@ impl x::Fields for HostBIOSInfo {
         w.write_opt("minorRelease", &self.minor_release);
         w.write_opt("firmwareMajorRelease", &self.firmware_major_release);
         w.write_opt("firmwareMinorRelease", &self.firmware_minor_release);
+        w.write_opt("firmwareType", &self.firmware_type);
     }
 }
 /// `HostBlockAdapterTargetTransport` (extends `HostTargetTransport`).
@@ -1397,6 +1619,14 @@ pub struct HostBlockHba {
     pub pci: Option<String>,
     /// `storageProtocol`, from `HostHostBusAdapter`.
     pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
 }
 impl x::SchemaType for HostBlockHba {
     const TYPE_NAME: &'static str = "HostBlockHba";
@@ -1417,6 +1647,8 @@ impl x::Fields for HostBlockHba {
             "driver" => r.read_opt(&mut self.driver),
             "pci" => r.read_opt(&mut self.pci),
             "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1431,6 +1663,8 @@ impl x::Fields for HostBlockHba {
         w.write_opt("driver", &self.driver);
         w.write_opt("pci", &self.pci);
         w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
     }
 }
 /// `HostBootDevice` (extends `DynamicData`).
@@ -1615,7 +1849,7 @@ pub struct HostCapability {
     /// `localSwapDatastoreSupported`.
     pub local_swap_datastore_supported: bool,
     /// `unsharedSwapVMotionSupported`.
-    pub unshared_swap_v_motion_supported: bool,
+    pub unshared_swap_vmotion_supported: bool,
     /// `backgroundSnapshotsSupported`.
     pub background_snapshots_supported: bool,
     /// `preAssignedPCIUnitNumbersSupported`.
@@ -1625,13 +1859,17 @@ pub struct HostCapability {
     /// `scaledScreenshotSupported`.
     pub scaled_screenshot_supported: bool,
     /// `storageVMotionSupported`.
-    pub storage_v_motion_supported: Option<bool>,
+    pub storage_vmotion_supported: Option<bool>,
     /// `vmotionWithStorageVMotionSupported`.
-    pub vmotion_with_storage_v_motion_supported: Option<bool>,
+    pub vmotion_with_storage_vmotion_supported: Option<bool>,
     /// `vmotionAcrossNetworkSupported`.
     pub vmotion_across_network_supported: Option<bool>,
     /// `maxNumDisksSVMotion`.
     pub max_num_disks_sv_motion: Option<i32>,
+    /// `maxVirtualDiskDescVersionSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub max_virtual_disk_desc_version_supported: Option<i32>,
     /// `hbrNicSelectionSupported`.
     pub hbr_nic_selection_supported: Option<bool>,
     /// `vrNfcNicSelectionSupported`.
@@ -1666,6 +1904,10 @@ pub struct HostCapability {
     pub tpm_version: Option<String>,
     /// `txtEnabled`.
     pub txt_enabled: Option<bool>,
+    /// `drtmType`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub drtm_type: Option<String>,
     /// `supportedCpuFeature`.
     pub supported_cpu_feature: Vec<HostCpuIdInfo>,
     /// `virtualExecUsageSupported`.
@@ -1681,7 +1923,7 @@ pub struct HostCapability {
     /// `supportedVmfsMajorVersion`.
     pub supported_vmfs_major_version: Vec<i32>,
     /// `vStorageCapable`.
-    pub v_storage_capable: Option<bool>,
+    pub vstorage_capable: Option<bool>,
     /// `snapshotRelayoutSupported`.
     pub snapshot_relayout_supported: Option<bool>,
     /// `firewallIpRulesSupported`.
@@ -1699,7 +1941,7 @@ pub struct HostCapability {
     /// `nestedHVSupported`.
     pub nested_hv_supported: Option<bool>,
     /// `vPMCSupported`.
-    pub v_pmc_supported: Option<bool>,
+    pub vpmc_supported: Option<bool>,
     /// `interVMCommunicationThroughVMCISupported`.
     pub inter_vm_communication_through_vmci_supported: Option<bool>,
     /// `scheduledHardwareUpgradeSupported`.
@@ -1721,7 +1963,7 @@ pub struct HostCapability {
     /// `vsanSupported`.
     pub vsan_supported: Option<bool>,
     /// `vFlashSupported`.
-    pub v_flash_supported: Option<bool>,
+    pub vflash_supported: Option<bool>,
     /// `hostAccessManagerSupported`.
     pub host_access_manager_supported: Option<bool>,
     /// `provisioningNicSelectionSupported`.
@@ -1755,7 +1997,7 @@ pub struct HostCapability {
     /// `cpuHwMmuSupported`.
     pub cpu_hw_mmu_supported: Option<bool>,
     /// `encryptedVMotionSupported`.
-    pub encrypted_v_motion_supported: Option<bool>,
+    pub encrypted_vmotion_supported: Option<bool>,
     /// `encryptionChangeOnAddRemoveSupported`.
     pub encryption_change_on_add_remove_supported: Option<bool>,
     /// `encryptionHotOperationSupported`.
@@ -1769,7 +2011,7 @@ pub struct HostCapability {
     /// `encryptionRDMSupported`.
     pub encryption_rdm_supported: Option<bool>,
     /// `encryptionVFlashSupported`.
-    pub encryption_v_flash_supported: Option<bool>,
+    pub encryption_vflash_supported: Option<bool>,
     /// `encryptionCBRCSupported`.
     pub encryption_cbrc_supported: Option<bool>,
     /// `encryptionHBRSupported`.
@@ -1811,7 +2053,7 @@ pub struct HostCapability {
     /// `precisionTimeProtocolSupported`.
     pub precision_time_protocol_supported: Option<bool>,
     /// `remoteDeviceVMotionSupported`.
-    pub remote_device_v_motion_supported: Option<bool>,
+    pub remote_device_vmotion_supported: Option<bool>,
     /// `maxSupportedVmMemory`.
     pub max_supported_vm_memory: Option<i32>,
     /// `ahDeviceHintsSupported`.
@@ -1830,12 +2072,132 @@ pub struct HostCapability {
     pub p_mem_failover_supported: Option<bool>,
     /// `hostConfigEncryptionSupported`.
     pub host_config_encryption_supported: Option<bool>,
+    /// `maxSupportedSimultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub max_supported_simultaneous_threads: Option<i32>,
     /// `ptpConfigSupported`.
     pub ptp_config_supported: Option<bool>,
     /// `maxSupportedPtpPorts`.
     pub max_supported_ptp_ports: Option<i32>,
+    /// `sgxRegistrationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sgx_registration_supported: Option<bool>,
     /// `pMemIndependentSnapshotSupported`.
     pub p_mem_independent_snapshot_supported: Option<bool>,
+    /// `iommuSLDirtyCapable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub iommu_sl_dirty_capable: Option<bool>,
+    /// `vmknicBindingSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_binding_supported: Option<bool>,
+    /// `ultralowFixedUnmapSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ultralow_fixed_unmap_supported: Option<bool>,
+    /// `nvmeVvolSupported`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub nvme_vvol_supported: Option<bool>,
+    /// `fptHotplugSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub fpt_hotplug_supported: Option<bool>,
+    /// `mconnectSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub mconnect_supported: Option<bool>,
+    /// `vsanNicMgmtSupported`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub vsan_nic_mgmt_supported: Option<bool>,
+    /// `vvolNQNSupported`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub vvol_nqn_supported: Option<bool>,
+    /// `stretchedSCSupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub stretched_sc_supported: Option<bool>,
+    /// `vmknicBindingOnNFSv41`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vmknic_binding_on_nf_sv41: Option<bool>,
+    /// `vpStatusCheckSupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vp_status_check_supported: Option<bool>,
+    /// `e2e4knSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub e2e4kn_supported: Option<bool>,
+    /// `vsanDedicatedVmkNicSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vsan_dedicated_vmk_nic_supported: Option<bool>,
+    /// `nConnectSupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub n_connect_supported: Option<bool>,
+    /// `userKeySupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub user_key_supported: Option<bool>,
+    /// `ndcmSupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub ndcm_supported: Option<bool>,
+    /// `uefiSecureBoot`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub uefi_secure_boot: Option<bool>,
+    /// `vpxdVmxGenerationSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vpxd_vmx_generation_supported: Option<bool>,
+    /// `nfs41Krb5pSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub nfs41_krb5p_supported: Option<bool>,
+    /// `cimSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub cim_supported: Option<bool>,
+    /// `npivSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub npiv_supported: Option<bool>,
+    /// `entitlementSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub entitlement_supported: Option<bool>,
+    /// `monitorUnrestricted`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub monitor_unrestricted: Option<bool>,
+    /// `vnetworkingNicSelectionSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vnetworking_nic_selection_supported: Option<bool>,
+    /// `directPathInfoSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_info_supported: Option<bool>,
+    /// `fcdLinkedCloneSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub fcd_linked_clone_supported: Option<bool>,
+    /// `ehvQuickBootSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub ehv_quick_boot_supported: Option<bool>,
+    /// `nestedHvTieringEnabled`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub nested_hv_tiering_enabled: Option<bool>,
 }
 impl x::SchemaType for HostCapability {
     const TYPE_NAME: &'static str = "HostCapability";
@@ -1884,7 +2246,7 @@ impl x::Fields for HostCapability {
                 r.read(&mut self.local_swap_datastore_supported)
             }
             "unsharedSwapVMotionSupported" => {
-                r.read(&mut self.unshared_swap_v_motion_supported)
+                r.read(&mut self.unshared_swap_vmotion_supported)
             }
             "backgroundSnapshotsSupported" => {
                 r.read(&mut self.background_snapshots_supported)
@@ -1894,14 +2256,17 @@ impl x::Fields for HostCapability {
             }
             "screenshotSupported" => r.read(&mut self.screenshot_supported),
             "scaledScreenshotSupported" => r.read(&mut self.scaled_screenshot_supported),
-            "storageVMotionSupported" => r.read_opt(&mut self.storage_v_motion_supported),
+            "storageVMotionSupported" => r.read_opt(&mut self.storage_vmotion_supported),
             "vmotionWithStorageVMotionSupported" => {
-                r.read_opt(&mut self.vmotion_with_storage_v_motion_supported)
+                r.read_opt(&mut self.vmotion_with_storage_vmotion_supported)
             }
             "vmotionAcrossNetworkSupported" => {
                 r.read_opt(&mut self.vmotion_across_network_supported)
             }
             "maxNumDisksSVMotion" => r.read_opt(&mut self.max_num_disks_sv_motion),
+            "maxVirtualDiskDescVersionSupported" => {
+                r.read_opt(&mut self.max_virtual_disk_desc_version_supported)
+            }
             "hbrNicSelectionSupported" => {
                 r.read_opt(&mut self.hbr_nic_selection_supported)
             }
@@ -1935,6 +2300,7 @@ impl x::Fields for HostCapability {
             "tpmSupported" => r.read_opt(&mut self.tpm_supported),
             "tpmVersion" => r.read_opt(&mut self.tpm_version),
             "txtEnabled" => r.read_opt(&mut self.txt_enabled),
+            "drtmType" => r.read_opt(&mut self.drtm_type),
             "supportedCpuFeature" => r.read_push(&mut self.supported_cpu_feature),
             "virtualExecUsageSupported" => {
                 r.read_opt(&mut self.virtual_exec_usage_supported)
@@ -1952,7 +2318,7 @@ impl x::Fields for HostCapability {
             "supportedVmfsMajorVersion" => {
                 r.read_push(&mut self.supported_vmfs_major_version)
             }
-            "vStorageCapable" => r.read_opt(&mut self.v_storage_capable),
+            "vStorageCapable" => r.read_opt(&mut self.vstorage_capable),
             "snapshotRelayoutSupported" => {
                 r.read_opt(&mut self.snapshot_relayout_supported)
             }
@@ -1971,7 +2337,7 @@ impl x::Fields for HostCapability {
                 r.read_opt(&mut self.eight_plus_host_vmfs_shared_access_supported)
             }
             "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported),
-            "vPMCSupported" => r.read_opt(&mut self.v_pmc_supported),
+            "vPMCSupported" => r.read_opt(&mut self.vpmc_supported),
             "interVMCommunicationThroughVMCISupported" => {
                 r.read_opt(&mut self.inter_vm_communication_through_vmci_supported)
             }
@@ -1994,7 +2360,7 @@ impl x::Fields for HostCapability {
                 r.read_opt(&mut self.message_bus_proxy_supported)
             }
             "vsanSupported" => r.read_opt(&mut self.vsan_supported),
-            "vFlashSupported" => r.read_opt(&mut self.v_flash_supported),
+            "vFlashSupported" => r.read_opt(&mut self.vflash_supported),
             "hostAccessManagerSupported" => {
                 r.read_opt(&mut self.host_access_manager_supported)
             }
@@ -2024,7 +2390,7 @@ impl x::Fields for HostCapability {
             "upitSupported" => r.read_opt(&mut self.upit_supported),
             "cpuHwMmuSupported" => r.read_opt(&mut self.cpu_hw_mmu_supported),
             "encryptedVMotionSupported" => {
-                r.read_opt(&mut self.encrypted_v_motion_supported)
+                r.read_opt(&mut self.encrypted_vmotion_supported)
             }
             "encryptionChangeOnAddRemoveSupported" => {
                 r.read_opt(&mut self.encryption_change_on_add_remove_supported)
@@ -2043,7 +2409,7 @@ impl x::Fields for HostCapability {
             }
             "encryptionRDMSupported" => r.read_opt(&mut self.encryption_rdm_supported),
             "encryptionVFlashSupported" => {
-                r.read_opt(&mut self.encryption_v_flash_supported)
+                r.read_opt(&mut self.encryption_vflash_supported)
             }
             "encryptionCBRCSupported" => r.read_opt(&mut self.encryption_cbrc_supported),
             "encryptionHBRSupported" => r.read_opt(&mut self.encryption_hbr_supported),
@@ -2080,7 +2446,7 @@ impl x::Fields for HostCapability {
                 r.read_opt(&mut self.precision_time_protocol_supported)
             }
             "remoteDeviceVMotionSupported" => {
-                r.read_opt(&mut self.remote_device_v_motion_supported)
+                r.read_opt(&mut self.remote_device_vmotion_supported)
             }
             "maxSupportedVmMemory" => r.read_opt(&mut self.max_supported_vm_memory),
             "ahDeviceHintsSupported" => r.read_opt(&mut self.ah_device_hints_supported),
@@ -2099,11 +2465,53 @@ impl x::Fields for HostCapability {
             "hostConfigEncryptionSupported" => {
                 r.read_opt(&mut self.host_config_encryption_supported)
             }
+            "maxSupportedSimultaneousThreads" => {
+                r.read_opt(&mut self.max_supported_simultaneous_threads)
+            }
             "ptpConfigSupported" => r.read_opt(&mut self.ptp_config_supported),
             "maxSupportedPtpPorts" => r.read_opt(&mut self.max_supported_ptp_ports),
+            "sgxRegistrationSupported" => {
+                r.read_opt(&mut self.sgx_registration_supported)
+            }
             "pMemIndependentSnapshotSupported" => {
                 r.read_opt(&mut self.p_mem_independent_snapshot_supported)
             }
+            "iommuSLDirtyCapable" => r.read_opt(&mut self.iommu_sl_dirty_capable),
+            "vmknicBindingSupported" => r.read_opt(&mut self.vmknic_binding_supported),
+            "ultralowFixedUnmapSupported" => {
+                r.read_opt(&mut self.ultralow_fixed_unmap_supported)
+            }
+            "nvmeVvolSupported" => r.read_opt(&mut self.nvme_vvol_supported),
+            "fptHotplugSupported" => r.read_opt(&mut self.fpt_hotplug_supported),
+            "mconnectSupported" => r.read_opt(&mut self.mconnect_supported),
+            "vsanNicMgmtSupported" => r.read_opt(&mut self.vsan_nic_mgmt_supported),
+            "vvolNQNSupported" => r.read_opt(&mut self.vvol_nqn_supported),
+            "stretchedSCSupported" => r.read_opt(&mut self.stretched_sc_supported),
+            "vmknicBindingOnNFSv41" => r.read_opt(&mut self.vmknic_binding_on_nf_sv41),
+            "vpStatusCheckSupported" => r.read_opt(&mut self.vp_status_check_supported),
+            "e2e4knSupported" => r.read_opt(&mut self.e2e4kn_supported),
+            "vsanDedicatedVmkNicSupported" => {
+                r.read_opt(&mut self.vsan_dedicated_vmk_nic_supported)
+            }
+            "nConnectSupported" => r.read_opt(&mut self.n_connect_supported),
+            "userKeySupported" => r.read_opt(&mut self.user_key_supported),
+            "ndcmSupported" => r.read_opt(&mut self.ndcm_supported),
+            "uefiSecureBoot" => r.read_opt(&mut self.uefi_secure_boot),
+            "vpxdVmxGenerationSupported" => {
+                r.read_opt(&mut self.vpxd_vmx_generation_supported)
+            }
+            "nfs41Krb5pSupported" => r.read_opt(&mut self.nfs41_krb5p_supported),
+            "cimSupported" => r.read_opt(&mut self.cim_supported),
+            "npivSupported" => r.read_opt(&mut self.npiv_supported),
+            "entitlementSupported" => r.read_opt(&mut self.entitlement_supported),
+            "monitorUnrestricted" => r.read_opt(&mut self.monitor_unrestricted),
+            "vnetworkingNicSelectionSupported" => {
+                r.read_opt(&mut self.vnetworking_nic_selection_supported)
+            }
+            "directPathInfoSupported" => r.read_opt(&mut self.direct_path_info_supported),
+            "fcdLinkedCloneSupported" => r.read_opt(&mut self.fcd_linked_clone_supported),
+            "ehvQuickBootSupported" => r.read_opt(&mut self.ehv_quick_boot_supported),
+            "nestedHvTieringEnabled" => r.read_opt(&mut self.nested_hv_tiering_enabled),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2142,7 +2550,7 @@ impl x::Fields for HostCapability {
         );
         w.write("perVmSwapFiles", &self.per_vm_swap_files);
         w.write("localSwapDatastoreSupported", &self.local_swap_datastore_supported);
-        w.write("unsharedSwapVMotionSupported", &self.unshared_swap_v_motion_supported);
+        w.write("unsharedSwapVMotionSupported", &self.unshared_swap_vmotion_supported);
         w.write("backgroundSnapshotsSupported", &self.background_snapshots_supported);
         w.write(
             "preAssignedPCIUnitNumbersSupported",
@@ -2150,16 +2558,20 @@ impl x::Fields for HostCapability {
         );
         w.write("screenshotSupported", &self.screenshot_supported);
         w.write("scaledScreenshotSupported", &self.scaled_screenshot_supported);
-        w.write_opt("storageVMotionSupported", &self.storage_v_motion_supported);
+        w.write_opt("storageVMotionSupported", &self.storage_vmotion_supported);
         w.write_opt(
             "vmotionWithStorageVMotionSupported",
-            &self.vmotion_with_storage_v_motion_supported,
+            &self.vmotion_with_storage_vmotion_supported,
         );
         w.write_opt(
             "vmotionAcrossNetworkSupported",
             &self.vmotion_across_network_supported,
         );
         w.write_opt("maxNumDisksSVMotion", &self.max_num_disks_sv_motion);
+        w.write_opt(
+            "maxVirtualDiskDescVersionSupported",
+            &self.max_virtual_disk_desc_version_supported,
+        );
         w.write_opt("hbrNicSelectionSupported", &self.hbr_nic_selection_supported);
         w.write_opt("vrNfcNicSelectionSupported", &self.vr_nfc_nic_selection_supported);
         w.write_opt("recordReplaySupported", &self.record_replay_supported);
@@ -2183,6 +2595,7 @@ impl x::Fields for HostCapability {
         w.write_opt("tpmSupported", &self.tpm_supported);
         w.write_opt("tpmVersion", &self.tpm_version);
         w.write_opt("txtEnabled", &self.txt_enabled);
+        w.write_opt("drtmType", &self.drtm_type);
         w.write_vec("supportedCpuFeature", &self.supported_cpu_feature);
         w.write_opt("virtualExecUsageSupported", &self.virtual_exec_usage_supported);
         w.write_opt("storageIORMSupported", &self.storage_iorm_supported);
@@ -2196,7 +2609,7 @@ impl x::Fields for HostCapability {
             &self.vm_direct_path_gen2_unsupported_reason_extended,
         );
         w.write_vec("supportedVmfsMajorVersion", &self.supported_vmfs_major_version);
-        w.write_opt("vStorageCapable", &self.v_storage_capable);
+        w.write_opt("vStorageCapable", &self.vstorage_capable);
         w.write_opt("snapshotRelayoutSupported", &self.snapshot_relayout_supported);
         w.write_opt("firewallIpRulesSupported", &self.firewall_ip_rules_supported);
         w.write_opt("servicePackageInfoSupported", &self.service_package_info_supported);
@@ -2208,7 +2621,7 @@ impl x::Fields for HostCapability {
             &self.eight_plus_host_vmfs_shared_access_supported,
         );
         w.write_opt("nestedHVSupported", &self.nested_hv_supported);
-        w.write_opt("vPMCSupported", &self.v_pmc_supported);
+        w.write_opt("vPMCSupported", &self.vpmc_supported);
         w.write_opt(
             "interVMCommunicationThroughVMCISupported",
             &self.inter_vm_communication_through_vmci_supported,
@@ -2231,7 +2644,7 @@ impl x::Fields for HostCapability {
         );
         w.write_opt("messageBusProxySupported", &self.message_bus_proxy_supported);
         w.write_opt("vsanSupported", &self.vsan_supported);
-        w.write_opt("vFlashSupported", &self.v_flash_supported);
+        w.write_opt("vFlashSupported", &self.vflash_supported);
         w.write_opt("hostAccessManagerSupported", &self.host_access_manager_supported);
         w.write_opt(
             "provisioningNicSelectionSupported",
@@ -2260,7 +2673,7 @@ impl x::Fields for HostCapability {
         w.write_opt("gatewayOnNicSupported", &self.gateway_on_nic_supported);
         w.write_opt("upitSupported", &self.upit_supported);
         w.write_opt("cpuHwMmuSupported", &self.cpu_hw_mmu_supported);
-        w.write_opt("encryptedVMotionSupported", &self.encrypted_v_motion_supported);
+        w.write_opt("encryptedVMotionSupported", &self.encrypted_vmotion_supported);
         w.write_opt(
             "encryptionChangeOnAddRemoveSupported",
             &self.encryption_change_on_add_remove_supported,
@@ -2282,7 +2695,7 @@ impl x::Fields for HostCapability {
             &self.encryption_memory_save_supported,
         );
         w.write_opt("encryptionRDMSupported", &self.encryption_rdm_supported);
-        w.write_opt("encryptionVFlashSupported", &self.encryption_v_flash_supported);
+        w.write_opt("encryptionVFlashSupported", &self.encryption_vflash_supported);
         w.write_opt("encryptionCBRCSupported", &self.encryption_cbrc_supported);
         w.write_opt("encryptionHBRSupported", &self.encryption_hbr_supported);
         w.write_opt("ftEfiSupported", &self.ft_efi_supported);
@@ -2317,7 +2730,7 @@ impl x::Fields for HostCapability {
         );
         w.write_opt(
             "remoteDeviceVMotionSupported",
-            &self.remote_device_v_motion_supported,
+            &self.remote_device_vmotion_supported,
         );
         w.write_opt("maxSupportedVmMemory", &self.max_supported_vm_memory);
         w.write_opt("ahDeviceHintsSupported", &self.ah_device_hints_supported);
@@ -2337,17 +2750,60 @@ impl x::Fields for HostCapability {
             "hostConfigEncryptionSupported",
             &self.host_config_encryption_supported,
         );
+        w.write_opt(
+            "maxSupportedSimultaneousThreads",
+            &self.max_supported_simultaneous_threads,
+        );
         w.write_opt("ptpConfigSupported", &self.ptp_config_supported);
         w.write_opt("maxSupportedPtpPorts", &self.max_supported_ptp_ports);
+        w.write_opt("sgxRegistrationSupported", &self.sgx_registration_supported);
         w.write_opt(
             "pMemIndependentSnapshotSupported",
             &self.p_mem_independent_snapshot_supported,
         );
+        w.write_opt("iommuSLDirtyCapable", &self.iommu_sl_dirty_capable);
+        w.write_opt("vmknicBindingSupported", &self.vmknic_binding_supported);
+        w.write_opt("ultralowFixedUnmapSupported", &self.ultralow_fixed_unmap_supported);
+        w.write_opt("nvmeVvolSupported", &self.nvme_vvol_supported);
+        w.write_opt("fptHotplugSupported", &self.fpt_hotplug_supported);
+        w.write_opt("mconnectSupported", &self.mconnect_supported);
+        w.write_opt("vsanNicMgmtSupported", &self.vsan_nic_mgmt_supported);
+        w.write_opt("vvolNQNSupported", &self.vvol_nqn_supported);
+        w.write_opt("stretchedSCSupported", &self.stretched_sc_supported);
+        w.write_opt("vmknicBindingOnNFSv41", &self.vmknic_binding_on_nf_sv41);
+        w.write_opt("vpStatusCheckSupported", &self.vp_status_check_supported);
+        w.write_opt("e2e4knSupported", &self.e2e4kn_supported);
+        w.write_opt(
+            "vsanDedicatedVmkNicSupported",
+            &self.vsan_dedicated_vmk_nic_supported,
+        );
+        w.write_opt("nConnectSupported", &self.n_connect_supported);
+        w.write_opt("userKeySupported", &self.user_key_supported);
+        w.write_opt("ndcmSupported", &self.ndcm_supported);
+        w.write_opt("uefiSecureBoot", &self.uefi_secure_boot);
+        w.write_opt("vpxdVmxGenerationSupported", &self.vpxd_vmx_generation_supported);
+        w.write_opt("nfs41Krb5pSupported", &self.nfs41_krb5p_supported);
+        w.write_opt("cimSupported", &self.cim_supported);
+        w.write_opt("npivSupported", &self.npiv_supported);
+        w.write_opt("entitlementSupported", &self.entitlement_supported);
+        w.write_opt("monitorUnrestricted", &self.monitor_unrestricted);
+        w.write_opt(
+            "vnetworkingNicSelectionSupported",
+            &self.vnetworking_nic_selection_supported,
+        );
+        w.write_opt("directPathInfoSupported", &self.direct_path_info_supported);
+        w.write_opt("fcdLinkedCloneSupported", &self.fcd_linked_clone_supported);
+        w.write_opt("ehvQuickBootSupported", &self.ehv_quick_boot_supported);
+        w.write_opt("nestedHvTieringEnabled", &self.nested_hv_tiering_enabled);
     }
 }
 /// `HostCertificateManagerCertificateInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostCertificateManagerCertificateInfo {
+    /// `kind`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub kind: Option<String>,
     /// `issuer`.
     pub issuer: Option<String>,
     /// `notBefore`.
@@ -2370,6 +2826,7 @@ impl x::Fields for HostCertificateManagerCertificateInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
+            "kind" => r.read_opt(&mut self.kind),
             "issuer" => r.read_opt(&mut self.issuer),
             "notBefore" => r.read_opt(&mut self.not_before),
             "notAfter" => r.read_opt(&mut self.not_after),
@@ -2381,6 +2838,7 @@ impl x::Fields for HostCertificateManagerCertificateInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("kind", &self.kind);
         w.write_opt("issuer", &self.issuer);
         w.write_opt("notBefore", &self.not_before);
         w.write_opt("notAfter", &self.not_after);
@@ -2388,457 +2846,50 @@ impl x::Fields for HostCertificateManagerCertificateInfo {
         w.write("status", &self.status);
     }
 }
-/// `HostCnxFailedAccountFailedEvent` (extends `HostEvent`).
+impl x::ArrayItem for HostCertificateManagerCertificateInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCertificateManagerCertificateInfo";
+    const ITEM_TAG: &'static str = "HostCertificateManagerCertificateInfo";
+}
+/// `HostCertificateManagerCertificateSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.1.0.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedAccountFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
+pub struct HostCertificateManagerCertificateSpec {
+    /// `kind`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub kind: String,
+    /// `subjectAlternativeNames`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subject_alternative_names: Vec<String>,
+    /// `cryptoAlgorithm`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub crypto_algorithm: Option<String>,
 }
-impl x::SchemaType for HostCnxFailedAccountFailedEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedAccountFailedEvent";
+impl x::SchemaType for HostCertificateManagerCertificateSpec {
+    const TYPE_NAME: &'static str = "HostCertificateManagerCertificateSpec";
 }
-impl x::Structure for HostCnxFailedAccountFailedEvent {}
-impl x::Fields for HostCnxFailedAccountFailedEvent {
+impl x::Structure for HostCertificateManagerCertificateSpec {}
+impl x::Fields for HostCertificateManagerCertificateSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
+            "kind" => r.read(&mut self.kind),
+            "subjectAlternativeNames" => r.read_push(&mut self.subject_alternative_names),
+            "cryptoAlgorithm" => r.read_opt(&mut self.crypto_algorithm),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostCnxFailedAlreadyManagedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedAlreadyManagedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `serverName`.
-    pub server_name: String,
-}
-impl x::SchemaType for HostCnxFailedAlreadyManagedEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedAlreadyManagedEvent";
-}
-impl x::Structure for HostCnxFailedAlreadyManagedEvent {}
-impl x::Fields for HostCnxFailedAlreadyManagedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "serverName" => r.read(&mut self.server_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("serverName", &self.server_name);
-    }
-}
-/// `HostCnxFailedBadCcagentEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedBadCcagentEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostCnxFailedBadCcagentEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedBadCcagentEvent";
-}
-impl x::Structure for HostCnxFailedBadCcagentEvent {}
-impl x::Fields for HostCnxFailedBadCcagentEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostCnxFailedBadUsernameEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedBadUsernameEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostCnxFailedBadUsernameEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedBadUsernameEvent";
-}
-impl x::Structure for HostCnxFailedBadUsernameEvent {}
-impl x::Fields for HostCnxFailedBadUsernameEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostCnxFailedBadVersionEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedBadVersionEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostCnxFailedBadVersionEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedBadVersionEvent";
-}
-impl x::Structure for HostCnxFailedBadVersionEvent {}
-impl x::Fields for HostCnxFailedBadVersionEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostCnxFailedCcagentUpgradeEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedCcagentUpgradeEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostCnxFailedCcagentUpgradeEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedCcagentUpgradeEvent";
-}
-impl x::Structure for HostCnxFailedCcagentUpgradeEvent {}
-impl x::Fields for HostCnxFailedCcagentUpgradeEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
+        w.write("kind", &self.kind);
+        w.write_vec("subjectAlternativeNames", &self.subject_alternative_names);
+        w.write_opt("cryptoAlgorithm", &self.crypto_algorithm);
     }
 }

@@ -5,6 +5,532 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostCnxFailedAccountFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCnxFailedAccountFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostCnxFailedAccountFailedEvent {
+    const TYPE_NAME: &'static str = "HostCnxFailedAccountFailedEvent";
+}
+impl x::Structure for HostCnxFailedAccountFailedEvent {}
+impl x::Fields for HostCnxFailedAccountFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostCnxFailedAlreadyManagedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCnxFailedAlreadyManagedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `serverName`.
+    pub server_name: String,
+}
+impl x::SchemaType for HostCnxFailedAlreadyManagedEvent {
+    const TYPE_NAME: &'static str = "HostCnxFailedAlreadyManagedEvent";
+}
+impl x::Structure for HostCnxFailedAlreadyManagedEvent {}
+impl x::Fields for HostCnxFailedAlreadyManagedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "serverName" => r.read(&mut self.server_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+        w.write("serverName", &self.server_name);
+    }
+}
+/// `HostCnxFailedBadCcagentEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCnxFailedBadCcagentEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostCnxFailedBadCcagentEvent {
+    const TYPE_NAME: &'static str = "HostCnxFailedBadCcagentEvent";
+}
+impl x::Structure for HostCnxFailedBadCcagentEvent {}
+impl x::Fields for HostCnxFailedBadCcagentEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostCnxFailedBadUsernameEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCnxFailedBadUsernameEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostCnxFailedBadUsernameEvent {
+    const TYPE_NAME: &'static str = "HostCnxFailedBadUsernameEvent";
+}
+impl x::Structure for HostCnxFailedBadUsernameEvent {}
+impl x::Fields for HostCnxFailedBadUsernameEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostCnxFailedBadVersionEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCnxFailedBadVersionEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostCnxFailedBadVersionEvent {
+    const TYPE_NAME: &'static str = "HostCnxFailedBadVersionEvent";
+}
+impl x::Structure for HostCnxFailedBadVersionEvent {}
+impl x::Fields for HostCnxFailedBadVersionEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostCnxFailedCcagentUpgradeEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCnxFailedCcagentUpgradeEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostCnxFailedCcagentUpgradeEvent {
+    const TYPE_NAME: &'static str = "HostCnxFailedCcagentUpgradeEvent";
+}
+impl x::Structure for HostCnxFailedCcagentUpgradeEvent {}
+impl x::Fields for HostCnxFailedCcagentUpgradeEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
 /// `HostCnxFailedEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostCnxFailedEvent {
@@ -30,10 +556,18 @@ pub struct HostCnxFailedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostCnxFailedEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedEvent";
@@ -57,8 +591,10 @@ impl x::Fields for HostCnxFailedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -76,8 +612,10 @@ impl x::Fields for HostCnxFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostCnxFailedNetworkErrorEvent` (extends `HostEvent`).
@@ -105,10 +643,18 @@ pub struct HostCnxFailedNetworkErrorEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostCnxFailedNetworkErrorEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNetworkErrorEvent";
@@ -132,8 +678,10 @@ impl x::Fields for HostCnxFailedNetworkErrorEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -151,8 +699,10 @@ impl x::Fields for HostCnxFailedNetworkErrorEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostCnxFailedNoAccessEvent` (extends `HostEvent`).
@@ -180,10 +730,18 @@ pub struct HostCnxFailedNoAccessEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostCnxFailedNoAccessEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNoAccessEvent";
@@ -207,8 +765,10 @@ impl x::Fields for HostCnxFailedNoAccessEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -226,8 +786,10 @@ impl x::Fields for HostCnxFailedNoAccessEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostCnxFailedNoConnectionEvent` (extends `HostEvent`).
@@ -255,10 +817,18 @@ pub struct HostCnxFailedNoConnectionEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostCnxFailedNoConnectionEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNoConnectionEvent";
@@ -282,8 +852,10 @@ impl x::Fields for HostCnxFailedNoConnectionEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -301,8 +873,10 @@ impl x::Fields for HostCnxFailedNoConnectionEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostCnxFailedNoLicenseEvent` (extends `HostEvent`).
@@ -330,10 +904,18 @@ pub struct HostCnxFailedNoLicenseEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostCnxFailedNoLicenseEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNoLicenseEvent";
@@ -357,8 +939,10 @@ impl x::Fields for HostCnxFailedNoLicenseEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -376,8 +960,10 @@ impl x::Fields for HostCnxFailedNoLicenseEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostCnxFailedNotFoundEvent` (extends `HostEvent`).
@@ -405,10 +991,18 @@ pub struct HostCnxFailedNotFoundEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostCnxFailedNotFoundEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNotFoundEvent";
@@ -432,8 +1026,10 @@ impl x::Fields for HostCnxFailedNotFoundEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -451,8 +1047,10 @@ impl x::Fields for HostCnxFailedNotFoundEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostCnxFailedTimeoutEvent` (extends `HostEvent`).
@@ -480,10 +1078,18 @@ pub struct HostCnxFailedTimeoutEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostCnxFailedTimeoutEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedTimeoutEvent";
@@ -507,8 +1113,10 @@ impl x::Fields for HostCnxFailedTimeoutEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -526,8 +1134,10 @@ impl x::Fields for HostCnxFailedTimeoutEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostCommunication` (extends `RuntimeFault`).
@@ -586,10 +1196,18 @@ pub struct HostComplianceCheckedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `profile`.
     pub profile: ProfileEventArgument,
 }
@@ -615,8 +1233,10 @@ impl x::Fields for HostComplianceCheckedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
         };
@@ -635,8 +1255,10 @@ impl x::Fields for HostComplianceCheckedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
     }
 }
@@ -665,10 +1287,18 @@ pub struct HostCompliantEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostCompliantEvent {
     const TYPE_NAME: &'static str = "HostCompliantEvent";
@@ -692,8 +1322,10 @@ impl x::Fields for HostCompliantEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -711,8 +1343,10 @@ impl x::Fields for HostCompliantEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostConfigAppliedEvent` (extends `HostEvent`).
@@ -740,10 +1374,18 @@ pub struct HostConfigAppliedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostConfigAppliedEvent {
     const TYPE_NAME: &'static str = "HostConfigAppliedEvent";
@@ -767,8 +1409,10 @@ impl x::Fields for HostConfigAppliedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -786,8 +1430,10 @@ impl x::Fields for HostConfigAppliedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostConfigChange` (extends `DynamicData`).
@@ -884,6 +1530,10 @@ pub struct HostConfigInfo {
     pub deployment_info: Option<HostDeploymentInfo>,
     /// `hyperThread`.
     pub hyper_thread: Option<HostHyperThreadScheduleInfo>,
+    /// `cpuScheduler`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub cpu_scheduler: Option<HostCpuSchedulerInfo>,
     /// `consoleReservation`.
     pub console_reservation: Option<ServiceConsoleReservationInfo>,
     /// `virtualMachineReservation`.
@@ -942,6 +1592,10 @@ pub struct HostConfigInfo {
     pub ssl_thumbprint_info: Option<HostSslThumbprintInfo>,
     /// `sslThumbprintData`.
     pub ssl_thumbprint_data: Vec<HostSslThumbprintInfo>,
+    /// `authenticationData`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub authentication_data: Vec<HostAuthenticationInfo>,
     /// `certificate`.
     pub certificate: Vec<i8>,
     /// `pciPassthruInfo`.
@@ -963,7 +1617,7 @@ pub struct HostConfigInfo {
     /// `maskedFeatureCapability`.
     pub masked_feature_capability: Vec<HostFeatureCapability>,
     /// `vFlashConfigInfo`.
-    pub v_flash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
+    pub vflash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
     /// `vsanHostConfig`.
     pub vsan_host_config: Option<VsanHostConfigInfo>,
     /// `domainList`.
@@ -1006,6 +1660,7 @@ impl x::Fields for HostConfigInfo {
             "product" => r.read(&mut self.product),
             "deploymentInfo" => r.read_opt(&mut self.deployment_info),
             "hyperThread" => r.read_opt(&mut self.hyper_thread),
+            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
             "consoleReservation" => r.read_opt(&mut self.console_reservation),
             "virtualMachineReservation" => {
                 r.read_opt(&mut self.virtual_machine_reservation)
@@ -1039,6 +1694,7 @@ impl x::Fields for HostConfigInfo {
             "ipmi" => r.read_opt(&mut self.ipmi),
             "sslThumbprintInfo" => r.read_opt(&mut self.ssl_thumbprint_info),
             "sslThumbprintData" => r.read_push(&mut self.ssl_thumbprint_data),
+            "authenticationData" => r.read_push(&mut self.authentication_data),
             "certificate" => r.read_push(&mut self.certificate),
             "pciPassthruInfo" => r.read_push(&mut self.pci_passthru_info),
             "authenticationManagerInfo" => {
@@ -1051,7 +1707,7 @@ impl x::Fields for HostConfigInfo {
             "wakeOnLanCapable" => r.read_opt(&mut self.wake_on_lan_capable),
             "featureCapability" => r.read_push(&mut self.feature_capability),
             "maskedFeatureCapability" => r.read_push(&mut self.masked_feature_capability),
-            "vFlashConfigInfo" => r.read_opt(&mut self.v_flash_config_info),
+            "vFlashConfigInfo" => r.read_opt(&mut self.vflash_config_info),
             "vsanHostConfig" => r.read_opt(&mut self.vsan_host_config),
             "domainList" => r.read_push(&mut self.domain_list),
             "scriptCheckSum" => r.read_opt(&mut self.script_check_sum),
@@ -1079,6 +1735,7 @@ impl x::Fields for HostConfigInfo {
         w.write("product", &self.product);
         w.write_opt("deploymentInfo", &self.deployment_info);
         w.write_opt("hyperThread", &self.hyper_thread);
+        w.write_opt("cpuScheduler", &self.cpu_scheduler);
         w.write_opt("consoleReservation", &self.console_reservation);
         w.write_opt("virtualMachineReservation", &self.virtual_machine_reservation);
         w.write_opt("storageDevice", &self.storage_device);
@@ -1108,6 +1765,7 @@ impl x::Fields for HostConfigInfo {
         w.write_opt("ipmi", &self.ipmi);
         w.write_opt("sslThumbprintInfo", &self.ssl_thumbprint_info);
         w.write_vec("sslThumbprintData", &self.ssl_thumbprint_data);
+        w.write_vec("authenticationData", &self.authentication_data);
         w.write_vec("certificate", &self.certificate);
         w.write_vec("pciPassthruInfo", &self.pci_passthru_info);
         w.write_opt("authenticationManagerInfo", &self.authentication_manager_info);
@@ -1118,7 +1776,7 @@ impl x::Fields for HostConfigInfo {
         w.write_opt("wakeOnLanCapable", &self.wake_on_lan_capable);
         w.write_vec("featureCapability", &self.feature_capability);
         w.write_vec("maskedFeatureCapability", &self.masked_feature_capability);
-        w.write_opt("vFlashConfigInfo", &self.v_flash_config_info);
+        w.write_opt("vFlashConfigInfo", &self.vflash_config_info);
         w.write_opt("vsanHostConfig", &self.vsan_host_config);
         w.write_vec("domainList", &self.domain_list);
         w.write_opt("scriptCheckSum", &self.script_check_sum);
@@ -1192,7 +1850,7 @@ pub struct HostConfigManager {
     /// `iscsiManager`.
     pub iscsi_manager: Option<x::ManagedObjectReference>,
     /// `vFlashManager`.
-    pub v_flash_manager: Option<x::ManagedObjectReference>,
+    pub vflash_manager: Option<x::ManagedObjectReference>,
     /// `vsanSystem`.
     pub vsan_system: Option<x::ManagedObjectReference>,
     /// `messageBusProxy`.
@@ -1256,7 +1914,7 @@ impl x::Fields for HostConfigManager {
             }
             "esxAgentHostManager" => r.read_opt(&mut self.esx_agent_host_manager),
             "iscsiManager" => r.read_opt(&mut self.iscsi_manager),
-            "vFlashManager" => r.read_opt(&mut self.v_flash_manager),
+            "vFlashManager" => r.read_opt(&mut self.vflash_manager),
             "vsanSystem" => r.read_opt(&mut self.vsan_system),
             "messageBusProxy" => r.read_opt(&mut self.message_bus_proxy),
             "userDirectory" => r.read_opt(&mut self.user_directory),
@@ -1303,7 +1961,7 @@ impl x::Fields for HostConfigManager {
         w.write_opt("cacheConfigurationManager", &self.cache_configuration_manager);
         w.write_opt("esxAgentHostManager", &self.esx_agent_host_manager);
         w.write_opt("iscsiManager", &self.iscsi_manager);
-        w.write_opt("vFlashManager", &self.v_flash_manager);
+        w.write_opt("vFlashManager", &self.vflash_manager);
         w.write_opt("vsanSystem", &self.vsan_system);
         w.write_opt("messageBusProxy", &self.message_bus_proxy);
         w.write_opt("userDirectory", &self.user_directory);
@@ -1429,6 +2087,10 @@ pub struct HostConfigSummary {
     pub port: i32,
     /// `sslThumbprint`.
     pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
     /// `product`.
     pub product: Option<AboutInfo>,
     /// `vmotionEnabled`.
@@ -1456,6 +2118,7 @@ impl x::Fields for HostConfigSummary {
             "name" => r.read(&mut self.name),
             "port" => r.read(&mut self.port),
             "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
             "product" => r.read_opt(&mut self.product),
             "vmotionEnabled" => r.read(&mut self.vmotion_enabled),
             "faultToleranceEnabled" => r.read_opt(&mut self.fault_tolerance_enabled),
@@ -1471,6 +2134,7 @@ impl x::Fields for HostConfigSummary {
         w.write("name", &self.name);
         w.write("port", &self.port);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        w.write_opt("sslCertificate", &self.ssl_certificate);
         w.write_opt("product", &self.product);
         w.write("vmotionEnabled", &self.vmotion_enabled);
         w.write_opt("faultToleranceEnabled", &self.fault_tolerance_enabled);
@@ -1611,6 +2275,10 @@ pub struct HostConnectSpec {
     pub port: Option<i32>,
     /// `sslThumbprint`.
     pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
     /// `userName`.
     pub user_name: Option<String>,
     /// `password`.
@@ -1644,6 +2312,7 @@ impl x::Fields for HostConnectSpec {
             "hostName" => r.read_opt(&mut self.host_name),
             "port" => r.read_opt(&mut self.port),
             "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
             "userName" => r.read_opt(&mut self.user_name),
             "password" => r.read_opt(&mut self.password),
             "vmFolder" => r.read_opt(&mut self.vm_folder),
@@ -1662,6 +2331,7 @@ impl x::Fields for HostConnectSpec {
         w.write_opt("hostName", &self.host_name);
         w.write_opt("port", &self.port);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        w.write_opt("sslCertificate", &self.ssl_certificate);
         w.write_opt("userName", &self.user_name);
         w.write_opt("password", &self.password);
         w.write_opt("vmFolder", &self.vm_folder);
@@ -1702,10 +2372,18 @@ pub struct HostConnectedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostConnectedEvent {
     const TYPE_NAME: &'static str = "HostConnectedEvent";
@@ -1729,8 +2407,10 @@ impl x::Fields for HostConnectedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1748,8 +2428,10 @@ impl x::Fields for HostConnectedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostConnectionLostEvent` (extends `HostEvent`).
@@ -1777,10 +2459,18 @@ pub struct HostConnectionLostEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostConnectionLostEvent {
     const TYPE_NAME: &'static str = "HostConnectionLostEvent";
@@ -1804,8 +2494,10 @@ impl x::Fields for HostConnectionLostEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1823,8 +2515,10 @@ impl x::Fields for HostConnectionLostEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostCpuIdInfo` (extends `DynamicData`).
@@ -1934,6 +2628,18 @@ pub struct HostCpuPackage {
     pub thread_id: Vec<i16>,
     /// `cpuFeature`.
     pub cpu_feature: Vec<HostCpuIdInfo>,
+    /// `family`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub family: Option<i16>,
+    /// `model`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub model: Option<i16>,
+    /// `stepping`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub stepping: Option<i16>,
 }
 impl x::SchemaType for HostCpuPackage {
     const TYPE_NAME: &'static str = "HostCpuPackage";
@@ -1953,6 +2659,9 @@ impl x::Fields for HostCpuPackage {
             "description" => r.read(&mut self.description),
             "threadId" => r.read_push(&mut self.thread_id),
             "cpuFeature" => r.read_push(&mut self.cpu_feature),
+            "family" => r.read_opt(&mut self.family),
+            "model" => r.read_opt(&mut self.model),
+            "stepping" => r.read_opt(&mut self.stepping),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1966,6 +2675,9 @@ impl x::Fields for HostCpuPackage {
         w.write("description", &self.description);
         w.write_vec("threadId", &self.thread_id);
         w.write_vec("cpuFeature", &self.cpu_feature);
+        w.write_opt("family", &self.family);
+        w.write_opt("model", &self.model);
+        w.write_opt("stepping", &self.stepping);
     }
 }
 impl x::ArrayItem for HostCpuPackage {
@@ -2003,6 +2715,37 @@ impl x::Fields for HostCpuPowerManagementInfo {
         w.write_opt("hardwareSupport", &self.hardware_support);
     }
 }
+/// `HostCpuSchedulerInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuSchedulerInfo {
+    /// `policy`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub policy: String,
+}
+impl x::SchemaType for HostCpuSchedulerInfo {
+    const TYPE_NAME: &'static str = "HostCpuSchedulerInfo";
+}
+impl x::Structure for HostCpuSchedulerInfo {}
+impl x::Fields for HostCpuSchedulerInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
 /// `HostDasDisabledEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostDasDisabledEvent {
@@ -2028,10 +2771,18 @@ pub struct HostDasDisabledEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostDasDisabledEvent {
     const TYPE_NAME: &'static str = "HostDasDisabledEvent";
@@ -2055,8 +2806,10 @@ impl x::Fields for HostDasDisabledEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2074,8 +2827,10 @@ impl x::Fields for HostDasDisabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostDasDisablingEvent` (extends `HostEvent`).
@@ -2103,10 +2858,18 @@ pub struct HostDasDisablingEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostDasDisablingEvent {
     const TYPE_NAME: &'static str = "HostDasDisablingEvent";
@@ -2130,8 +2893,10 @@ impl x::Fields for HostDasDisablingEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2149,755 +2914,9 @@ impl x::Fields for HostDasDisablingEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostDasEnabledEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasEnabledEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostDasEnabledEvent {
-    const TYPE_NAME: &'static str = "HostDasEnabledEvent";
-}
-impl x::Structure for HostDasEnabledEvent {}
-impl x::Fields for HostDasEnabledEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostDasEnablingEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasEnablingEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostDasEnablingEvent {
-    const TYPE_NAME: &'static str = "HostDasEnablingEvent";
-}
-impl x::Structure for HostDasEnablingEvent {}
-impl x::Fields for HostDasEnablingEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostDasErrorEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasErrorEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `message`.
-    pub message: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-impl x::SchemaType for HostDasErrorEvent {
-    const TYPE_NAME: &'static str = "HostDasErrorEvent";
-}
-impl x::Structure for HostDasErrorEvent {}
-impl x::Fields for HostDasErrorEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "message" => r.read_opt(&mut self.message),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("message", &self.message);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostDasEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostDasEvent {
-    const TYPE_NAME: &'static str = "HostDasEvent";
-}
-impl x::Structure for HostDasEvent {}
-impl x::Fields for HostDasEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostDasOkEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasOkEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostDasOkEvent {
-    const TYPE_NAME: &'static str = "HostDasOkEvent";
-}
-impl x::Structure for HostDasOkEvent {}
-impl x::Fields for HostDasOkEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostDataTransportConnectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDataTransportConnectionInfo {
-    /// `staticMemoryConsumed`.
-    pub static_memory_consumed: i64,
-}
-impl x::SchemaType for HostDataTransportConnectionInfo {
-    const TYPE_NAME: &'static str = "HostDataTransportConnectionInfo";
-}
-impl x::Structure for HostDataTransportConnectionInfo {}
-impl x::Fields for HostDataTransportConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("staticMemoryConsumed", &self.static_memory_consumed);
-    }
-}
-/// `HostDatastoreBrowserSearchResults` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreBrowserSearchResults {
-    /// `datastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `folderPath`.
-    pub folder_path: Option<String>,
-    /// `file`.
-    pub file: Vec<AnyFileInfo>,
-}
-impl x::SchemaType for HostDatastoreBrowserSearchResults {
-    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchResults";
-}
-impl x::Structure for HostDatastoreBrowserSearchResults {}
-impl x::Fields for HostDatastoreBrowserSearchResults {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read_opt(&mut self.datastore),
-            "folderPath" => r.read_opt(&mut self.folder_path),
-            "file" => r.read_push(&mut self.file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("folderPath", &self.folder_path);
-        w.write_vec("file", &self.file);
-    }
-}
-impl x::ArrayItem for HostDatastoreBrowserSearchResults {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreBrowserSearchResults";
-    const ITEM_TAG: &'static str = "HostDatastoreBrowserSearchResults";
-}
-/// `HostDatastoreBrowserSearchSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreBrowserSearchSpec {
-    /// `query`.
-    pub query: Vec<AnyFileQuery>,
-    /// `details`.
-    pub details: Option<FileQueryFlags>,
-    /// `searchCaseInsensitive`.
-    pub search_case_insensitive: Option<bool>,
-    /// `matchPattern`.
-    pub match_pattern: Vec<String>,
-    /// `sortFoldersFirst`.
-    pub sort_folders_first: Option<bool>,
-}
-impl x::SchemaType for HostDatastoreBrowserSearchSpec {
-    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchSpec";
-}
-impl x::Structure for HostDatastoreBrowserSearchSpec {}
-impl x::Fields for HostDatastoreBrowserSearchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "query" => r.read_push(&mut self.query),
-            "details" => r.read_opt(&mut self.details),
-            "searchCaseInsensitive" => r.read_opt(&mut self.search_case_insensitive),
-            "matchPattern" => r.read_push(&mut self.match_pattern),
-            "sortFoldersFirst" => r.read_opt(&mut self.sort_folders_first),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("query", &self.query);
-        w.write_opt("details", &self.details);
-        w.write_opt("searchCaseInsensitive", &self.search_case_insensitive);
-        w.write_vec("matchPattern", &self.match_pattern);
-        w.write_opt("sortFoldersFirst", &self.sort_folders_first);
-    }
-}
-/// `HostDatastoreConnectInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostDatastoreConnectInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreConnectInfo {
-    /// `summary`.
-    pub summary: DatastoreSummary,
-}
-impl x::SchemaType for HostDatastoreConnectInfo {
-    const TYPE_NAME: &'static str = "HostDatastoreConnectInfo";
-}
-impl x::Structure for HostDatastoreConnectInfo {}
-impl x::Fields for HostDatastoreConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
-    }
-}
-/// `HostDatastoreExistsConnectInfo` (extends `HostDatastoreConnectInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreExistsConnectInfo {
-    /// `summary`, from `HostDatastoreConnectInfo`.
-    pub summary: DatastoreSummary,
-    /// `newDatastoreName`.
-    pub new_datastore_name: String,
-}
-impl x::SchemaType for HostDatastoreExistsConnectInfo {
-    const TYPE_NAME: &'static str = "HostDatastoreExistsConnectInfo";
-}
-impl x::Structure for HostDatastoreExistsConnectInfo {}
-impl x::Fields for HostDatastoreExistsConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            "newDatastoreName" => r.read(&mut self.new_datastore_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
-        w.write("newDatastoreName", &self.new_datastore_name);
-    }
-}
-/// `HostDatastoreNameConflictConnectInfo` (extends `HostDatastoreConnectInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreNameConflictConnectInfo {
-    /// `summary`, from `HostDatastoreConnectInfo`.
-    pub summary: DatastoreSummary,
-    /// `newDatastoreName`.
-    pub new_datastore_name: String,
-}
-impl x::SchemaType for HostDatastoreNameConflictConnectInfo {
-    const TYPE_NAME: &'static str = "HostDatastoreNameConflictConnectInfo";
-}
-impl x::Structure for HostDatastoreNameConflictConnectInfo {}
-impl x::Fields for HostDatastoreNameConflictConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            "newDatastoreName" => r.read(&mut self.new_datastore_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
-        w.write("newDatastoreName", &self.new_datastore_name);
-    }
-}
-/// `HostDatastoreSystemCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreSystemCapabilities {
-    /// `nfsMountCreationRequired`.
-    pub nfs_mount_creation_required: bool,
-    /// `nfsMountCreationSupported`.
-    pub nfs_mount_creation_supported: bool,
-    /// `localDatastoreSupported`.
-    pub local_datastore_supported: bool,
-    /// `vmfsExtentExpansionSupported`.
-    pub vmfs_extent_expansion_supported: Option<bool>,
-}
-impl x::SchemaType for HostDatastoreSystemCapabilities {
-    const TYPE_NAME: &'static str = "HostDatastoreSystemCapabilities";
-}
-impl x::Structure for HostDatastoreSystemCapabilities {}
-impl x::Fields for HostDatastoreSystemCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nfsMountCreationRequired" => r.read(&mut self.nfs_mount_creation_required),
-            "nfsMountCreationSupported" => r.read(&mut self.nfs_mount_creation_supported),
-            "localDatastoreSupported" => r.read(&mut self.local_datastore_supported),
-            "vmfsExtentExpansionSupported" => {
-                r.read_opt(&mut self.vmfs_extent_expansion_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nfsMountCreationRequired", &self.nfs_mount_creation_required);
-        w.write("nfsMountCreationSupported", &self.nfs_mount_creation_supported);
-        w.write("localDatastoreSupported", &self.local_datastore_supported);
-        w.write_opt(
-            "vmfsExtentExpansionSupported",
-            &self.vmfs_extent_expansion_supported,
-        );
-    }
-}
-/// `HostDatastoreSystemDatastoreResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreSystemDatastoreResult {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostDatastoreSystemDatastoreResult {
-    const TYPE_NAME: &'static str = "HostDatastoreSystemDatastoreResult";
-}
-impl x::Structure for HostDatastoreSystemDatastoreResult {}
-impl x::Fields for HostDatastoreSystemDatastoreResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostDatastoreSystemDatastoreResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreSystemDatastoreResult";
-    const ITEM_TAG: &'static str = "HostDatastoreSystemDatastoreResult";
-}
-/// `HostDatastoreSystemVvolDatastoreSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreSystemVvolDatastoreSpec {
-    /// `name`.
-    pub name: String,
-    /// `scId`.
-    pub sc_id: String,
-}
-impl x::SchemaType for HostDatastoreSystemVvolDatastoreSpec {
-    const TYPE_NAME: &'static str = "HostDatastoreSystemVvolDatastoreSpec";
-}
-impl x::Structure for HostDatastoreSystemVvolDatastoreSpec {}
-impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "scId" => r.read(&mut self.sc_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("scId", &self.sc_id);
-    }
-}
-/// `HostDateTimeConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDateTimeConfig {
-    /// `timeZone`.
-    pub time_zone: Option<String>,
-    /// `ntpConfig`.
-    pub ntp_config: Option<HostNtpConfig>,
-    /// `ptpConfig`.
-    pub ptp_config: Option<HostPtpConfig>,
-    /// `protocol`.
-    pub protocol: Option<String>,
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `disableEvents`.
-    pub disable_events: Option<bool>,
-    /// `disableFallback`.
-    pub disable_fallback: Option<bool>,
-    /// `resetToFactoryDefaults`.
-    pub reset_to_factory_defaults: Option<bool>,
-}
-impl x::SchemaType for HostDateTimeConfig {
-    const TYPE_NAME: &'static str = "HostDateTimeConfig";
-}
-impl x::Structure for HostDateTimeConfig {}
-impl x::Fields for HostDateTimeConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeZone" => r.read_opt(&mut self.time_zone),
-            "ntpConfig" => r.read_opt(&mut self.ntp_config),
-            "ptpConfig" => r.read_opt(&mut self.ptp_config),
-            "protocol" => r.read_opt(&mut self.protocol),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "disableEvents" => r.read_opt(&mut self.disable_events),
-            "disableFallback" => r.read_opt(&mut self.disable_fallback),
-            "resetToFactoryDefaults" => r.read_opt(&mut self.reset_to_factory_defaults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("timeZone", &self.time_zone);
-        w.write_opt("ntpConfig", &self.ntp_config);
-        w.write_opt("ptpConfig", &self.ptp_config);
-        w.write_opt("protocol", &self.protocol);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("disableEvents", &self.disable_events);
-        w.write_opt("disableFallback", &self.disable_fallback);
-        w.write_opt("resetToFactoryDefaults", &self.reset_to_factory_defaults);
+        w.write_opt("auditId", &self.audit_id);
     }
 }

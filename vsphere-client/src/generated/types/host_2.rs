@@ -5,6 +5,814 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostDasEnabledEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasEnabledEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostDasEnabledEvent {
+    const TYPE_NAME: &'static str = "HostDasEnabledEvent";
+}
+impl x::Structure for HostDasEnabledEvent {}
+impl x::Fields for HostDasEnabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostDasEnablingEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasEnablingEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostDasEnablingEvent {
+    const TYPE_NAME: &'static str = "HostDasEnablingEvent";
+}
+impl x::Structure for HostDasEnablingEvent {}
+impl x::Fields for HostDasEnablingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostDasErrorEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasErrorEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `message`.
+    pub message: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for HostDasErrorEvent {
+    const TYPE_NAME: &'static str = "HostDasErrorEvent";
+}
+impl x::Structure for HostDasErrorEvent {}
+impl x::Fields for HostDasErrorEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "message" => r.read_opt(&mut self.message),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+        w.write_opt("message", &self.message);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostDasEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostDasEvent {
+    const TYPE_NAME: &'static str = "HostDasEvent";
+}
+impl x::Structure for HostDasEvent {}
+impl x::Fields for HostDasEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostDasOkEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasOkEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostDasOkEvent {
+    const TYPE_NAME: &'static str = "HostDasOkEvent";
+}
+impl x::Structure for HostDasOkEvent {}
+impl x::Fields for HostDasOkEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostDataTransportConnectionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDataTransportConnectionInfo {
+    /// `staticMemoryConsumed`.
+    pub static_memory_consumed: i64,
+}
+impl x::SchemaType for HostDataTransportConnectionInfo {
+    const TYPE_NAME: &'static str = "HostDataTransportConnectionInfo";
+}
+impl x::Structure for HostDataTransportConnectionInfo {}
+impl x::Fields for HostDataTransportConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("staticMemoryConsumed", &self.static_memory_consumed);
+    }
+}
+/// `HostDatastoreBrowserSearchResults` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreBrowserSearchResults {
+    /// `datastore`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `folderPath`.
+    pub folder_path: Option<String>,
+    /// `file`.
+    pub file: Vec<AnyFileInfo>,
+}
+impl x::SchemaType for HostDatastoreBrowserSearchResults {
+    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchResults";
+}
+impl x::Structure for HostDatastoreBrowserSearchResults {}
+impl x::Fields for HostDatastoreBrowserSearchResults {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read_opt(&mut self.datastore),
+            "folderPath" => r.read_opt(&mut self.folder_path),
+            "file" => r.read_push(&mut self.file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("folderPath", &self.folder_path);
+        w.write_vec("file", &self.file);
+    }
+}
+impl x::ArrayItem for HostDatastoreBrowserSearchResults {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreBrowserSearchResults";
+    const ITEM_TAG: &'static str = "HostDatastoreBrowserSearchResults";
+}
+/// `HostDatastoreBrowserSearchSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreBrowserSearchSpec {
+    /// `query`.
+    pub query: Vec<AnyFileQuery>,
+    /// `details`.
+    pub details: Option<FileQueryFlags>,
+    /// `searchCaseInsensitive`.
+    pub search_case_insensitive: Option<bool>,
+    /// `matchPattern`.
+    pub match_pattern: Vec<String>,
+    /// `sortFoldersFirst`.
+    pub sort_folders_first: Option<bool>,
+}
+impl x::SchemaType for HostDatastoreBrowserSearchSpec {
+    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchSpec";
+}
+impl x::Structure for HostDatastoreBrowserSearchSpec {}
+impl x::Fields for HostDatastoreBrowserSearchSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "query" => r.read_push(&mut self.query),
+            "details" => r.read_opt(&mut self.details),
+            "searchCaseInsensitive" => r.read_opt(&mut self.search_case_insensitive),
+            "matchPattern" => r.read_push(&mut self.match_pattern),
+            "sortFoldersFirst" => r.read_opt(&mut self.sort_folders_first),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("query", &self.query);
+        w.write_opt("details", &self.details);
+        w.write_opt("searchCaseInsensitive", &self.search_case_insensitive);
+        w.write_vec("matchPattern", &self.match_pattern);
+        w.write_opt("sortFoldersFirst", &self.sort_folders_first);
+    }
+}
+/// `HostDatastoreConnectInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostDatastoreConnectInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreConnectInfo {
+    /// `summary`.
+    pub summary: DatastoreSummary,
+}
+impl x::SchemaType for HostDatastoreConnectInfo {
+    const TYPE_NAME: &'static str = "HostDatastoreConnectInfo";
+}
+impl x::Structure for HostDatastoreConnectInfo {}
+impl x::Fields for HostDatastoreConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+    }
+}
+/// `HostDatastoreExistsConnectInfo` (extends `HostDatastoreConnectInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreExistsConnectInfo {
+    /// `summary`, from `HostDatastoreConnectInfo`.
+    pub summary: DatastoreSummary,
+    /// `newDatastoreName`.
+    pub new_datastore_name: String,
+}
+impl x::SchemaType for HostDatastoreExistsConnectInfo {
+    const TYPE_NAME: &'static str = "HostDatastoreExistsConnectInfo";
+}
+impl x::Structure for HostDatastoreExistsConnectInfo {}
+impl x::Fields for HostDatastoreExistsConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            "newDatastoreName" => r.read(&mut self.new_datastore_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+        w.write("newDatastoreName", &self.new_datastore_name);
+    }
+}
+/// `HostDatastoreNameConflictConnectInfo` (extends `HostDatastoreConnectInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreNameConflictConnectInfo {
+    /// `summary`, from `HostDatastoreConnectInfo`.
+    pub summary: DatastoreSummary,
+    /// `newDatastoreName`.
+    pub new_datastore_name: String,
+}
+impl x::SchemaType for HostDatastoreNameConflictConnectInfo {
+    const TYPE_NAME: &'static str = "HostDatastoreNameConflictConnectInfo";
+}
+impl x::Structure for HostDatastoreNameConflictConnectInfo {}
+impl x::Fields for HostDatastoreNameConflictConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            "newDatastoreName" => r.read(&mut self.new_datastore_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+        w.write("newDatastoreName", &self.new_datastore_name);
+    }
+}
+/// `HostDatastoreSystemCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreSystemCapabilities {
+    /// `nfsMountCreationRequired`.
+    pub nfs_mount_creation_required: bool,
+    /// `nfsMountCreationSupported`.
+    pub nfs_mount_creation_supported: bool,
+    /// `localDatastoreSupported`.
+    pub local_datastore_supported: bool,
+    /// `vmfsExtentExpansionSupported`.
+    pub vmfs_extent_expansion_supported: Option<bool>,
+}
+impl x::SchemaType for HostDatastoreSystemCapabilities {
+    const TYPE_NAME: &'static str = "HostDatastoreSystemCapabilities";
+}
+impl x::Structure for HostDatastoreSystemCapabilities {}
+impl x::Fields for HostDatastoreSystemCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nfsMountCreationRequired" => r.read(&mut self.nfs_mount_creation_required),
+            "nfsMountCreationSupported" => r.read(&mut self.nfs_mount_creation_supported),
+            "localDatastoreSupported" => r.read(&mut self.local_datastore_supported),
+            "vmfsExtentExpansionSupported" => {
+                r.read_opt(&mut self.vmfs_extent_expansion_supported)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("nfsMountCreationRequired", &self.nfs_mount_creation_required);
+        w.write("nfsMountCreationSupported", &self.nfs_mount_creation_supported);
+        w.write("localDatastoreSupported", &self.local_datastore_supported);
+        w.write_opt(
+            "vmfsExtentExpansionSupported",
+            &self.vmfs_extent_expansion_supported,
+        );
+    }
+}
+/// `HostDatastoreSystemDatastoreResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreSystemDatastoreResult {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostDatastoreSystemDatastoreResult {
+    const TYPE_NAME: &'static str = "HostDatastoreSystemDatastoreResult";
+}
+impl x::Structure for HostDatastoreSystemDatastoreResult {}
+impl x::Fields for HostDatastoreSystemDatastoreResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostDatastoreSystemDatastoreResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreSystemDatastoreResult";
+    const ITEM_TAG: &'static str = "HostDatastoreSystemDatastoreResult";
+}
+/// `HostDatastoreSystemVvolDatastoreSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreSystemVvolDatastoreSpec {
+    /// `name`.
+    pub name: String,
+    /// `scId`.
+    pub sc_id: String,
+}
+impl x::SchemaType for HostDatastoreSystemVvolDatastoreSpec {
+    const TYPE_NAME: &'static str = "HostDatastoreSystemVvolDatastoreSpec";
+}
+impl x::Structure for HostDatastoreSystemVvolDatastoreSpec {}
+impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "scId" => r.read(&mut self.sc_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("scId", &self.sc_id);
+    }
+}
+/// `HostDateTimeConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDateTimeConfig {
+    /// `timeZone`.
+    pub time_zone: Option<String>,
+    /// `ntpConfig`.
+    pub ntp_config: Option<HostNtpConfig>,
+    /// `ptpConfig`.
+    pub ptp_config: Option<HostPtpConfig>,
+    /// `protocol`.
+    pub protocol: Option<String>,
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `disableEvents`.
+    pub disable_events: Option<bool>,
+    /// `disableFallback`.
+    pub disable_fallback: Option<bool>,
+    /// `resetToFactoryDefaults`.
+    pub reset_to_factory_defaults: Option<bool>,
+}
+impl x::SchemaType for HostDateTimeConfig {
+    const TYPE_NAME: &'static str = "HostDateTimeConfig";
+}
+impl x::Structure for HostDateTimeConfig {}
+impl x::Fields for HostDateTimeConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeZone" => r.read_opt(&mut self.time_zone),
+            "ntpConfig" => r.read_opt(&mut self.ntp_config),
+            "ptpConfig" => r.read_opt(&mut self.ptp_config),
+            "protocol" => r.read_opt(&mut self.protocol),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "disableEvents" => r.read_opt(&mut self.disable_events),
+            "disableFallback" => r.read_opt(&mut self.disable_fallback),
+            "resetToFactoryDefaults" => r.read_opt(&mut self.reset_to_factory_defaults),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("timeZone", &self.time_zone);
+        w.write_opt("ntpConfig", &self.ntp_config);
+        w.write_opt("ptpConfig", &self.ptp_config);
+        w.write_opt("protocol", &self.protocol);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("disableEvents", &self.disable_events);
+        w.write_opt("disableFallback", &self.disable_fallback);
+        w.write_opt("resetToFactoryDefaults", &self.reset_to_factory_defaults);
+    }
+}
 /// `HostDateTimeInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostDateTimeInfo {
@@ -598,10 +1406,18 @@ pub struct HostDisconnectedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `reason`.
     pub reason: Option<String>,
 }
@@ -627,8 +1443,10 @@ impl x::Fields for HostDisconnectedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
         };
@@ -647,8 +1465,10 @@ impl x::Fields for HostDisconnectedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("reason", &self.reason);
     }
 }
@@ -1097,6 +1917,10 @@ pub struct HostDiskPartitionSpec {
     pub total_sectors: Option<i64>,
     /// `partition`.
     pub partition: Vec<HostDiskPartitionAttributes>,
+    /// `sectorSize`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sector_size: Option<i32>,
 }
 impl x::SchemaType for HostDiskPartitionSpec {
     const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
@@ -1113,6 +1937,7 @@ impl x::Fields for HostDiskPartitionSpec {
             "chs" => r.read_opt(&mut self.chs),
             "totalSectors" => r.read_opt(&mut self.total_sectors),
             "partition" => r.read_push(&mut self.partition),
+            "sectorSize" => r.read_opt(&mut self.sector_size),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1123,6 +1948,7 @@ impl x::Fields for HostDiskPartitionSpec {
         w.write_opt("chs", &self.chs);
         w.write_opt("totalSectors", &self.total_sectors);
         w.write_vec("partition", &self.partition);
+        w.write_opt("sectorSize", &self.sector_size);
     }
 }
 /// `HostDnsConfig` (extends `DynamicData`).
@@ -1237,6 +2063,59 @@ impl x::Fields for HostDnsConfigSpec {
         w.write_opt("virtualNicConnectionV6", &self.virtual_nic_connection_v6);
     }
 }
+/// `HostDvxClass` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDvxClass {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: String,
+    /// `checkpointSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub checkpoint_supported: bool,
+    /// `swDMATracingSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sw_dma_tracing_supported: bool,
+    /// `sriovNic`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sriov_nic: bool,
+}
+impl x::SchemaType for HostDvxClass {
+    const TYPE_NAME: &'static str = "HostDvxClass";
+}
+impl x::Structure for HostDvxClass {}
+impl x::Fields for HostDvxClass {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read(&mut self.device_class),
+            "checkpointSupported" => r.read(&mut self.checkpoint_supported),
+            "swDMATracingSupported" => r.read(&mut self.sw_dma_tracing_supported),
+            "sriovNic" => r.read(&mut self.sriov_nic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceClass", &self.device_class);
+        w.write("checkpointSupported", &self.checkpoint_supported);
+        w.write("swDMATracingSupported", &self.sw_dma_tracing_supported);
+        w.write("sriovNic", &self.sriov_nic);
+    }
+}
+impl x::ArrayItem for HostDvxClass {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDvxClass";
+    const ITEM_TAG: &'static str = "HostDvxClass";
+}
 /// `HostEnableAdminFailedEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostEnableAdminFailedEvent {
@@ -1262,10 +2141,18 @@ pub struct HostEnableAdminFailedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `permissions`.
     pub permissions: Vec<Permission>,
 }
@@ -1291,8 +2178,10 @@ impl x::Fields for HostEnableAdminFailedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "permissions" => r.read_push(&mut self.permissions),
             _ => return Ok(false),
         };
@@ -1311,8 +2200,10 @@ impl x::Fields for HostEnableAdminFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_vec("permissions", &self.permissions);
     }
 }
@@ -1403,10 +2294,18 @@ pub struct HostEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostEvent {
     const TYPE_NAME: &'static str = "HostEvent";
@@ -1430,8 +2329,10 @@ impl x::Fields for HostEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1449,8 +2350,10 @@ impl x::Fields for HostEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostEventArgument` (extends `EntityEventArgument`).
@@ -1513,10 +2416,18 @@ pub struct HostExtraNetworksEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `ips`.
     pub ips: Option<String>,
 }
@@ -1542,8 +2453,10 @@ impl x::Fields for HostExtraNetworksEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "ips" => r.read_opt(&mut self.ips),
             _ => return Ok(false),
         };
@@ -1562,8 +2475,10 @@ impl x::Fields for HostExtraNetworksEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("ips", &self.ips);
     }
 }
@@ -1730,6 +2645,14 @@ pub struct HostFibreChannelHba {
     pub pci: Option<String>,
     /// `storageProtocol`, from `HostHostBusAdapter`.
     pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
     /// `portWorldWideName`.
     pub port_world_wide_name: i64,
     /// `nodeWorldWideName`.
@@ -1758,6 +2681,8 @@ impl x::Fields for HostFibreChannelHba {
             "driver" => r.read_opt(&mut self.driver),
             "pci" => r.read_opt(&mut self.pci),
             "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             "portWorldWideName" => r.read(&mut self.port_world_wide_name),
             "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
             "portType" => r.read(&mut self.port_type),
@@ -1776,6 +2701,8 @@ impl x::Fields for HostFibreChannelHba {
         w.write_opt("driver", &self.driver);
         w.write_opt("pci", &self.pci);
         w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
         w.write("portWorldWideName", &self.port_world_wide_name);
         w.write("nodeWorldWideName", &self.node_world_wide_name);
         w.write("portType", &self.port_type);
@@ -1801,6 +2728,14 @@ pub struct HostFibreChannelOverEthernetHba {
     pub pci: Option<String>,
     /// `storageProtocol`, from `HostHostBusAdapter`.
     pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
     /// `portWorldWideName`, from `HostFibreChannelHba`.
     pub port_world_wide_name: i64,
     /// `nodeWorldWideName`, from `HostFibreChannelHba`.
@@ -1837,6 +2772,8 @@ impl x::Fields for HostFibreChannelOverEthernetHba {
             "driver" => r.read_opt(&mut self.driver),
             "pci" => r.read_opt(&mut self.pci),
             "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             "portWorldWideName" => r.read(&mut self.port_world_wide_name),
             "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
             "portType" => r.read(&mut self.port_type),
@@ -1859,6 +2796,8 @@ impl x::Fields for HostFibreChannelOverEthernetHba {
         w.write_opt("driver", &self.driver);
         w.write_opt("pci", &self.pci);
         w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
         w.write("portWorldWideName", &self.port_world_wide_name);
         w.write("nodeWorldWideName", &self.node_world_wide_name);
         w.write("portType", &self.port_type);
@@ -2017,7 +2956,7 @@ pub struct HostFileSystemMountInfo {
     /// `volume`.
     pub volume: AnyHostFileSystemVolume,
     /// `vStorageSupport`.
-    pub v_storage_support: Option<String>,
+    pub vstorage_support: Option<String>,
 }
 impl x::SchemaType for HostFileSystemMountInfo {
     const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
@@ -2032,7 +2971,7 @@ impl x::Fields for HostFileSystemMountInfo {
         let result = match name {
             "mountInfo" => r.read(&mut self.mount_info),
             "volume" => r.read(&mut self.volume),
-            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2041,7 +2980,7 @@ impl x::Fields for HostFileSystemMountInfo {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("mountInfo", &self.mount_info);
         w.write("volume", &self.volume);
-        w.write_opt("vStorageSupport", &self.v_storage_support);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
     }
 }
 impl x::ArrayItem for HostFileSystemMountInfo {
@@ -2246,915 +3185,5 @@ impl x::Fields for HostFirewallInfo {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("defaultPolicy", &self.default_policy);
         w.write_vec("ruleset", &self.ruleset);
-    }
-}
-/// `HostFirewallRule` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRule {
-    /// `port`.
-    pub port: i32,
-    /// `endPort`.
-    pub end_port: Option<i32>,
-    /// `direction`.
-    pub direction: HostFirewallRuleDirection,
-    /// `portType`.
-    pub port_type: Option<HostFirewallRulePortType>,
-    /// `protocol`.
-    pub protocol: String,
-}
-impl x::SchemaType for HostFirewallRule {
-    const TYPE_NAME: &'static str = "HostFirewallRule";
-}
-impl x::Structure for HostFirewallRule {}
-impl x::Fields for HostFirewallRule {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "port" => r.read(&mut self.port),
-            "endPort" => r.read_opt(&mut self.end_port),
-            "direction" => r.read(&mut self.direction),
-            "portType" => r.read_opt(&mut self.port_type),
-            "protocol" => r.read(&mut self.protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("port", &self.port);
-        w.write_opt("endPort", &self.end_port);
-        w.write("direction", &self.direction);
-        w.write_opt("portType", &self.port_type);
-        w.write("protocol", &self.protocol);
-    }
-}
-impl x::ArrayItem for HostFirewallRule {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRule";
-    const ITEM_TAG: &'static str = "HostFirewallRule";
-}
-/// `HostFirewallRuleset` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRuleset {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `rule`.
-    pub rule: Vec<HostFirewallRule>,
-    /// `service`.
-    pub service: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-}
-impl x::SchemaType for HostFirewallRuleset {
-    const TYPE_NAME: &'static str = "HostFirewallRuleset";
-}
-impl x::Structure for HostFirewallRuleset {}
-impl x::Fields for HostFirewallRuleset {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "rule" => r.read_push(&mut self.rule),
-            "service" => r.read_opt(&mut self.service),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write_vec("rule", &self.rule);
-        w.write_opt("service", &self.service);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-    }
-}
-impl x::ArrayItem for HostFirewallRuleset {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRuleset";
-    const ITEM_TAG: &'static str = "HostFirewallRuleset";
-}
-/// `HostFirewallRulesetIpList` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetIpList {
-    /// `ipAddress`.
-    pub ip_address: Vec<String>,
-    /// `ipNetwork`.
-    pub ip_network: Vec<HostFirewallRulesetIpNetwork>,
-    /// `allIp`.
-    pub all_ip: bool,
-}
-impl x::SchemaType for HostFirewallRulesetIpList {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
-}
-impl x::Structure for HostFirewallRulesetIpList {}
-impl x::Fields for HostFirewallRulesetIpList {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "ipNetwork" => r.read_push(&mut self.ip_network),
-            "allIp" => r.read(&mut self.all_ip),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_vec("ipNetwork", &self.ip_network);
-        w.write("allIp", &self.all_ip);
-    }
-}
-/// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetIpNetwork {
-    /// `network`.
-    pub network: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-}
-impl x::SchemaType for HostFirewallRulesetIpNetwork {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
-}
-impl x::Structure for HostFirewallRulesetIpNetwork {}
-impl x::Fields for HostFirewallRulesetIpNetwork {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("network", &self.network);
-        w.write("prefixLength", &self.prefix_length);
-    }
-}
-impl x::ArrayItem for HostFirewallRulesetIpNetwork {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
-    const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
-}
-/// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetRulesetSpec {
-    /// `allowedHosts`.
-    pub allowed_hosts: HostFirewallRulesetIpList,
-}
-impl x::SchemaType for HostFirewallRulesetRulesetSpec {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
-}
-impl x::Structure for HostFirewallRulesetRulesetSpec {}
-impl x::Fields for HostFirewallRulesetRulesetSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowedHosts" => r.read(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("allowedHosts", &self.allowed_hosts);
-    }
-}
-/// `HostFlagInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFlagInfo {
-    /// `backgroundSnapshotsEnabled`.
-    pub background_snapshots_enabled: Option<bool>,
-}
-impl x::SchemaType for HostFlagInfo {
-    const TYPE_NAME: &'static str = "HostFlagInfo";
-}
-impl x::Structure for HostFlagInfo {}
-impl x::Fields for HostFlagInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "backgroundSnapshotsEnabled" => {
-                r.read_opt(&mut self.background_snapshots_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("backgroundSnapshotsEnabled", &self.background_snapshots_enabled);
-    }
-}
-/// `HostForceMountedInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostForceMountedInfo {
-    /// `persist`.
-    pub persist: bool,
-    /// `mounted`.
-    pub mounted: bool,
-}
-impl x::SchemaType for HostForceMountedInfo {
-    const TYPE_NAME: &'static str = "HostForceMountedInfo";
-}
-impl x::Structure for HostForceMountedInfo {}
-impl x::Fields for HostForceMountedInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "persist" => r.read(&mut self.persist),
-            "mounted" => r.read(&mut self.mounted),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("persist", &self.persist);
-        w.write("mounted", &self.mounted);
-    }
-}
-/// `HostGatewaySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGatewaySpec {
-    /// `gatewayType`.
-    pub gateway_type: String,
-    /// `gatewayId`.
-    pub gateway_id: Option<String>,
-    /// `trustVerificationToken`.
-    pub trust_verification_token: Option<String>,
-    /// `hostAuthParams`.
-    pub host_auth_params: Vec<KeyValue>,
-}
-impl x::SchemaType for HostGatewaySpec {
-    const TYPE_NAME: &'static str = "HostGatewaySpec";
-}
-impl x::Structure for HostGatewaySpec {}
-impl x::Fields for HostGatewaySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gatewayType" => r.read(&mut self.gateway_type),
-            "gatewayId" => r.read_opt(&mut self.gateway_id),
-            "trustVerificationToken" => r.read_opt(&mut self.trust_verification_token),
-            "hostAuthParams" => r.read_push(&mut self.host_auth_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("gatewayType", &self.gateway_type);
-        w.write_opt("gatewayId", &self.gateway_id);
-        w.write_opt("trustVerificationToken", &self.trust_verification_token);
-        w.write_vec("hostAuthParams", &self.host_auth_params);
-    }
-}
-/// `HostGetShortNameFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGetShortNameFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostGetShortNameFailedEvent {
-    const TYPE_NAME: &'static str = "HostGetShortNameFailedEvent";
-}
-impl x::Structure for HostGetShortNameFailedEvent {}
-impl x::Fields for HostGetShortNameFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostGraphicsConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsConfig {
-    /// `hostDefaultGraphicsType`.
-    pub host_default_graphics_type: String,
-    /// `sharedPassthruAssignmentPolicy`.
-    pub shared_passthru_assignment_policy: String,
-    /// `deviceType`.
-    pub device_type: Vec<HostGraphicsConfigDeviceType>,
-}
-impl x::SchemaType for HostGraphicsConfig {
-    const TYPE_NAME: &'static str = "HostGraphicsConfig";
-}
-impl x::Structure for HostGraphicsConfig {}
-impl x::Fields for HostGraphicsConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostDefaultGraphicsType" => r.read(&mut self.host_default_graphics_type),
-            "sharedPassthruAssignmentPolicy" => {
-                r.read(&mut self.shared_passthru_assignment_policy)
-            }
-            "deviceType" => r.read_push(&mut self.device_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hostDefaultGraphicsType", &self.host_default_graphics_type);
-        w.write(
-            "sharedPassthruAssignmentPolicy",
-            &self.shared_passthru_assignment_policy,
-        );
-        w.write_vec("deviceType", &self.device_type);
-    }
-}
-/// `HostGraphicsConfigDeviceType` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsConfigDeviceType {
-    /// `deviceId`.
-    pub device_id: String,
-    /// `graphicsType`.
-    pub graphics_type: String,
-}
-impl x::SchemaType for HostGraphicsConfigDeviceType {
-    const TYPE_NAME: &'static str = "HostGraphicsConfigDeviceType";
-}
-impl x::Structure for HostGraphicsConfigDeviceType {}
-impl x::Fields for HostGraphicsConfigDeviceType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceId" => r.read(&mut self.device_id),
-            "graphicsType" => r.read(&mut self.graphics_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceId", &self.device_id);
-        w.write("graphicsType", &self.graphics_type);
-    }
-}
-impl x::ArrayItem for HostGraphicsConfigDeviceType {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsConfigDeviceType";
-    const ITEM_TAG: &'static str = "HostGraphicsConfigDeviceType";
-}
-/// `HostGraphicsInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `pciId`.
-    pub pci_id: String,
-    /// `graphicsType`.
-    pub graphics_type: String,
-    /// `memorySizeInKB`.
-    pub memory_size_in_kb: i64,
-    /// `vm`.
-    pub vm: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostGraphicsInfo {
-    const TYPE_NAME: &'static str = "HostGraphicsInfo";
-}
-impl x::Structure for HostGraphicsInfo {}
-impl x::Fields for HostGraphicsInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "pciId" => r.read(&mut self.pci_id),
-            "graphicsType" => r.read(&mut self.graphics_type),
-            "memorySizeInKB" => r.read(&mut self.memory_size_in_kb),
-            "vm" => r.read_push(&mut self.vm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("vendorName", &self.vendor_name);
-        w.write("pciId", &self.pci_id);
-        w.write("graphicsType", &self.graphics_type);
-        w.write("memorySizeInKB", &self.memory_size_in_kb);
-        w.write_vec("vm", &self.vm);
-    }
-}
-impl x::ArrayItem for HostGraphicsInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsInfo";
-    const ITEM_TAG: &'static str = "HostGraphicsInfo";
-}
-/// `HostHardwareElementInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHardwareElementInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareElementInfo {
-    /// `name`.
-    pub name: String,
-    /// `status`.
-    pub status: AnyElementDescription,
-}
-impl x::SchemaType for HostHardwareElementInfo {
-    const TYPE_NAME: &'static str = "HostHardwareElementInfo";
-}
-impl x::Structure for HostHardwareElementInfo {}
-impl x::Fields for HostHardwareElementInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "status" => r.read(&mut self.status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("status", &self.status);
-    }
-}
-/// `HostHardwareInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareInfo {
-    /// `systemInfo`.
-    pub system_info: HostSystemInfo,
-    /// `cpuPowerManagementInfo`.
-    pub cpu_power_management_info: Option<HostCpuPowerManagementInfo>,
-    /// `cpuInfo`.
-    pub cpu_info: HostCpuInfo,
-    /// `cpuPkg`.
-    pub cpu_pkg: Vec<HostCpuPackage>,
-    /// `memorySize`.
-    pub memory_size: i64,
-    /// `numaInfo`.
-    pub numa_info: Option<HostNumaInfo>,
-    /// `smcPresent`.
-    pub smc_present: Option<bool>,
-    /// `pciDevice`.
-    pub pci_device: Vec<HostPciDevice>,
-    /// `cpuFeature`.
-    pub cpu_feature: Vec<HostCpuIdInfo>,
-    /// `biosInfo`.
-    pub bios_info: Option<HostBIOSInfo>,
-    /// `reliableMemoryInfo`.
-    pub reliable_memory_info: Option<HostReliableMemoryInfo>,
-    /// `persistentMemoryInfo`.
-    pub persistent_memory_info: Option<HostPersistentMemoryInfo>,
-    /// `sgxInfo`.
-    pub sgx_info: Option<HostSgxInfo>,
-    /// `sevInfo`.
-    pub sev_info: Option<HostSevInfo>,
-    /// `memoryTieringType`.
-    pub memory_tiering_type: Option<String>,
-    /// `memoryTierInfo`.
-    pub memory_tier_info: Vec<HostMemoryTierInfo>,
-}
-impl x::SchemaType for HostHardwareInfo {
-    const TYPE_NAME: &'static str = "HostHardwareInfo";
-}
-impl x::Structure for HostHardwareInfo {}
-impl x::Fields for HostHardwareInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "systemInfo" => r.read(&mut self.system_info),
-            "cpuPowerManagementInfo" => r.read_opt(&mut self.cpu_power_management_info),
-            "cpuInfo" => r.read(&mut self.cpu_info),
-            "cpuPkg" => r.read_push(&mut self.cpu_pkg),
-            "memorySize" => r.read(&mut self.memory_size),
-            "numaInfo" => r.read_opt(&mut self.numa_info),
-            "smcPresent" => r.read_opt(&mut self.smc_present),
-            "pciDevice" => r.read_push(&mut self.pci_device),
-            "cpuFeature" => r.read_push(&mut self.cpu_feature),
-            "biosInfo" => r.read_opt(&mut self.bios_info),
-            "reliableMemoryInfo" => r.read_opt(&mut self.reliable_memory_info),
-            "persistentMemoryInfo" => r.read_opt(&mut self.persistent_memory_info),
-            "sgxInfo" => r.read_opt(&mut self.sgx_info),
-            "sevInfo" => r.read_opt(&mut self.sev_info),
-            "memoryTieringType" => r.read_opt(&mut self.memory_tiering_type),
-            "memoryTierInfo" => r.read_push(&mut self.memory_tier_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("systemInfo", &self.system_info);
-        w.write_opt("cpuPowerManagementInfo", &self.cpu_power_management_info);
-        w.write("cpuInfo", &self.cpu_info);
-        w.write_vec("cpuPkg", &self.cpu_pkg);
-        w.write("memorySize", &self.memory_size);
-        w.write_opt("numaInfo", &self.numa_info);
-        w.write_opt("smcPresent", &self.smc_present);
-        w.write_vec("pciDevice", &self.pci_device);
-        w.write_vec("cpuFeature", &self.cpu_feature);
-        w.write_opt("biosInfo", &self.bios_info);
-        w.write_opt("reliableMemoryInfo", &self.reliable_memory_info);
-        w.write_opt("persistentMemoryInfo", &self.persistent_memory_info);
-        w.write_opt("sgxInfo", &self.sgx_info);
-        w.write_opt("sevInfo", &self.sev_info);
-        w.write_opt("memoryTieringType", &self.memory_tiering_type);
-        w.write_vec("memoryTierInfo", &self.memory_tier_info);
-    }
-}
-/// `HostHardwareStatusInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareStatusInfo {
-    /// `memoryStatusInfo`.
-    pub memory_status_info: Vec<AnyHostHardwareElementInfo>,
-    /// `cpuStatusInfo`.
-    pub cpu_status_info: Vec<AnyHostHardwareElementInfo>,
-    /// `storageStatusInfo`.
-    pub storage_status_info: Vec<HostStorageElementInfo>,
-}
-impl x::SchemaType for HostHardwareStatusInfo {
-    const TYPE_NAME: &'static str = "HostHardwareStatusInfo";
-}
-impl x::Structure for HostHardwareStatusInfo {}
-impl x::Fields for HostHardwareStatusInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memoryStatusInfo" => r.read_push(&mut self.memory_status_info),
-            "cpuStatusInfo" => r.read_push(&mut self.cpu_status_info),
-            "storageStatusInfo" => r.read_push(&mut self.storage_status_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("memoryStatusInfo", &self.memory_status_info);
-        w.write_vec("cpuStatusInfo", &self.cpu_status_info);
-        w.write_vec("storageStatusInfo", &self.storage_status_info);
-    }
-}
-/// `HostHardwareSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareSummary {
-    /// `vendor`.
-    pub vendor: String,
-    /// `model`.
-    pub model: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `otherIdentifyingInfo`.
-    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
-    /// `memorySize`.
-    pub memory_size: i64,
-    /// `cpuModel`.
-    pub cpu_model: String,
-    /// `cpuMhz`.
-    pub cpu_mhz: i32,
-    /// `numCpuPkgs`.
-    pub num_cpu_pkgs: i16,
-    /// `numCpuCores`.
-    pub num_cpu_cores: i16,
-    /// `numCpuThreads`.
-    pub num_cpu_threads: i16,
-    /// `numNics`.
-    pub num_nics: i32,
-    /// `numHBAs`.
-    pub num_hbas: i32,
-}
-impl x::SchemaType for HostHardwareSummary {
-    const TYPE_NAME: &'static str = "HostHardwareSummary";
-}
-impl x::Structure for HostHardwareSummary {}
-impl x::Fields for HostHardwareSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendor" => r.read(&mut self.vendor),
-            "model" => r.read(&mut self.model),
-            "uuid" => r.read(&mut self.uuid),
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
-            "memorySize" => r.read(&mut self.memory_size),
-            "cpuModel" => r.read(&mut self.cpu_model),
-            "cpuMhz" => r.read(&mut self.cpu_mhz),
-            "numCpuPkgs" => r.read(&mut self.num_cpu_pkgs),
-            "numCpuCores" => r.read(&mut self.num_cpu_cores),
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
-            "numNics" => r.read(&mut self.num_nics),
-            "numHBAs" => r.read(&mut self.num_hbas),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendor", &self.vendor);
-        w.write("model", &self.model);
-        w.write("uuid", &self.uuid);
-        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
-        w.write("memorySize", &self.memory_size);
-        w.write("cpuModel", &self.cpu_model);
-        w.write("cpuMhz", &self.cpu_mhz);
-        w.write("numCpuPkgs", &self.num_cpu_pkgs);
-        w.write("numCpuCores", &self.num_cpu_cores);
-        w.write("numCpuThreads", &self.num_cpu_threads);
-        w.write("numNics", &self.num_nics);
-        w.write("numHBAs", &self.num_hbas);
-    }
-}
-/// `HostHasComponentFailure` (extends `VimFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHasComponentFailure {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `hostName`.
-    pub host_name: String,
-    /// `componentType`.
-    pub component_type: String,
-    /// `componentName`.
-    pub component_name: String,
-}
-impl x::SchemaType for HostHasComponentFailure {
-    const TYPE_NAME: &'static str = "HostHasComponentFailure";
-}
-impl x::Structure for HostHasComponentFailure {}
-impl x::Fields for HostHasComponentFailure {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "hostName" => r.read(&mut self.host_name),
-            "componentType" => r.read(&mut self.component_type),
-            "componentName" => r.read(&mut self.component_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("hostName", &self.host_name);
-        w.write("componentType", &self.component_type);
-        w.write("componentName", &self.component_name);
-    }
-}
-/// `HostHbaCreateSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHbaCreateSpec {}
-impl x::SchemaType for HostHbaCreateSpec {
-    const TYPE_NAME: &'static str = "HostHbaCreateSpec";
-}
-impl x::Structure for HostHbaCreateSpec {}
-impl x::Fields for HostHbaCreateSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostHostBusAdapter` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHostBusAdapter`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHostBusAdapter {
-    /// `key`.
-    pub key: Option<String>,
-    /// `device`.
-    pub device: String,
-    /// `bus`.
-    pub bus: i32,
-    /// `status`.
-    pub status: String,
-    /// `model`.
-    pub model: String,
-    /// `driver`.
-    pub driver: Option<String>,
-    /// `pci`.
-    pub pci: Option<String>,
-    /// `storageProtocol`.
-    pub storage_protocol: Option<String>,
-}
-impl x::SchemaType for HostHostBusAdapter {
-    const TYPE_NAME: &'static str = "HostHostBusAdapter";
-}
-impl x::Structure for HostHostBusAdapter {}
-impl x::Fields for HostHostBusAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-    }
-}
-/// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHyperThreadScheduleInfo {
-    /// `available`.
-    pub available: bool,
-    /// `active`.
-    pub active: bool,
-    /// `config`.
-    pub config: bool,
-}
-impl x::SchemaType for HostHyperThreadScheduleInfo {
-    const TYPE_NAME: &'static str = "HostHyperThreadScheduleInfo";
-}
-impl x::Structure for HostHyperThreadScheduleInfo {}
-impl x::Fields for HostHyperThreadScheduleInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "available" => r.read(&mut self.available),
-            "active" => r.read(&mut self.active),
-            "config" => r.read(&mut self.config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("available", &self.available);
-        w.write("active", &self.active);
-        w.write("config", &self.config);
-    }
-}
-/// `HostImageProfileSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostImageProfileSummary {
-    /// `name`.
-    pub name: String,
-    /// `vendor`.
-    pub vendor: String,
-}
-impl x::SchemaType for HostImageProfileSummary {
-    const TYPE_NAME: &'static str = "HostImageProfileSummary";
-}
-impl x::Structure for HostImageProfileSummary {}
-impl x::Fields for HostImageProfileSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "vendor" => r.read(&mut self.vendor),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("vendor", &self.vendor);
     }
 }

@@ -5,6 +5,1049 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostFirewallRule` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallRule {
+    /// `port`.
+    pub port: i32,
+    /// `endPort`.
+    pub end_port: Option<i32>,
+    /// `direction`.
+    pub direction: HostFirewallRuleDirection,
+    /// `portType`.
+    pub port_type: Option<HostFirewallRulePortType>,
+    /// `protocol`.
+    pub protocol: String,
+}
+impl x::SchemaType for HostFirewallRule {
+    const TYPE_NAME: &'static str = "HostFirewallRule";
+}
+impl x::Structure for HostFirewallRule {}
+impl x::Fields for HostFirewallRule {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "port" => r.read(&mut self.port),
+            "endPort" => r.read_opt(&mut self.end_port),
+            "direction" => r.read(&mut self.direction),
+            "portType" => r.read_opt(&mut self.port_type),
+            "protocol" => r.read(&mut self.protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("port", &self.port);
+        w.write_opt("endPort", &self.end_port);
+        w.write("direction", &self.direction);
+        w.write_opt("portType", &self.port_type);
+        w.write("protocol", &self.protocol);
+    }
+}
+impl x::ArrayItem for HostFirewallRule {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRule";
+    const ITEM_TAG: &'static str = "HostFirewallRule";
+}
+/// `HostFirewallRuleset` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallRuleset {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `rule`.
+    pub rule: Vec<HostFirewallRule>,
+    /// `service`.
+    pub service: Option<String>,
+    /// `enabled`.
+    pub enabled: bool,
+    /// `allowedHosts`.
+    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
+    /// `userControllable`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub user_controllable: Option<bool>,
+    /// `ipListUserConfigurable`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub ip_list_user_configurable: Option<bool>,
+}
+impl x::SchemaType for HostFirewallRuleset {
+    const TYPE_NAME: &'static str = "HostFirewallRuleset";
+}
+impl x::Structure for HostFirewallRuleset {}
+impl x::Fields for HostFirewallRuleset {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "rule" => r.read_push(&mut self.rule),
+            "service" => r.read_opt(&mut self.service),
+            "enabled" => r.read(&mut self.enabled),
+            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
+            "userControllable" => r.read_opt(&mut self.user_controllable),
+            "ipListUserConfigurable" => r.read_opt(&mut self.ip_list_user_configurable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write_vec("rule", &self.rule);
+        w.write_opt("service", &self.service);
+        w.write("enabled", &self.enabled);
+        w.write_opt("allowedHosts", &self.allowed_hosts);
+        w.write_opt("userControllable", &self.user_controllable);
+        w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
+    }
+}
+impl x::ArrayItem for HostFirewallRuleset {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRuleset";
+    const ITEM_TAG: &'static str = "HostFirewallRuleset";
+}
+/// `HostFirewallRulesetIpList` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallRulesetIpList {
+    /// `ipAddress`.
+    pub ip_address: Vec<String>,
+    /// `ipNetwork`.
+    pub ip_network: Vec<HostFirewallRulesetIpNetwork>,
+    /// `allIp`.
+    pub all_ip: bool,
+}
+impl x::SchemaType for HostFirewallRulesetIpList {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
+}
+impl x::Structure for HostFirewallRulesetIpList {}
+impl x::Fields for HostFirewallRulesetIpList {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "ipNetwork" => r.read_push(&mut self.ip_network),
+            "allIp" => r.read(&mut self.all_ip),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipAddress", &self.ip_address);
+        w.write_vec("ipNetwork", &self.ip_network);
+        w.write("allIp", &self.all_ip);
+    }
+}
+/// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallRulesetIpNetwork {
+    /// `network`.
+    pub network: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+}
+impl x::SchemaType for HostFirewallRulesetIpNetwork {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
+}
+impl x::Structure for HostFirewallRulesetIpNetwork {}
+impl x::Fields for HostFirewallRulesetIpNetwork {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("network", &self.network);
+        w.write("prefixLength", &self.prefix_length);
+    }
+}
+impl x::ArrayItem for HostFirewallRulesetIpNetwork {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
+    const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
+}
+/// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallRulesetRulesetSpec {
+    /// `allowedHosts`.
+    pub allowed_hosts: HostFirewallRulesetIpList,
+}
+impl x::SchemaType for HostFirewallRulesetRulesetSpec {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
+}
+impl x::Structure for HostFirewallRulesetRulesetSpec {}
+impl x::Fields for HostFirewallRulesetRulesetSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowedHosts" => r.read(&mut self.allowed_hosts),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("allowedHosts", &self.allowed_hosts);
+    }
+}
+/// `HostFlagInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFlagInfo {
+    /// `backgroundSnapshotsEnabled`.
+    pub background_snapshots_enabled: Option<bool>,
+}
+impl x::SchemaType for HostFlagInfo {
+    const TYPE_NAME: &'static str = "HostFlagInfo";
+}
+impl x::Structure for HostFlagInfo {}
+impl x::Fields for HostFlagInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "backgroundSnapshotsEnabled" => {
+                r.read_opt(&mut self.background_snapshots_enabled)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("backgroundSnapshotsEnabled", &self.background_snapshots_enabled);
+    }
+}
+/// `HostForceMountedInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostForceMountedInfo {
+    /// `persist`.
+    pub persist: bool,
+    /// `mounted`.
+    pub mounted: bool,
+}
+impl x::SchemaType for HostForceMountedInfo {
+    const TYPE_NAME: &'static str = "HostForceMountedInfo";
+}
+impl x::Structure for HostForceMountedInfo {}
+impl x::Fields for HostForceMountedInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "persist" => r.read(&mut self.persist),
+            "mounted" => r.read(&mut self.mounted),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("persist", &self.persist);
+        w.write("mounted", &self.mounted);
+    }
+}
+/// `HostFru` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFru {
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: String,
+    /// `partName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub part_name: String,
+    /// `partNumber`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub part_number: String,
+    /// `manufacturer`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub manufacturer: String,
+    /// `serialNumber`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub serial_number: Option<String>,
+    /// `mfgTimeStamp`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub mfg_time_stamp: Option<x::DateTime>,
+}
+impl x::SchemaType for HostFru {
+    const TYPE_NAME: &'static str = "HostFru";
+}
+impl x::Structure for HostFru {}
+impl x::Fields for HostFru {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "partName" => r.read(&mut self.part_name),
+            "partNumber" => r.read(&mut self.part_number),
+            "manufacturer" => r.read(&mut self.manufacturer),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "mfgTimeStamp" => r.read_opt(&mut self.mfg_time_stamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("partName", &self.part_name);
+        w.write("partNumber", &self.part_number);
+        w.write("manufacturer", &self.manufacturer);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_opt("mfgTimeStamp", &self.mfg_time_stamp);
+    }
+}
+/// `HostGatewaySpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostGatewaySpec {
+    /// `gatewayType`.
+    pub gateway_type: String,
+    /// `gatewayId`.
+    pub gateway_id: Option<String>,
+    /// `trustVerificationToken`.
+    pub trust_verification_token: Option<String>,
+    /// `hostAuthParams`.
+    pub host_auth_params: Vec<KeyValue>,
+}
+impl x::SchemaType for HostGatewaySpec {
+    const TYPE_NAME: &'static str = "HostGatewaySpec";
+}
+impl x::Structure for HostGatewaySpec {}
+impl x::Fields for HostGatewaySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gatewayType" => r.read(&mut self.gateway_type),
+            "gatewayId" => r.read_opt(&mut self.gateway_id),
+            "trustVerificationToken" => r.read_opt(&mut self.trust_verification_token),
+            "hostAuthParams" => r.read_push(&mut self.host_auth_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("gatewayType", &self.gateway_type);
+        w.write_opt("gatewayId", &self.gateway_id);
+        w.write_opt("trustVerificationToken", &self.trust_verification_token);
+        w.write_vec("hostAuthParams", &self.host_auth_params);
+    }
+}
+/// `HostGetShortNameFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostGetShortNameFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostGetShortNameFailedEvent {
+    const TYPE_NAME: &'static str = "HostGetShortNameFailedEvent";
+}
+impl x::Structure for HostGetShortNameFailedEvent {}
+impl x::Fields for HostGetShortNameFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostGraphicsConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostGraphicsConfig {
+    /// `hostDefaultGraphicsType`.
+    pub host_default_graphics_type: String,
+    /// `sharedPassthruAssignmentPolicy`.
+    pub shared_passthru_assignment_policy: String,
+    /// `deviceType`.
+    pub device_type: Vec<HostGraphicsConfigDeviceType>,
+}
+impl x::SchemaType for HostGraphicsConfig {
+    const TYPE_NAME: &'static str = "HostGraphicsConfig";
+}
+impl x::Structure for HostGraphicsConfig {}
+impl x::Fields for HostGraphicsConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostDefaultGraphicsType" => r.read(&mut self.host_default_graphics_type),
+            "sharedPassthruAssignmentPolicy" => {
+                r.read(&mut self.shared_passthru_assignment_policy)
+            }
+            "deviceType" => r.read_push(&mut self.device_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hostDefaultGraphicsType", &self.host_default_graphics_type);
+        w.write(
+            "sharedPassthruAssignmentPolicy",
+            &self.shared_passthru_assignment_policy,
+        );
+        w.write_vec("deviceType", &self.device_type);
+    }
+}
+/// `HostGraphicsConfigDeviceType` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostGraphicsConfigDeviceType {
+    /// `deviceId`.
+    pub device_id: String,
+    /// `graphicsType`.
+    pub graphics_type: String,
+    /// `vgpuMode`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vgpu_mode: Option<String>,
+}
+impl x::SchemaType for HostGraphicsConfigDeviceType {
+    const TYPE_NAME: &'static str = "HostGraphicsConfigDeviceType";
+}
+impl x::Structure for HostGraphicsConfigDeviceType {}
+impl x::Fields for HostGraphicsConfigDeviceType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceId" => r.read(&mut self.device_id),
+            "graphicsType" => r.read(&mut self.graphics_type),
+            "vgpuMode" => r.read_opt(&mut self.vgpu_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceId", &self.device_id);
+        w.write("graphicsType", &self.graphics_type);
+        w.write_opt("vgpuMode", &self.vgpu_mode);
+    }
+}
+impl x::ArrayItem for HostGraphicsConfigDeviceType {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsConfigDeviceType";
+    const ITEM_TAG: &'static str = "HostGraphicsConfigDeviceType";
+}
+/// `HostGraphicsInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostGraphicsInfo {
+    /// `deviceName`.
+    pub device_name: String,
+    /// `vendorName`.
+    pub vendor_name: String,
+    /// `pciId`.
+    pub pci_id: String,
+    /// `graphicsType`.
+    pub graphics_type: String,
+    /// `vgpuMode`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vgpu_mode: Option<String>,
+    /// `memorySizeInKB`.
+    pub memory_size_in_kb: i64,
+    /// `vm`.
+    pub vm: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostGraphicsInfo {
+    const TYPE_NAME: &'static str = "HostGraphicsInfo";
+}
+impl x::Structure for HostGraphicsInfo {}
+impl x::Fields for HostGraphicsInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "pciId" => r.read(&mut self.pci_id),
+            "graphicsType" => r.read(&mut self.graphics_type),
+            "vgpuMode" => r.read_opt(&mut self.vgpu_mode),
+            "memorySizeInKB" => r.read(&mut self.memory_size_in_kb),
+            "vm" => r.read_push(&mut self.vm),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write("vendorName", &self.vendor_name);
+        w.write("pciId", &self.pci_id);
+        w.write("graphicsType", &self.graphics_type);
+        w.write_opt("vgpuMode", &self.vgpu_mode);
+        w.write("memorySizeInKB", &self.memory_size_in_kb);
+        w.write_vec("vm", &self.vm);
+    }
+}
+impl x::ArrayItem for HostGraphicsInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsInfo";
+    const ITEM_TAG: &'static str = "HostGraphicsInfo";
+}
+/// `HostHardwareElementInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostHardwareElementInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHardwareElementInfo {
+    /// `name`.
+    pub name: String,
+    /// `status`.
+    pub status: AnyElementDescription,
+}
+impl x::SchemaType for HostHardwareElementInfo {
+    const TYPE_NAME: &'static str = "HostHardwareElementInfo";
+}
+impl x::Structure for HostHardwareElementInfo {}
+impl x::Fields for HostHardwareElementInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "status" => r.read(&mut self.status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("status", &self.status);
+    }
+}
+/// `HostHardwareInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHardwareInfo {
+    /// `systemInfo`.
+    pub system_info: HostSystemInfo,
+    /// `cpuPowerManagementInfo`.
+    pub cpu_power_management_info: Option<HostCpuPowerManagementInfo>,
+    /// `cpuInfo`.
+    pub cpu_info: HostCpuInfo,
+    /// `cpuPkg`.
+    pub cpu_pkg: Vec<HostCpuPackage>,
+    /// `memorySize`.
+    pub memory_size: i64,
+    /// `numaInfo`.
+    pub numa_info: Option<HostNumaInfo>,
+    /// `smcPresent`.
+    pub smc_present: Option<bool>,
+    /// `pciDevice`.
+    pub pci_device: Vec<HostPciDevice>,
+    /// `dvxClasses`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dvx_classes: Vec<HostDvxClass>,
+    /// `cpuFeature`.
+    pub cpu_feature: Vec<HostCpuIdInfo>,
+    /// `biosInfo`.
+    pub bios_info: Option<HostBIOSInfo>,
+    /// `reliableMemoryInfo`.
+    pub reliable_memory_info: Option<HostReliableMemoryInfo>,
+    /// `persistentMemoryInfo`.
+    pub persistent_memory_info: Option<HostPersistentMemoryInfo>,
+    /// `sgxInfo`.
+    pub sgx_info: Option<HostSgxInfo>,
+    /// `sevInfo`.
+    pub sev_info: Option<HostSevInfo>,
+    /// `memoryTieringType`.
+    pub memory_tiering_type: Option<String>,
+    /// `memoryTierInfo`.
+    pub memory_tier_info: Vec<HostMemoryTierInfo>,
+    /// `tdxInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_info: Option<HostTdxInfo>,
+}
+impl x::SchemaType for HostHardwareInfo {
+    const TYPE_NAME: &'static str = "HostHardwareInfo";
+}
+impl x::Structure for HostHardwareInfo {}
+impl x::Fields for HostHardwareInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "systemInfo" => r.read(&mut self.system_info),
+            "cpuPowerManagementInfo" => r.read_opt(&mut self.cpu_power_management_info),
+            "cpuInfo" => r.read(&mut self.cpu_info),
+            "cpuPkg" => r.read_push(&mut self.cpu_pkg),
+            "memorySize" => r.read(&mut self.memory_size),
+            "numaInfo" => r.read_opt(&mut self.numa_info),
+            "smcPresent" => r.read_opt(&mut self.smc_present),
+            "pciDevice" => r.read_push(&mut self.pci_device),
+            "dvxClasses" => r.read_push(&mut self.dvx_classes),
+            "cpuFeature" => r.read_push(&mut self.cpu_feature),
+            "biosInfo" => r.read_opt(&mut self.bios_info),
+            "reliableMemoryInfo" => r.read_opt(&mut self.reliable_memory_info),
+            "persistentMemoryInfo" => r.read_opt(&mut self.persistent_memory_info),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "sevInfo" => r.read_opt(&mut self.sev_info),
+            "memoryTieringType" => r.read_opt(&mut self.memory_tiering_type),
+            "memoryTierInfo" => r.read_push(&mut self.memory_tier_info),
+            "tdxInfo" => r.read_opt(&mut self.tdx_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("systemInfo", &self.system_info);
+        w.write_opt("cpuPowerManagementInfo", &self.cpu_power_management_info);
+        w.write("cpuInfo", &self.cpu_info);
+        w.write_vec("cpuPkg", &self.cpu_pkg);
+        w.write("memorySize", &self.memory_size);
+        w.write_opt("numaInfo", &self.numa_info);
+        w.write_opt("smcPresent", &self.smc_present);
+        w.write_vec("pciDevice", &self.pci_device);
+        w.write_vec("dvxClasses", &self.dvx_classes);
+        w.write_vec("cpuFeature", &self.cpu_feature);
+        w.write_opt("biosInfo", &self.bios_info);
+        w.write_opt("reliableMemoryInfo", &self.reliable_memory_info);
+        w.write_opt("persistentMemoryInfo", &self.persistent_memory_info);
+        w.write_opt("sgxInfo", &self.sgx_info);
+        w.write_opt("sevInfo", &self.sev_info);
+        w.write_opt("memoryTieringType", &self.memory_tiering_type);
+        w.write_vec("memoryTierInfo", &self.memory_tier_info);
+        w.write_opt("tdxInfo", &self.tdx_info);
+    }
+}
+/// `HostHardwareStatusInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHardwareStatusInfo {
+    /// `memoryStatusInfo`.
+    pub memory_status_info: Vec<AnyHostHardwareElementInfo>,
+    /// `cpuStatusInfo`.
+    pub cpu_status_info: Vec<AnyHostHardwareElementInfo>,
+    /// `storageStatusInfo`.
+    pub storage_status_info: Vec<HostStorageElementInfo>,
+    /// `dpuStatusInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dpu_status_info: Vec<DpuStatusInfo>,
+}
+impl x::SchemaType for HostHardwareStatusInfo {
+    const TYPE_NAME: &'static str = "HostHardwareStatusInfo";
+}
+impl x::Structure for HostHardwareStatusInfo {}
+impl x::Fields for HostHardwareStatusInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "memoryStatusInfo" => r.read_push(&mut self.memory_status_info),
+            "cpuStatusInfo" => r.read_push(&mut self.cpu_status_info),
+            "storageStatusInfo" => r.read_push(&mut self.storage_status_info),
+            "dpuStatusInfo" => r.read_push(&mut self.dpu_status_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("memoryStatusInfo", &self.memory_status_info);
+        w.write_vec("cpuStatusInfo", &self.cpu_status_info);
+        w.write_vec("storageStatusInfo", &self.storage_status_info);
+        w.write_vec("dpuStatusInfo", &self.dpu_status_info);
+    }
+}
+/// `HostHardwareSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHardwareSummary {
+    /// `vendor`.
+    pub vendor: String,
+    /// `model`.
+    pub model: String,
+    /// `family`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub family: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `otherIdentifyingInfo`.
+    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
+    /// `memorySize`.
+    pub memory_size: i64,
+    /// `cpuModel`.
+    pub cpu_model: String,
+    /// `cpuMhz`.
+    pub cpu_mhz: i32,
+    /// `numCpuPkgs`.
+    pub num_cpu_pkgs: i16,
+    /// `numCpuCores`.
+    pub num_cpu_cores: i16,
+    /// `numCpuThreads`.
+    pub num_cpu_threads: i16,
+    /// `numNics`.
+    pub num_nics: i32,
+    /// `numHBAs`.
+    pub num_hbas: i32,
+}
+impl x::SchemaType for HostHardwareSummary {
+    const TYPE_NAME: &'static str = "HostHardwareSummary";
+}
+impl x::Structure for HostHardwareSummary {}
+impl x::Fields for HostHardwareSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendor" => r.read(&mut self.vendor),
+            "model" => r.read(&mut self.model),
+            "family" => r.read_opt(&mut self.family),
+            "uuid" => r.read(&mut self.uuid),
+            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
+            "memorySize" => r.read(&mut self.memory_size),
+            "cpuModel" => r.read(&mut self.cpu_model),
+            "cpuMhz" => r.read(&mut self.cpu_mhz),
+            "numCpuPkgs" => r.read(&mut self.num_cpu_pkgs),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "numNics" => r.read(&mut self.num_nics),
+            "numHBAs" => r.read(&mut self.num_hbas),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendor", &self.vendor);
+        w.write("model", &self.model);
+        w.write_opt("family", &self.family);
+        w.write("uuid", &self.uuid);
+        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
+        w.write("memorySize", &self.memory_size);
+        w.write("cpuModel", &self.cpu_model);
+        w.write("cpuMhz", &self.cpu_mhz);
+        w.write("numCpuPkgs", &self.num_cpu_pkgs);
+        w.write("numCpuCores", &self.num_cpu_cores);
+        w.write("numCpuThreads", &self.num_cpu_threads);
+        w.write("numNics", &self.num_nics);
+        w.write("numHBAs", &self.num_hbas);
+    }
+}
+/// `HostHasComponentFailure` (extends `VimFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHasComponentFailure {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `hostName`.
+    pub host_name: String,
+    /// `componentType`.
+    pub component_type: String,
+    /// `componentName`.
+    pub component_name: String,
+}
+impl x::SchemaType for HostHasComponentFailure {
+    const TYPE_NAME: &'static str = "HostHasComponentFailure";
+}
+impl x::Structure for HostHasComponentFailure {}
+impl x::Fields for HostHasComponentFailure {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read(&mut self.host_name),
+            "componentType" => r.read(&mut self.component_type),
+            "componentName" => r.read(&mut self.component_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("hostName", &self.host_name);
+        w.write("componentType", &self.component_type);
+        w.write("componentName", &self.component_name);
+    }
+}
+/// `HostHbaCreateSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHbaCreateSpec {}
+impl x::SchemaType for HostHbaCreateSpec {
+    const TYPE_NAME: &'static str = "HostHbaCreateSpec";
+}
+impl x::Structure for HostHbaCreateSpec {}
+impl x::Fields for HostHbaCreateSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostHostBusAdapter` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostHostBusAdapter`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHostBusAdapter {
+    /// `key`.
+    pub key: Option<String>,
+    /// `device`.
+    pub device: String,
+    /// `bus`.
+    pub bus: i32,
+    /// `status`.
+    pub status: String,
+    /// `model`.
+    pub model: String,
+    /// `driver`.
+    pub driver: Option<String>,
+    /// `pci`.
+    pub pci: Option<String>,
+    /// `storageProtocol`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+}
+impl x::SchemaType for HostHostBusAdapter {
+    const TYPE_NAME: &'static str = "HostHostBusAdapter";
+}
+impl x::Structure for HostHostBusAdapter {}
+impl x::Fields for HostHostBusAdapter {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
+    }
+}
+/// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHyperThreadScheduleInfo {
+    /// `available`.
+    pub available: bool,
+    /// `active`.
+    pub active: bool,
+    /// `config`.
+    pub config: bool,
+}
+impl x::SchemaType for HostHyperThreadScheduleInfo {
+    const TYPE_NAME: &'static str = "HostHyperThreadScheduleInfo";
+}
+impl x::Structure for HostHyperThreadScheduleInfo {}
+impl x::Fields for HostHyperThreadScheduleInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "available" => r.read(&mut self.available),
+            "active" => r.read(&mut self.active),
+            "config" => r.read(&mut self.config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("available", &self.available);
+        w.write("active", &self.active);
+        w.write("config", &self.config);
+    }
+}
+/// `HostImageProfileSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostImageProfileSummary {
+    /// `name`.
+    pub name: String,
+    /// `vendor`.
+    pub vendor: String,
+}
+impl x::SchemaType for HostImageProfileSummary {
+    const TYPE_NAME: &'static str = "HostImageProfileSummary";
+}
+impl x::Structure for HostImageProfileSummary {}
+impl x::Fields for HostImageProfileSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "vendor" => r.read(&mut self.vendor),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("vendor", &self.vendor);
+    }
+}
 /// `HostInAuditModeEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostInAuditModeEvent {
@@ -30,10 +1073,18 @@ pub struct HostInAuditModeEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostInAuditModeEvent {
     const TYPE_NAME: &'static str = "HostInAuditModeEvent";
@@ -57,8 +1108,10 @@ impl x::Fields for HostInAuditModeEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -76,8 +1129,10 @@ impl x::Fields for HostInAuditModeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostInDomain` (extends `HostConfigFault`).
@@ -208,6 +1263,14 @@ pub struct HostInternetScsiHba {
     pub pci: Option<String>,
     /// `storageProtocol`, from `HostHostBusAdapter`.
     pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
     /// `isSoftwareBased`.
     pub is_software_based: bool,
     /// `canBeDisabled`.
@@ -266,6 +1329,8 @@ impl x::Fields for HostInternetScsiHba {
             "driver" => r.read_opt(&mut self.driver),
             "pci" => r.read_opt(&mut self.pci),
             "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             "isSoftwareBased" => r.read(&mut self.is_software_based),
             "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
             "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
@@ -301,6 +1366,8 @@ impl x::Fields for HostInternetScsiHba {
         w.write_opt("driver", &self.driver);
         w.write_opt("pci", &self.pci);
         w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
         w.write("isSoftwareBased", &self.is_software_based);
         w.write_opt("canBeDisabled", &self.can_be_disabled);
         w.write_opt("networkBindingSupport", &self.network_binding_support);
@@ -1241,10 +2308,18 @@ pub struct HostInventoryFullEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `capacity`.
     pub capacity: i32,
 }
@@ -1270,8 +2345,10 @@ impl x::Fields for HostInventoryFullEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "capacity" => r.read(&mut self.capacity),
             _ => return Ok(false),
         };
@@ -1290,8 +2367,10 @@ impl x::Fields for HostInventoryFullEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("capacity", &self.capacity);
     }
 }
@@ -1320,10 +2399,18 @@ pub struct HostInventoryUnreadableEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostInventoryUnreadableEvent {
     const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
@@ -1347,8 +2434,10 @@ impl x::Fields for HostInventoryUnreadableEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1366,8 +2455,10 @@ impl x::Fields for HostInventoryUnreadableEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostIoFilterInfo` (extends `IoFilterInfo`).
@@ -1454,10 +2545,18 @@ pub struct HostIpChangedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `oldIP`.
     pub old_ip: String,
     /// `newIP`.
@@ -1485,8 +2584,10 @@ impl x::Fields for HostIpChangedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "oldIP" => r.read(&mut self.old_ip),
             "newIP" => r.read(&mut self.new_ip),
             _ => return Ok(false),
@@ -1506,8 +2607,10 @@ impl x::Fields for HostIpChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("oldIP", &self.old_ip);
         w.write("newIP", &self.new_ip);
     }
@@ -1664,10 +2767,18 @@ pub struct HostIpInconsistentEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `ipAddress`.
     pub ip_address: String,
     /// `ipAddress2`.
@@ -1695,8 +2806,10 @@ impl x::Fields for HostIpInconsistentEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "ipAddress" => r.read(&mut self.ip_address),
             "ipAddress2" => r.read(&mut self.ip_address2),
             _ => return Ok(false),
@@ -1716,8 +2829,10 @@ impl x::Fields for HostIpInconsistentEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("ipAddress", &self.ip_address);
         w.write("ipAddress2", &self.ip_address2);
     }
@@ -1892,1023 +3007,4 @@ impl x::Fields for HostIpRouteOp {
 impl x::ArrayItem for HostIpRouteOp {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteOp";
     const ITEM_TAG: &'static str = "HostIpRouteOp";
-}
-/// `HostIpRouteTableConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteTableConfig {
-    /// `ipRoute`.
-    pub ip_route: Vec<HostIpRouteOp>,
-    /// `ipv6Route`.
-    pub ipv6_route: Vec<HostIpRouteOp>,
-}
-impl x::SchemaType for HostIpRouteTableConfig {
-    const TYPE_NAME: &'static str = "HostIpRouteTableConfig";
-}
-impl x::Structure for HostIpRouteTableConfig {}
-impl x::Fields for HostIpRouteTableConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipRoute" => r.read_push(&mut self.ip_route),
-            "ipv6Route" => r.read_push(&mut self.ipv6_route),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipRoute", &self.ip_route);
-        w.write_vec("ipv6Route", &self.ipv6_route);
-    }
-}
-/// `HostIpRouteTableInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteTableInfo {
-    /// `ipRoute`.
-    pub ip_route: Vec<HostIpRouteEntry>,
-    /// `ipv6Route`.
-    pub ipv6_route: Vec<HostIpRouteEntry>,
-}
-impl x::SchemaType for HostIpRouteTableInfo {
-    const TYPE_NAME: &'static str = "HostIpRouteTableInfo";
-}
-impl x::Structure for HostIpRouteTableInfo {}
-impl x::Fields for HostIpRouteTableInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipRoute" => r.read_push(&mut self.ip_route),
-            "ipv6Route" => r.read_push(&mut self.ipv6_route),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipRoute", &self.ip_route);
-        w.write_vec("ipv6Route", &self.ipv6_route);
-    }
-}
-/// `HostIpToShortNameFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpToShortNameFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostIpToShortNameFailedEvent {
-    const TYPE_NAME: &'static str = "HostIpToShortNameFailedEvent";
-}
-impl x::Structure for HostIpToShortNameFailedEvent {}
-impl x::Fields for HostIpToShortNameFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostIpmiInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpmiInfo {
-    /// `bmcIpAddress`.
-    pub bmc_ip_address: Option<String>,
-    /// `bmcMacAddress`.
-    pub bmc_mac_address: Option<String>,
-    /// `login`.
-    pub login: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-}
-impl x::SchemaType for HostIpmiInfo {
-    const TYPE_NAME: &'static str = "HostIpmiInfo";
-}
-impl x::Structure for HostIpmiInfo {}
-impl x::Fields for HostIpmiInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bmcIpAddress" => r.read_opt(&mut self.bmc_ip_address),
-            "bmcMacAddress" => r.read_opt(&mut self.bmc_mac_address),
-            "login" => r.read_opt(&mut self.login),
-            "password" => r.read_opt(&mut self.password),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("bmcIpAddress", &self.bmc_ip_address);
-        w.write_opt("bmcMacAddress", &self.bmc_mac_address);
-        w.write_opt("login", &self.login);
-        w.write_opt("password", &self.password);
-    }
-}
-/// `HostIsolationIpPingFailedEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIsolationIpPingFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `isolationIp`.
-    pub isolation_ip: String,
-}
-impl x::SchemaType for HostIsolationIpPingFailedEvent {
-    const TYPE_NAME: &'static str = "HostIsolationIpPingFailedEvent";
-}
-impl x::Structure for HostIsolationIpPingFailedEvent {}
-impl x::Fields for HostIsolationIpPingFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "isolationIp" => r.read(&mut self.isolation_ip),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("isolationIp", &self.isolation_ip);
-    }
-}
-/// `HostLicensableResourceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLicensableResourceInfo {
-    /// `resource`.
-    pub resource: Vec<KeyAnyValue>,
-}
-impl x::SchemaType for HostLicensableResourceInfo {
-    const TYPE_NAME: &'static str = "HostLicensableResourceInfo";
-}
-impl x::Structure for HostLicensableResourceInfo {}
-impl x::Fields for HostLicensableResourceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "resource" => r.read_push(&mut self.resource),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("resource", &self.resource);
-    }
-}
-/// `HostLicenseConnectInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLicenseConnectInfo {
-    /// `license`.
-    pub license: LicenseManagerLicenseInfo,
-    /// `evaluation`.
-    pub evaluation: LicenseManagerEvaluationInfo,
-    /// `resource`.
-    pub resource: Option<HostLicensableResourceInfo>,
-}
-impl x::SchemaType for HostLicenseConnectInfo {
-    const TYPE_NAME: &'static str = "HostLicenseConnectInfo";
-}
-impl x::Structure for HostLicenseConnectInfo {}
-impl x::Fields for HostLicenseConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "license" => r.read(&mut self.license),
-            "evaluation" => r.read(&mut self.evaluation),
-            "resource" => r.read_opt(&mut self.resource),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("license", &self.license);
-        w.write("evaluation", &self.evaluation);
-        w.write_opt("resource", &self.resource);
-    }
-}
-/// `HostLicenseExpiredEvent` (extends `LicenseEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLicenseExpiredEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostLicenseExpiredEvent {
-    const TYPE_NAME: &'static str = "HostLicenseExpiredEvent";
-}
-impl x::Structure for HostLicenseExpiredEvent {}
-impl x::Fields for HostLicenseExpiredEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostLicenseSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLicenseSpec {
-    /// `source`.
-    pub source: Option<AnyLicenseSource>,
-    /// `editionKey`.
-    pub edition_key: Option<String>,
-    /// `disabledFeatureKey`.
-    pub disabled_feature_key: Vec<String>,
-    /// `enabledFeatureKey`.
-    pub enabled_feature_key: Vec<String>,
-}
-impl x::SchemaType for HostLicenseSpec {
-    const TYPE_NAME: &'static str = "HostLicenseSpec";
-}
-impl x::Structure for HostLicenseSpec {}
-impl x::Fields for HostLicenseSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "source" => r.read_opt(&mut self.source),
-            "editionKey" => r.read_opt(&mut self.edition_key),
-            "disabledFeatureKey" => r.read_push(&mut self.disabled_feature_key),
-            "enabledFeatureKey" => r.read_push(&mut self.enabled_feature_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("source", &self.source);
-        w.write_opt("editionKey", &self.edition_key);
-        w.write_vec("disabledFeatureKey", &self.disabled_feature_key);
-        w.write_vec("enabledFeatureKey", &self.enabled_feature_key);
-    }
-}
-/// `HostListSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostListSummary {
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `hardware`.
-    pub hardware: Option<HostHardwareSummary>,
-    /// `runtime`.
-    pub runtime: Option<HostRuntimeInfo>,
-    /// `config`.
-    pub config: HostConfigSummary,
-    /// `quickStats`.
-    pub quick_stats: HostListSummaryQuickStats,
-    /// `overallStatus`.
-    pub overall_status: ManagedEntityStatus,
-    /// `rebootRequired`.
-    pub reboot_required: bool,
-    /// `customValue`.
-    pub custom_value: Vec<AnyCustomFieldValue>,
-    /// `managementServerIp`.
-    pub management_server_ip: Option<String>,
-    /// `maxEVCModeKey`.
-    pub max_evc_mode_key: Option<String>,
-    /// `currentEVCModeKey`.
-    pub current_evc_mode_key: Option<String>,
-    /// `currentEVCGraphicsModeKey`.
-    pub current_evc_graphics_mode_key: Option<String>,
-    /// `gateway`.
-    pub gateway: Option<HostListSummaryGatewaySummary>,
-    /// `tpmAttestation`.
-    pub tpm_attestation: Option<HostTpmAttestationInfo>,
-    /// `trustAuthorityAttestationInfos`.
-    pub trust_authority_attestation_infos: Vec<HostTrustAuthorityAttestationInfo>,
-}
-impl x::SchemaType for HostListSummary {
-    const TYPE_NAME: &'static str = "HostListSummary";
-}
-impl x::Structure for HostListSummary {}
-impl x::Fields for HostListSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read_opt(&mut self.host),
-            "hardware" => r.read_opt(&mut self.hardware),
-            "runtime" => r.read_opt(&mut self.runtime),
-            "config" => r.read(&mut self.config),
-            "quickStats" => r.read(&mut self.quick_stats),
-            "overallStatus" => r.read(&mut self.overall_status),
-            "rebootRequired" => r.read(&mut self.reboot_required),
-            "customValue" => r.read_push(&mut self.custom_value),
-            "managementServerIp" => r.read_opt(&mut self.management_server_ip),
-            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key),
-            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
-            "currentEVCGraphicsModeKey" => {
-                r.read_opt(&mut self.current_evc_graphics_mode_key)
-            }
-            "gateway" => r.read_opt(&mut self.gateway),
-            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation),
-            "trustAuthorityAttestationInfos" => {
-                r.read_push(&mut self.trust_authority_attestation_infos)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("host", &self.host);
-        w.write_opt("hardware", &self.hardware);
-        w.write_opt("runtime", &self.runtime);
-        w.write("config", &self.config);
-        w.write("quickStats", &self.quick_stats);
-        w.write("overallStatus", &self.overall_status);
-        w.write("rebootRequired", &self.reboot_required);
-        w.write_vec("customValue", &self.custom_value);
-        w.write_opt("managementServerIp", &self.management_server_ip);
-        w.write_opt("maxEVCModeKey", &self.max_evc_mode_key);
-        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
-        w.write_opt("currentEVCGraphicsModeKey", &self.current_evc_graphics_mode_key);
-        w.write_opt("gateway", &self.gateway);
-        w.write_opt("tpmAttestation", &self.tpm_attestation);
-        w.write_vec(
-            "trustAuthorityAttestationInfos",
-            &self.trust_authority_attestation_infos,
-        );
-    }
-}
-/// `HostListSummaryGatewaySummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostListSummaryGatewaySummary {
-    /// `gatewayType`.
-    pub gateway_type: String,
-    /// `gatewayId`.
-    pub gateway_id: String,
-}
-impl x::SchemaType for HostListSummaryGatewaySummary {
-    const TYPE_NAME: &'static str = "HostListSummaryGatewaySummary";
-}
-impl x::Structure for HostListSummaryGatewaySummary {}
-impl x::Fields for HostListSummaryGatewaySummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gatewayType" => r.read(&mut self.gateway_type),
-            "gatewayId" => r.read(&mut self.gateway_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("gatewayType", &self.gateway_type);
-        w.write("gatewayId", &self.gateway_id);
-    }
-}
-/// `HostListSummaryQuickStats` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostListSummaryQuickStats {
-    /// `overallCpuUsage`.
-    pub overall_cpu_usage: Option<i32>,
-    /// `overallMemoryUsage`.
-    pub overall_memory_usage: Option<i32>,
-    /// `distributedCpuFairness`.
-    pub distributed_cpu_fairness: Option<i32>,
-    /// `distributedMemoryFairness`.
-    pub distributed_memory_fairness: Option<i32>,
-    /// `availablePMemCapacity`.
-    pub available_p_mem_capacity: Option<i32>,
-    /// `uptime`.
-    pub uptime: Option<i32>,
-}
-impl x::SchemaType for HostListSummaryQuickStats {
-    const TYPE_NAME: &'static str = "HostListSummaryQuickStats";
-}
-impl x::Structure for HostListSummaryQuickStats {}
-impl x::Fields for HostListSummaryQuickStats {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
-            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage),
-            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness),
-            "distributedMemoryFairness" => {
-                r.read_opt(&mut self.distributed_memory_fairness)
-            }
-            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity),
-            "uptime" => r.read_opt(&mut self.uptime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
-        w.write_opt("overallMemoryUsage", &self.overall_memory_usage);
-        w.write_opt("distributedCpuFairness", &self.distributed_cpu_fairness);
-        w.write_opt("distributedMemoryFairness", &self.distributed_memory_fairness);
-        w.write_opt("availablePMemCapacity", &self.available_p_mem_capacity);
-        w.write_opt("uptime", &self.uptime);
-    }
-}
-/// `HostLocalAuthenticationInfo` (extends `HostAuthenticationStoreInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalAuthenticationInfo {
-    /// `enabled`, from `HostAuthenticationStoreInfo`.
-    pub enabled: bool,
-}
-impl x::SchemaType for HostLocalAuthenticationInfo {
-    const TYPE_NAME: &'static str = "HostLocalAuthenticationInfo";
-}
-impl x::Structure for HostLocalAuthenticationInfo {}
-impl x::Fields for HostLocalAuthenticationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-    }
-}
-/// `HostLocalFileSystemVolume` (extends `HostFileSystemVolume`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalFileSystemVolume {
-    /// `type`, from `HostFileSystemVolume`.
-    pub type_: String,
-    /// `name`, from `HostFileSystemVolume`.
-    pub name: String,
-    /// `capacity`, from `HostFileSystemVolume`.
-    pub capacity: i64,
-    /// `device`.
-    pub device: String,
-}
-impl x::SchemaType for HostLocalFileSystemVolume {
-    const TYPE_NAME: &'static str = "HostLocalFileSystemVolume";
-}
-impl x::Structure for HostLocalFileSystemVolume {}
-impl x::Fields for HostLocalFileSystemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            "device" => r.read(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-        w.write("device", &self.device);
-    }
-}
-/// `HostLocalFileSystemVolumeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalFileSystemVolumeSpec {
-    /// `device`.
-    pub device: String,
-    /// `localPath`.
-    pub local_path: String,
-}
-impl x::SchemaType for HostLocalFileSystemVolumeSpec {
-    const TYPE_NAME: &'static str = "HostLocalFileSystemVolumeSpec";
-}
-impl x::Structure for HostLocalFileSystemVolumeSpec {}
-impl x::Fields for HostLocalFileSystemVolumeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "localPath" => r.read(&mut self.local_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("device", &self.device);
-        w.write("localPath", &self.local_path);
-    }
-}
-/// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalPortCreatedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `hostLocalPort`.
-    pub host_local_port: DVSHostLocalPortInfo,
-}
-impl x::SchemaType for HostLocalPortCreatedEvent {
-    const TYPE_NAME: &'static str = "HostLocalPortCreatedEvent";
-}
-impl x::Structure for HostLocalPortCreatedEvent {}
-impl x::Fields for HostLocalPortCreatedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "hostLocalPort" => r.read(&mut self.host_local_port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("hostLocalPort", &self.host_local_port);
-    }
-}
-/// `HostLowLevelProvisioningManagerDiskLayoutSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerDiskLayoutSpec {
-    /// `controllerType`.
-    pub controller_type: String,
-    /// `busNumber`.
-    pub bus_number: i32,
-    /// `unitNumber`.
-    pub unit_number: i32,
-    /// `srcFilename`.
-    pub src_filename: String,
-    /// `dstFilename`.
-    pub dst_filename: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerDiskLayoutSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "controllerType" => r.read(&mut self.controller_type),
-            "busNumber" => r.read(&mut self.bus_number),
-            "unitNumber" => r.read(&mut self.unit_number),
-            "srcFilename" => r.read(&mut self.src_filename),
-            "dstFilename" => r.read(&mut self.dst_filename),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("controllerType", &self.controller_type);
-        w.write("busNumber", &self.bus_number);
-        w.write("unitNumber", &self.unit_number);
-        w.write("srcFilename", &self.src_filename);
-        w.write("dstFilename", &self.dst_filename);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
-}
-/// `HostLowLevelProvisioningManagerFileDeleteResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileDeleteResult {
-    /// `fileName`.
-    pub file_name: String,
-    /// `fault`.
-    pub fault: LocalizedMethodFault,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteResult {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileDeleteResult {}
-impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "fault" => r.read(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
-}
-/// `HostLowLevelProvisioningManagerFileDeleteSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileDeleteSpec {
-    /// `fileName`.
-    pub file_name: String,
-    /// `fileType`.
-    pub file_type: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileDeleteSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "fileType" => r.read(&mut self.file_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write("fileType", &self.file_type);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
-}
-/// `HostLowLevelProvisioningManagerFileReserveResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileReserveResult {
-    /// `baseName`.
-    pub base_name: String,
-    /// `parentDir`.
-    pub parent_dir: String,
-    /// `reservedName`.
-    pub reserved_name: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveResult {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileReserveResult {}
-impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "baseName" => r.read(&mut self.base_name),
-            "parentDir" => r.read(&mut self.parent_dir),
-            "reservedName" => r.read(&mut self.reserved_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("baseName", &self.base_name);
-        w.write("parentDir", &self.parent_dir);
-        w.write("reservedName", &self.reserved_name);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveResult";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
-}
-/// `HostLowLevelProvisioningManagerFileReserveSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileReserveSpec {
-    /// `baseName`.
-    pub base_name: String,
-    /// `parentDir`.
-    pub parent_dir: String,
-    /// `fileType`.
-    pub file_type: String,
-    /// `storageProfile`.
-    pub storage_profile: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileReserveSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "baseName" => r.read(&mut self.base_name),
-            "parentDir" => r.read(&mut self.parent_dir),
-            "fileType" => r.read(&mut self.file_type),
-            "storageProfile" => r.read(&mut self.storage_profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("baseName", &self.base_name);
-        w.write("parentDir", &self.parent_dir);
-        w.write("fileType", &self.file_type);
-        w.write("storageProfile", &self.storage_profile);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
-}
-/// `HostLowLevelProvisioningManagerSnapshotLayoutSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    /// `id`.
-    pub id: i32,
-    /// `srcFilename`.
-    pub src_filename: String,
-    /// `dstFilename`.
-    pub dst_filename: String,
-    /// `disk`.
-    pub disk: Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "srcFilename" => r.read(&mut self.src_filename),
-            "dstFilename" => r.read(&mut self.dst_filename),
-            "disk" => r.read_push(&mut self.disk),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("srcFilename", &self.src_filename);
-        w.write("dstFilename", &self.dst_filename);
-        w.write_vec("disk", &self.disk);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
 }

@@ -5,6 +5,1085 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostIpRouteTableConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteTableConfig {
+    /// `ipRoute`.
+    pub ip_route: Vec<HostIpRouteOp>,
+    /// `ipv6Route`.
+    pub ipv6_route: Vec<HostIpRouteOp>,
+}
+impl x::SchemaType for HostIpRouteTableConfig {
+    const TYPE_NAME: &'static str = "HostIpRouteTableConfig";
+}
+impl x::Structure for HostIpRouteTableConfig {}
+impl x::Fields for HostIpRouteTableConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
+            "ipv6Route" => r.read_push(&mut self.ipv6_route),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipRoute", &self.ip_route);
+        w.write_vec("ipv6Route", &self.ipv6_route);
+    }
+}
+/// `HostIpRouteTableInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteTableInfo {
+    /// `ipRoute`.
+    pub ip_route: Vec<HostIpRouteEntry>,
+    /// `ipv6Route`.
+    pub ipv6_route: Vec<HostIpRouteEntry>,
+}
+impl x::SchemaType for HostIpRouteTableInfo {
+    const TYPE_NAME: &'static str = "HostIpRouteTableInfo";
+}
+impl x::Structure for HostIpRouteTableInfo {}
+impl x::Fields for HostIpRouteTableInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
+            "ipv6Route" => r.read_push(&mut self.ipv6_route),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipRoute", &self.ip_route);
+        w.write_vec("ipv6Route", &self.ipv6_route);
+    }
+}
+/// `HostIpToShortNameFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpToShortNameFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostIpToShortNameFailedEvent {
+    const TYPE_NAME: &'static str = "HostIpToShortNameFailedEvent";
+}
+impl x::Structure for HostIpToShortNameFailedEvent {}
+impl x::Fields for HostIpToShortNameFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostIpmiInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpmiInfo {
+    /// `bmcIpAddress`.
+    pub bmc_ip_address: Option<String>,
+    /// `bmcMacAddress`.
+    pub bmc_mac_address: Option<String>,
+    /// `login`.
+    pub login: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+}
+impl x::SchemaType for HostIpmiInfo {
+    const TYPE_NAME: &'static str = "HostIpmiInfo";
+}
+impl x::Structure for HostIpmiInfo {}
+impl x::Fields for HostIpmiInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bmcIpAddress" => r.read_opt(&mut self.bmc_ip_address),
+            "bmcMacAddress" => r.read_opt(&mut self.bmc_mac_address),
+            "login" => r.read_opt(&mut self.login),
+            "password" => r.read_opt(&mut self.password),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bmcIpAddress", &self.bmc_ip_address);
+        w.write_opt("bmcMacAddress", &self.bmc_mac_address);
+        w.write_opt("login", &self.login);
+        w.write_opt("password", &self.password);
+    }
+}
+/// `HostIsolationIpPingFailedEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIsolationIpPingFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `isolationIp`.
+    pub isolation_ip: String,
+}
+impl x::SchemaType for HostIsolationIpPingFailedEvent {
+    const TYPE_NAME: &'static str = "HostIsolationIpPingFailedEvent";
+}
+impl x::Structure for HostIsolationIpPingFailedEvent {}
+impl x::Fields for HostIsolationIpPingFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "isolationIp" => r.read(&mut self.isolation_ip),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+        w.write("isolationIp", &self.isolation_ip);
+    }
+}
+/// `HostLicensableResourceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicensableResourceInfo {
+    /// `resource`.
+    pub resource: Vec<KeyAnyValue>,
+}
+impl x::SchemaType for HostLicensableResourceInfo {
+    const TYPE_NAME: &'static str = "HostLicensableResourceInfo";
+}
+impl x::Structure for HostLicensableResourceInfo {}
+impl x::Fields for HostLicensableResourceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resource" => r.read_push(&mut self.resource),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("resource", &self.resource);
+    }
+}
+/// `HostLicenseConnectInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicenseConnectInfo {
+    /// `license`.
+    pub license: LicenseManagerLicenseInfo,
+    /// `evaluation`.
+    pub evaluation: LicenseManagerEvaluationInfo,
+    /// `resource`.
+    pub resource: Option<HostLicensableResourceInfo>,
+}
+impl x::SchemaType for HostLicenseConnectInfo {
+    const TYPE_NAME: &'static str = "HostLicenseConnectInfo";
+}
+impl x::Structure for HostLicenseConnectInfo {}
+impl x::Fields for HostLicenseConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "license" => r.read(&mut self.license),
+            "evaluation" => r.read(&mut self.evaluation),
+            "resource" => r.read_opt(&mut self.resource),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("license", &self.license);
+        w.write("evaluation", &self.evaluation);
+        w.write_opt("resource", &self.resource);
+    }
+}
+/// `HostLicenseExpiredEvent` (extends `LicenseEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicenseExpiredEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostLicenseExpiredEvent {
+    const TYPE_NAME: &'static str = "HostLicenseExpiredEvent";
+}
+impl x::Structure for HostLicenseExpiredEvent {}
+impl x::Fields for HostLicenseExpiredEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostLicenseSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicenseSpec {
+    /// `source`.
+    pub source: Option<AnyLicenseSource>,
+    /// `editionKey`.
+    pub edition_key: Option<String>,
+    /// `disabledFeatureKey`.
+    pub disabled_feature_key: Vec<String>,
+    /// `enabledFeatureKey`.
+    pub enabled_feature_key: Vec<String>,
+}
+impl x::SchemaType for HostLicenseSpec {
+    const TYPE_NAME: &'static str = "HostLicenseSpec";
+}
+impl x::Structure for HostLicenseSpec {}
+impl x::Fields for HostLicenseSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "source" => r.read_opt(&mut self.source),
+            "editionKey" => r.read_opt(&mut self.edition_key),
+            "disabledFeatureKey" => r.read_push(&mut self.disabled_feature_key),
+            "enabledFeatureKey" => r.read_push(&mut self.enabled_feature_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("source", &self.source);
+        w.write_opt("editionKey", &self.edition_key);
+        w.write_vec("disabledFeatureKey", &self.disabled_feature_key);
+        w.write_vec("enabledFeatureKey", &self.enabled_feature_key);
+    }
+}
+/// `HostListSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostListSummary {
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `hardware`.
+    pub hardware: Option<HostHardwareSummary>,
+    /// `runtime`.
+    pub runtime: Option<HostRuntimeInfo>,
+    /// `config`.
+    pub config: HostConfigSummary,
+    /// `quickStats`.
+    pub quick_stats: HostListSummaryQuickStats,
+    /// `overallStatus`.
+    pub overall_status: ManagedEntityStatus,
+    /// `rebootRequired`.
+    pub reboot_required: bool,
+    /// `rebootRequiredReason`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reboot_required_reason: Vec<LocalizableMessage>,
+    /// `maintenanceModeRequired`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub maintenance_mode_required: Option<bool>,
+    /// `customValue`.
+    pub custom_value: Vec<AnyCustomFieldValue>,
+    /// `managementServerIp`.
+    pub management_server_ip: Option<String>,
+    /// `maxEVCModeKey`.
+    pub max_evc_mode_key: Option<String>,
+    /// `currentEVCModeKey`.
+    pub current_evc_mode_key: Option<String>,
+    /// `currentEVCGraphicsModeKey`.
+    pub current_evc_graphics_mode_key: Option<String>,
+    /// `gateway`.
+    pub gateway: Option<HostListSummaryGatewaySummary>,
+    /// `tpmAttestation`.
+    pub tpm_attestation: Option<HostTpmAttestationInfo>,
+    /// `trustAuthorityAttestationInfos`.
+    pub trust_authority_attestation_infos: Vec<HostTrustAuthorityAttestationInfo>,
+}
+impl x::SchemaType for HostListSummary {
+    const TYPE_NAME: &'static str = "HostListSummary";
+}
+impl x::Structure for HostListSummary {}
+impl x::Fields for HostListSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "hardware" => r.read_opt(&mut self.hardware),
+            "runtime" => r.read_opt(&mut self.runtime),
+            "config" => r.read(&mut self.config),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "rebootRequired" => r.read(&mut self.reboot_required),
+            "rebootRequiredReason" => r.read_push(&mut self.reboot_required_reason),
+            "maintenanceModeRequired" => r.read_opt(&mut self.maintenance_mode_required),
+            "customValue" => r.read_push(&mut self.custom_value),
+            "managementServerIp" => r.read_opt(&mut self.management_server_ip),
+            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key),
+            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
+            "currentEVCGraphicsModeKey" => {
+                r.read_opt(&mut self.current_evc_graphics_mode_key)
+            }
+            "gateway" => r.read_opt(&mut self.gateway),
+            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation),
+            "trustAuthorityAttestationInfos" => {
+                r.read_push(&mut self.trust_authority_attestation_infos)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("host", &self.host);
+        w.write_opt("hardware", &self.hardware);
+        w.write_opt("runtime", &self.runtime);
+        w.write("config", &self.config);
+        w.write("quickStats", &self.quick_stats);
+        w.write("overallStatus", &self.overall_status);
+        w.write("rebootRequired", &self.reboot_required);
+        w.write_vec("rebootRequiredReason", &self.reboot_required_reason);
+        w.write_opt("maintenanceModeRequired", &self.maintenance_mode_required);
+        w.write_vec("customValue", &self.custom_value);
+        w.write_opt("managementServerIp", &self.management_server_ip);
+        w.write_opt("maxEVCModeKey", &self.max_evc_mode_key);
+        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
+        w.write_opt("currentEVCGraphicsModeKey", &self.current_evc_graphics_mode_key);
+        w.write_opt("gateway", &self.gateway);
+        w.write_opt("tpmAttestation", &self.tpm_attestation);
+        w.write_vec(
+            "trustAuthorityAttestationInfos",
+            &self.trust_authority_attestation_infos,
+        );
+    }
+}
+/// `HostListSummaryGatewaySummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostListSummaryGatewaySummary {
+    /// `gatewayType`.
+    pub gateway_type: String,
+    /// `gatewayId`.
+    pub gateway_id: String,
+}
+impl x::SchemaType for HostListSummaryGatewaySummary {
+    const TYPE_NAME: &'static str = "HostListSummaryGatewaySummary";
+}
+impl x::Structure for HostListSummaryGatewaySummary {}
+impl x::Fields for HostListSummaryGatewaySummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gatewayType" => r.read(&mut self.gateway_type),
+            "gatewayId" => r.read(&mut self.gateway_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("gatewayType", &self.gateway_type);
+        w.write("gatewayId", &self.gateway_id);
+    }
+}
+/// `HostListSummaryQuickStats` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostListSummaryQuickStats {
+    /// `overallCpuUsage`.
+    pub overall_cpu_usage: Option<i32>,
+    /// `overallMemoryUsage`.
+    pub overall_memory_usage: Option<i32>,
+    /// `distributedCpuFairness`.
+    pub distributed_cpu_fairness: Option<i32>,
+    /// `distributedMemoryFairness`.
+    pub distributed_memory_fairness: Option<i32>,
+    /// `availablePMemCapacity`.
+    pub available_p_mem_capacity: Option<i32>,
+    /// `uptime`.
+    pub uptime: Option<i32>,
+}
+impl x::SchemaType for HostListSummaryQuickStats {
+    const TYPE_NAME: &'static str = "HostListSummaryQuickStats";
+}
+impl x::Structure for HostListSummaryQuickStats {}
+impl x::Fields for HostListSummaryQuickStats {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage),
+            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness),
+            "distributedMemoryFairness" => {
+                r.read_opt(&mut self.distributed_memory_fairness)
+            }
+            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity),
+            "uptime" => r.read_opt(&mut self.uptime),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
+        w.write_opt("overallMemoryUsage", &self.overall_memory_usage);
+        w.write_opt("distributedCpuFairness", &self.distributed_cpu_fairness);
+        w.write_opt("distributedMemoryFairness", &self.distributed_memory_fairness);
+        w.write_opt("availablePMemCapacity", &self.available_p_mem_capacity);
+        w.write_opt("uptime", &self.uptime);
+    }
+}
+/// `HostLocalAuthenticationInfo` (extends `HostAuthenticationStoreInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalAuthenticationInfo {
+    /// `enabled`, from `HostAuthenticationStoreInfo`.
+    pub enabled: bool,
+}
+impl x::SchemaType for HostLocalAuthenticationInfo {
+    const TYPE_NAME: &'static str = "HostLocalAuthenticationInfo";
+}
+impl x::Structure for HostLocalAuthenticationInfo {}
+impl x::Fields for HostLocalAuthenticationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("enabled", &self.enabled);
+    }
+}
+/// `HostLocalFileSystemVolume` (extends `HostFileSystemVolume`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalFileSystemVolume {
+    /// `type`, from `HostFileSystemVolume`.
+    pub type_: String,
+    /// `name`, from `HostFileSystemVolume`.
+    pub name: String,
+    /// `capacity`, from `HostFileSystemVolume`.
+    pub capacity: i64,
+    /// `device`.
+    pub device: String,
+}
+impl x::SchemaType for HostLocalFileSystemVolume {
+    const TYPE_NAME: &'static str = "HostLocalFileSystemVolume";
+}
+impl x::Structure for HostLocalFileSystemVolume {}
+impl x::Fields for HostLocalFileSystemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "device" => r.read(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("capacity", &self.capacity);
+        w.write("device", &self.device);
+    }
+}
+/// `HostLocalFileSystemVolumeSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalFileSystemVolumeSpec {
+    /// `device`.
+    pub device: String,
+    /// `localPath`.
+    pub local_path: String,
+}
+impl x::SchemaType for HostLocalFileSystemVolumeSpec {
+    const TYPE_NAME: &'static str = "HostLocalFileSystemVolumeSpec";
+}
+impl x::Structure for HostLocalFileSystemVolumeSpec {}
+impl x::Fields for HostLocalFileSystemVolumeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "localPath" => r.read(&mut self.local_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("localPath", &self.local_path);
+    }
+}
+/// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalPortCreatedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `hostLocalPort`.
+    pub host_local_port: DVSHostLocalPortInfo,
+}
+impl x::SchemaType for HostLocalPortCreatedEvent {
+    const TYPE_NAME: &'static str = "HostLocalPortCreatedEvent";
+}
+impl x::Structure for HostLocalPortCreatedEvent {}
+impl x::Fields for HostLocalPortCreatedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "hostLocalPort" => r.read(&mut self.host_local_port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+        w.write("hostLocalPort", &self.host_local_port);
+    }
+}
+/// `HostLowLevelProvisioningManagerDiskLayoutSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerDiskLayoutSpec {
+    /// `controllerType`.
+    pub controller_type: String,
+    /// `busNumber`.
+    pub bus_number: i32,
+    /// `unitNumber`.
+    pub unit_number: i32,
+    /// `srcFilename`.
+    pub src_filename: String,
+    /// `dstFilename`.
+    pub dst_filename: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerDiskLayoutSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "controllerType" => r.read(&mut self.controller_type),
+            "busNumber" => r.read(&mut self.bus_number),
+            "unitNumber" => r.read(&mut self.unit_number),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("controllerType", &self.controller_type);
+        w.write("busNumber", &self.bus_number);
+        w.write("unitNumber", &self.unit_number);
+        w.write("srcFilename", &self.src_filename);
+        w.write("dstFilename", &self.dst_filename);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
+}
+/// `HostLowLevelProvisioningManagerFileDeleteResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileDeleteResult {
+    /// `fileName`.
+    pub file_name: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteResult {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileDeleteResult {}
+impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
+}
+/// `HostLowLevelProvisioningManagerFileDeleteSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileDeleteSpec {
+    /// `fileName`.
+    pub file_name: String,
+    /// `fileType`.
+    pub file_type: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileDeleteSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fileType" => r.read(&mut self.file_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write("fileType", &self.file_type);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
+}
+/// `HostLowLevelProvisioningManagerFileReserveResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileReserveResult {
+    /// `baseName`.
+    pub base_name: String,
+    /// `parentDir`.
+    pub parent_dir: String,
+    /// `reservedName`.
+    pub reserved_name: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveResult {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileReserveResult {}
+impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "reservedName" => r.read(&mut self.reserved_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("baseName", &self.base_name);
+        w.write("parentDir", &self.parent_dir);
+        w.write("reservedName", &self.reserved_name);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveResult";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
+}
+/// `HostLowLevelProvisioningManagerFileReserveSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileReserveSpec {
+    /// `baseName`.
+    pub base_name: String,
+    /// `parentDir`.
+    pub parent_dir: String,
+    /// `fileType`.
+    pub file_type: String,
+    /// `storageProfile`.
+    pub storage_profile: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileReserveSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "fileType" => r.read(&mut self.file_type),
+            "storageProfile" => r.read(&mut self.storage_profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("baseName", &self.base_name);
+        w.write("parentDir", &self.parent_dir);
+        w.write("fileType", &self.file_type);
+        w.write("storageProfile", &self.storage_profile);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
+}
+/// `HostLowLevelProvisioningManagerSnapshotLayoutSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    /// `id`.
+    pub id: i32,
+    /// `srcFilename`.
+    pub src_filename: String,
+    /// `dstFilename`.
+    pub dst_filename: String,
+    /// `disk`.
+    pub disk: Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            "disk" => r.read_push(&mut self.disk),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("srcFilename", &self.src_filename);
+        w.write("dstFilename", &self.dst_filename);
+        w.write_vec("disk", &self.disk);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
+}
 /// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
@@ -90,6 +1169,10 @@ pub struct HostMaintenanceSpec {
     pub vsan_mode: Option<VsanHostDecommissionMode>,
     /// `purpose`.
     pub purpose: Option<String>,
+    /// `evacMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
 }
 impl x::SchemaType for HostMaintenanceSpec {
     const TYPE_NAME: &'static str = "HostMaintenanceSpec";
@@ -104,6 +1187,7 @@ impl x::Fields for HostMaintenanceSpec {
         let result = match name {
             "vsanMode" => r.read_opt(&mut self.vsan_mode),
             "purpose" => r.read_opt(&mut self.purpose),
+            "evacMode" => r.read_opt(&mut self.evac_mode),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -112,6 +1196,38 @@ impl x::Fields for HostMaintenanceSpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vsanMode", &self.vsan_mode);
         w.write_opt("purpose", &self.purpose);
+        w.write_opt("evacMode", &self.evac_mode);
+    }
+}
+/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMaintenanceSpecEvacuationMode {
+    /// `workloadNonDisruptive`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub workload_non_disruptive: bool,
+}
+impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
+}
+impl x::Structure for HostMaintenanceSpecEvacuationMode {}
+impl x::Fields for HostMaintenanceSpecEvacuationMode {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
     }
 }
 /// `HostMemberHealthCheckResult` (extends `DynamicData`).
@@ -158,6 +1274,16 @@ pub struct HostMemberRuntimeInfo {
     pub nsxt_status_detail: Option<String>,
     /// `healthCheckResult`.
     pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
+    /// `hostUplinkState`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
 }
 impl x::SchemaType for HostMemberRuntimeInfo {
     const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
@@ -176,6 +1302,10 @@ impl x::Fields for HostMemberRuntimeInfo {
             "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
             "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
             "healthCheckResult" => r.read_push(&mut self.health_check_result),
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -188,6 +1318,8 @@ impl x::Fields for HostMemberRuntimeInfo {
         w.write_opt("nsxtStatus", &self.nsxt_status);
         w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
         w.write_vec("healthCheckResult", &self.health_check_result);
+        w.write_vec("hostUplinkState", &self.host_uplink_state);
+        w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
     }
 }
 impl x::ArrayItem for HostMemberRuntimeInfo {
@@ -330,6 +1462,10 @@ pub struct HostMemoryTierInfo {
     pub type_: String,
     /// `flags`.
     pub flags: Vec<String>,
+    /// `internalFlags`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub internal_flags: Vec<String>,
     /// `size`.
     pub size: i64,
 }
@@ -347,6 +1483,7 @@ impl x::Fields for HostMemoryTierInfo {
             "name" => r.read(&mut self.name),
             "type" => r.read(&mut self.type_),
             "flags" => r.read_push(&mut self.flags),
+            "internalFlags" => r.read_push(&mut self.internal_flags),
             "size" => r.read(&mut self.size),
             _ => return Ok(false),
         };
@@ -357,6 +1494,7 @@ impl x::Fields for HostMemoryTierInfo {
         w.write("name", &self.name);
         w.write("type", &self.type_);
         w.write_vec("flags", &self.flags);
+        w.write_vec("internalFlags", &self.internal_flags);
         w.write("size", &self.size);
     }
 }
@@ -389,10 +1527,18 @@ pub struct HostMissingNetworksEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `ips`.
     pub ips: Option<String>,
 }
@@ -418,8 +1564,10 @@ impl x::Fields for HostMissingNetworksEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "ips" => r.read_opt(&mut self.ips),
             _ => return Ok(false),
         };
@@ -438,8 +1586,10 @@ impl x::Fields for HostMissingNetworksEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("ips", &self.ips);
     }
 }
@@ -468,10 +1618,18 @@ pub struct HostMonitoringStateChangedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `state`.
     pub state: String,
     /// `prevState`.
@@ -499,8 +1657,10 @@ impl x::Fields for HostMonitoringStateChangedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "state" => r.read(&mut self.state),
             "prevState" => r.read_opt(&mut self.prev_state),
             _ => return Ok(false),
@@ -520,8 +1680,10 @@ impl x::Fields for HostMonitoringStateChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("state", &self.state);
         w.write_opt("prevState", &self.prev_state);
     }
@@ -539,6 +1701,22 @@ pub struct HostMountInfo {
     pub accessible: Option<bool>,
     /// `inaccessibleReason`.
     pub inaccessible_reason: Option<String>,
+    /// `vmknicName`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_name: Option<String>,
+    /// `vmknicActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_active: Option<bool>,
+    /// `mountFailedReason`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub mount_failed_reason: Option<String>,
+    /// `numTcpConnections`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub num_tcp_connections: Option<i32>,
 }
 impl x::SchemaType for HostMountInfo {
     const TYPE_NAME: &'static str = "HostMountInfo";
@@ -556,6 +1734,10 @@ impl x::Fields for HostMountInfo {
             "mounted" => r.read_opt(&mut self.mounted),
             "accessible" => r.read_opt(&mut self.accessible),
             "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
+            "vmknicName" => r.read_opt(&mut self.vmknic_name),
+            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
+            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
+            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -567,6 +1749,10 @@ impl x::Fields for HostMountInfo {
         w.write_opt("mounted", &self.mounted);
         w.write_opt("accessible", &self.accessible);
         w.write_opt("inaccessibleReason", &self.inaccessible_reason);
+        w.write_opt("vmknicName", &self.vmknic_name);
+        w.write_opt("vmknicActive", &self.vmknic_active);
+        w.write_opt("mountFailedReason", &self.mount_failed_reason);
+        w.write_opt("numTcpConnections", &self.num_tcp_connections);
     }
 }
 /// `HostMultipathInfo` (extends `DynamicData`).
@@ -1019,6 +2205,18 @@ pub struct HostNasVolumeSpec {
     pub remote_host_names: Vec<String>,
     /// `securityType`.
     pub security_type: Option<String>,
+    /// `vmknicToBind`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_to_bind: Option<String>,
+    /// `vmknicBound`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_bound: Option<bool>,
+    /// `connections`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub connections: Option<i32>,
 }
 impl x::SchemaType for HostNasVolumeSpec {
     const TYPE_NAME: &'static str = "HostNasVolumeSpec";
@@ -1040,6 +2238,9 @@ impl x::Fields for HostNasVolumeSpec {
             "password" => r.read_opt(&mut self.password),
             "remoteHostNames" => r.read_push(&mut self.remote_host_names),
             "securityType" => r.read_opt(&mut self.security_type),
+            "vmknicToBind" => r.read_opt(&mut self.vmknic_to_bind),
+            "vmknicBound" => r.read_opt(&mut self.vmknic_bound),
+            "connections" => r.read_opt(&mut self.connections),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1055,6 +2256,9 @@ impl x::Fields for HostNasVolumeSpec {
         w.write_opt("password", &self.password);
         w.write_vec("remoteHostNames", &self.remote_host_names);
         w.write_opt("securityType", &self.security_type);
+        w.write_opt("vmknicToBind", &self.vmknic_to_bind);
+        w.write_opt("vmknicBound", &self.vmknic_bound);
+        w.write_opt("connections", &self.connections);
     }
 }
 /// `HostNasVolumeUserInfo` (extends `DynamicData`).
@@ -1452,6 +2656,10 @@ pub struct HostNetStackInstance {
     pub ip_v6_enabled: Option<bool>,
     /// `routeTableConfig`.
     pub route_table_config: Option<HostIpRouteTableConfig>,
+    /// `owner`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub owner: Option<String>,
 }
 impl x::SchemaType for HostNetStackInstance {
     const TYPE_NAME: &'static str = "HostNetStackInstance";
@@ -1476,6 +2684,7 @@ impl x::Fields for HostNetStackInstance {
             }
             "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
             "routeTableConfig" => r.read_opt(&mut self.route_table_config),
+            "owner" => r.read_opt(&mut self.owner),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1493,6 +2702,7 @@ impl x::Fields for HostNetStackInstance {
         w.write_opt("congestionControlAlgorithm", &self.congestion_control_algorithm);
         w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
         w.write_opt("routeTableConfig", &self.route_table_config);
+        w.write_opt("owner", &self.owner);
     }
 }
 impl x::ArrayItem for HostNetStackInstance {
@@ -1856,1271 +3066,5 @@ impl x::Fields for HostNetworkSecurityPolicy {
         w.write_opt("allowPromiscuous", &self.allow_promiscuous);
         w.write_opt("macChanges", &self.mac_changes);
         w.write_opt("forgedTransmits", &self.forged_transmits);
-    }
-}
-/// `HostNetworkTrafficShapingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkTrafficShapingPolicy {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `averageBandwidth`.
-    pub average_bandwidth: Option<i64>,
-    /// `peakBandwidth`.
-    pub peak_bandwidth: Option<i64>,
-    /// `burstSize`.
-    pub burst_size: Option<i64>,
-}
-impl x::SchemaType for HostNetworkTrafficShapingPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkTrafficShapingPolicy";
-}
-impl x::Structure for HostNetworkTrafficShapingPolicy {}
-impl x::Fields for HostNetworkTrafficShapingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth),
-            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth),
-            "burstSize" => r.read_opt(&mut self.burst_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("averageBandwidth", &self.average_bandwidth);
-        w.write_opt("peakBandwidth", &self.peak_bandwidth);
-        w.write_opt("burstSize", &self.burst_size);
-    }
-}
-/// `HostNewNetworkConnectInfo` (extends `HostConnectInfoNetworkInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNewNetworkConnectInfo {
-    /// `summary`, from `HostConnectInfoNetworkInfo`.
-    pub summary: AnyNetworkSummary,
-}
-impl x::SchemaType for HostNewNetworkConnectInfo {
-    const TYPE_NAME: &'static str = "HostNewNetworkConnectInfo";
-}
-impl x::Structure for HostNewNetworkConnectInfo {}
-impl x::Fields for HostNewNetworkConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
-    }
-}
-/// `HostNfcConnectionInfo` (extends `HostDataTransportConnectionInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNfcConnectionInfo {
-    /// `staticMemoryConsumed`, from `HostDataTransportConnectionInfo`.
-    pub static_memory_consumed: i64,
-    /// `streamingMemoryConsumed`.
-    pub streaming_memory_consumed: Option<i64>,
-}
-impl x::SchemaType for HostNfcConnectionInfo {
-    const TYPE_NAME: &'static str = "HostNfcConnectionInfo";
-}
-impl x::Structure for HostNfcConnectionInfo {}
-impl x::Fields for HostNfcConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
-            "streamingMemoryConsumed" => r.read_opt(&mut self.streaming_memory_consumed),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("staticMemoryConsumed", &self.static_memory_consumed);
-        w.write_opt("streamingMemoryConsumed", &self.streaming_memory_consumed);
-    }
-}
-/// `HostNicFailureCriteria` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicFailureCriteria {
-    /// `checkSpeed`.
-    pub check_speed: Option<String>,
-    /// `speed`.
-    pub speed: Option<i32>,
-    /// `checkDuplex`.
-    pub check_duplex: Option<bool>,
-    /// `fullDuplex`.
-    pub full_duplex: Option<bool>,
-    /// `checkErrorPercent`.
-    pub check_error_percent: Option<bool>,
-    /// `percentage`.
-    pub percentage: Option<i32>,
-    /// `checkBeacon`.
-    pub check_beacon: Option<bool>,
-}
-impl x::SchemaType for HostNicFailureCriteria {
-    const TYPE_NAME: &'static str = "HostNicFailureCriteria";
-}
-impl x::Structure for HostNicFailureCriteria {}
-impl x::Fields for HostNicFailureCriteria {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "checkSpeed" => r.read_opt(&mut self.check_speed),
-            "speed" => r.read_opt(&mut self.speed),
-            "checkDuplex" => r.read_opt(&mut self.check_duplex),
-            "fullDuplex" => r.read_opt(&mut self.full_duplex),
-            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent),
-            "percentage" => r.read_opt(&mut self.percentage),
-            "checkBeacon" => r.read_opt(&mut self.check_beacon),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("checkSpeed", &self.check_speed);
-        w.write_opt("speed", &self.speed);
-        w.write_opt("checkDuplex", &self.check_duplex);
-        w.write_opt("fullDuplex", &self.full_duplex);
-        w.write_opt("checkErrorPercent", &self.check_error_percent);
-        w.write_opt("percentage", &self.percentage);
-        w.write_opt("checkBeacon", &self.check_beacon);
-    }
-}
-/// `HostNicOrderPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicOrderPolicy {
-    /// `activeNic`.
-    pub active_nic: Vec<String>,
-    /// `standbyNic`.
-    pub standby_nic: Vec<String>,
-}
-impl x::SchemaType for HostNicOrderPolicy {
-    const TYPE_NAME: &'static str = "HostNicOrderPolicy";
-}
-impl x::Structure for HostNicOrderPolicy {}
-impl x::Fields for HostNicOrderPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "activeNic" => r.read_push(&mut self.active_nic),
-            "standbyNic" => r.read_push(&mut self.standby_nic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("activeNic", &self.active_nic);
-        w.write_vec("standbyNic", &self.standby_nic);
-    }
-}
-/// `HostNicTeamingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicTeamingPolicy {
-    /// `policy`.
-    pub policy: Option<String>,
-    /// `reversePolicy`.
-    pub reverse_policy: Option<bool>,
-    /// `notifySwitches`.
-    pub notify_switches: Option<bool>,
-    /// `rollingOrder`.
-    pub rolling_order: Option<bool>,
-    /// `failureCriteria`.
-    pub failure_criteria: Option<HostNicFailureCriteria>,
-    /// `nicOrder`.
-    pub nic_order: Option<HostNicOrderPolicy>,
-}
-impl x::SchemaType for HostNicTeamingPolicy {
-    const TYPE_NAME: &'static str = "HostNicTeamingPolicy";
-}
-impl x::Structure for HostNicTeamingPolicy {}
-impl x::Fields for HostNicTeamingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read_opt(&mut self.policy),
-            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
-            "notifySwitches" => r.read_opt(&mut self.notify_switches),
-            "rollingOrder" => r.read_opt(&mut self.rolling_order),
-            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
-            "nicOrder" => r.read_opt(&mut self.nic_order),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("policy", &self.policy);
-        w.write_opt("reversePolicy", &self.reverse_policy);
-        w.write_opt("notifySwitches", &self.notify_switches);
-        w.write_opt("rollingOrder", &self.rolling_order);
-        w.write_opt("failureCriteria", &self.failure_criteria);
-        w.write_opt("nicOrder", &self.nic_order);
-    }
-}
-/// `HostNoAvailableNetworksEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoAvailableNetworksEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostNoAvailableNetworksEvent {
-    const TYPE_NAME: &'static str = "HostNoAvailableNetworksEvent";
-}
-impl x::Structure for HostNoAvailableNetworksEvent {}
-impl x::Fields for HostNoAvailableNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostNoHAEnabledPortGroupsEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoHAEnabledPortGroupsEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostNoHAEnabledPortGroupsEvent {
-    const TYPE_NAME: &'static str = "HostNoHAEnabledPortGroupsEvent";
-}
-impl x::Structure for HostNoHAEnabledPortGroupsEvent {}
-impl x::Fields for HostNoHAEnabledPortGroupsEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoRedundantManagementNetworkEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostNoRedundantManagementNetworkEvent {
-    const TYPE_NAME: &'static str = "HostNoRedundantManagementNetworkEvent";
-}
-impl x::Structure for HostNoRedundantManagementNetworkEvent {}
-impl x::Fields for HostNoRedundantManagementNetworkEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostNonCompliantEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNonCompliantEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostNonCompliantEvent {
-    const TYPE_NAME: &'static str = "HostNonCompliantEvent";
-}
-impl x::Structure for HostNonCompliantEvent {}
-impl x::Fields for HostNonCompliantEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostNotConnected` (extends `HostCommunication`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotConnected {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostNotConnected {
-    const TYPE_NAME: &'static str = "HostNotConnected";
-}
-impl x::Structure for HostNotConnected {}
-impl x::Fields for HostNotConnected {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `HostNotInClusterEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotInClusterEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostNotInClusterEvent {
-    const TYPE_NAME: &'static str = "HostNotInClusterEvent";
-}
-impl x::Structure for HostNotInClusterEvent {}
-impl x::Fields for HostNotInClusterEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostNotReachable` (extends `HostCommunication`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotReachable {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostNotReachable {
-    const TYPE_NAME: &'static str = "HostNotReachable";
-}
-impl x::Structure for HostNotReachable {}
-impl x::Fields for HostNotReachable {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `HostNtpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNtpConfig {
-    /// `server`.
-    pub server: Vec<String>,
-    /// `configFile`.
-    pub config_file: Vec<String>,
-}
-impl x::SchemaType for HostNtpConfig {
-    const TYPE_NAME: &'static str = "HostNtpConfig";
-}
-impl x::Structure for HostNtpConfig {}
-impl x::Fields for HostNtpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "server" => r.read_push(&mut self.server),
-            "configFile" => r.read_push(&mut self.config_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("server", &self.server);
-        w.write_vec("configFile", &self.config_file);
-    }
-}
-/// `HostNumaInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumaInfo {
-    /// `type`.
-    pub type_: String,
-    /// `numNodes`.
-    pub num_nodes: i32,
-    /// `numaNode`.
-    pub numa_node: Vec<HostNumaNode>,
-}
-impl x::SchemaType for HostNumaInfo {
-    const TYPE_NAME: &'static str = "HostNumaInfo";
-}
-impl x::Structure for HostNumaInfo {}
-impl x::Fields for HostNumaInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "numNodes" => r.read(&mut self.num_nodes),
-            "numaNode" => r.read_push(&mut self.numa_node),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("numNodes", &self.num_nodes);
-        w.write_vec("numaNode", &self.numa_node);
-    }
-}
-/// `HostNumaNode` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumaNode {
-    /// `typeId`.
-    pub type_id: i8,
-    /// `cpuID`.
-    pub cpu_id: Vec<i16>,
-    /// `memoryRangeBegin`.
-    pub memory_range_begin: i64,
-    /// `memoryRangeLength`.
-    pub memory_range_length: i64,
-    /// `pciId`.
-    pub pci_id: Vec<String>,
-}
-impl x::SchemaType for HostNumaNode {
-    const TYPE_NAME: &'static str = "HostNumaNode";
-}
-impl x::Structure for HostNumaNode {}
-impl x::Fields for HostNumaNode {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "typeId" => r.read(&mut self.type_id),
-            "cpuID" => r.read_push(&mut self.cpu_id),
-            "memoryRangeBegin" => r.read(&mut self.memory_range_begin),
-            "memoryRangeLength" => r.read(&mut self.memory_range_length),
-            "pciId" => r.read_push(&mut self.pci_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("typeId", &self.type_id);
-        w.write_vec("cpuID", &self.cpu_id);
-        w.write("memoryRangeBegin", &self.memory_range_begin);
-        w.write("memoryRangeLength", &self.memory_range_length);
-        w.write_vec("pciId", &self.pci_id);
-    }
-}
-impl x::ArrayItem for HostNumaNode {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumaNode";
-    const ITEM_TAG: &'static str = "HostNumaNode";
-}
-/// `HostNumericSensorInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumericSensorInfo {
-    /// `name`.
-    pub name: String,
-    /// `healthState`.
-    pub health_state: Option<AnyElementDescription>,
-    /// `currentReading`.
-    pub current_reading: i64,
-    /// `unitModifier`.
-    pub unit_modifier: i32,
-    /// `baseUnits`.
-    pub base_units: String,
-    /// `rateUnits`.
-    pub rate_units: Option<String>,
-    /// `sensorType`.
-    pub sensor_type: String,
-    /// `id`.
-    pub id: Option<String>,
-    /// `timeStamp`.
-    pub time_stamp: Option<String>,
-}
-impl x::SchemaType for HostNumericSensorInfo {
-    const TYPE_NAME: &'static str = "HostNumericSensorInfo";
-}
-impl x::Structure for HostNumericSensorInfo {}
-impl x::Fields for HostNumericSensorInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "healthState" => r.read_opt(&mut self.health_state),
-            "currentReading" => r.read(&mut self.current_reading),
-            "unitModifier" => r.read(&mut self.unit_modifier),
-            "baseUnits" => r.read(&mut self.base_units),
-            "rateUnits" => r.read_opt(&mut self.rate_units),
-            "sensorType" => r.read(&mut self.sensor_type),
-            "id" => r.read_opt(&mut self.id),
-            "timeStamp" => r.read_opt(&mut self.time_stamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("healthState", &self.health_state);
-        w.write("currentReading", &self.current_reading);
-        w.write("unitModifier", &self.unit_modifier);
-        w.write("baseUnits", &self.base_units);
-        w.write_opt("rateUnits", &self.rate_units);
-        w.write("sensorType", &self.sensor_type);
-        w.write_opt("id", &self.id);
-        w.write_opt("timeStamp", &self.time_stamp);
-    }
-}
-impl x::ArrayItem for HostNumericSensorInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumericSensorInfo";
-    const ITEM_TAG: &'static str = "HostNumericSensorInfo";
-}
-/// `HostNvmeConnectSpec` (extends `HostNvmeSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeConnectSpec {
-    /// `hbaName`, from `HostNvmeSpec`.
-    pub hba_name: String,
-    /// `transportParameters`, from `HostNvmeSpec`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `controllerId`.
-    pub controller_id: Option<i32>,
-    /// `adminQueueSize`.
-    pub admin_queue_size: Option<i32>,
-    /// `keepAliveTimeout`.
-    pub keep_alive_timeout: Option<i32>,
-}
-impl x::SchemaType for HostNvmeConnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeConnectSpec";
-}
-impl x::Structure for HostNvmeConnectSpec {}
-impl x::Fields for HostNvmeConnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "subnqn" => r.read(&mut self.subnqn),
-            "controllerId" => r.read_opt(&mut self.controller_id),
-            "adminQueueSize" => r.read_opt(&mut self.admin_queue_size),
-            "keepAliveTimeout" => r.read_opt(&mut self.keep_alive_timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write("subnqn", &self.subnqn);
-        w.write_opt("controllerId", &self.controller_id);
-        w.write_opt("adminQueueSize", &self.admin_queue_size);
-        w.write_opt("keepAliveTimeout", &self.keep_alive_timeout);
-    }
-}
-impl x::ArrayItem for HostNvmeConnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeConnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeConnectSpec";
-}
-/// `HostNvmeController` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeController {
-    /// `key`.
-    pub key: String,
-    /// `controllerNumber`.
-    pub controller_number: i32,
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `name`.
-    pub name: String,
-    /// `associatedAdapter`.
-    pub associated_adapter: String,
-    /// `transportType`.
-    pub transport_type: String,
-    /// `fusedOperationSupported`.
-    pub fused_operation_supported: bool,
-    /// `numberOfQueues`.
-    pub number_of_queues: i32,
-    /// `queueSize`.
-    pub queue_size: i32,
-    /// `attachedNamespace`.
-    pub attached_namespace: Vec<HostNvmeNamespace>,
-    /// `vendorId`.
-    pub vendor_id: Option<String>,
-    /// `model`.
-    pub model: Option<String>,
-    /// `serialNumber`.
-    pub serial_number: Option<String>,
-    /// `firmwareVersion`.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostNvmeController {
-    const TYPE_NAME: &'static str = "HostNvmeController";
-}
-impl x::Structure for HostNvmeController {}
-impl x::Fields for HostNvmeController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "controllerNumber" => r.read(&mut self.controller_number),
-            "subnqn" => r.read(&mut self.subnqn),
-            "name" => r.read(&mut self.name),
-            "associatedAdapter" => r.read(&mut self.associated_adapter),
-            "transportType" => r.read(&mut self.transport_type),
-            "fusedOperationSupported" => r.read(&mut self.fused_operation_supported),
-            "numberOfQueues" => r.read(&mut self.number_of_queues),
-            "queueSize" => r.read(&mut self.queue_size),
-            "attachedNamespace" => r.read_push(&mut self.attached_namespace),
-            "vendorId" => r.read_opt(&mut self.vendor_id),
-            "model" => r.read_opt(&mut self.model),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("controllerNumber", &self.controller_number);
-        w.write("subnqn", &self.subnqn);
-        w.write("name", &self.name);
-        w.write("associatedAdapter", &self.associated_adapter);
-        w.write("transportType", &self.transport_type);
-        w.write("fusedOperationSupported", &self.fused_operation_supported);
-        w.write("numberOfQueues", &self.number_of_queues);
-        w.write("queueSize", &self.queue_size);
-        w.write_vec("attachedNamespace", &self.attached_namespace);
-        w.write_opt("vendorId", &self.vendor_id);
-        w.write_opt("model", &self.model);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-    }
-}
-impl x::ArrayItem for HostNvmeController {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeController";
-    const ITEM_TAG: &'static str = "HostNvmeController";
-}
-/// `HostNvmeDisconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDisconnectSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `subnqn`.
-    pub subnqn: Option<String>,
-    /// `controllerNumber`.
-    pub controller_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeDisconnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
-}
-impl x::Structure for HostNvmeDisconnectSpec {}
-impl x::Fields for HostNvmeDisconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "subnqn" => r.read_opt(&mut self.subnqn),
-            "controllerNumber" => r.read_opt(&mut self.controller_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write_opt("subnqn", &self.subnqn);
-        w.write_opt("controllerNumber", &self.controller_number);
-    }
-}
-impl x::ArrayItem for HostNvmeDisconnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
-}
-/// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoverSpec {
-    /// `hbaName`, from `HostNvmeSpec`.
-    pub hba_name: String,
-    /// `transportParameters`, from `HostNvmeSpec`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `autoConnect`.
-    pub auto_connect: Option<bool>,
-    /// `rootDiscoveryController`.
-    pub root_discovery_controller: Option<bool>,
-}
-impl x::SchemaType for HostNvmeDiscoverSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
-}
-impl x::Structure for HostNvmeDiscoverSpec {}
-impl x::Fields for HostNvmeDiscoverSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "autoConnect" => r.read_opt(&mut self.auto_connect),
-            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write_opt("autoConnect", &self.auto_connect);
-        w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
-    }
-}
-/// `HostNvmeDiscoveryLog` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLog {
-    /// `entry`.
-    pub entry: Vec<HostNvmeDiscoveryLogEntry>,
-    /// `complete`.
-    pub complete: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLog {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
-}
-impl x::Structure for HostNvmeDiscoveryLog {}
-impl x::Fields for HostNvmeDiscoveryLog {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entry" => r.read_push(&mut self.entry),
-            "complete" => r.read(&mut self.complete),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("entry", &self.entry);
-        w.write("complete", &self.complete);
-    }
-}
-/// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLogEntry {
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `subsystemType`.
-    pub subsystem_type: String,
-    /// `subsystemPortId`.
-    pub subsystem_port_id: i32,
-    /// `controllerId`.
-    pub controller_id: i32,
-    /// `adminQueueMaxSize`.
-    pub admin_queue_max_size: i32,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `transportRequirements`.
-    pub transport_requirements: String,
-    /// `connected`.
-    pub connected: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLogEntry {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-impl x::Structure for HostNvmeDiscoveryLogEntry {}
-impl x::Fields for HostNvmeDiscoveryLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "subnqn" => r.read(&mut self.subnqn),
-            "subsystemType" => r.read(&mut self.subsystem_type),
-            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
-            "controllerId" => r.read(&mut self.controller_id),
-            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "transportRequirements" => r.read(&mut self.transport_requirements),
-            "connected" => r.read(&mut self.connected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("subnqn", &self.subnqn);
-        w.write("subsystemType", &self.subsystem_type);
-        w.write("subsystemPortId", &self.subsystem_port_id);
-        w.write("controllerId", &self.controller_id);
-        w.write("adminQueueMaxSize", &self.admin_queue_max_size);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write("transportRequirements", &self.transport_requirements);
-        w.write("connected", &self.connected);
-    }
-}
-impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
-    const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-/// `HostNvmeNamespace` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeNamespace {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `id`.
-    pub id: i32,
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `capacityInBlocks`.
-    pub capacity_in_blocks: i64,
-}
-impl x::SchemaType for HostNvmeNamespace {
-    const TYPE_NAME: &'static str = "HostNvmeNamespace";
-}
-impl x::Structure for HostNvmeNamespace {}
-impl x::Fields for HostNvmeNamespace {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "id" => r.read(&mut self.id),
-            "blockSize" => r.read(&mut self.block_size),
-            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("id", &self.id);
-        w.write("blockSize", &self.block_size);
-        w.write("capacityInBlocks", &self.capacity_in_blocks);
-    }
-}
-impl x::ArrayItem for HostNvmeNamespace {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeNamespace";
-    const ITEM_TAG: &'static str = "HostNvmeNamespace";
-}
-/// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOpaqueTransportParameters {
-    /// `trtype`.
-    pub trtype: String,
-    /// `traddr`.
-    pub traddr: String,
-    /// `adrfam`.
-    pub adrfam: String,
-    /// `trsvcid`.
-    pub trsvcid: String,
-    /// `tsas`.
-    pub tsas: Vec<u8>,
-}
-impl x::SchemaType for HostNvmeOpaqueTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
-}
-impl x::Structure for HostNvmeOpaqueTransportParameters {}
-impl x::Fields for HostNvmeOpaqueTransportParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "trtype" => r.read(&mut self.trtype),
-            "traddr" => r.read(&mut self.traddr),
-            "adrfam" => r.read(&mut self.adrfam),
-            "trsvcid" => r.read(&mut self.trsvcid),
-            "tsas" => r.read(&mut self.tsas),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("trtype", &self.trtype);
-        w.write("traddr", &self.traddr);
-        w.write("adrfam", &self.adrfam);
-        w.write("trsvcid", &self.trsvcid);
-        w.write("tsas", &self.tsas);
-    }
-}
-/// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverFibreChannelParameters {
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-}
-impl x::SchemaType for HostNvmeOverFibreChannelParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
-}
-impl x::Structure for HostNvmeOverFibreChannelParameters {}
-impl x::Fields for HostNvmeOverFibreChannelParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portWorldWideName", &self.port_world_wide_name);
     }
 }

@@ -5,6 +5,1350 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostNetworkTrafficShapingPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetworkTrafficShapingPolicy {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `averageBandwidth`.
+    pub average_bandwidth: Option<i64>,
+    /// `peakBandwidth`.
+    pub peak_bandwidth: Option<i64>,
+    /// `burstSize`.
+    pub burst_size: Option<i64>,
+}
+impl x::SchemaType for HostNetworkTrafficShapingPolicy {
+    const TYPE_NAME: &'static str = "HostNetworkTrafficShapingPolicy";
+}
+impl x::Structure for HostNetworkTrafficShapingPolicy {}
+impl x::Fields for HostNetworkTrafficShapingPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth),
+            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth),
+            "burstSize" => r.read_opt(&mut self.burst_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("averageBandwidth", &self.average_bandwidth);
+        w.write_opt("peakBandwidth", &self.peak_bandwidth);
+        w.write_opt("burstSize", &self.burst_size);
+    }
+}
+/// `HostNewNetworkConnectInfo` (extends `HostConnectInfoNetworkInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNewNetworkConnectInfo {
+    /// `summary`, from `HostConnectInfoNetworkInfo`.
+    pub summary: AnyNetworkSummary,
+}
+impl x::SchemaType for HostNewNetworkConnectInfo {
+    const TYPE_NAME: &'static str = "HostNewNetworkConnectInfo";
+}
+impl x::Structure for HostNewNetworkConnectInfo {}
+impl x::Fields for HostNewNetworkConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+    }
+}
+/// `HostNfcConnectionInfo` (extends `HostDataTransportConnectionInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNfcConnectionInfo {
+    /// `staticMemoryConsumed`, from `HostDataTransportConnectionInfo`.
+    pub static_memory_consumed: i64,
+    /// `streamingMemoryConsumed`.
+    pub streaming_memory_consumed: Option<i64>,
+}
+impl x::SchemaType for HostNfcConnectionInfo {
+    const TYPE_NAME: &'static str = "HostNfcConnectionInfo";
+}
+impl x::Structure for HostNfcConnectionInfo {}
+impl x::Fields for HostNfcConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
+            "streamingMemoryConsumed" => r.read_opt(&mut self.streaming_memory_consumed),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("staticMemoryConsumed", &self.static_memory_consumed);
+        w.write_opt("streamingMemoryConsumed", &self.streaming_memory_consumed);
+    }
+}
+/// `HostNicFailureCriteria` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNicFailureCriteria {
+    /// `checkSpeed`.
+    pub check_speed: Option<String>,
+    /// `speed`.
+    pub speed: Option<i32>,
+    /// `checkDuplex`.
+    pub check_duplex: Option<bool>,
+    /// `fullDuplex`.
+    pub full_duplex: Option<bool>,
+    /// `checkErrorPercent`.
+    pub check_error_percent: Option<bool>,
+    /// `percentage`.
+    pub percentage: Option<i32>,
+    /// `checkBeacon`.
+    pub check_beacon: Option<bool>,
+}
+impl x::SchemaType for HostNicFailureCriteria {
+    const TYPE_NAME: &'static str = "HostNicFailureCriteria";
+}
+impl x::Structure for HostNicFailureCriteria {}
+impl x::Fields for HostNicFailureCriteria {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "checkSpeed" => r.read_opt(&mut self.check_speed),
+            "speed" => r.read_opt(&mut self.speed),
+            "checkDuplex" => r.read_opt(&mut self.check_duplex),
+            "fullDuplex" => r.read_opt(&mut self.full_duplex),
+            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent),
+            "percentage" => r.read_opt(&mut self.percentage),
+            "checkBeacon" => r.read_opt(&mut self.check_beacon),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("checkSpeed", &self.check_speed);
+        w.write_opt("speed", &self.speed);
+        w.write_opt("checkDuplex", &self.check_duplex);
+        w.write_opt("fullDuplex", &self.full_duplex);
+        w.write_opt("checkErrorPercent", &self.check_error_percent);
+        w.write_opt("percentage", &self.percentage);
+        w.write_opt("checkBeacon", &self.check_beacon);
+    }
+}
+/// `HostNicOrderPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNicOrderPolicy {
+    /// `activeNic`.
+    pub active_nic: Vec<String>,
+    /// `standbyNic`.
+    pub standby_nic: Vec<String>,
+}
+impl x::SchemaType for HostNicOrderPolicy {
+    const TYPE_NAME: &'static str = "HostNicOrderPolicy";
+}
+impl x::Structure for HostNicOrderPolicy {}
+impl x::Fields for HostNicOrderPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "activeNic" => r.read_push(&mut self.active_nic),
+            "standbyNic" => r.read_push(&mut self.standby_nic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("activeNic", &self.active_nic);
+        w.write_vec("standbyNic", &self.standby_nic);
+    }
+}
+/// `HostNicTeamingPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNicTeamingPolicy {
+    /// `policy`.
+    pub policy: Option<String>,
+    /// `reversePolicy`.
+    pub reverse_policy: Option<bool>,
+    /// `notifySwitches`.
+    pub notify_switches: Option<bool>,
+    /// `rollingOrder`.
+    pub rolling_order: Option<bool>,
+    /// `failureCriteria`.
+    pub failure_criteria: Option<HostNicFailureCriteria>,
+    /// `nicOrder`.
+    pub nic_order: Option<HostNicOrderPolicy>,
+}
+impl x::SchemaType for HostNicTeamingPolicy {
+    const TYPE_NAME: &'static str = "HostNicTeamingPolicy";
+}
+impl x::Structure for HostNicTeamingPolicy {}
+impl x::Fields for HostNicTeamingPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read_opt(&mut self.policy),
+            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
+            "notifySwitches" => r.read_opt(&mut self.notify_switches),
+            "rollingOrder" => r.read_opt(&mut self.rolling_order),
+            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
+            "nicOrder" => r.read_opt(&mut self.nic_order),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("policy", &self.policy);
+        w.write_opt("reversePolicy", &self.reverse_policy);
+        w.write_opt("notifySwitches", &self.notify_switches);
+        w.write_opt("rollingOrder", &self.rolling_order);
+        w.write_opt("failureCriteria", &self.failure_criteria);
+        w.write_opt("nicOrder", &self.nic_order);
+    }
+}
+/// `HostNoAvailableNetworksEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNoAvailableNetworksEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+impl x::SchemaType for HostNoAvailableNetworksEvent {
+    const TYPE_NAME: &'static str = "HostNoAvailableNetworksEvent";
+}
+impl x::Structure for HostNoAvailableNetworksEvent {}
+impl x::Fields for HostNoAvailableNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+        w.write_opt("ips", &self.ips);
+    }
+}
+/// `HostNoHAEnabledPortGroupsEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNoHAEnabledPortGroupsEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostNoHAEnabledPortGroupsEvent {
+    const TYPE_NAME: &'static str = "HostNoHAEnabledPortGroupsEvent";
+}
+impl x::Structure for HostNoHAEnabledPortGroupsEvent {}
+impl x::Fields for HostNoHAEnabledPortGroupsEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNoRedundantManagementNetworkEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostNoRedundantManagementNetworkEvent {
+    const TYPE_NAME: &'static str = "HostNoRedundantManagementNetworkEvent";
+}
+impl x::Structure for HostNoRedundantManagementNetworkEvent {}
+impl x::Fields for HostNoRedundantManagementNetworkEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostNonCompliantEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNonCompliantEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostNonCompliantEvent {
+    const TYPE_NAME: &'static str = "HostNonCompliantEvent";
+}
+impl x::Structure for HostNonCompliantEvent {}
+impl x::Fields for HostNonCompliantEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostNotConnected` (extends `HostCommunication`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNotConnected {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostNotConnected {
+    const TYPE_NAME: &'static str = "HostNotConnected";
+}
+impl x::Structure for HostNotConnected {}
+impl x::Fields for HostNotConnected {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `HostNotInClusterEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNotInClusterEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostNotInClusterEvent {
+    const TYPE_NAME: &'static str = "HostNotInClusterEvent";
+}
+impl x::Structure for HostNotInClusterEvent {}
+impl x::Fields for HostNotInClusterEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `HostNotReachable` (extends `HostCommunication`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNotReachable {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostNotReachable {
+    const TYPE_NAME: &'static str = "HostNotReachable";
+}
+impl x::Structure for HostNotReachable {}
+impl x::Fields for HostNotReachable {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `HostNtpConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNtpConfig {
+    /// `server`.
+    pub server: Vec<String>,
+    /// `configFile`.
+    pub config_file: Vec<String>,
+}
+impl x::SchemaType for HostNtpConfig {
+    const TYPE_NAME: &'static str = "HostNtpConfig";
+}
+impl x::Structure for HostNtpConfig {}
+impl x::Fields for HostNtpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "server" => r.read_push(&mut self.server),
+            "configFile" => r.read_push(&mut self.config_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("server", &self.server);
+        w.write_vec("configFile", &self.config_file);
+    }
+}
+/// `HostNumaInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNumaInfo {
+    /// `type`.
+    pub type_: String,
+    /// `numNodes`.
+    pub num_nodes: i32,
+    /// `numaNode`.
+    pub numa_node: Vec<HostNumaNode>,
+}
+impl x::SchemaType for HostNumaInfo {
+    const TYPE_NAME: &'static str = "HostNumaInfo";
+}
+impl x::Structure for HostNumaInfo {}
+impl x::Fields for HostNumaInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "numNodes" => r.read(&mut self.num_nodes),
+            "numaNode" => r.read_push(&mut self.numa_node),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("numNodes", &self.num_nodes);
+        w.write_vec("numaNode", &self.numa_node);
+    }
+}
+/// `HostNumaNode` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNumaNode {
+    /// `typeId`.
+    pub type_id: i8,
+    /// `cpuID`.
+    pub cpu_id: Vec<i16>,
+    /// `memorySize`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub memory_size: Option<i64>,
+    /// `memoryRangeBegin`.
+    pub memory_range_begin: i64,
+    /// `memoryRangeLength`.
+    pub memory_range_length: i64,
+    /// `pciId`.
+    pub pci_id: Vec<String>,
+}
+impl x::SchemaType for HostNumaNode {
+    const TYPE_NAME: &'static str = "HostNumaNode";
+}
+impl x::Structure for HostNumaNode {}
+impl x::Fields for HostNumaNode {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "typeId" => r.read(&mut self.type_id),
+            "cpuID" => r.read_push(&mut self.cpu_id),
+            "memorySize" => r.read_opt(&mut self.memory_size),
+            "memoryRangeBegin" => r.read(&mut self.memory_range_begin),
+            "memoryRangeLength" => r.read(&mut self.memory_range_length),
+            "pciId" => r.read_push(&mut self.pci_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("typeId", &self.type_id);
+        w.write_vec("cpuID", &self.cpu_id);
+        w.write_opt("memorySize", &self.memory_size);
+        w.write("memoryRangeBegin", &self.memory_range_begin);
+        w.write("memoryRangeLength", &self.memory_range_length);
+        w.write_vec("pciId", &self.pci_id);
+    }
+}
+impl x::ArrayItem for HostNumaNode {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumaNode";
+    const ITEM_TAG: &'static str = "HostNumaNode";
+}
+/// `HostNumericSensorInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNumericSensorInfo {
+    /// `name`.
+    pub name: String,
+    /// `healthState`.
+    pub health_state: Option<AnyElementDescription>,
+    /// `currentReading`.
+    pub current_reading: i64,
+    /// `unitModifier`.
+    pub unit_modifier: i32,
+    /// `baseUnits`.
+    pub base_units: String,
+    /// `rateUnits`.
+    pub rate_units: Option<String>,
+    /// `sensorType`.
+    pub sensor_type: String,
+    /// `id`.
+    pub id: Option<String>,
+    /// `sensorNumber`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sensor_number: Option<i64>,
+    /// `timeStamp`.
+    pub time_stamp: Option<String>,
+    /// `fru`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub fru: Option<HostFru>,
+}
+impl x::SchemaType for HostNumericSensorInfo {
+    const TYPE_NAME: &'static str = "HostNumericSensorInfo";
+}
+impl x::Structure for HostNumericSensorInfo {}
+impl x::Fields for HostNumericSensorInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "healthState" => r.read_opt(&mut self.health_state),
+            "currentReading" => r.read(&mut self.current_reading),
+            "unitModifier" => r.read(&mut self.unit_modifier),
+            "baseUnits" => r.read(&mut self.base_units),
+            "rateUnits" => r.read_opt(&mut self.rate_units),
+            "sensorType" => r.read(&mut self.sensor_type),
+            "id" => r.read_opt(&mut self.id),
+            "sensorNumber" => r.read_opt(&mut self.sensor_number),
+            "timeStamp" => r.read_opt(&mut self.time_stamp),
+            "fru" => r.read_opt(&mut self.fru),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_opt("healthState", &self.health_state);
+        w.write("currentReading", &self.current_reading);
+        w.write("unitModifier", &self.unit_modifier);
+        w.write("baseUnits", &self.base_units);
+        w.write_opt("rateUnits", &self.rate_units);
+        w.write("sensorType", &self.sensor_type);
+        w.write_opt("id", &self.id);
+        w.write_opt("sensorNumber", &self.sensor_number);
+        w.write_opt("timeStamp", &self.time_stamp);
+        w.write_opt("fru", &self.fru);
+    }
+}
+impl x::ArrayItem for HostNumericSensorInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumericSensorInfo";
+    const ITEM_TAG: &'static str = "HostNumericSensorInfo";
+}
+/// `HostNvmeConnectSpec` (extends `HostNvmeSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeConnectSpec {
+    /// `hbaName`, from `HostNvmeSpec`.
+    pub hba_name: String,
+    /// `transportParameters`, from `HostNvmeSpec`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+    /// `subnqn`.
+    pub subnqn: String,
+    /// `controllerId`.
+    pub controller_id: Option<i32>,
+    /// `adminQueueSize`.
+    pub admin_queue_size: Option<i32>,
+    /// `keepAliveTimeout`.
+    pub keep_alive_timeout: Option<i32>,
+}
+impl x::SchemaType for HostNvmeConnectSpec {
+    const TYPE_NAME: &'static str = "HostNvmeConnectSpec";
+}
+impl x::Structure for HostNvmeConnectSpec {}
+impl x::Fields for HostNvmeConnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "subnqn" => r.read(&mut self.subnqn),
+            "controllerId" => r.read_opt(&mut self.controller_id),
+            "adminQueueSize" => r.read_opt(&mut self.admin_queue_size),
+            "keepAliveTimeout" => r.read_opt(&mut self.keep_alive_timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write("transportParameters", &self.transport_parameters);
+        w.write("subnqn", &self.subnqn);
+        w.write_opt("controllerId", &self.controller_id);
+        w.write_opt("adminQueueSize", &self.admin_queue_size);
+        w.write_opt("keepAliveTimeout", &self.keep_alive_timeout);
+    }
+}
+impl x::ArrayItem for HostNvmeConnectSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeConnectSpec";
+    const ITEM_TAG: &'static str = "HostNvmeConnectSpec";
+}
+/// `HostNvmeController` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeController {
+    /// `key`.
+    pub key: String,
+    /// `controllerNumber`.
+    pub controller_number: i32,
+    /// `subnqn`.
+    pub subnqn: String,
+    /// `name`.
+    pub name: String,
+    /// `associatedAdapter`.
+    pub associated_adapter: String,
+    /// `transportType`.
+    pub transport_type: String,
+    /// `fusedOperationSupported`.
+    pub fused_operation_supported: bool,
+    /// `numberOfQueues`.
+    pub number_of_queues: i32,
+    /// `queueSize`.
+    pub queue_size: i32,
+    /// `attachedNamespace`.
+    pub attached_namespace: Vec<HostNvmeNamespace>,
+    /// `vendorId`.
+    pub vendor_id: Option<String>,
+    /// `model`.
+    pub model: Option<String>,
+    /// `serialNumber`.
+    pub serial_number: Option<String>,
+    /// `firmwareVersion`.
+    pub firmware_version: Option<String>,
+}
+impl x::SchemaType for HostNvmeController {
+    const TYPE_NAME: &'static str = "HostNvmeController";
+}
+impl x::Structure for HostNvmeController {}
+impl x::Fields for HostNvmeController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "controllerNumber" => r.read(&mut self.controller_number),
+            "subnqn" => r.read(&mut self.subnqn),
+            "name" => r.read(&mut self.name),
+            "associatedAdapter" => r.read(&mut self.associated_adapter),
+            "transportType" => r.read(&mut self.transport_type),
+            "fusedOperationSupported" => r.read(&mut self.fused_operation_supported),
+            "numberOfQueues" => r.read(&mut self.number_of_queues),
+            "queueSize" => r.read(&mut self.queue_size),
+            "attachedNamespace" => r.read_push(&mut self.attached_namespace),
+            "vendorId" => r.read_opt(&mut self.vendor_id),
+            "model" => r.read_opt(&mut self.model),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("controllerNumber", &self.controller_number);
+        w.write("subnqn", &self.subnqn);
+        w.write("name", &self.name);
+        w.write("associatedAdapter", &self.associated_adapter);
+        w.write("transportType", &self.transport_type);
+        w.write("fusedOperationSupported", &self.fused_operation_supported);
+        w.write("numberOfQueues", &self.number_of_queues);
+        w.write("queueSize", &self.queue_size);
+        w.write_vec("attachedNamespace", &self.attached_namespace);
+        w.write_opt("vendorId", &self.vendor_id);
+        w.write_opt("model", &self.model);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_opt("firmwareVersion", &self.firmware_version);
+    }
+}
+impl x::ArrayItem for HostNvmeController {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeController";
+    const ITEM_TAG: &'static str = "HostNvmeController";
+}
+/// `HostNvmeDisconnectSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeDisconnectSpec {
+    /// `hbaName`.
+    pub hba_name: String,
+    /// `subnqn`.
+    pub subnqn: Option<String>,
+    /// `controllerNumber`.
+    pub controller_number: Option<i32>,
+}
+impl x::SchemaType for HostNvmeDisconnectSpec {
+    const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
+}
+impl x::Structure for HostNvmeDisconnectSpec {}
+impl x::Fields for HostNvmeDisconnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "subnqn" => r.read_opt(&mut self.subnqn),
+            "controllerNumber" => r.read_opt(&mut self.controller_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write_opt("subnqn", &self.subnqn);
+        w.write_opt("controllerNumber", &self.controller_number);
+    }
+}
+impl x::ArrayItem for HostNvmeDisconnectSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
+    const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
+}
+/// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeDiscoverSpec {
+    /// `hbaName`, from `HostNvmeSpec`.
+    pub hba_name: String,
+    /// `transportParameters`, from `HostNvmeSpec`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+    /// `autoConnect`.
+    pub auto_connect: Option<bool>,
+    /// `rootDiscoveryController`.
+    pub root_discovery_controller: Option<bool>,
+}
+impl x::SchemaType for HostNvmeDiscoverSpec {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
+}
+impl x::Structure for HostNvmeDiscoverSpec {}
+impl x::Fields for HostNvmeDiscoverSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "autoConnect" => r.read_opt(&mut self.auto_connect),
+            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write("transportParameters", &self.transport_parameters);
+        w.write_opt("autoConnect", &self.auto_connect);
+        w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
+    }
+}
+/// `HostNvmeDiscoveryLog` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeDiscoveryLog {
+    /// `entry`.
+    pub entry: Vec<HostNvmeDiscoveryLogEntry>,
+    /// `complete`.
+    pub complete: bool,
+}
+impl x::SchemaType for HostNvmeDiscoveryLog {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
+}
+impl x::Structure for HostNvmeDiscoveryLog {}
+impl x::Fields for HostNvmeDiscoveryLog {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "entry" => r.read_push(&mut self.entry),
+            "complete" => r.read(&mut self.complete),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("entry", &self.entry);
+        w.write("complete", &self.complete);
+    }
+}
+/// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeDiscoveryLogEntry {
+    /// `subnqn`.
+    pub subnqn: String,
+    /// `subsystemType`.
+    pub subsystem_type: String,
+    /// `subsystemPortId`.
+    pub subsystem_port_id: i32,
+    /// `controllerId`.
+    pub controller_id: i32,
+    /// `adminQueueMaxSize`.
+    pub admin_queue_max_size: i32,
+    /// `transportParameters`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+    /// `transportRequirements`.
+    pub transport_requirements: String,
+    /// `connected`.
+    pub connected: bool,
+}
+impl x::SchemaType for HostNvmeDiscoveryLogEntry {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
+}
+impl x::Structure for HostNvmeDiscoveryLogEntry {}
+impl x::Fields for HostNvmeDiscoveryLogEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "subnqn" => r.read(&mut self.subnqn),
+            "subsystemType" => r.read(&mut self.subsystem_type),
+            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
+            "controllerId" => r.read(&mut self.controller_id),
+            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "transportRequirements" => r.read(&mut self.transport_requirements),
+            "connected" => r.read(&mut self.connected),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("subnqn", &self.subnqn);
+        w.write("subsystemType", &self.subsystem_type);
+        w.write("subsystemPortId", &self.subsystem_port_id);
+        w.write("controllerId", &self.controller_id);
+        w.write("adminQueueMaxSize", &self.admin_queue_max_size);
+        w.write("transportParameters", &self.transport_parameters);
+        w.write("transportRequirements", &self.transport_requirements);
+        w.write("connected", &self.connected);
+    }
+}
+impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
+    const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
+}
+/// `HostNvmeNamespace` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeNamespace {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `id`.
+    pub id: i32,
+    /// `blockSize`.
+    pub block_size: i32,
+    /// `capacityInBlocks`.
+    pub capacity_in_blocks: i64,
+}
+impl x::SchemaType for HostNvmeNamespace {
+    const TYPE_NAME: &'static str = "HostNvmeNamespace";
+}
+impl x::Structure for HostNvmeNamespace {}
+impl x::Fields for HostNvmeNamespace {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "id" => r.read(&mut self.id),
+            "blockSize" => r.read(&mut self.block_size),
+            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("id", &self.id);
+        w.write("blockSize", &self.block_size);
+        w.write("capacityInBlocks", &self.capacity_in_blocks);
+    }
+}
+impl x::ArrayItem for HostNvmeNamespace {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeNamespace";
+    const ITEM_TAG: &'static str = "HostNvmeNamespace";
+}
+/// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeOpaqueTransportParameters {
+    /// `trtype`.
+    pub trtype: String,
+    /// `traddr`.
+    pub traddr: String,
+    /// `adrfam`.
+    pub adrfam: String,
+    /// `trsvcid`.
+    pub trsvcid: String,
+    /// `tsas`.
+    pub tsas: Vec<u8>,
+}
+impl x::SchemaType for HostNvmeOpaqueTransportParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
+}
+impl x::Structure for HostNvmeOpaqueTransportParameters {}
+impl x::Fields for HostNvmeOpaqueTransportParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "trtype" => r.read(&mut self.trtype),
+            "traddr" => r.read(&mut self.traddr),
+            "adrfam" => r.read(&mut self.adrfam),
+            "trsvcid" => r.read(&mut self.trsvcid),
+            "tsas" => r.read(&mut self.tsas),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("trtype", &self.trtype);
+        w.write("traddr", &self.traddr);
+        w.write("adrfam", &self.adrfam);
+        w.write("trsvcid", &self.trsvcid);
+        w.write("tsas", &self.tsas);
+    }
+}
+/// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeOverFibreChannelParameters {
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+}
+impl x::SchemaType for HostNvmeOverFibreChannelParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
+}
+impl x::Structure for HostNvmeOverFibreChannelParameters {}
+impl x::Fields for HostNvmeOverFibreChannelParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+        w.write("portWorldWideName", &self.port_world_wide_name);
+    }
+}
 /// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostNvmeOverRdmaParameters {
@@ -361,10 +1705,18 @@ pub struct HostOvercommittedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostOvercommittedEvent {
     const TYPE_NAME: &'static str = "HostOvercommittedEvent";
@@ -388,8 +1740,10 @@ impl x::Fields for HostOvercommittedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -407,8 +1761,10 @@ impl x::Fields for HostOvercommittedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostPMemVolume` (extends `HostFileSystemVolume`).
@@ -473,6 +1829,14 @@ pub struct HostParallelScsiHba {
     pub pci: Option<String>,
     /// `storageProtocol`, from `HostHostBusAdapter`.
     pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
 }
 impl x::SchemaType for HostParallelScsiHba {
     const TYPE_NAME: &'static str = "HostParallelScsiHba";
@@ -493,6 +1857,8 @@ impl x::Fields for HostParallelScsiHba {
             "driver" => r.read_opt(&mut self.driver),
             "pci" => r.read_opt(&mut self.pci),
             "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -507,6 +1873,8 @@ impl x::Fields for HostParallelScsiHba {
         w.write_opt("driver", &self.driver);
         w.write_opt("pci", &self.pci);
         w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
     }
 }
 /// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
@@ -525,6 +1893,47 @@ impl x::Fields for HostParallelScsiTargetTransport {
         Ok(false)
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostPartialMaintenanceModeRuntimeInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPartialMaintenanceModeRuntimeInfo {
+    /// `key`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub key: String,
+    /// `hostStatus`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_status: String,
+}
+impl x::SchemaType for HostPartialMaintenanceModeRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
+}
+impl x::Structure for HostPartialMaintenanceModeRuntimeInfo {}
+impl x::Fields for HostPartialMaintenanceModeRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "hostStatus" => r.read(&mut self.host_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("hostStatus", &self.host_status);
+    }
+}
+impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPartialMaintenanceModeRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
 }
 /// `HostPatchManagerLocator` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -783,6 +2192,14 @@ pub struct HostPciDevice {
     pub bus: i8,
     /// `slot`.
     pub slot: i8,
+    /// `physicalSlot`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub physical_slot: Option<i32>,
+    /// `slotDescription`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub slot_description: Option<String>,
     /// `function`.
     pub function: i8,
     /// `vendorId`.
@@ -799,6 +2216,14 @@ pub struct HostPciDevice {
     pub parent_bridge: Option<String>,
     /// `deviceName`.
     pub device_name: String,
+    /// `deviceClassName`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub device_class_name: Option<String>,
+    /// `directPathInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
 }
 impl x::SchemaType for HostPciDevice {
     const TYPE_NAME: &'static str = "HostPciDevice";
@@ -815,6 +2240,8 @@ impl x::Fields for HostPciDevice {
             "classId" => r.read(&mut self.class_id),
             "bus" => r.read(&mut self.bus),
             "slot" => r.read(&mut self.slot),
+            "physicalSlot" => r.read_opt(&mut self.physical_slot),
+            "slotDescription" => r.read_opt(&mut self.slot_description),
             "function" => r.read(&mut self.function),
             "vendorId" => r.read(&mut self.vendor_id),
             "subVendorId" => r.read(&mut self.sub_vendor_id),
@@ -823,6 +2250,8 @@ impl x::Fields for HostPciDevice {
             "subDeviceId" => r.read(&mut self.sub_device_id),
             "parentBridge" => r.read_opt(&mut self.parent_bridge),
             "deviceName" => r.read(&mut self.device_name),
+            "deviceClassName" => r.read_opt(&mut self.device_class_name),
+            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -833,6 +2262,8 @@ impl x::Fields for HostPciDevice {
         w.write("classId", &self.class_id);
         w.write("bus", &self.bus);
         w.write("slot", &self.slot);
+        w.write_opt("physicalSlot", &self.physical_slot);
+        w.write_opt("slotDescription", &self.slot_description);
         w.write("function", &self.function);
         w.write("vendorId", &self.vendor_id);
         w.write("subVendorId", &self.sub_vendor_id);
@@ -841,11 +2272,62 @@ impl x::Fields for HostPciDevice {
         w.write("subDeviceId", &self.sub_device_id);
         w.write_opt("parentBridge", &self.parent_bridge);
         w.write("deviceName", &self.device_name);
+        w.write_opt("deviceClassName", &self.device_class_name);
+        w.write_opt("directPathInfo", &self.direct_path_info);
     }
 }
 impl x::ArrayItem for HostPciDevice {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
     const ITEM_TAG: &'static str = "HostPciDevice";
+}
+/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciDeviceDirectPathInfo {
+    /// `interconnectType`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub interconnect_type: Option<String>,
+    /// `driverName`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_name: Option<String>,
+    /// `driverVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `availableMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub available_memory: Option<i32>,
+}
+impl x::SchemaType for HostPciDeviceDirectPathInfo {
+    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
+}
+impl x::Structure for HostPciDeviceDirectPathInfo {}
+impl x::Fields for HostPciDeviceDirectPathInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "interconnectType" => r.read_opt(&mut self.interconnect_type),
+            "driverName" => r.read_opt(&mut self.driver_name),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "availableMemory" => r.read_opt(&mut self.available_memory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("interconnectType", &self.interconnect_type);
+        w.write_opt("driverName", &self.driver_name);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("availableMemory", &self.available_memory);
+    }
 }
 /// `HostPciPassthruConfig` (extends `DynamicData`).
 ///
@@ -905,6 +2387,10 @@ pub struct HostPciPassthruInfo {
     pub passthru_active: bool,
     /// `hardwareLabel`.
     pub hardware_label: Option<String>,
+    /// `directPathState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
 }
 impl x::SchemaType for HostPciPassthruInfo {
     const TYPE_NAME: &'static str = "HostPciPassthruInfo";
@@ -923,6 +2409,7 @@ impl x::Fields for HostPciPassthruInfo {
             "passthruCapable" => r.read(&mut self.passthru_capable),
             "passthruActive" => r.read(&mut self.passthru_active),
             "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            "directPathState" => r.read_opt(&mut self.direct_path_state),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -935,6 +2422,50 @@ impl x::Fields for HostPciPassthruInfo {
         w.write("passthruCapable", &self.passthru_capable);
         w.write("passthruActive", &self.passthru_active);
         w.write_opt("hardwareLabel", &self.hardware_label);
+        w.write_opt("directPathState", &self.direct_path_state);
+    }
+}
+/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciPassthruInfoDirectPathState {
+    /// `mode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub mode: String,
+    /// `configurableModes`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub configurable_modes: Vec<String>,
+    /// `usedMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub used_memory: Option<i32>,
+}
+impl x::SchemaType for HostPciPassthruInfoDirectPathState {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
+}
+impl x::Structure for HostPciPassthruInfoDirectPathState {}
+impl x::Fields for HostPciPassthruInfoDirectPathState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mode" => r.read(&mut self.mode),
+            "configurableModes" => r.read_push(&mut self.configurable_modes),
+            "usedMemory" => r.read_opt(&mut self.used_memory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("mode", &self.mode);
+        w.write_vec("configurableModes", &self.configurable_modes);
+        w.write_opt("usedMemory", &self.used_memory);
     }
 }
 /// `HostPcieHba` (extends `HostHostBusAdapter`).
@@ -956,6 +2487,14 @@ pub struct HostPcieHba {
     pub pci: Option<String>,
     /// `storageProtocol`, from `HostHostBusAdapter`.
     pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
 }
 impl x::SchemaType for HostPcieHba {
     const TYPE_NAME: &'static str = "HostPcieHba";
@@ -976,6 +2515,8 @@ impl x::Fields for HostPcieHba {
             "driver" => r.read_opt(&mut self.driver),
             "pci" => r.read_opt(&mut self.pci),
             "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -990,6 +2531,8 @@ impl x::Fields for HostPcieHba {
         w.write_opt("driver", &self.driver);
         w.write_opt("pci", &self.pci);
         w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
     }
 }
 /// `HostPcieTargetTransport` (extends `HostTargetTransport`).
@@ -1644,1479 +3187,4 @@ impl x::Fields for HostPortGroupSpec {
         w.write("vswitchName", &self.vswitch_name);
         w.write("policy", &self.policy);
     }
-}
-/// `HostPosixAccountSpec` (extends `HostAccountSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPosixAccountSpec {
-    /// `id`, from `HostAccountSpec`.
-    pub id: String,
-    /// `password`, from `HostAccountSpec`.
-    pub password: Option<String>,
-    /// `description`, from `HostAccountSpec`.
-    pub description: Option<String>,
-    /// `posixId`.
-    pub posix_id: Option<i32>,
-    /// `shellAccess`.
-    pub shell_access: Option<bool>,
-}
-impl x::SchemaType for HostPosixAccountSpec {
-    const TYPE_NAME: &'static str = "HostPosixAccountSpec";
-}
-impl x::Structure for HostPosixAccountSpec {}
-impl x::Fields for HostPosixAccountSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "password" => r.read_opt(&mut self.password),
-            "description" => r.read_opt(&mut self.description),
-            "posixId" => r.read_opt(&mut self.posix_id),
-            "shellAccess" => r.read_opt(&mut self.shell_access),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_opt("password", &self.password);
-        w.write_opt("description", &self.description);
-        w.write_opt("posixId", &self.posix_id);
-        w.write_opt("shellAccess", &self.shell_access);
-    }
-}
-/// `HostPowerOpFailed` (extends `VimFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPowerOpFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostPowerOpFailed {
-    const TYPE_NAME: &'static str = "HostPowerOpFailed";
-}
-impl x::Structure for HostPowerOpFailed {}
-impl x::Fields for HostPowerOpFailed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `HostPowerPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPowerPolicy {
-    /// `key`.
-    pub key: i32,
-    /// `name`.
-    pub name: String,
-    /// `shortName`.
-    pub short_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostPowerPolicy {
-    const TYPE_NAME: &'static str = "HostPowerPolicy";
-}
-impl x::Structure for HostPowerPolicy {}
-impl x::Fields for HostPowerPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "shortName" => r.read(&mut self.short_name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("shortName", &self.short_name);
-        w.write("description", &self.description);
-    }
-}
-impl x::ArrayItem for HostPowerPolicy {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPowerPolicy";
-    const ITEM_TAG: &'static str = "HostPowerPolicy";
-}
-/// `HostPrimaryAgentNotShortNameEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPrimaryAgentNotShortNameEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `primaryAgent`.
-    pub primary_agent: String,
-}
-impl x::SchemaType for HostPrimaryAgentNotShortNameEvent {
-    const TYPE_NAME: &'static str = "HostPrimaryAgentNotShortNameEvent";
-}
-impl x::Structure for HostPrimaryAgentNotShortNameEvent {}
-impl x::Fields for HostPrimaryAgentNotShortNameEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "primaryAgent" => r.read(&mut self.primary_agent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("primaryAgent", &self.primary_agent);
-    }
-}
-/// `HostProfileAppliedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileAppliedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `profile`.
-    pub profile: ProfileEventArgument,
-}
-impl x::SchemaType for HostProfileAppliedEvent {
-    const TYPE_NAME: &'static str = "HostProfileAppliedEvent";
-}
-impl x::Structure for HostProfileAppliedEvent {}
-impl x::Fields for HostProfileAppliedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "profile" => r.read(&mut self.profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("profile", &self.profile);
-    }
-}
-/// `HostProfileCompleteConfigSpec` (extends `HostProfileConfigSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileCompleteConfigSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `customComplyProfile`.
-    pub custom_comply_profile: Option<ComplianceProfile>,
-    /// `disabledExpressionListChanged`.
-    pub disabled_expression_list_changed: bool,
-    /// `disabledExpressionList`.
-    pub disabled_expression_list: Vec<String>,
-    /// `validatorHost`.
-    pub validator_host: Option<x::ManagedObjectReference>,
-    /// `validating`.
-    pub validating: Option<bool>,
-    /// `hostConfig`.
-    pub host_config: Option<HostProfileConfigInfo>,
-}
-impl x::SchemaType for HostProfileCompleteConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileCompleteConfigSpec";
-}
-impl x::Structure for HostProfileCompleteConfigSpec {}
-impl x::Fields for HostProfileCompleteConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
-            "disabledExpressionListChanged" => {
-                r.read(&mut self.disabled_expression_list_changed)
-            }
-            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
-            "validatorHost" => r.read_opt(&mut self.validator_host),
-            "validating" => r.read_opt(&mut self.validating),
-            "hostConfig" => r.read_opt(&mut self.host_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_opt("customComplyProfile", &self.custom_comply_profile);
-        w.write("disabledExpressionListChanged", &self.disabled_expression_list_changed);
-        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
-        w.write_opt("validatorHost", &self.validator_host);
-        w.write_opt("validating", &self.validating);
-        w.write_opt("hostConfig", &self.host_config);
-    }
-}
-/// `HostProfileConfigInfo` (extends `ProfileConfigInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileConfigInfo {
-    /// `name`, from `ProfileConfigInfo`.
-    pub name: String,
-    /// `annotation`, from `ProfileConfigInfo`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileConfigInfo`.
-    pub enabled: bool,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `defaultComplyProfile`.
-    pub default_comply_profile: Option<ComplianceProfile>,
-    /// `defaultComplyLocator`.
-    pub default_comply_locator: Vec<ComplianceLocator>,
-    /// `customComplyProfile`.
-    pub custom_comply_profile: Option<ComplianceProfile>,
-    /// `disabledExpressionList`.
-    pub disabled_expression_list: Vec<String>,
-    /// `description`.
-    pub description: Option<ProfileDescription>,
-}
-impl x::SchemaType for HostProfileConfigInfo {
-    const TYPE_NAME: &'static str = "HostProfileConfigInfo";
-}
-impl x::Structure for HostProfileConfigInfo {}
-impl x::Fields for HostProfileConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read(&mut self.enabled),
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "defaultComplyProfile" => r.read_opt(&mut self.default_comply_profile),
-            "defaultComplyLocator" => r.read_push(&mut self.default_comply_locator),
-            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
-            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
-            "description" => r.read_opt(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write("enabled", &self.enabled);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_opt("defaultComplyProfile", &self.default_comply_profile);
-        w.write_vec("defaultComplyLocator", &self.default_comply_locator);
-        w.write_opt("customComplyProfile", &self.custom_comply_profile);
-        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
-        w.write_opt("description", &self.description);
-    }
-}
-/// `HostProfileConfigSpec` (extends `ProfileCreateSpec`).
-///
-/// Fields of this type hold [`AnyHostProfileConfigSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileConfigSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
-}
-impl x::SchemaType for HostProfileConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileConfigSpec";
-}
-impl x::Structure for HostProfileConfigSpec {}
-impl x::Fields for HostProfileConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
-    }
-}
-/// `HostProfileHostBasedConfigSpec` (extends `HostProfileConfigSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileHostBasedConfigSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `useHostProfileEngine`.
-    pub use_host_profile_engine: Option<bool>,
-}
-impl x::SchemaType for HostProfileHostBasedConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileHostBasedConfigSpec";
-}
-impl x::Structure for HostProfileHostBasedConfigSpec {}
-impl x::Fields for HostProfileHostBasedConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "host" => r.read(&mut self.host),
-            "useHostProfileEngine" => r.read_opt(&mut self.use_host_profile_engine),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
-        w.write("host", &self.host);
-        w.write_opt("useHostProfileEngine", &self.use_host_profile_engine);
-    }
-}
-/// `HostProfileManagerCompositionResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerCompositionResult {
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-    /// `results`.
-    pub results: Vec<HostProfileManagerCompositionResultResultElement>,
-}
-impl x::SchemaType for HostProfileManagerCompositionResult {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResult";
-}
-impl x::Structure for HostProfileManagerCompositionResult {}
-impl x::Fields for HostProfileManagerCompositionResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "errors" => r.read_push(&mut self.errors),
-            "results" => r.read_push(&mut self.results),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("errors", &self.errors);
-        w.write_vec("results", &self.results);
-    }
-}
-/// `HostProfileManagerCompositionResultResultElement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerCompositionResultResultElement {
-    /// `target`.
-    pub target: x::ManagedObjectReference,
-    /// `status`.
-    pub status: String,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostProfileManagerCompositionResultResultElement {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResultResultElement";
-}
-impl x::Structure for HostProfileManagerCompositionResultResultElement {}
-impl x::Fields for HostProfileManagerCompositionResultResultElement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "target" => r.read(&mut self.target),
-            "status" => r.read(&mut self.status),
-            "errors" => r.read_push(&mut self.errors),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("target", &self.target);
-        w.write("status", &self.status);
-        w.write_vec("errors", &self.errors);
-    }
-}
-impl x::ArrayItem for HostProfileManagerCompositionResultResultElement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionResultResultElement";
-    const ITEM_TAG: &'static str = "HostProfileManagerCompositionResultResultElement";
-}
-/// `HostProfileManagerCompositionValidationResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerCompositionValidationResult {
-    /// `results`.
-    pub results: Vec<HostProfileManagerCompositionValidationResultResultElement>,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostProfileManagerCompositionValidationResult {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResult";
-}
-impl x::Structure for HostProfileManagerCompositionValidationResult {}
-impl x::Fields for HostProfileManagerCompositionValidationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "results" => r.read_push(&mut self.results),
-            "errors" => r.read_push(&mut self.errors),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("results", &self.results);
-        w.write_vec("errors", &self.errors);
-    }
-}
-/// `HostProfileManagerCompositionValidationResultResultElement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerCompositionValidationResultResultElement {
-    /// `target`.
-    pub target: x::ManagedObjectReference,
-    /// `status`.
-    pub status: String,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-    /// `sourceDiffForToBeMerged`.
-    pub source_diff_for_to_be_merged: Option<HostApplyProfile>,
-    /// `targetDiffForToBeMerged`.
-    pub target_diff_for_to_be_merged: Option<HostApplyProfile>,
-    /// `toBeAdded`.
-    pub to_be_added: Option<HostApplyProfile>,
-    /// `toBeDeleted`.
-    pub to_be_deleted: Option<HostApplyProfile>,
-    /// `toBeDisabled`.
-    pub to_be_disabled: Option<HostApplyProfile>,
-    /// `toBeEnabled`.
-    pub to_be_enabled: Option<HostApplyProfile>,
-    /// `toBeReenableCC`.
-    pub to_be_reenable_cc: Option<HostApplyProfile>,
-}
-impl x::SchemaType for HostProfileManagerCompositionValidationResultResultElement {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
-}
-impl x::Structure for HostProfileManagerCompositionValidationResultResultElement {}
-impl x::Fields for HostProfileManagerCompositionValidationResultResultElement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "target" => r.read(&mut self.target),
-            "status" => r.read(&mut self.status),
-            "errors" => r.read_push(&mut self.errors),
-            "sourceDiffForToBeMerged" => {
-                r.read_opt(&mut self.source_diff_for_to_be_merged)
-            }
-            "targetDiffForToBeMerged" => {
-                r.read_opt(&mut self.target_diff_for_to_be_merged)
-            }
-            "toBeAdded" => r.read_opt(&mut self.to_be_added),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "toBeDisabled" => r.read_opt(&mut self.to_be_disabled),
-            "toBeEnabled" => r.read_opt(&mut self.to_be_enabled),
-            "toBeReenableCC" => r.read_opt(&mut self.to_be_reenable_cc),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("target", &self.target);
-        w.write("status", &self.status);
-        w.write_vec("errors", &self.errors);
-        w.write_opt("sourceDiffForToBeMerged", &self.source_diff_for_to_be_merged);
-        w.write_opt("targetDiffForToBeMerged", &self.target_diff_for_to_be_merged);
-        w.write_opt("toBeAdded", &self.to_be_added);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("toBeDisabled", &self.to_be_disabled);
-        w.write_opt("toBeEnabled", &self.to_be_enabled);
-        w.write_opt("toBeReenableCC", &self.to_be_reenable_cc);
-    }
-}
-impl x::ArrayItem for HostProfileManagerCompositionValidationResultResultElement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionValidationResultResultElement";
-    const ITEM_TAG: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
-}
-/// `HostProfileManagerConfigTaskList` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerConfigTaskList {
-    /// `configSpec`.
-    pub config_spec: Option<HostConfigSpec>,
-    /// `taskDescription`.
-    pub task_description: Vec<LocalizableMessage>,
-    /// `taskListRequirement`.
-    pub task_list_requirement: Vec<String>,
-}
-impl x::SchemaType for HostProfileManagerConfigTaskList {
-    const TYPE_NAME: &'static str = "HostProfileManagerConfigTaskList";
-}
-impl x::Structure for HostProfileManagerConfigTaskList {}
-impl x::Fields for HostProfileManagerConfigTaskList {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "configSpec" => r.read_opt(&mut self.config_spec),
-            "taskDescription" => r.read_push(&mut self.task_description),
-            "taskListRequirement" => r.read_push(&mut self.task_list_requirement),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("configSpec", &self.config_spec);
-        w.write_vec("taskDescription", &self.task_description);
-        w.write_vec("taskListRequirement", &self.task_list_requirement);
-    }
-}
-/// `HostProfileManagerHostToConfigSpecMap` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerHostToConfigSpecMap {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `configSpec`.
-    pub config_spec: AnyAnswerFileCreateSpec,
-}
-impl x::SchemaType for HostProfileManagerHostToConfigSpecMap {
-    const TYPE_NAME: &'static str = "HostProfileManagerHostToConfigSpecMap";
-}
-impl x::Structure for HostProfileManagerHostToConfigSpecMap {}
-impl x::Fields for HostProfileManagerHostToConfigSpecMap {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "configSpec" => r.read(&mut self.config_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write("configSpec", &self.config_spec);
-    }
-}
-/// `HostProfileSerializedHostProfileSpec` (extends `ProfileSerializedCreateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileSerializedHostProfileSpec {
-    /// `name`, from `ProfileCreateSpec`.
-    pub name: Option<String>,
-    /// `annotation`, from `ProfileCreateSpec`.
-    pub annotation: Option<String>,
-    /// `enabled`, from `ProfileCreateSpec`.
-    pub enabled: Option<bool>,
-    /// `profileConfigString`, from `ProfileSerializedCreateSpec`.
-    pub profile_config_string: String,
-    /// `validatorHost`.
-    pub validator_host: Option<x::ManagedObjectReference>,
-    /// `validating`.
-    pub validating: Option<bool>,
-}
-impl x::SchemaType for HostProfileSerializedHostProfileSpec {
-    const TYPE_NAME: &'static str = "HostProfileSerializedHostProfileSpec";
-}
-impl x::Structure for HostProfileSerializedHostProfileSpec {}
-impl x::Fields for HostProfileSerializedHostProfileSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read_opt(&mut self.name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "profileConfigString" => r.read(&mut self.profile_config_string),
-            "validatorHost" => r.read_opt(&mut self.validator_host),
-            "validating" => r.read_opt(&mut self.validating),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("name", &self.name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("enabled", &self.enabled);
-        w.write("profileConfigString", &self.profile_config_string);
-        w.write_opt("validatorHost", &self.validator_host);
-        w.write_opt("validating", &self.validating);
-    }
-}
-/// `HostProfileValidationFailureInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileValidationFailureInfo {
-    /// `name`.
-    pub name: String,
-    /// `annotation`.
-    pub annotation: String,
-    /// `updateType`.
-    pub update_type: String,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `failures`.
-    pub failures: Vec<ProfileUpdateFailedUpdateFailure>,
-    /// `faults`.
-    pub faults: Vec<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostProfileValidationFailureInfo {
-    const TYPE_NAME: &'static str = "HostProfileValidationFailureInfo";
-}
-impl x::Structure for HostProfileValidationFailureInfo {}
-impl x::Fields for HostProfileValidationFailureInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "annotation" => r.read(&mut self.annotation),
-            "updateType" => r.read(&mut self.update_type),
-            "host" => r.read_opt(&mut self.host),
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "failures" => r.read_push(&mut self.failures),
-            "faults" => r.read_push(&mut self.faults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("annotation", &self.annotation);
-        w.write("updateType", &self.update_type);
-        w.write_opt("host", &self.host);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_vec("failures", &self.failures);
-        w.write_vec("faults", &self.faults);
-    }
-}
-/// `HostProfilesEntityCustomizations` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostProfilesEntityCustomizations`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfilesEntityCustomizations {}
-impl x::SchemaType for HostProfilesEntityCustomizations {
-    const TYPE_NAME: &'static str = "HostProfilesEntityCustomizations";
-}
-impl x::Structure for HostProfilesEntityCustomizations {}
-impl x::Fields for HostProfilesEntityCustomizations {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostProtocolEndpoint` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProtocolEndpoint {
-    /// `peType`.
-    pub pe_type: String,
-    /// `type`.
-    pub type_: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `hostKey`.
-    pub host_key: Vec<x::ManagedObjectReference>,
-    /// `storageArray`.
-    pub storage_array: Option<String>,
-    /// `nfsServer`.
-    pub nfs_server: Option<String>,
-    /// `nfsDir`.
-    pub nfs_dir: Option<String>,
-    /// `nfsServerScope`.
-    pub nfs_server_scope: Option<String>,
-    /// `nfsServerMajor`.
-    pub nfs_server_major: Option<String>,
-    /// `nfsServerAuthType`.
-    pub nfs_server_auth_type: Option<String>,
-    /// `nfsServerUser`.
-    pub nfs_server_user: Option<String>,
-    /// `deviceId`.
-    pub device_id: Option<String>,
-}
-impl x::SchemaType for HostProtocolEndpoint {
-    const TYPE_NAME: &'static str = "HostProtocolEndpoint";
-}
-impl x::Structure for HostProtocolEndpoint {}
-impl x::Fields for HostProtocolEndpoint {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "peType" => r.read(&mut self.pe_type),
-            "type" => r.read_opt(&mut self.type_),
-            "uuid" => r.read(&mut self.uuid),
-            "hostKey" => r.read_push(&mut self.host_key),
-            "storageArray" => r.read_opt(&mut self.storage_array),
-            "nfsServer" => r.read_opt(&mut self.nfs_server),
-            "nfsDir" => r.read_opt(&mut self.nfs_dir),
-            "nfsServerScope" => r.read_opt(&mut self.nfs_server_scope),
-            "nfsServerMajor" => r.read_opt(&mut self.nfs_server_major),
-            "nfsServerAuthType" => r.read_opt(&mut self.nfs_server_auth_type),
-            "nfsServerUser" => r.read_opt(&mut self.nfs_server_user),
-            "deviceId" => r.read_opt(&mut self.device_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("peType", &self.pe_type);
-        w.write_opt("type", &self.type_);
-        w.write("uuid", &self.uuid);
-        w.write_vec("hostKey", &self.host_key);
-        w.write_opt("storageArray", &self.storage_array);
-        w.write_opt("nfsServer", &self.nfs_server);
-        w.write_opt("nfsDir", &self.nfs_dir);
-        w.write_opt("nfsServerScope", &self.nfs_server_scope);
-        w.write_opt("nfsServerMajor", &self.nfs_server_major);
-        w.write_opt("nfsServerAuthType", &self.nfs_server_auth_type);
-        w.write_opt("nfsServerUser", &self.nfs_server_user);
-        w.write_opt("deviceId", &self.device_id);
-    }
-}
-impl x::ArrayItem for HostProtocolEndpoint {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProtocolEndpoint";
-    const ITEM_TAG: &'static str = "HostProtocolEndpoint";
-}
-/// `HostProxySwitch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitch {
-    /// `dvsUuid`.
-    pub dvs_uuid: String,
-    /// `dvsName`.
-    pub dvs_name: String,
-    /// `key`.
-    pub key: String,
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `configNumPorts`.
-    pub config_num_ports: Option<i32>,
-    /// `numPortsAvailable`.
-    pub num_ports_available: i32,
-    /// `uplinkPort`.
-    pub uplink_port: Vec<KeyValue>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `spec`.
-    pub spec: HostProxySwitchSpec,
-    /// `hostLag`.
-    pub host_lag: Vec<HostProxySwitchHostLagConfig>,
-    /// `networkReservationSupported`.
-    pub network_reservation_supported: Option<bool>,
-    /// `nsxtEnabled`.
-    pub nsxt_enabled: Option<bool>,
-    /// `ensEnabled`.
-    pub ens_enabled: Option<bool>,
-    /// `ensInterruptEnabled`.
-    pub ens_interrupt_enabled: Option<bool>,
-    /// `transportZones`.
-    pub transport_zones: Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>,
-    /// `nsxUsedUplinkPort`.
-    pub nsx_used_uplink_port: Vec<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-}
-impl x::SchemaType for HostProxySwitch {
-    const TYPE_NAME: &'static str = "HostProxySwitch";
-}
-impl x::Structure for HostProxySwitch {}
-impl x::Fields for HostProxySwitch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dvsUuid" => r.read(&mut self.dvs_uuid),
-            "dvsName" => r.read(&mut self.dvs_name),
-            "key" => r.read(&mut self.key),
-            "numPorts" => r.read(&mut self.num_ports),
-            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
-            "numPortsAvailable" => r.read(&mut self.num_ports_available),
-            "uplinkPort" => r.read_push(&mut self.uplink_port),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "pnic" => r.read_push(&mut self.pnic),
-            "spec" => r.read(&mut self.spec),
-            "hostLag" => r.read_push(&mut self.host_lag),
-            "networkReservationSupported" => {
-                r.read_opt(&mut self.network_reservation_supported)
-            }
-            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
-            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
-            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
-            "transportZones" => r.read_push(&mut self.transport_zones),
-            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dvsUuid", &self.dvs_uuid);
-        w.write("dvsName", &self.dvs_name);
-        w.write("key", &self.key);
-        w.write("numPorts", &self.num_ports);
-        w.write_opt("configNumPorts", &self.config_num_ports);
-        w.write("numPortsAvailable", &self.num_ports_available);
-        w.write_vec("uplinkPort", &self.uplink_port);
-        w.write_opt("mtu", &self.mtu);
-        w.write_vec("pnic", &self.pnic);
-        w.write("spec", &self.spec);
-        w.write_vec("hostLag", &self.host_lag);
-        w.write_opt("networkReservationSupported", &self.network_reservation_supported);
-        w.write_opt("nsxtEnabled", &self.nsxt_enabled);
-        w.write_opt("ensEnabled", &self.ens_enabled);
-        w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
-        w.write_vec("transportZones", &self.transport_zones);
-        w.write_vec("nsxUsedUplinkPort", &self.nsx_used_uplink_port);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-    }
-}
-impl x::ArrayItem for HostProxySwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitch";
-    const ITEM_TAG: &'static str = "HostProxySwitch";
-}
-/// `HostProxySwitchConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `spec`.
-    pub spec: Option<HostProxySwitchSpec>,
-}
-impl x::SchemaType for HostProxySwitchConfig {
-    const TYPE_NAME: &'static str = "HostProxySwitchConfig";
-}
-impl x::Structure for HostProxySwitchConfig {}
-impl x::Fields for HostProxySwitchConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "uuid" => r.read(&mut self.uuid),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("uuid", &self.uuid);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostProxySwitchConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchConfig";
-    const ITEM_TAG: &'static str = "HostProxySwitchConfig";
-}
-/// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchHostLagConfig {
-    /// `lagKey`.
-    pub lag_key: String,
-    /// `lagName`.
-    pub lag_name: Option<String>,
-    /// `uplinkPort`.
-    pub uplink_port: Vec<KeyValue>,
-}
-impl x::SchemaType for HostProxySwitchHostLagConfig {
-    const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
-}
-impl x::Structure for HostProxySwitchHostLagConfig {}
-impl x::Fields for HostProxySwitchHostLagConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lagKey" => r.read(&mut self.lag_key),
-            "lagName" => r.read_opt(&mut self.lag_name),
-            "uplinkPort" => r.read_push(&mut self.uplink_port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("lagKey", &self.lag_key);
-        w.write_opt("lagName", &self.lag_name);
-        w.write_vec("uplinkPort", &self.uplink_port);
-    }
-}
-impl x::ArrayItem for HostProxySwitchHostLagConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchHostLagConfig";
-    const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
-}
-/// `HostProxySwitchSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchSpec {
-    /// `backing`.
-    pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
-}
-impl x::SchemaType for HostProxySwitchSpec {
-    const TYPE_NAME: &'static str = "HostProxySwitchSpec";
-}
-impl x::Structure for HostProxySwitchSpec {}
-impl x::Fields for HostProxySwitchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "backing" => r.read_opt(&mut self.backing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("backing", &self.backing);
-    }
-}
-/// `HostPtpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPtpConfig {
-    /// `domain`.
-    pub domain: Option<i32>,
-    /// `port`.
-    pub port: Vec<HostPtpConfigPtpPort>,
-}
-impl x::SchemaType for HostPtpConfig {
-    const TYPE_NAME: &'static str = "HostPtpConfig";
-}
-impl x::Structure for HostPtpConfig {}
-impl x::Fields for HostPtpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "domain" => r.read_opt(&mut self.domain),
-            "port" => r.read_push(&mut self.port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("domain", &self.domain);
-        w.write_vec("port", &self.port);
-    }
-}
-/// `HostPtpConfigPtpPort` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPtpConfigPtpPort {
-    /// `index`.
-    pub index: i32,
-    /// `deviceType`.
-    pub device_type: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-    /// `ipConfig`.
-    pub ip_config: Option<HostIpConfig>,
-}
-impl x::SchemaType for HostPtpConfigPtpPort {
-    const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
-}
-impl x::Structure for HostPtpConfigPtpPort {}
-impl x::Fields for HostPtpConfigPtpPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "index" => r.read(&mut self.index),
-            "deviceType" => r.read_opt(&mut self.device_type),
-            "device" => r.read_opt(&mut self.device),
-            "ipConfig" => r.read_opt(&mut self.ip_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("index", &self.index);
-        w.write_opt("deviceType", &self.device_type);
-        w.write_opt("device", &self.device);
-        w.write_opt("ipConfig", &self.ip_config);
-    }
-}
-impl x::ArrayItem for HostPtpConfigPtpPort {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPtpConfigPtpPort";
-    const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
-}
-/// `HostQualifiedName` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostQualifiedName {
-    /// `value`.
-    pub value: String,
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for HostQualifiedName {
-    const TYPE_NAME: &'static str = "HostQualifiedName";
-}
-impl x::Structure for HostQualifiedName {}
-impl x::Fields for HostQualifiedName {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "value" => r.read(&mut self.value),
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("value", &self.value);
-        w.write("type", &self.type_);
-    }
-}
-impl x::ArrayItem for HostQualifiedName {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostQualifiedName";
-    const ITEM_TAG: &'static str = "HostQualifiedName";
-}
-/// `HostRdmaDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDevice {
-    /// `key`.
-    pub key: String,
-    /// `device`.
-    pub device: String,
-    /// `driver`.
-    pub driver: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-    /// `backing`.
-    pub backing: Option<AnyHostRdmaDeviceBacking>,
-    /// `connectionInfo`.
-    pub connection_info: HostRdmaDeviceConnectionInfo,
-    /// `capability`.
-    pub capability: HostRdmaDeviceCapability,
-}
-impl x::SchemaType for HostRdmaDevice {
-    const TYPE_NAME: &'static str = "HostRdmaDevice";
-}
-impl x::Structure for HostRdmaDevice {}
-impl x::Fields for HostRdmaDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "driver" => r.read_opt(&mut self.driver),
-            "description" => r.read_opt(&mut self.description),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectionInfo" => r.read(&mut self.connection_info),
-            "capability" => r.read(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("device", &self.device);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("description", &self.description);
-        w.write_opt("backing", &self.backing);
-        w.write("connectionInfo", &self.connection_info);
-        w.write("capability", &self.capability);
-    }
-}
-impl x::ArrayItem for HostRdmaDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRdmaDevice";
-    const ITEM_TAG: &'static str = "HostRdmaDevice";
-}
-/// `HostRdmaDeviceBacking` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceBacking {}
-impl x::SchemaType for HostRdmaDeviceBacking {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
-}
-impl x::Structure for HostRdmaDeviceBacking {}
-impl x::Fields for HostRdmaDeviceBacking {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostRdmaDeviceCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceCapability {
-    /// `roceV1Capable`.
-    pub roce_v1_capable: bool,
-    /// `roceV2Capable`.
-    pub roce_v2_capable: bool,
-    /// `iWarpCapable`.
-    pub i_warp_capable: bool,
-}
-impl x::SchemaType for HostRdmaDeviceCapability {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
-}
-impl x::Structure for HostRdmaDeviceCapability {}
-impl x::Fields for HostRdmaDeviceCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
-            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
-            "iWarpCapable" => r.read(&mut self.i_warp_capable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("roceV1Capable", &self.roce_v1_capable);
-        w.write("roceV2Capable", &self.roce_v2_capable);
-        w.write("iWarpCapable", &self.i_warp_capable);
-    }
-}
-/// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceConnectionInfo {
-    /// `state`.
-    pub state: String,
-    /// `mtu`.
-    pub mtu: i32,
-    /// `speedInMbps`.
-    pub speed_in_mbps: i32,
-}
-impl x::SchemaType for HostRdmaDeviceConnectionInfo {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
-}
-impl x::Structure for HostRdmaDeviceConnectionInfo {}
-impl x::Fields for HostRdmaDeviceConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "mtu" => r.read(&mut self.mtu),
-            "speedInMbps" => r.read(&mut self.speed_in_mbps),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("mtu", &self.mtu);
-        w.write("speedInMbps", &self.speed_in_mbps);
-    }
-}
-/// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDevicePnicBacking {
-    /// `pairedUplink`.
-    pub paired_uplink: String,
-}
-impl x::SchemaType for HostRdmaDevicePnicBacking {
-    const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
-}
-impl x::Structure for HostRdmaDevicePnicBacking {}
-impl x::Fields for HostRdmaDevicePnicBacking {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pairedUplink" => r.read(&mut self.paired_uplink),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pairedUplink", &self.paired_uplink);
-    }
-}
-/// `HostRdmaHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `associatedRdmaDevice`.
-    pub associated_rdma_device: Option<String>,
-}
-impl x::SchemaType for HostRdmaHba {
-    const TYPE_NAME: &'static str = "HostRdmaHba";
-}
-impl x::Structure for HostRdmaHba {}
-impl x::Fields for HostRdmaHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("associatedRdmaDevice", &self.associated_rdma_device);
-    }
-}
-/// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaTargetTransport {}
-impl x::SchemaType for HostRdmaTargetTransport {
-    const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
-}
-impl x::Structure for HostRdmaTargetTransport {}
-impl x::Fields for HostRdmaTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }

@@ -5,6 +5,1622 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostPosixAccountSpec` (extends `HostAccountSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPosixAccountSpec {
+    /// `id`, from `HostAccountSpec`.
+    pub id: String,
+    /// `password`, from `HostAccountSpec`.
+    pub password: Option<String>,
+    /// `description`, from `HostAccountSpec`.
+    pub description: Option<String>,
+    /// `posixId`.
+    pub posix_id: Option<i32>,
+    /// `shellAccess`.
+    pub shell_access: Option<bool>,
+}
+impl x::SchemaType for HostPosixAccountSpec {
+    const TYPE_NAME: &'static str = "HostPosixAccountSpec";
+}
+impl x::Structure for HostPosixAccountSpec {}
+impl x::Fields for HostPosixAccountSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "password" => r.read_opt(&mut self.password),
+            "description" => r.read_opt(&mut self.description),
+            "posixId" => r.read_opt(&mut self.posix_id),
+            "shellAccess" => r.read_opt(&mut self.shell_access),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write_opt("password", &self.password);
+        w.write_opt("description", &self.description);
+        w.write_opt("posixId", &self.posix_id);
+        w.write_opt("shellAccess", &self.shell_access);
+    }
+}
+/// `HostPowerOpFailed` (extends `VimFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPowerOpFailed {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostPowerOpFailed {
+    const TYPE_NAME: &'static str = "HostPowerOpFailed";
+}
+impl x::Structure for HostPowerOpFailed {}
+impl x::Fields for HostPowerOpFailed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `HostPowerPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPowerPolicy {
+    /// `key`.
+    pub key: i32,
+    /// `name`.
+    pub name: String,
+    /// `shortName`.
+    pub short_name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for HostPowerPolicy {
+    const TYPE_NAME: &'static str = "HostPowerPolicy";
+}
+impl x::Structure for HostPowerPolicy {}
+impl x::Fields for HostPowerPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "shortName" => r.read(&mut self.short_name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("shortName", &self.short_name);
+        w.write("description", &self.description);
+    }
+}
+impl x::ArrayItem for HostPowerPolicy {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPowerPolicy";
+    const ITEM_TAG: &'static str = "HostPowerPolicy";
+}
+/// `HostPrimaryAgentNotShortNameEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPrimaryAgentNotShortNameEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `primaryAgent`.
+    pub primary_agent: String,
+}
+impl x::SchemaType for HostPrimaryAgentNotShortNameEvent {
+    const TYPE_NAME: &'static str = "HostPrimaryAgentNotShortNameEvent";
+}
+impl x::Structure for HostPrimaryAgentNotShortNameEvent {}
+impl x::Fields for HostPrimaryAgentNotShortNameEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "primaryAgent" => r.read(&mut self.primary_agent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+        w.write("primaryAgent", &self.primary_agent);
+    }
+}
+/// `HostProfileAppliedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileAppliedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `profile`.
+    pub profile: ProfileEventArgument,
+}
+impl x::SchemaType for HostProfileAppliedEvent {
+    const TYPE_NAME: &'static str = "HostProfileAppliedEvent";
+}
+impl x::Structure for HostProfileAppliedEvent {}
+impl x::Fields for HostProfileAppliedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "profile" => r.read(&mut self.profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+        w.write("profile", &self.profile);
+    }
+}
+/// `HostProfileCompleteConfigSpec` (extends `HostProfileConfigSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileCompleteConfigSpec {
+    /// `name`, from `ProfileCreateSpec`.
+    pub name: Option<String>,
+    /// `annotation`, from `ProfileCreateSpec`.
+    pub annotation: Option<String>,
+    /// `enabled`, from `ProfileCreateSpec`.
+    pub enabled: Option<bool>,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `customComplyProfile`.
+    pub custom_comply_profile: Option<ComplianceProfile>,
+    /// `disabledExpressionListChanged`.
+    pub disabled_expression_list_changed: bool,
+    /// `disabledExpressionList`.
+    pub disabled_expression_list: Vec<String>,
+    /// `validatorHost`.
+    pub validator_host: Option<x::ManagedObjectReference>,
+    /// `validating`.
+    pub validating: Option<bool>,
+    /// `hostConfig`.
+    pub host_config: Option<HostProfileConfigInfo>,
+}
+impl x::SchemaType for HostProfileCompleteConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileCompleteConfigSpec";
+}
+impl x::Structure for HostProfileCompleteConfigSpec {}
+impl x::Fields for HostProfileCompleteConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
+            "disabledExpressionListChanged" => {
+                r.read(&mut self.disabled_expression_list_changed)
+            }
+            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
+            "validatorHost" => r.read_opt(&mut self.validator_host),
+            "validating" => r.read_opt(&mut self.validating),
+            "hostConfig" => r.read_opt(&mut self.host_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("name", &self.name);
+        w.write_opt("annotation", &self.annotation);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_opt("customComplyProfile", &self.custom_comply_profile);
+        w.write("disabledExpressionListChanged", &self.disabled_expression_list_changed);
+        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
+        w.write_opt("validatorHost", &self.validator_host);
+        w.write_opt("validating", &self.validating);
+        w.write_opt("hostConfig", &self.host_config);
+    }
+}
+/// `HostProfileConfigInfo` (extends `ProfileConfigInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileConfigInfo {
+    /// `name`, from `ProfileConfigInfo`.
+    pub name: String,
+    /// `annotation`, from `ProfileConfigInfo`.
+    pub annotation: Option<String>,
+    /// `enabled`, from `ProfileConfigInfo`.
+    pub enabled: bool,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `defaultComplyProfile`.
+    pub default_comply_profile: Option<ComplianceProfile>,
+    /// `defaultComplyLocator`.
+    pub default_comply_locator: Vec<ComplianceLocator>,
+    /// `customComplyProfile`.
+    pub custom_comply_profile: Option<ComplianceProfile>,
+    /// `disabledExpressionList`.
+    pub disabled_expression_list: Vec<String>,
+    /// `description`.
+    pub description: Option<ProfileDescription>,
+}
+impl x::SchemaType for HostProfileConfigInfo {
+    const TYPE_NAME: &'static str = "HostProfileConfigInfo";
+}
+impl x::Structure for HostProfileConfigInfo {}
+impl x::Fields for HostProfileConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read(&mut self.enabled),
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "defaultComplyProfile" => r.read_opt(&mut self.default_comply_profile),
+            "defaultComplyLocator" => r.read_push(&mut self.default_comply_locator),
+            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
+            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
+            "description" => r.read_opt(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_opt("annotation", &self.annotation);
+        w.write("enabled", &self.enabled);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_opt("defaultComplyProfile", &self.default_comply_profile);
+        w.write_vec("defaultComplyLocator", &self.default_comply_locator);
+        w.write_opt("customComplyProfile", &self.custom_comply_profile);
+        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
+        w.write_opt("description", &self.description);
+    }
+}
+/// `HostProfileConfigSpec` (extends `ProfileCreateSpec`).
+///
+/// Fields of this type hold [`AnyHostProfileConfigSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileConfigSpec {
+    /// `name`, from `ProfileCreateSpec`.
+    pub name: Option<String>,
+    /// `annotation`, from `ProfileCreateSpec`.
+    pub annotation: Option<String>,
+    /// `enabled`, from `ProfileCreateSpec`.
+    pub enabled: Option<bool>,
+}
+impl x::SchemaType for HostProfileConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileConfigSpec";
+}
+impl x::Structure for HostProfileConfigSpec {}
+impl x::Fields for HostProfileConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("name", &self.name);
+        w.write_opt("annotation", &self.annotation);
+        w.write_opt("enabled", &self.enabled);
+    }
+}
+/// `HostProfileHostBasedConfigSpec` (extends `HostProfileConfigSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileHostBasedConfigSpec {
+    /// `name`, from `ProfileCreateSpec`.
+    pub name: Option<String>,
+    /// `annotation`, from `ProfileCreateSpec`.
+    pub annotation: Option<String>,
+    /// `enabled`, from `ProfileCreateSpec`.
+    pub enabled: Option<bool>,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `useHostProfileEngine`.
+    pub use_host_profile_engine: Option<bool>,
+}
+impl x::SchemaType for HostProfileHostBasedConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileHostBasedConfigSpec";
+}
+impl x::Structure for HostProfileHostBasedConfigSpec {}
+impl x::Fields for HostProfileHostBasedConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "host" => r.read(&mut self.host),
+            "useHostProfileEngine" => r.read_opt(&mut self.use_host_profile_engine),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("name", &self.name);
+        w.write_opt("annotation", &self.annotation);
+        w.write_opt("enabled", &self.enabled);
+        w.write("host", &self.host);
+        w.write_opt("useHostProfileEngine", &self.use_host_profile_engine);
+    }
+}
+/// `HostProfileManagerCompositionResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerCompositionResult {
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+    /// `results`.
+    pub results: Vec<HostProfileManagerCompositionResultResultElement>,
+}
+impl x::SchemaType for HostProfileManagerCompositionResult {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResult";
+}
+impl x::Structure for HostProfileManagerCompositionResult {}
+impl x::Fields for HostProfileManagerCompositionResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "errors" => r.read_push(&mut self.errors),
+            "results" => r.read_push(&mut self.results),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("errors", &self.errors);
+        w.write_vec("results", &self.results);
+    }
+}
+/// `HostProfileManagerCompositionResultResultElement` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerCompositionResultResultElement {
+    /// `target`.
+    pub target: x::ManagedObjectReference,
+    /// `status`.
+    pub status: String,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostProfileManagerCompositionResultResultElement {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResultResultElement";
+}
+impl x::Structure for HostProfileManagerCompositionResultResultElement {}
+impl x::Fields for HostProfileManagerCompositionResultResultElement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "target" => r.read(&mut self.target),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("target", &self.target);
+        w.write("status", &self.status);
+        w.write_vec("errors", &self.errors);
+    }
+}
+impl x::ArrayItem for HostProfileManagerCompositionResultResultElement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionResultResultElement";
+    const ITEM_TAG: &'static str = "HostProfileManagerCompositionResultResultElement";
+}
+/// `HostProfileManagerCompositionValidationResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerCompositionValidationResult {
+    /// `results`.
+    pub results: Vec<HostProfileManagerCompositionValidationResultResultElement>,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostProfileManagerCompositionValidationResult {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResult";
+}
+impl x::Structure for HostProfileManagerCompositionValidationResult {}
+impl x::Fields for HostProfileManagerCompositionValidationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "results" => r.read_push(&mut self.results),
+            "errors" => r.read_push(&mut self.errors),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("results", &self.results);
+        w.write_vec("errors", &self.errors);
+    }
+}
+/// `HostProfileManagerCompositionValidationResultResultElement` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerCompositionValidationResultResultElement {
+    /// `target`.
+    pub target: x::ManagedObjectReference,
+    /// `status`.
+    pub status: String,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+    /// `sourceDiffForToBeMerged`.
+    pub source_diff_for_to_be_merged: Option<HostApplyProfile>,
+    /// `targetDiffForToBeMerged`.
+    pub target_diff_for_to_be_merged: Option<HostApplyProfile>,
+    /// `toBeAdded`.
+    pub to_be_added: Option<HostApplyProfile>,
+    /// `toBeDeleted`.
+    pub to_be_deleted: Option<HostApplyProfile>,
+    /// `toBeDisabled`.
+    pub to_be_disabled: Option<HostApplyProfile>,
+    /// `toBeEnabled`.
+    pub to_be_enabled: Option<HostApplyProfile>,
+    /// `toBeReenableCC`.
+    pub to_be_reenable_cc: Option<HostApplyProfile>,
+}
+impl x::SchemaType for HostProfileManagerCompositionValidationResultResultElement {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
+}
+impl x::Structure for HostProfileManagerCompositionValidationResultResultElement {}
+impl x::Fields for HostProfileManagerCompositionValidationResultResultElement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "target" => r.read(&mut self.target),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
+            "sourceDiffForToBeMerged" => {
+                r.read_opt(&mut self.source_diff_for_to_be_merged)
+            }
+            "targetDiffForToBeMerged" => {
+                r.read_opt(&mut self.target_diff_for_to_be_merged)
+            }
+            "toBeAdded" => r.read_opt(&mut self.to_be_added),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "toBeDisabled" => r.read_opt(&mut self.to_be_disabled),
+            "toBeEnabled" => r.read_opt(&mut self.to_be_enabled),
+            "toBeReenableCC" => r.read_opt(&mut self.to_be_reenable_cc),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("target", &self.target);
+        w.write("status", &self.status);
+        w.write_vec("errors", &self.errors);
+        w.write_opt("sourceDiffForToBeMerged", &self.source_diff_for_to_be_merged);
+        w.write_opt("targetDiffForToBeMerged", &self.target_diff_for_to_be_merged);
+        w.write_opt("toBeAdded", &self.to_be_added);
+        w.write_opt("toBeDeleted", &self.to_be_deleted);
+        w.write_opt("toBeDisabled", &self.to_be_disabled);
+        w.write_opt("toBeEnabled", &self.to_be_enabled);
+        w.write_opt("toBeReenableCC", &self.to_be_reenable_cc);
+    }
+}
+impl x::ArrayItem for HostProfileManagerCompositionValidationResultResultElement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionValidationResultResultElement";
+    const ITEM_TAG: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
+}
+/// `HostProfileManagerConfigTaskList` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerConfigTaskList {
+    /// `configSpec`.
+    pub config_spec: Option<HostConfigSpec>,
+    /// `taskDescription`.
+    pub task_description: Vec<LocalizableMessage>,
+    /// `taskListRequirement`.
+    pub task_list_requirement: Vec<String>,
+}
+impl x::SchemaType for HostProfileManagerConfigTaskList {
+    const TYPE_NAME: &'static str = "HostProfileManagerConfigTaskList";
+}
+impl x::Structure for HostProfileManagerConfigTaskList {}
+impl x::Fields for HostProfileManagerConfigTaskList {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            "taskDescription" => r.read_push(&mut self.task_description),
+            "taskListRequirement" => r.read_push(&mut self.task_list_requirement),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("configSpec", &self.config_spec);
+        w.write_vec("taskDescription", &self.task_description);
+        w.write_vec("taskListRequirement", &self.task_list_requirement);
+    }
+}
+/// `HostProfileManagerHostToConfigSpecMap` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileManagerHostToConfigSpecMap {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `configSpec`.
+    pub config_spec: AnyAnswerFileCreateSpec,
+}
+impl x::SchemaType for HostProfileManagerHostToConfigSpecMap {
+    const TYPE_NAME: &'static str = "HostProfileManagerHostToConfigSpecMap";
+}
+impl x::Structure for HostProfileManagerHostToConfigSpecMap {}
+impl x::Fields for HostProfileManagerHostToConfigSpecMap {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "configSpec" => r.read(&mut self.config_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write("configSpec", &self.config_spec);
+    }
+}
+/// `HostProfileSerializedHostProfileSpec` (extends `ProfileSerializedCreateSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileSerializedHostProfileSpec {
+    /// `name`, from `ProfileCreateSpec`.
+    pub name: Option<String>,
+    /// `annotation`, from `ProfileCreateSpec`.
+    pub annotation: Option<String>,
+    /// `enabled`, from `ProfileCreateSpec`.
+    pub enabled: Option<bool>,
+    /// `profileConfigString`, from `ProfileSerializedCreateSpec`.
+    pub profile_config_string: String,
+    /// `validatorHost`.
+    pub validator_host: Option<x::ManagedObjectReference>,
+    /// `validating`.
+    pub validating: Option<bool>,
+}
+impl x::SchemaType for HostProfileSerializedHostProfileSpec {
+    const TYPE_NAME: &'static str = "HostProfileSerializedHostProfileSpec";
+}
+impl x::Structure for HostProfileSerializedHostProfileSpec {}
+impl x::Fields for HostProfileSerializedHostProfileSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "profileConfigString" => r.read(&mut self.profile_config_string),
+            "validatorHost" => r.read_opt(&mut self.validator_host),
+            "validating" => r.read_opt(&mut self.validating),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("name", &self.name);
+        w.write_opt("annotation", &self.annotation);
+        w.write_opt("enabled", &self.enabled);
+        w.write("profileConfigString", &self.profile_config_string);
+        w.write_opt("validatorHost", &self.validator_host);
+        w.write_opt("validating", &self.validating);
+    }
+}
+/// `HostProfileValidationFailureInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfileValidationFailureInfo {
+    /// `name`.
+    pub name: String,
+    /// `annotation`.
+    pub annotation: String,
+    /// `updateType`.
+    pub update_type: String,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `failures`.
+    pub failures: Vec<ProfileUpdateFailedUpdateFailure>,
+    /// `faults`.
+    pub faults: Vec<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostProfileValidationFailureInfo {
+    const TYPE_NAME: &'static str = "HostProfileValidationFailureInfo";
+}
+impl x::Structure for HostProfileValidationFailureInfo {}
+impl x::Fields for HostProfileValidationFailureInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "annotation" => r.read(&mut self.annotation),
+            "updateType" => r.read(&mut self.update_type),
+            "host" => r.read_opt(&mut self.host),
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "failures" => r.read_push(&mut self.failures),
+            "faults" => r.read_push(&mut self.faults),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("annotation", &self.annotation);
+        w.write("updateType", &self.update_type);
+        w.write_opt("host", &self.host);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_vec("failures", &self.failures);
+        w.write_vec("faults", &self.faults);
+    }
+}
+/// `HostProfilesEntityCustomizations` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostProfilesEntityCustomizations`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProfilesEntityCustomizations {}
+impl x::SchemaType for HostProfilesEntityCustomizations {
+    const TYPE_NAME: &'static str = "HostProfilesEntityCustomizations";
+}
+impl x::Structure for HostProfilesEntityCustomizations {}
+impl x::Fields for HostProfilesEntityCustomizations {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostProtocolEndpoint` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProtocolEndpoint {
+    /// `peType`.
+    pub pe_type: String,
+    /// `type`.
+    pub type_: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `hostKey`.
+    pub host_key: Vec<x::ManagedObjectReference>,
+    /// `storageArray`.
+    pub storage_array: Option<String>,
+    /// `nfsServer`.
+    pub nfs_server: Option<String>,
+    /// `nfsDir`.
+    pub nfs_dir: Option<String>,
+    /// `nfsServerScope`.
+    pub nfs_server_scope: Option<String>,
+    /// `nfsServerMajor`.
+    pub nfs_server_major: Option<String>,
+    /// `nfsServerAuthType`.
+    pub nfs_server_auth_type: Option<String>,
+    /// `nfsServerUser`.
+    pub nfs_server_user: Option<String>,
+    /// `deviceId`.
+    pub device_id: Option<String>,
+    /// `usedByStretchedContainer`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub used_by_stretched_container: Option<bool>,
+}
+impl x::SchemaType for HostProtocolEndpoint {
+    const TYPE_NAME: &'static str = "HostProtocolEndpoint";
+}
+impl x::Structure for HostProtocolEndpoint {}
+impl x::Fields for HostProtocolEndpoint {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "peType" => r.read(&mut self.pe_type),
+            "type" => r.read_opt(&mut self.type_),
+            "uuid" => r.read(&mut self.uuid),
+            "hostKey" => r.read_push(&mut self.host_key),
+            "storageArray" => r.read_opt(&mut self.storage_array),
+            "nfsServer" => r.read_opt(&mut self.nfs_server),
+            "nfsDir" => r.read_opt(&mut self.nfs_dir),
+            "nfsServerScope" => r.read_opt(&mut self.nfs_server_scope),
+            "nfsServerMajor" => r.read_opt(&mut self.nfs_server_major),
+            "nfsServerAuthType" => r.read_opt(&mut self.nfs_server_auth_type),
+            "nfsServerUser" => r.read_opt(&mut self.nfs_server_user),
+            "deviceId" => r.read_opt(&mut self.device_id),
+            "usedByStretchedContainer" => {
+                r.read_opt(&mut self.used_by_stretched_container)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("peType", &self.pe_type);
+        w.write_opt("type", &self.type_);
+        w.write("uuid", &self.uuid);
+        w.write_vec("hostKey", &self.host_key);
+        w.write_opt("storageArray", &self.storage_array);
+        w.write_opt("nfsServer", &self.nfs_server);
+        w.write_opt("nfsDir", &self.nfs_dir);
+        w.write_opt("nfsServerScope", &self.nfs_server_scope);
+        w.write_opt("nfsServerMajor", &self.nfs_server_major);
+        w.write_opt("nfsServerAuthType", &self.nfs_server_auth_type);
+        w.write_opt("nfsServerUser", &self.nfs_server_user);
+        w.write_opt("deviceId", &self.device_id);
+        w.write_opt("usedByStretchedContainer", &self.used_by_stretched_container);
+    }
+}
+impl x::ArrayItem for HostProtocolEndpoint {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProtocolEndpoint";
+    const ITEM_TAG: &'static str = "HostProtocolEndpoint";
+}
+/// `HostProxySwitch` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitch {
+    /// `dvsUuid`.
+    pub dvs_uuid: String,
+    /// `dvsName`.
+    pub dvs_name: String,
+    /// `key`.
+    pub key: String,
+    /// `numPorts`.
+    pub num_ports: i32,
+    /// `configNumPorts`.
+    pub config_num_ports: Option<i32>,
+    /// `numPortsAvailable`.
+    pub num_ports_available: i32,
+    /// `uplinkPort`.
+    pub uplink_port: Vec<KeyValue>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
+    /// `pnic`.
+    pub pnic: Vec<String>,
+    /// `spec`.
+    pub spec: HostProxySwitchSpec,
+    /// `hostLag`.
+    pub host_lag: Vec<HostProxySwitchHostLagConfig>,
+    /// `networkReservationSupported`.
+    pub network_reservation_supported: Option<bool>,
+    /// `nsxtEnabled`.
+    pub nsxt_enabled: Option<bool>,
+    /// `ensEnabled`.
+    pub ens_enabled: Option<bool>,
+    /// `ensInterruptEnabled`.
+    pub ens_interrupt_enabled: Option<bool>,
+    /// `transportZones`.
+    pub transport_zones: Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>,
+    /// `nsxUsedUplinkPort`.
+    pub nsx_used_uplink_port: Vec<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `ensInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ens_info: Option<HostProxySwitchEnsInfo>,
+    /// `networkOffloadingEnabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub network_offloading_enabled: Option<bool>,
+    /// `hostUplinkState`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `autoDeployOwned`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub auto_deploy_owned: Option<bool>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
+    /// `teplessMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tepless_mode: Option<bool>,
+}
+impl x::SchemaType for HostProxySwitch {
+    const TYPE_NAME: &'static str = "HostProxySwitch";
+}
+impl x::Structure for HostProxySwitch {}
+impl x::Fields for HostProxySwitch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dvsUuid" => r.read(&mut self.dvs_uuid),
+            "dvsName" => r.read(&mut self.dvs_name),
+            "key" => r.read(&mut self.key),
+            "numPorts" => r.read(&mut self.num_ports),
+            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
+            "numPortsAvailable" => r.read(&mut self.num_ports_available),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "pnic" => r.read_push(&mut self.pnic),
+            "spec" => r.read(&mut self.spec),
+            "hostLag" => r.read_push(&mut self.host_lag),
+            "networkReservationSupported" => {
+                r.read_opt(&mut self.network_reservation_supported)
+            }
+            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
+            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
+            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
+            "transportZones" => r.read_push(&mut self.transport_zones),
+            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "ensInfo" => r.read_opt(&mut self.ens_info),
+            "networkOffloadingEnabled" => {
+                r.read_opt(&mut self.network_offloading_enabled)
+            }
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "autoDeployOwned" => r.read_opt(&mut self.auto_deploy_owned),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
+            "teplessMode" => r.read_opt(&mut self.tepless_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dvsUuid", &self.dvs_uuid);
+        w.write("dvsName", &self.dvs_name);
+        w.write("key", &self.key);
+        w.write("numPorts", &self.num_ports);
+        w.write_opt("configNumPorts", &self.config_num_ports);
+        w.write("numPortsAvailable", &self.num_ports_available);
+        w.write_vec("uplinkPort", &self.uplink_port);
+        w.write_opt("mtu", &self.mtu);
+        w.write_vec("pnic", &self.pnic);
+        w.write("spec", &self.spec);
+        w.write_vec("hostLag", &self.host_lag);
+        w.write_opt("networkReservationSupported", &self.network_reservation_supported);
+        w.write_opt("nsxtEnabled", &self.nsxt_enabled);
+        w.write_opt("ensEnabled", &self.ens_enabled);
+        w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
+        w.write_vec("transportZones", &self.transport_zones);
+        w.write_vec("nsxUsedUplinkPort", &self.nsx_used_uplink_port);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        w.write_opt("ensInfo", &self.ens_info);
+        w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
+        w.write_vec("hostUplinkState", &self.host_uplink_state);
+        w.write_opt("autoDeployOwned", &self.auto_deploy_owned);
+        w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
+        w.write_opt("teplessMode", &self.tepless_mode);
+    }
+}
+impl x::ArrayItem for HostProxySwitch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitch";
+    const ITEM_TAG: &'static str = "HostProxySwitch";
+}
+/// `HostProxySwitchConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `spec`.
+    pub spec: Option<HostProxySwitchSpec>,
+}
+impl x::SchemaType for HostProxySwitchConfig {
+    const TYPE_NAME: &'static str = "HostProxySwitchConfig";
+}
+impl x::Structure for HostProxySwitchConfig {}
+impl x::Fields for HostProxySwitchConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "uuid" => r.read(&mut self.uuid),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("uuid", &self.uuid);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostProxySwitchConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchConfig";
+    const ITEM_TAG: &'static str = "HostProxySwitchConfig";
+}
+/// `HostProxySwitchEnsInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchEnsInfo {
+    /// `opsVersion`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ops_version: i64,
+    /// `numPSOps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_ps_ops: i64,
+    /// `numLcoreOps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_lcore_ops: i64,
+    /// `errorStatus`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub error_status: i64,
+    /// `lcoreStatus`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub lcore_status: i64,
+}
+impl x::SchemaType for HostProxySwitchEnsInfo {
+    const TYPE_NAME: &'static str = "HostProxySwitchEnsInfo";
+}
+impl x::Structure for HostProxySwitchEnsInfo {}
+impl x::Fields for HostProxySwitchEnsInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opsVersion" => r.read(&mut self.ops_version),
+            "numPSOps" => r.read(&mut self.num_ps_ops),
+            "numLcoreOps" => r.read(&mut self.num_lcore_ops),
+            "errorStatus" => r.read(&mut self.error_status),
+            "lcoreStatus" => r.read(&mut self.lcore_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("opsVersion", &self.ops_version);
+        w.write("numPSOps", &self.num_ps_ops);
+        w.write("numLcoreOps", &self.num_lcore_ops);
+        w.write("errorStatus", &self.error_status);
+        w.write("lcoreStatus", &self.lcore_status);
+    }
+}
+/// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchHostLagConfig {
+    /// `lagKey`.
+    pub lag_key: String,
+    /// `lagName`.
+    pub lag_name: Option<String>,
+    /// `uplinkPort`.
+    pub uplink_port: Vec<KeyValue>,
+}
+impl x::SchemaType for HostProxySwitchHostLagConfig {
+    const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
+}
+impl x::Structure for HostProxySwitchHostLagConfig {}
+impl x::Fields for HostProxySwitchHostLagConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lagKey" => r.read(&mut self.lag_key),
+            "lagName" => r.read_opt(&mut self.lag_name),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("lagKey", &self.lag_key);
+        w.write_opt("lagName", &self.lag_name);
+        w.write_vec("uplinkPort", &self.uplink_port);
+    }
+}
+impl x::ArrayItem for HostProxySwitchHostLagConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchHostLagConfig";
+    const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
+}
+/// `HostProxySwitchSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchSpec {
+    /// `backing`.
+    pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
+}
+impl x::SchemaType for HostProxySwitchSpec {
+    const TYPE_NAME: &'static str = "HostProxySwitchSpec";
+}
+impl x::Structure for HostProxySwitchSpec {}
+impl x::Fields for HostProxySwitchSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "backing" => r.read_opt(&mut self.backing),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("backing", &self.backing);
+    }
+}
+/// `HostPtpConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPtpConfig {
+    /// `domain`.
+    pub domain: Option<i32>,
+    /// `port`.
+    pub port: Vec<HostPtpConfigPtpPort>,
+}
+impl x::SchemaType for HostPtpConfig {
+    const TYPE_NAME: &'static str = "HostPtpConfig";
+}
+impl x::Structure for HostPtpConfig {}
+impl x::Fields for HostPtpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "domain" => r.read_opt(&mut self.domain),
+            "port" => r.read_push(&mut self.port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("domain", &self.domain);
+        w.write_vec("port", &self.port);
+    }
+}
+/// `HostPtpConfigPtpPort` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPtpConfigPtpPort {
+    /// `index`.
+    pub index: i32,
+    /// `deviceType`.
+    pub device_type: Option<String>,
+    /// `device`.
+    pub device: Option<String>,
+    /// `ipConfig`.
+    pub ip_config: Option<HostIpConfig>,
+}
+impl x::SchemaType for HostPtpConfigPtpPort {
+    const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
+}
+impl x::Structure for HostPtpConfigPtpPort {}
+impl x::Fields for HostPtpConfigPtpPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "deviceType" => r.read_opt(&mut self.device_type),
+            "device" => r.read_opt(&mut self.device),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("index", &self.index);
+        w.write_opt("deviceType", &self.device_type);
+        w.write_opt("device", &self.device);
+        w.write_opt("ipConfig", &self.ip_config);
+    }
+}
+impl x::ArrayItem for HostPtpConfigPtpPort {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPtpConfigPtpPort";
+    const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
+}
+/// `HostQualifiedName` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostQualifiedName {
+    /// `value`.
+    pub value: String,
+    /// `type`.
+    pub type_: String,
+}
+impl x::SchemaType for HostQualifiedName {
+    const TYPE_NAME: &'static str = "HostQualifiedName";
+}
+impl x::Structure for HostQualifiedName {}
+impl x::Fields for HostQualifiedName {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "value" => r.read(&mut self.value),
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("value", &self.value);
+        w.write("type", &self.type_);
+    }
+}
+impl x::ArrayItem for HostQualifiedName {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostQualifiedName";
+    const ITEM_TAG: &'static str = "HostQualifiedName";
+}
+/// `HostRdmaDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDevice {
+    /// `key`.
+    pub key: String,
+    /// `device`.
+    pub device: String,
+    /// `driver`.
+    pub driver: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `backing`.
+    pub backing: Option<AnyHostRdmaDeviceBacking>,
+    /// `connectionInfo`.
+    pub connection_info: HostRdmaDeviceConnectionInfo,
+    /// `capability`.
+    pub capability: HostRdmaDeviceCapability,
+}
+impl x::SchemaType for HostRdmaDevice {
+    const TYPE_NAME: &'static str = "HostRdmaDevice";
+}
+impl x::Structure for HostRdmaDevice {}
+impl x::Fields for HostRdmaDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "driver" => r.read_opt(&mut self.driver),
+            "description" => r.read_opt(&mut self.description),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectionInfo" => r.read(&mut self.connection_info),
+            "capability" => r.read(&mut self.capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("device", &self.device);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("description", &self.description);
+        w.write_opt("backing", &self.backing);
+        w.write("connectionInfo", &self.connection_info);
+        w.write("capability", &self.capability);
+    }
+}
+impl x::ArrayItem for HostRdmaDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRdmaDevice";
+    const ITEM_TAG: &'static str = "HostRdmaDevice";
+}
+/// `HostRdmaDeviceBacking` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceBacking {}
+impl x::SchemaType for HostRdmaDeviceBacking {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
+}
+impl x::Structure for HostRdmaDeviceBacking {}
+impl x::Fields for HostRdmaDeviceBacking {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostRdmaDeviceCapability` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceCapability {
+    /// `roceV1Capable`.
+    pub roce_v1_capable: bool,
+    /// `roceV2Capable`.
+    pub roce_v2_capable: bool,
+    /// `iWarpCapable`.
+    pub i_warp_capable: bool,
+}
+impl x::SchemaType for HostRdmaDeviceCapability {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
+}
+impl x::Structure for HostRdmaDeviceCapability {}
+impl x::Fields for HostRdmaDeviceCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
+            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
+            "iWarpCapable" => r.read(&mut self.i_warp_capable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("roceV1Capable", &self.roce_v1_capable);
+        w.write("roceV2Capable", &self.roce_v2_capable);
+        w.write("iWarpCapable", &self.i_warp_capable);
+    }
+}
+/// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceConnectionInfo {
+    /// `state`.
+    pub state: String,
+    /// `mtu`.
+    pub mtu: i32,
+    /// `speedInMbps`.
+    pub speed_in_mbps: i32,
+}
+impl x::SchemaType for HostRdmaDeviceConnectionInfo {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
+}
+impl x::Structure for HostRdmaDeviceConnectionInfo {}
+impl x::Fields for HostRdmaDeviceConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "mtu" => r.read(&mut self.mtu),
+            "speedInMbps" => r.read(&mut self.speed_in_mbps),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("state", &self.state);
+        w.write("mtu", &self.mtu);
+        w.write("speedInMbps", &self.speed_in_mbps);
+    }
+}
+/// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDevicePnicBacking {
+    /// `pairedUplink`.
+    pub paired_uplink: String,
+}
+impl x::SchemaType for HostRdmaDevicePnicBacking {
+    const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
+}
+impl x::Structure for HostRdmaDevicePnicBacking {}
+impl x::Fields for HostRdmaDevicePnicBacking {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pairedUplink" => r.read(&mut self.paired_uplink),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pairedUplink", &self.paired_uplink);
+    }
+}
+/// `HostRdmaHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+    /// `associatedRdmaDevice`.
+    pub associated_rdma_device: Option<String>,
+}
+impl x::SchemaType for HostRdmaHba {
+    const TYPE_NAME: &'static str = "HostRdmaHba";
+}
+impl x::Structure for HostRdmaHba {}
+impl x::Fields for HostRdmaHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
+        w.write_opt("associatedRdmaDevice", &self.associated_rdma_device);
+    }
+}
+/// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaTargetTransport {}
+impl x::SchemaType for HostRdmaTargetTransport {
+    const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
+}
+impl x::Structure for HostRdmaTargetTransport {}
+impl x::Fields for HostRdmaTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
 /// `HostReconnectionFailedEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostReconnectionFailedEvent {
@@ -30,10 +1646,18 @@ pub struct HostReconnectionFailedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostReconnectionFailedEvent {
     const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
@@ -57,8 +1681,10 @@ impl x::Fields for HostReconnectionFailedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -76,8 +1702,10 @@ impl x::Fields for HostReconnectionFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostReliableMemoryInfo` (extends `DynamicData`).
@@ -132,10 +1760,18 @@ pub struct HostRemovedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for HostRemovedEvent {
     const TYPE_NAME: &'static str = "HostRemovedEvent";
@@ -159,8 +1795,10 @@ impl x::Fields for HostRemovedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -178,8 +1816,10 @@ impl x::Fields for HostRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `HostResignatureRescanResult` (extends `DynamicData`).
@@ -239,9 +1879,7 @@ pub struct HostRuntimeInfo {
     /// `networkRuntimeInfo`.
     pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
     /// `vFlashResourceRuntimeInfo`.
-    pub v_flash_resource_runtime_info: Option<
-        HostVFlashManagerVFlashResourceRunTimeInfo,
-    >,
+    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
     /// `hostMaxVirtualDiskCapacity`.
     pub host_max_virtual_disk_capacity: Option<i64>,
     /// `cryptoState`.
@@ -250,8 +1888,16 @@ pub struct HostRuntimeInfo {
     pub crypto_key_id: Option<CryptoKeyId>,
     /// `statelessNvdsMigrationReady`.
     pub stateless_nvds_migration_ready: Option<String>,
+    /// `partialMaintenanceMode`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
     /// `stateEncryption`.
     pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
+    /// `podVMInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pod_vm_info: Option<PodVMInfo>,
 }
 impl x::SchemaType for HostRuntimeInfo {
     const TYPE_NAME: &'static str = "HostRuntimeInfo";
@@ -276,7 +1922,7 @@ impl x::Fields for HostRuntimeInfo {
             "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
             "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
             "vFlashResourceRuntimeInfo" => {
-                r.read_opt(&mut self.v_flash_resource_runtime_info)
+                r.read_opt(&mut self.vflash_resource_runtime_info)
             }
             "hostMaxVirtualDiskCapacity" => {
                 r.read_opt(&mut self.host_max_virtual_disk_capacity)
@@ -286,7 +1932,9 @@ impl x::Fields for HostRuntimeInfo {
             "statelessNvdsMigrationReady" => {
                 r.read_opt(&mut self.stateless_nvds_migration_ready)
             }
+            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
             "stateEncryption" => r.read_opt(&mut self.state_encryption),
+            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -304,12 +1952,14 @@ impl x::Fields for HostRuntimeInfo {
         w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
         w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
         w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
-        w.write_opt("vFlashResourceRuntimeInfo", &self.v_flash_resource_runtime_info);
+        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
         w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
         w.write_opt("cryptoState", &self.crypto_state);
         w.write_opt("cryptoKeyId", &self.crypto_key_id);
         w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
+        w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
         w.write_opt("stateEncryption", &self.state_encryption);
+        w.write_opt("podVMInfo", &self.pod_vm_info);
     }
 }
 /// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
@@ -474,13 +2124,25 @@ pub struct HostScsiDisk {
     /// `capabilities`, from `ScsiLun`.
     pub capabilities: Option<ScsiLunCapabilities>,
     /// `vStorageSupport`, from `ScsiLun`.
-    pub v_storage_support: Option<String>,
+    pub vstorage_support: Option<String>,
     /// `protocolEndpoint`, from `ScsiLun`.
     pub protocol_endpoint: Option<bool>,
     /// `perenniallyReserved`, from `ScsiLun`.
     pub perennially_reserved: Option<bool>,
     /// `clusteredVmdkSupported`, from `ScsiLun`.
     pub clustered_vmdk_supported: Option<bool>,
+    /// `applicationProtocol`, from `ScsiLun`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub application_protocol: Option<String>,
+    /// `dispersedNs`, from `ScsiLun`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub dispersed_ns: Option<bool>,
+    /// `deviceReservation`, from `ScsiLun`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub device_reservation: Option<String>,
     /// `capacity`.
     pub capacity: HostDiskDimensionsLba,
     /// `devicePath`.
@@ -497,6 +2159,10 @@ pub struct HostScsiDisk {
     pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
     /// `scsiDiskType`.
     pub scsi_disk_type: Option<String>,
+    /// `usedByMemoryTiering`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub used_by_memory_tiering: Option<bool>,
 }
 impl x::SchemaType for HostScsiDisk {
     const TYPE_NAME: &'static str = "HostScsiDisk";
@@ -528,10 +2194,13 @@ impl x::Fields for HostScsiDisk {
             "queueDepth" => r.read_opt(&mut self.queue_depth),
             "operationalState" => r.read_push(&mut self.operational_state),
             "capabilities" => r.read_opt(&mut self.capabilities),
-            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
             "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
             "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved),
             "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
+            "applicationProtocol" => r.read_opt(&mut self.application_protocol),
+            "dispersedNs" => r.read_opt(&mut self.dispersed_ns),
+            "deviceReservation" => r.read_opt(&mut self.device_reservation),
             "capacity" => r.read(&mut self.capacity),
             "devicePath" => r.read(&mut self.device_path),
             "ssd" => r.read_opt(&mut self.ssd),
@@ -540,6 +2209,7 @@ impl x::Fields for HostScsiDisk {
             "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
             "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
             "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
+            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -565,10 +2235,13 @@ impl x::Fields for HostScsiDisk {
         w.write_opt("queueDepth", &self.queue_depth);
         w.write_vec("operationalState", &self.operational_state);
         w.write_opt("capabilities", &self.capabilities);
-        w.write_opt("vStorageSupport", &self.v_storage_support);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
         w.write_opt("protocolEndpoint", &self.protocol_endpoint);
         w.write_opt("perenniallyReserved", &self.perennially_reserved);
         w.write_opt("clusteredVmdkSupported", &self.clustered_vmdk_supported);
+        w.write_opt("applicationProtocol", &self.application_protocol);
+        w.write_opt("dispersedNs", &self.dispersed_ns);
+        w.write_opt("deviceReservation", &self.device_reservation);
         w.write("capacity", &self.capacity);
         w.write("devicePath", &self.device_path);
         w.write_opt("ssd", &self.ssd);
@@ -577,6 +2250,7 @@ impl x::Fields for HostScsiDisk {
         w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
         w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
         w.write_opt("scsiDiskType", &self.scsi_disk_type);
+        w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
     }
 }
 impl x::ArrayItem for HostScsiDisk {
@@ -820,6 +2494,14 @@ pub struct HostSerialAttachedHba {
     pub pci: Option<String>,
     /// `storageProtocol`, from `HostHostBusAdapter`.
     pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
     /// `nodeWorldWideName`.
     pub node_world_wide_name: String,
 }
@@ -842,6 +2524,8 @@ impl x::Fields for HostSerialAttachedHba {
             "driver" => r.read_opt(&mut self.driver),
             "pci" => r.read_opt(&mut self.pci),
             "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
             _ => return Ok(false),
         };
@@ -857,6 +2541,8 @@ impl x::Fields for HostSerialAttachedHba {
         w.write_opt("driver", &self.driver);
         w.write_opt("pci", &self.pci);
         w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
         w.write("nodeWorldWideName", &self.node_world_wide_name);
     }
 }
@@ -1038,6 +2724,10 @@ pub struct HostServiceTicket {
     pub port: Option<i32>,
     /// `sslThumbprint`.
     pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
     /// `service`.
     pub service: String,
     /// `serviceVersion`.
@@ -1059,6 +2749,7 @@ impl x::Fields for HostServiceTicket {
             "host" => r.read_opt(&mut self.host),
             "port" => r.read_opt(&mut self.port),
             "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
             "service" => r.read(&mut self.service),
             "serviceVersion" => r.read(&mut self.service_version),
             "sessionId" => r.read(&mut self.session_id),
@@ -1071,6 +2762,7 @@ impl x::Fields for HostServiceTicket {
         w.write_opt("host", &self.host);
         w.write_opt("port", &self.port);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        w.write_opt("sslCertificate", &self.ssl_certificate);
         w.write("service", &self.service);
         w.write("serviceVersion", &self.service_version);
         w.write("sessionId", &self.session_id);
@@ -1083,6 +2775,14 @@ pub struct HostSevInfo {
     pub sev_state: String,
     /// `maxSevEsGuests`.
     pub max_sev_es_guests: i64,
+    /// `snpState`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub snp_state: Option<String>,
+    /// `snpSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub snp_supported: Option<bool>,
 }
 impl x::SchemaType for HostSevInfo {
     const TYPE_NAME: &'static str = "HostSevInfo";
@@ -1097,6 +2797,8 @@ impl x::Fields for HostSevInfo {
         let result = match name {
             "sevState" => r.read(&mut self.sev_state),
             "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests),
+            "snpState" => r.read_opt(&mut self.snp_state),
+            "snpSupported" => r.read_opt(&mut self.snp_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1105,6 +2807,8 @@ impl x::Fields for HostSevInfo {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("sevState", &self.sev_state);
         w.write("maxSevEsGuests", &self.max_sev_es_guests);
+        w.write_opt("snpState", &self.snp_state);
+        w.write_opt("snpSupported", &self.snp_supported);
     }
 }
 /// `HostSgxInfo` (extends `DynamicData`).
@@ -1118,6 +2822,10 @@ pub struct HostSgxInfo {
     pub flc_mode: String,
     /// `lePubKeyHash`.
     pub le_pub_key_hash: Option<String>,
+    /// `registrationInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub registration_info: Option<HostSgxRegistrationInfo>,
 }
 impl x::SchemaType for HostSgxInfo {
     const TYPE_NAME: &'static str = "HostSgxInfo";
@@ -1134,6 +2842,7 @@ impl x::Fields for HostSgxInfo {
             "totalEpcMemory" => r.read(&mut self.total_epc_memory),
             "flcMode" => r.read(&mut self.flc_mode),
             "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "registrationInfo" => r.read_opt(&mut self.registration_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1144,6 +2853,68 @@ impl x::Fields for HostSgxInfo {
         w.write("totalEpcMemory", &self.total_epc_memory);
         w.write("flcMode", &self.flc_mode);
         w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        w.write_opt("registrationInfo", &self.registration_info);
+    }
+}
+/// `HostSgxRegistrationInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSgxRegistrationInfo {
+    /// `status`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub status: Option<String>,
+    /// `biosError`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub bios_error: Option<i32>,
+    /// `registrationUrl`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub registration_url: Option<String>,
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: Option<String>,
+    /// `ppid`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ppid: Option<String>,
+    /// `lastRegisteredTime`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub last_registered_time: Option<x::DateTime>,
+}
+impl x::SchemaType for HostSgxRegistrationInfo {
+    const TYPE_NAME: &'static str = "HostSgxRegistrationInfo";
+}
+impl x::Structure for HostSgxRegistrationInfo {}
+impl x::Fields for HostSgxRegistrationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "status" => r.read_opt(&mut self.status),
+            "biosError" => r.read_opt(&mut self.bios_error),
+            "registrationUrl" => r.read_opt(&mut self.registration_url),
+            "type" => r.read_opt(&mut self.type_),
+            "ppid" => r.read_opt(&mut self.ppid),
+            "lastRegisteredTime" => r.read_opt(&mut self.last_registered_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("status", &self.status);
+        w.write_opt("biosError", &self.bios_error);
+        w.write_opt("registrationUrl", &self.registration_url);
+        w.write_opt("type", &self.type_);
+        w.write_opt("ppid", &self.ppid);
+        w.write_opt("lastRegisteredTime", &self.last_registered_time);
     }
 }
 /// `HostSharedGpuCapabilities` (extends `DynamicData`).
@@ -1218,10 +2989,18 @@ pub struct HostShortNameInconsistentEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `shortName`.
     pub short_name: String,
     /// `shortName2`.
@@ -1249,8 +3028,10 @@ impl x::Fields for HostShortNameInconsistentEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "shortName" => r.read(&mut self.short_name),
             "shortName2" => r.read(&mut self.short_name2),
             _ => return Ok(false),
@@ -1270,1830 +3051,11 @@ impl x::Fields for HostShortNameInconsistentEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("shortName", &self.short_name);
         w.write("shortName2", &self.short_name2);
-    }
-}
-/// `HostShortNameToIpFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShortNameToIpFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `shortName`.
-    pub short_name: String,
-}
-impl x::SchemaType for HostShortNameToIpFailedEvent {
-    const TYPE_NAME: &'static str = "HostShortNameToIpFailedEvent";
-}
-impl x::Structure for HostShortNameToIpFailedEvent {}
-impl x::Fields for HostShortNameToIpFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "shortName" => r.read(&mut self.short_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("shortName", &self.short_name);
-    }
-}
-/// `HostShutdownEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShutdownEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `reason`.
-    pub reason: String,
-}
-impl x::SchemaType for HostShutdownEvent {
-    const TYPE_NAME: &'static str = "HostShutdownEvent";
-}
-impl x::Structure for HostShutdownEvent {}
-impl x::Fields for HostShutdownEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("reason", &self.reason);
-    }
-}
-/// `HostSnmpConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSnmpConfigSpec {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `readOnlyCommunities`.
-    pub read_only_communities: Vec<String>,
-    /// `trapTargets`.
-    pub trap_targets: Vec<HostSnmpDestination>,
-    /// `option`.
-    pub option: Vec<KeyValue>,
-}
-impl x::SchemaType for HostSnmpConfigSpec {
-    const TYPE_NAME: &'static str = "HostSnmpConfigSpec";
-}
-impl x::Structure for HostSnmpConfigSpec {}
-impl x::Fields for HostSnmpConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "port" => r.read_opt(&mut self.port),
-            "readOnlyCommunities" => r.read_push(&mut self.read_only_communities),
-            "trapTargets" => r.read_push(&mut self.trap_targets),
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("port", &self.port);
-        w.write_vec("readOnlyCommunities", &self.read_only_communities);
-        w.write_vec("trapTargets", &self.trap_targets);
-        w.write_vec("option", &self.option);
-    }
-}
-/// `HostSnmpDestination` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSnmpDestination {
-    /// `hostName`.
-    pub host_name: String,
-    /// `port`.
-    pub port: i32,
-    /// `community`.
-    pub community: String,
-}
-impl x::SchemaType for HostSnmpDestination {
-    const TYPE_NAME: &'static str = "HostSnmpDestination";
-}
-impl x::Structure for HostSnmpDestination {}
-impl x::Fields for HostSnmpDestination {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read(&mut self.host_name),
-            "port" => r.read(&mut self.port),
-            "community" => r.read(&mut self.community),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hostName", &self.host_name);
-        w.write("port", &self.port);
-        w.write("community", &self.community);
-    }
-}
-impl x::ArrayItem for HostSnmpDestination {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSnmpDestination";
-    const ITEM_TAG: &'static str = "HostSnmpDestination";
-}
-/// `HostSnmpSystemAgentLimits` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSnmpSystemAgentLimits {
-    /// `maxReadOnlyCommunities`.
-    pub max_read_only_communities: i32,
-    /// `maxTrapDestinations`.
-    pub max_trap_destinations: i32,
-    /// `maxCommunityLength`.
-    pub max_community_length: i32,
-    /// `maxBufferSize`.
-    pub max_buffer_size: i32,
-    /// `capability`.
-    pub capability: Option<HostSnmpAgentCapability>,
-}
-impl x::SchemaType for HostSnmpSystemAgentLimits {
-    const TYPE_NAME: &'static str = "HostSnmpSystemAgentLimits";
-}
-impl x::Structure for HostSnmpSystemAgentLimits {}
-impl x::Fields for HostSnmpSystemAgentLimits {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "maxReadOnlyCommunities" => r.read(&mut self.max_read_only_communities),
-            "maxTrapDestinations" => r.read(&mut self.max_trap_destinations),
-            "maxCommunityLength" => r.read(&mut self.max_community_length),
-            "maxBufferSize" => r.read(&mut self.max_buffer_size),
-            "capability" => r.read_opt(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("maxReadOnlyCommunities", &self.max_read_only_communities);
-        w.write("maxTrapDestinations", &self.max_trap_destinations);
-        w.write("maxCommunityLength", &self.max_community_length);
-        w.write("maxBufferSize", &self.max_buffer_size);
-        w.write_opt("capability", &self.capability);
-    }
-}
-/// `HostSpecification` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecification {
-    /// `createdTime`.
-    pub created_time: x::DateTime,
-    /// `lastModified`.
-    pub last_modified: Option<x::DateTime>,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `subSpecs`.
-    pub sub_specs: Vec<HostSubSpecification>,
-    /// `changeID`.
-    pub change_id: Option<String>,
-}
-impl x::SchemaType for HostSpecification {
-    const TYPE_NAME: &'static str = "HostSpecification";
-}
-impl x::Structure for HostSpecification {}
-impl x::Fields for HostSpecification {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "createdTime" => r.read(&mut self.created_time),
-            "lastModified" => r.read_opt(&mut self.last_modified),
-            "host" => r.read(&mut self.host),
-            "subSpecs" => r.read_push(&mut self.sub_specs),
-            "changeID" => r.read_opt(&mut self.change_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("createdTime", &self.created_time);
-        w.write_opt("lastModified", &self.last_modified);
-        w.write("host", &self.host);
-        w.write_vec("subSpecs", &self.sub_specs);
-        w.write_opt("changeID", &self.change_id);
-    }
-}
-/// `HostSpecificationChangedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostSpecificationChangedEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationChangedEvent";
-}
-impl x::Structure for HostSpecificationChangedEvent {}
-impl x::Fields for HostSpecificationChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostSpecificationOperationFailed` (extends `VimFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationOperationFailed {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostSpecificationOperationFailed {
-    const TYPE_NAME: &'static str = "HostSpecificationOperationFailed";
-}
-impl x::Structure for HostSpecificationOperationFailed {}
-impl x::Fields for HostSpecificationOperationFailed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "host" => r.read(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("host", &self.host);
-    }
-}
-/// `HostSpecificationRequireEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationRequireEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostSpecificationRequireEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationRequireEvent";
-}
-impl x::Structure for HostSpecificationRequireEvent {}
-impl x::Fields for HostSpecificationRequireEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostSpecificationUpdateEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationUpdateEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `hostSpec`.
-    pub host_spec: HostSpecification,
-}
-impl x::SchemaType for HostSpecificationUpdateEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationUpdateEvent";
-}
-impl x::Structure for HostSpecificationUpdateEvent {}
-impl x::Fields for HostSpecificationUpdateEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "hostSpec" => r.read(&mut self.host_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("hostSpec", &self.host_spec);
-    }
-}
-/// `HostSriovConfig` (extends `HostPciPassthruConfig`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovConfig {
-    /// `id`, from `HostPciPassthruConfig`.
-    pub id: String,
-    /// `passthruEnabled`, from `HostPciPassthruConfig`.
-    pub passthru_enabled: bool,
-    /// `applyNow`, from `HostPciPassthruConfig`.
-    pub apply_now: Option<bool>,
-    /// `hardwareLabel`, from `HostPciPassthruConfig`.
-    pub hardware_label: Option<String>,
-    /// `sriovEnabled`.
-    pub sriov_enabled: bool,
-    /// `numVirtualFunction`.
-    pub num_virtual_function: i32,
-}
-impl x::SchemaType for HostSriovConfig {
-    const TYPE_NAME: &'static str = "HostSriovConfig";
-}
-impl x::Structure for HostSriovConfig {}
-impl x::Fields for HostSriovConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "applyNow" => r.read_opt(&mut self.apply_now),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "sriovEnabled" => r.read(&mut self.sriov_enabled),
-            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write_opt("applyNow", &self.apply_now);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        w.write("sriovEnabled", &self.sriov_enabled);
-        w.write("numVirtualFunction", &self.num_virtual_function);
-    }
-}
-/// `HostSriovDevicePoolInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostSriovDevicePoolInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovDevicePoolInfo {
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for HostSriovDevicePoolInfo {
-    const TYPE_NAME: &'static str = "HostSriovDevicePoolInfo";
-}
-impl x::Structure for HostSriovDevicePoolInfo {}
-impl x::Fields for HostSriovDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostSriovInfo` (extends `HostPciPassthruInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovInfo {
-    /// `id`, from `HostPciPassthruInfo`.
-    pub id: String,
-    /// `dependentDevice`, from `HostPciPassthruInfo`.
-    pub dependent_device: String,
-    /// `passthruEnabled`, from `HostPciPassthruInfo`.
-    pub passthru_enabled: bool,
-    /// `passthruCapable`, from `HostPciPassthruInfo`.
-    pub passthru_capable: bool,
-    /// `passthruActive`, from `HostPciPassthruInfo`.
-    pub passthru_active: bool,
-    /// `hardwareLabel`, from `HostPciPassthruInfo`.
-    pub hardware_label: Option<String>,
-    /// `sriovEnabled`.
-    pub sriov_enabled: bool,
-    /// `sriovCapable`.
-    pub sriov_capable: bool,
-    /// `sriovActive`.
-    pub sriov_active: bool,
-    /// `numVirtualFunctionRequested`.
-    pub num_virtual_function_requested: i32,
-    /// `numVirtualFunction`.
-    pub num_virtual_function: i32,
-    /// `maxVirtualFunctionSupported`.
-    pub max_virtual_function_supported: i32,
-}
-impl x::SchemaType for HostSriovInfo {
-    const TYPE_NAME: &'static str = "HostSriovInfo";
-}
-impl x::Structure for HostSriovInfo {}
-impl x::Fields for HostSriovInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "dependentDevice" => r.read(&mut self.dependent_device),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "passthruCapable" => r.read(&mut self.passthru_capable),
-            "passthruActive" => r.read(&mut self.passthru_active),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "sriovEnabled" => r.read(&mut self.sriov_enabled),
-            "sriovCapable" => r.read(&mut self.sriov_capable),
-            "sriovActive" => r.read(&mut self.sriov_active),
-            "numVirtualFunctionRequested" => {
-                r.read(&mut self.num_virtual_function_requested)
-            }
-            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
-            "maxVirtualFunctionSupported" => {
-                r.read(&mut self.max_virtual_function_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("dependentDevice", &self.dependent_device);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write("passthruCapable", &self.passthru_capable);
-        w.write("passthruActive", &self.passthru_active);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        w.write("sriovEnabled", &self.sriov_enabled);
-        w.write("sriovCapable", &self.sriov_capable);
-        w.write("sriovActive", &self.sriov_active);
-        w.write("numVirtualFunctionRequested", &self.num_virtual_function_requested);
-        w.write("numVirtualFunction", &self.num_virtual_function);
-        w.write("maxVirtualFunctionSupported", &self.max_virtual_function_supported);
-    }
-}
-/// `HostSriovNetworkDevicePoolInfo` (extends `HostSriovDevicePoolInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovNetworkDevicePoolInfo {
-    /// `key`, from `HostSriovDevicePoolInfo`.
-    pub key: String,
-    /// `switchKey`.
-    pub switch_key: Option<String>,
-    /// `switchUuid`.
-    pub switch_uuid: Option<String>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNic>,
-}
-impl x::SchemaType for HostSriovNetworkDevicePoolInfo {
-    const TYPE_NAME: &'static str = "HostSriovNetworkDevicePoolInfo";
-}
-impl x::Structure for HostSriovNetworkDevicePoolInfo {}
-impl x::Fields for HostSriovNetworkDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "switchKey" => r.read_opt(&mut self.switch_key),
-            "switchUuid" => r.read_opt(&mut self.switch_uuid),
-            "pnic" => r.read_push(&mut self.pnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("switchKey", &self.switch_key);
-        w.write_opt("switchUuid", &self.switch_uuid);
-        w.write_vec("pnic", &self.pnic);
-    }
-}
-/// `HostSslThumbprintInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSslThumbprintInfo {
-    /// `principal`.
-    pub principal: String,
-    /// `ownerTag`.
-    pub owner_tag: Option<String>,
-    /// `sslThumbprints`.
-    pub ssl_thumbprints: Vec<String>,
-}
-impl x::SchemaType for HostSslThumbprintInfo {
-    const TYPE_NAME: &'static str = "HostSslThumbprintInfo";
-}
-impl x::Structure for HostSslThumbprintInfo {}
-impl x::Fields for HostSslThumbprintInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "principal" => r.read(&mut self.principal),
-            "ownerTag" => r.read_opt(&mut self.owner_tag),
-            "sslThumbprints" => r.read_push(&mut self.ssl_thumbprints),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("principal", &self.principal);
-        w.write_opt("ownerTag", &self.owner_tag);
-        w.write_vec("sslThumbprints", &self.ssl_thumbprints);
-    }
-}
-impl x::ArrayItem for HostSslThumbprintInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSslThumbprintInfo";
-    const ITEM_TAG: &'static str = "HostSslThumbprintInfo";
-}
-/// `HostStatusChangedEvent` (extends `ClusterStatusChangedEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStatusChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `oldStatus`, from `ClusterStatusChangedEvent`.
-    pub old_status: String,
-    /// `newStatus`, from `ClusterStatusChangedEvent`.
-    pub new_status: String,
-}
-impl x::SchemaType for HostStatusChangedEvent {
-    const TYPE_NAME: &'static str = "HostStatusChangedEvent";
-}
-impl x::Structure for HostStatusChangedEvent {}
-impl x::Fields for HostStatusChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "oldStatus" => r.read(&mut self.old_status),
-            "newStatus" => r.read(&mut self.new_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("oldStatus", &self.old_status);
-        w.write("newStatus", &self.new_status);
-    }
-}
-/// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageArrayTypePolicyOption {
-    /// `policy`.
-    pub policy: AnyElementDescription,
-}
-impl x::SchemaType for HostStorageArrayTypePolicyOption {
-    const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
-}
-impl x::Structure for HostStorageArrayTypePolicyOption {}
-impl x::Fields for HostStorageArrayTypePolicyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-impl x::ArrayItem for HostStorageArrayTypePolicyOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageArrayTypePolicyOption";
-    const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
-}
-/// `HostStorageDeviceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageDeviceInfo {
-    /// `hostBusAdapter`.
-    pub host_bus_adapter: Vec<AnyHostHostBusAdapter>,
-    /// `scsiLun`.
-    pub scsi_lun: Vec<AnyScsiLun>,
-    /// `scsiTopology`.
-    pub scsi_topology: Option<HostScsiTopology>,
-    /// `nvmeTopology`.
-    pub nvme_topology: Option<HostNvmeTopology>,
-    /// `multipathInfo`.
-    pub multipath_info: Option<HostMultipathInfo>,
-    /// `plugStoreTopology`.
-    pub plug_store_topology: Option<HostPlugStoreTopology>,
-    /// `softwareInternetScsiEnabled`.
-    pub software_internet_scsi_enabled: bool,
-}
-impl x::SchemaType for HostStorageDeviceInfo {
-    const TYPE_NAME: &'static str = "HostStorageDeviceInfo";
-}
-impl x::Structure for HostStorageDeviceInfo {}
-impl x::Fields for HostStorageDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostBusAdapter" => r.read_push(&mut self.host_bus_adapter),
-            "scsiLun" => r.read_push(&mut self.scsi_lun),
-            "scsiTopology" => r.read_opt(&mut self.scsi_topology),
-            "nvmeTopology" => r.read_opt(&mut self.nvme_topology),
-            "multipathInfo" => r.read_opt(&mut self.multipath_info),
-            "plugStoreTopology" => r.read_opt(&mut self.plug_store_topology),
-            "softwareInternetScsiEnabled" => {
-                r.read(&mut self.software_internet_scsi_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("hostBusAdapter", &self.host_bus_adapter);
-        w.write_vec("scsiLun", &self.scsi_lun);
-        w.write_opt("scsiTopology", &self.scsi_topology);
-        w.write_opt("nvmeTopology", &self.nvme_topology);
-        w.write_opt("multipathInfo", &self.multipath_info);
-        w.write_opt("plugStoreTopology", &self.plug_store_topology);
-        w.write("softwareInternetScsiEnabled", &self.software_internet_scsi_enabled);
-    }
-}
-/// `HostStorageElementInfo` (extends `HostHardwareElementInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageElementInfo {
-    /// `name`, from `HostHardwareElementInfo`.
-    pub name: String,
-    /// `status`, from `HostHardwareElementInfo`.
-    pub status: AnyElementDescription,
-    /// `operationalInfo`.
-    pub operational_info: Vec<HostStorageOperationalInfo>,
-}
-impl x::SchemaType for HostStorageElementInfo {
-    const TYPE_NAME: &'static str = "HostStorageElementInfo";
-}
-impl x::Structure for HostStorageElementInfo {}
-impl x::Fields for HostStorageElementInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "status" => r.read(&mut self.status),
-            "operationalInfo" => r.read_push(&mut self.operational_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("status", &self.status);
-        w.write_vec("operationalInfo", &self.operational_info);
-    }
-}
-impl x::ArrayItem for HostStorageElementInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageElementInfo";
-    const ITEM_TAG: &'static str = "HostStorageElementInfo";
-}
-/// `HostStorageOperationalInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageOperationalInfo {
-    /// `property`.
-    pub property: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostStorageOperationalInfo {
-    const TYPE_NAME: &'static str = "HostStorageOperationalInfo";
-}
-impl x::Structure for HostStorageOperationalInfo {}
-impl x::Fields for HostStorageOperationalInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "property" => r.read(&mut self.property),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("property", &self.property);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostStorageOperationalInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageOperationalInfo";
-    const ITEM_TAG: &'static str = "HostStorageOperationalInfo";
-}
-/// `HostStorageSystemDiskLocatorLedResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemDiskLocatorLedResult {
-    /// `key`.
-    pub key: String,
-    /// `fault`.
-    pub fault: LocalizedMethodFault,
-}
-impl x::SchemaType for HostStorageSystemDiskLocatorLedResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemDiskLocatorLedResult";
-}
-impl x::Structure for HostStorageSystemDiskLocatorLedResult {}
-impl x::Fields for HostStorageSystemDiskLocatorLedResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemDiskLocatorLedResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemDiskLocatorLedResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemDiskLocatorLedResult";
-}
-/// `HostStorageSystemScsiLunResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemScsiLunResult {
-    /// `key`.
-    pub key: String,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostStorageSystemScsiLunResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemScsiLunResult";
-}
-impl x::Structure for HostStorageSystemScsiLunResult {}
-impl x::Fields for HostStorageSystemScsiLunResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemScsiLunResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemScsiLunResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemScsiLunResult";
-}
-/// `HostStorageSystemVmfsVolumeResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemVmfsVolumeResult {
-    /// `key`.
-    pub key: String,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostStorageSystemVmfsVolumeResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemVmfsVolumeResult";
-}
-impl x::Structure for HostStorageSystemVmfsVolumeResult {}
-impl x::Fields for HostStorageSystemVmfsVolumeResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemVmfsVolumeResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemVmfsVolumeResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemVmfsVolumeResult";
-}
-/// `HostSubSpecification` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSubSpecification {
-    /// `name`.
-    pub name: String,
-    /// `createdTime`.
-    pub created_time: x::DateTime,
-    /// `data`.
-    pub data: Vec<i8>,
-    /// `binaryData`.
-    pub binary_data: Option<Vec<u8>>,
-}
-impl x::SchemaType for HostSubSpecification {
-    const TYPE_NAME: &'static str = "HostSubSpecification";
-}
-impl x::Structure for HostSubSpecification {}
-impl x::Fields for HostSubSpecification {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "createdTime" => r.read(&mut self.created_time),
-            "data" => r.read_push(&mut self.data),
-            "binaryData" => r.read_opt(&mut self.binary_data),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("createdTime", &self.created_time);
-        w.write_vec("data", &self.data);
-        w.write_opt("binaryData", &self.binary_data);
-    }
-}
-impl x::ArrayItem for HostSubSpecification {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSubSpecification";
-    const ITEM_TAG: &'static str = "HostSubSpecification";
-}
-/// `HostSubSpecificationDeleteEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSubSpecificationDeleteEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `subSpecName`.
-    pub sub_spec_name: String,
-}
-impl x::SchemaType for HostSubSpecificationDeleteEvent {
-    const TYPE_NAME: &'static str = "HostSubSpecificationDeleteEvent";
-}
-impl x::Structure for HostSubSpecificationDeleteEvent {}
-impl x::Fields for HostSubSpecificationDeleteEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "subSpecName" => r.read(&mut self.sub_spec_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("subSpecName", &self.sub_spec_name);
-    }
-}
-/// `HostSubSpecificationUpdateEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSubSpecificationUpdateEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `hostSubSpec`.
-    pub host_sub_spec: HostSubSpecification,
-}
-impl x::SchemaType for HostSubSpecificationUpdateEvent {
-    const TYPE_NAME: &'static str = "HostSubSpecificationUpdateEvent";
-}
-impl x::Structure for HostSubSpecificationUpdateEvent {}
-impl x::Fields for HostSubSpecificationUpdateEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "hostSubSpec" => r.read(&mut self.host_sub_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("hostSubSpec", &self.host_sub_spec);
-    }
-}
-/// `HostSyncFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSyncFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `reason`.
-    pub reason: LocalizedMethodFault,
-}
-impl x::SchemaType for HostSyncFailedEvent {
-    const TYPE_NAME: &'static str = "HostSyncFailedEvent";
-}
-impl x::Structure for HostSyncFailedEvent {}
-impl x::Fields for HostSyncFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("reason", &self.reason);
-    }
-}
-/// `HostSystemComplianceCheckState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemComplianceCheckState {
-    /// `state`.
-    pub state: String,
-    /// `checkTime`.
-    pub check_time: x::DateTime,
-}
-impl x::SchemaType for HostSystemComplianceCheckState {
-    const TYPE_NAME: &'static str = "HostSystemComplianceCheckState";
-}
-impl x::Structure for HostSystemComplianceCheckState {}
-impl x::Fields for HostSystemComplianceCheckState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "checkTime" => r.read(&mut self.check_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("checkTime", &self.check_time);
-    }
-}
-/// `HostSystemHealthInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemHealthInfo {
-    /// `numericSensorInfo`.
-    pub numeric_sensor_info: Vec<HostNumericSensorInfo>,
-}
-impl x::SchemaType for HostSystemHealthInfo {
-    const TYPE_NAME: &'static str = "HostSystemHealthInfo";
-}
-impl x::Structure for HostSystemHealthInfo {}
-impl x::Fields for HostSystemHealthInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numericSensorInfo" => r.read_push(&mut self.numeric_sensor_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("numericSensorInfo", &self.numeric_sensor_info);
-    }
-}
-/// `HostSystemIdentificationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemIdentificationInfo {
-    /// `identifierValue`.
-    pub identifier_value: String,
-    /// `identifierType`.
-    pub identifier_type: AnyElementDescription,
-}
-impl x::SchemaType for HostSystemIdentificationInfo {
-    const TYPE_NAME: &'static str = "HostSystemIdentificationInfo";
-}
-impl x::Structure for HostSystemIdentificationInfo {}
-impl x::Fields for HostSystemIdentificationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "identifierValue" => r.read(&mut self.identifier_value),
-            "identifierType" => r.read(&mut self.identifier_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("identifierValue", &self.identifier_value);
-        w.write("identifierType", &self.identifier_type);
-    }
-}
-impl x::ArrayItem for HostSystemIdentificationInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemIdentificationInfo";
-    const ITEM_TAG: &'static str = "HostSystemIdentificationInfo";
-}
-/// `HostSystemInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemInfo {
-    /// `vendor`.
-    pub vendor: String,
-    /// `model`.
-    pub model: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `otherIdentifyingInfo`.
-    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
-    /// `serialNumber`.
-    pub serial_number: Option<String>,
-    /// `qualifiedName`.
-    pub qualified_name: Vec<HostQualifiedName>,
-}
-impl x::SchemaType for HostSystemInfo {
-    const TYPE_NAME: &'static str = "HostSystemInfo";
-}
-impl x::Structure for HostSystemInfo {}
-impl x::Fields for HostSystemInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendor" => r.read(&mut self.vendor),
-            "model" => r.read(&mut self.model),
-            "uuid" => r.read(&mut self.uuid),
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "qualifiedName" => r.read_push(&mut self.qualified_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendor", &self.vendor);
-        w.write("model", &self.model);
-        w.write("uuid", &self.uuid);
-        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_vec("qualifiedName", &self.qualified_name);
-    }
-}
-/// `HostSystemReconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemReconnectSpec {
-    /// `syncState`.
-    pub sync_state: Option<bool>,
-}
-impl x::SchemaType for HostSystemReconnectSpec {
-    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
-}
-impl x::Structure for HostSystemReconnectSpec {}
-impl x::Fields for HostSystemReconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "syncState" => r.read_opt(&mut self.sync_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("syncState", &self.sync_state);
-    }
-}
-/// `HostSystemRemediationState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemRemediationState {
-    /// `state`.
-    pub state: String,
-    /// `operationTime`.
-    pub operation_time: x::DateTime,
-}
-impl x::SchemaType for HostSystemRemediationState {
-    const TYPE_NAME: &'static str = "HostSystemRemediationState";
-}
-impl x::Structure for HostSystemRemediationState {}
-impl x::Fields for HostSystemRemediationState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "operationTime" => r.read(&mut self.operation_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("operationTime", &self.operation_time);
-    }
-}
-/// `HostSystemResourceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemResourceInfo {
-    /// `key`.
-    pub key: String,
-    /// `config`.
-    pub config: Option<ResourceConfigSpec>,
-    /// `child`.
-    pub child: Vec<HostSystemResourceInfo>,
-}
-impl x::SchemaType for HostSystemResourceInfo {
-    const TYPE_NAME: &'static str = "HostSystemResourceInfo";
-}
-impl x::Structure for HostSystemResourceInfo {}
-impl x::Fields for HostSystemResourceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "config" => r.read_opt(&mut self.config),
-            "child" => r.read_push(&mut self.child),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("config", &self.config);
-        w.write_vec("child", &self.child);
-    }
-}
-impl x::ArrayItem for HostSystemResourceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemResourceInfo";
-    const ITEM_TAG: &'static str = "HostSystemResourceInfo";
-}
-/// `HostSystemSwapConfiguration` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfiguration {
-    /// `option`.
-    pub option: Vec<AnyHostSystemSwapConfigurationSystemSwapOption>,
-}
-impl x::SchemaType for HostSystemSwapConfiguration {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfiguration";
-}
-impl x::Structure for HostSystemSwapConfiguration {}
-impl x::Fields for HostSystemSwapConfiguration {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("option", &self.option);
-    }
-}
-/// `HostSystemSwapConfigurationDatastoreOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationDatastoreOption {
-    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub key: i32,
-    /// `datastore`.
-    pub datastore: String,
-}
-impl x::SchemaType for HostSystemSwapConfigurationDatastoreOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDatastoreOption";
-}
-impl x::Structure for HostSystemSwapConfigurationDatastoreOption {}
-impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "datastore" => r.read(&mut self.datastore),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("datastore", &self.datastore);
-    }
-}
-/// `HostSystemSwapConfigurationDisabledOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationDisabledOption {
-    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationDisabledOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDisabledOption";
-}
-impl x::Structure for HostSystemSwapConfigurationDisabledOption {}
-impl x::Fields for HostSystemSwapConfigurationDisabledOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostSystemSwapConfigurationHostCacheOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationHostCacheOption {
-    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationHostCacheOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostCacheOption";
-}
-impl x::Structure for HostSystemSwapConfigurationHostCacheOption {}
-impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostSystemSwapConfigurationHostLocalSwapOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationHostLocalSwapOption {
-    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationHostLocalSwapOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostLocalSwapOption";
-}
-impl x::Structure for HostSystemSwapConfigurationHostLocalSwapOption {}
-impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
     }
 }

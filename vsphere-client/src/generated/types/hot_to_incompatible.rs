@@ -191,6 +191,10 @@ pub struct HttpNfcLeaseDeviceUrl {
     pub url: String,
     /// `sslThumbprint`.
     pub ssl_thumbprint: String,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
     /// `disk`.
     pub disk: Option<bool>,
     /// `targetId`.
@@ -215,6 +219,7 @@ impl x::Fields for HttpNfcLeaseDeviceUrl {
             "importKey" => r.read(&mut self.import_key),
             "url" => r.read(&mut self.url),
             "sslThumbprint" => r.read(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
             "disk" => r.read_opt(&mut self.disk),
             "targetId" => r.read_opt(&mut self.target_id),
             "datastoreKey" => r.read_opt(&mut self.datastore_key),
@@ -229,6 +234,7 @@ impl x::Fields for HttpNfcLeaseDeviceUrl {
         w.write("importKey", &self.import_key);
         w.write("url", &self.url);
         w.write("sslThumbprint", &self.ssl_thumbprint);
+        w.write_opt("sslCertificate", &self.ssl_certificate);
         w.write_opt("disk", &self.disk);
         w.write_opt("targetId", &self.target_id);
         w.write_opt("datastoreKey", &self.datastore_key);
@@ -424,6 +430,10 @@ pub struct HttpNfcLeaseSourceFile {
     pub create: bool,
     /// `sslThumbprint`.
     pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
     /// `httpHeaders`.
     pub http_headers: Vec<KeyValue>,
     /// `size`.
@@ -445,6 +455,7 @@ impl x::Fields for HttpNfcLeaseSourceFile {
             "memberName" => r.read_opt(&mut self.member_name),
             "create" => r.read(&mut self.create),
             "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
             "httpHeaders" => r.read_push(&mut self.http_headers),
             "size" => r.read_opt(&mut self.size),
             _ => return Ok(false),
@@ -458,6 +469,7 @@ impl x::Fields for HttpNfcLeaseSourceFile {
         w.write_opt("memberName", &self.member_name);
         w.write("create", &self.create);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        w.write_opt("sslCertificate", &self.ssl_certificate);
         w.write_vec("httpHeaders", &self.http_headers);
         w.write_opt("size", &self.size);
     }
@@ -600,10 +612,18 @@ pub struct IScsiBootFailureEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for IScsiBootFailureEvent {
     const TYPE_NAME: &'static str = "IScsiBootFailureEvent";
@@ -627,8 +647,10 @@ impl x::Fields for IScsiBootFailureEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -646,8 +668,10 @@ impl x::Fields for IScsiBootFailureEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `ImportHostAddFailure` (extends `DvsFault`).

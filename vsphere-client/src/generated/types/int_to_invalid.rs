@@ -848,10 +848,18 @@ pub struct InvalidEditionEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `feature`.
     pub feature: String,
 }
@@ -877,8 +885,10 @@ impl x::Fields for InvalidEditionEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "feature" => r.read(&mut self.feature),
             _ => return Ok(false),
         };
@@ -897,8 +907,10 @@ impl x::Fields for InvalidEditionEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("feature", &self.feature);
     }
 }
@@ -1934,6 +1946,39 @@ impl x::Fields for InvalidResourcePoolStructureFault {
         w.write_vec("faultMessage", &self.fault_message);
     }
 }
+/// `InvalidScheduledTask` (extends `RuntimeFault`).
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InvalidScheduledTask {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for InvalidScheduledTask {
+    const TYPE_NAME: &'static str = "InvalidScheduledTask";
+}
+impl x::Structure for InvalidScheduledTask {}
+impl x::Fields for InvalidScheduledTask {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
 /// `InvalidSnapshotFormat` (extends `InvalidFormat`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct InvalidSnapshotFormat {
@@ -1978,6 +2023,39 @@ impl x::SchemaType for InvalidState {
 }
 impl x::Structure for InvalidState {}
 impl x::Fields for InvalidState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `InvalidToken` (extends `RuntimeFault`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InvalidToken {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for InvalidToken {
+    const TYPE_NAME: &'static str = "InvalidToken";
+}
+impl x::Structure for InvalidToken {}
+impl x::Fields for InvalidToken {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,

@@ -189,6 +189,27 @@ impl x::Fields for IoFilterInfo {
         w.write_opt("releaseDate", &self.release_date);
     }
 }
+/// `IoFilterManagerSslTrust` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+///
+/// Fields of this type hold [`AnyIoFilterManagerSslTrust`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IoFilterManagerSslTrust {}
+impl x::SchemaType for IoFilterManagerSslTrust {
+    const TYPE_NAME: &'static str = "IoFilterManagerSslTrust";
+}
+impl x::Structure for IoFilterManagerSslTrust {}
+impl x::Fields for IoFilterManagerSslTrust {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
 /// `IoFilterQueryIssueResult` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IoFilterQueryIssueResult {

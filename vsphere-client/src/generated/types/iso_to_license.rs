@@ -326,6 +326,14 @@ pub struct KmipClusterInfo {
     pub tpm_required: Option<bool>,
     /// `keyId`.
     pub key_id: Option<String>,
+    /// `defaultKeyType`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub default_key_type: Option<String>,
+    /// `keyInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_info: Option<AnyKmipClusterInfoKeyInfo>,
 }
 impl x::SchemaType for KmipClusterInfo {
     const TYPE_NAME: &'static str = "KmipClusterInfo";
@@ -346,6 +354,8 @@ impl x::Fields for KmipClusterInfo {
             "hasBackup" => r.read_opt(&mut self.has_backup),
             "tpmRequired" => r.read_opt(&mut self.tpm_required),
             "keyId" => r.read_opt(&mut self.key_id),
+            "defaultKeyType" => r.read_opt(&mut self.default_key_type),
+            "keyInfo" => r.read_opt(&mut self.key_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -360,11 +370,114 @@ impl x::Fields for KmipClusterInfo {
         w.write_opt("hasBackup", &self.has_backup);
         w.write_opt("tpmRequired", &self.tpm_required);
         w.write_opt("keyId", &self.key_id);
+        w.write_opt("defaultKeyType", &self.default_key_type);
+        w.write_opt("keyInfo", &self.key_info);
     }
 }
 impl x::ArrayItem for KmipClusterInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfKmipClusterInfo";
     const ITEM_TAG: &'static str = "KmipClusterInfo";
+}
+/// `KmipClusterInfoKeyInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+///
+/// Fields of this type hold [`AnyKmipClusterInfoKeyInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KmipClusterInfoKeyInfo {}
+impl x::SchemaType for KmipClusterInfoKeyInfo {
+    const TYPE_NAME: &'static str = "KmipClusterInfoKeyInfo";
+}
+impl x::Structure for KmipClusterInfoKeyInfo {}
+impl x::Fields for KmipClusterInfoKeyInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `KmipClusterInfoWrappingKeyIdKeyInfo` (extends `KmipClusterInfoKeyInfo`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KmipClusterInfoWrappingKeyIdKeyInfo {
+    /// `keyId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_id: String,
+    /// `configuredTime`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub configured_time: x::DateTime,
+}
+impl x::SchemaType for KmipClusterInfoWrappingKeyIdKeyInfo {
+    const TYPE_NAME: &'static str = "KmipClusterInfoWrappingKeyIdKeyInfo";
+}
+impl x::Structure for KmipClusterInfoWrappingKeyIdKeyInfo {}
+impl x::Fields for KmipClusterInfoWrappingKeyIdKeyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            "configuredTime" => r.read(&mut self.configured_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("keyId", &self.key_id);
+        w.write("configuredTime", &self.configured_time);
+    }
+}
+/// `KmipClusterInfoWrappingRotationIntervalKeyInfo` (extends `KmipClusterInfoKeyInfo`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KmipClusterInfoWrappingRotationIntervalKeyInfo {
+    /// `keyId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_id: Option<String>,
+    /// `rotationInterval`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub rotation_interval: Option<i32>,
+    /// `lastRotation`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub last_rotation: Option<x::DateTime>,
+}
+impl x::SchemaType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
+    const TYPE_NAME: &'static str = "KmipClusterInfoWrappingRotationIntervalKeyInfo";
+}
+impl x::Structure for KmipClusterInfoWrappingRotationIntervalKeyInfo {}
+impl x::Fields for KmipClusterInfoWrappingRotationIntervalKeyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read_opt(&mut self.key_id),
+            "rotationInterval" => r.read_opt(&mut self.rotation_interval),
+            "lastRotation" => r.read_opt(&mut self.last_rotation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("keyId", &self.key_id);
+        w.write_opt("rotationInterval", &self.rotation_interval);
+        w.write_opt("lastRotation", &self.last_rotation);
+    }
 }
 /// `KmipServerInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -442,6 +555,14 @@ pub struct KmipServerSpec {
     pub info: KmipServerInfo,
     /// `password`.
     pub password: Option<String>,
+    /// `defaultKeyType`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub default_key_type: Option<String>,
+    /// `keySpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_spec: Option<AnyKmipServerSpecKeySpec>,
 }
 impl x::SchemaType for KmipServerSpec {
     const TYPE_NAME: &'static str = "KmipServerSpec";
@@ -457,6 +578,8 @@ impl x::Fields for KmipServerSpec {
             "clusterId" => r.read(&mut self.cluster_id),
             "info" => r.read(&mut self.info),
             "password" => r.read_opt(&mut self.password),
+            "defaultKeyType" => r.read_opt(&mut self.default_key_type),
+            "keySpec" => r.read_opt(&mut self.key_spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -466,6 +589,91 @@ impl x::Fields for KmipServerSpec {
         w.write("clusterId", &self.cluster_id);
         w.write("info", &self.info);
         w.write_opt("password", &self.password);
+        w.write_opt("defaultKeyType", &self.default_key_type);
+        w.write_opt("keySpec", &self.key_spec);
+    }
+}
+/// `KmipServerSpecKeySpec` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+///
+/// Fields of this type hold [`AnyKmipServerSpecKeySpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KmipServerSpecKeySpec {}
+impl x::SchemaType for KmipServerSpecKeySpec {
+    const TYPE_NAME: &'static str = "KmipServerSpecKeySpec";
+}
+impl x::Structure for KmipServerSpecKeySpec {}
+impl x::Fields for KmipServerSpecKeySpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `KmipServerSpecWrappingKeyIdKeySpec` (extends `KmipServerSpecKeySpec`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KmipServerSpecWrappingKeyIdKeySpec {
+    /// `keyId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub key_id: String,
+}
+impl x::SchemaType for KmipServerSpecWrappingKeyIdKeySpec {
+    const TYPE_NAME: &'static str = "KmipServerSpecWrappingKeyIdKeySpec";
+}
+impl x::Structure for KmipServerSpecWrappingKeyIdKeySpec {}
+impl x::Fields for KmipServerSpecWrappingKeyIdKeySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("keyId", &self.key_id);
+    }
+}
+/// `KmipServerSpecWrappingRotationIntervalKeySpec` (extends `KmipServerSpecKeySpec`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KmipServerSpecWrappingRotationIntervalKeySpec {
+    /// `rotationInterval`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub rotation_interval: Option<i32>,
+}
+impl x::SchemaType for KmipServerSpecWrappingRotationIntervalKeySpec {
+    const TYPE_NAME: &'static str = "KmipServerSpecWrappingRotationIntervalKeySpec";
+}
+impl x::Structure for KmipServerSpecWrappingRotationIntervalKeySpec {}
+impl x::Fields for KmipServerSpecWrappingRotationIntervalKeySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rotationInterval" => r.read_opt(&mut self.rotation_interval),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("rotationInterval", &self.rotation_interval);
     }
 }
 /// `KmipServerStatus` (extends `DynamicData`).
@@ -946,10 +1154,18 @@ pub struct LicenseEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for LicenseEvent {
     const TYPE_NAME: &'static str = "LicenseEvent";
@@ -973,8 +1189,10 @@ impl x::Fields for LicenseEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -992,8 +1210,10 @@ impl x::Fields for LicenseEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `LicenseExpired` (extends `NotEnoughLicenses`).
@@ -1056,10 +1276,18 @@ pub struct LicenseExpiredEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `feature`.
     pub feature: LicenseFeatureInfo,
 }
@@ -1085,8 +1313,10 @@ impl x::Fields for LicenseExpiredEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "feature" => r.read(&mut self.feature),
             _ => return Ok(false),
         };
@@ -1105,8 +1335,10 @@ impl x::Fields for LicenseExpiredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("feature", &self.feature);
     }
 }
@@ -1315,10 +1547,18 @@ pub struct LicenseNonComplianceEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `url`.
     pub url: String,
 }
@@ -1344,8 +1584,10 @@ impl x::Fields for LicenseNonComplianceEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "url" => r.read(&mut self.url),
             _ => return Ok(false),
         };
@@ -1364,8 +1606,10 @@ impl x::Fields for LicenseNonComplianceEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("url", &self.url);
     }
 }
@@ -1464,10 +1708,18 @@ pub struct LicenseRestrictedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for LicenseRestrictedEvent {
     const TYPE_NAME: &'static str = "LicenseRestrictedEvent";
@@ -1491,8 +1743,10 @@ impl x::Fields for LicenseRestrictedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1510,8 +1764,10 @@ impl x::Fields for LicenseRestrictedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `LicenseServerAvailableEvent` (extends `LicenseEvent`).
@@ -1539,10 +1795,18 @@ pub struct LicenseServerAvailableEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `licenseServer`.
     pub license_server: String,
 }
@@ -1568,8 +1832,10 @@ impl x::Fields for LicenseServerAvailableEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "licenseServer" => r.read(&mut self.license_server),
             _ => return Ok(false),
         };
@@ -1588,8 +1854,10 @@ impl x::Fields for LicenseServerAvailableEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("licenseServer", &self.license_server);
     }
 }
@@ -1680,10 +1948,18 @@ pub struct LicenseServerUnavailableEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `licenseServer`.
     pub license_server: String,
 }
@@ -1709,8 +1985,10 @@ impl x::Fields for LicenseServerUnavailableEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "licenseServer" => r.read(&mut self.license_server),
             _ => return Ok(false),
         };
@@ -1729,8 +2007,10 @@ impl x::Fields for LicenseServerUnavailableEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("licenseServer", &self.license_server);
     }
 }

@@ -425,10 +425,18 @@ pub struct NetworkRollbackEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `methodName`.
     pub method_name: String,
     /// `transactionId`.
@@ -456,8 +464,10 @@ impl x::Fields for NetworkRollbackEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "methodName" => r.read(&mut self.method_name),
             "transactionId" => r.read(&mut self.transaction_id),
             _ => return Ok(false),
@@ -477,8 +487,10 @@ impl x::Fields for NetworkRollbackEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("methodName", &self.method_name);
         w.write("transactionId", &self.transaction_id);
     }
@@ -627,10 +639,18 @@ pub struct NoAccessUserEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `ipAddress`.
     pub ip_address: String,
 }
@@ -656,8 +676,10 @@ impl x::Fields for NoAccessUserEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "ipAddress" => r.read(&mut self.ip_address),
             _ => return Ok(false),
         };
@@ -676,8 +698,10 @@ impl x::Fields for NoAccessUserEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("ipAddress", &self.ip_address);
     }
 }
@@ -1037,10 +1061,18 @@ pub struct NoDatastoresConfiguredEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for NoDatastoresConfiguredEvent {
     const TYPE_NAME: &'static str = "NoDatastoresConfiguredEvent";
@@ -1064,8 +1096,10 @@ impl x::Fields for NoDatastoresConfiguredEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1083,8 +1117,10 @@ impl x::Fields for NoDatastoresConfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `NoDiskFound` (extends `VimFault`).
@@ -1349,10 +1385,18 @@ pub struct NoLicenseEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `feature`.
     pub feature: LicenseFeatureInfo,
 }
@@ -1378,8 +1422,10 @@ impl x::Fields for NoLicenseEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "feature" => r.read(&mut self.feature),
             _ => return Ok(false),
         };
@@ -1398,8 +1444,10 @@ impl x::Fields for NoLicenseEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("feature", &self.feature);
     }
 }
@@ -1459,10 +1507,18 @@ pub struct NoMaintenanceModeDrsRecommendationForVM {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
 }
@@ -1488,8 +1544,10 @@ impl x::Fields for NoMaintenanceModeDrsRecommendationForVM {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             _ => return Ok(false),
         };
@@ -1508,8 +1566,10 @@ impl x::Fields for NoMaintenanceModeDrsRecommendationForVM {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
     }
 }
@@ -1555,6 +1615,10 @@ pub struct NoPermission {
     pub object: x::ManagedObjectReference,
     /// `privilegeId`.
     pub privilege_id: String,
+    /// `missingPrivileges`.
+    ///
+    /// Since vSphere API 7.0.3.2.
+    pub missing_privileges: Vec<NoPermissionEntityPrivileges>,
 }
 impl x::SchemaType for NoPermission {
     const TYPE_NAME: &'static str = "NoPermission";
@@ -1571,6 +1635,7 @@ impl x::Fields for NoPermission {
             "faultMessage" => r.read_push(&mut self.fault_message),
             "object" => r.read(&mut self.object),
             "privilegeId" => r.read(&mut self.privilege_id),
+            "missingPrivileges" => r.read_push(&mut self.missing_privileges),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1581,7 +1646,49 @@ impl x::Fields for NoPermission {
         w.write_vec("faultMessage", &self.fault_message);
         w.write("object", &self.object);
         w.write("privilegeId", &self.privilege_id);
+        w.write_vec("missingPrivileges", &self.missing_privileges);
     }
+}
+/// `NoPermissionEntityPrivileges` (extends `DynamicData`).
+///
+/// Since vSphere API 7.0.3.2.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NoPermissionEntityPrivileges {
+    /// `entity`.
+    ///
+    /// Since vSphere API 7.0.3.2.
+    pub entity: x::ManagedObjectReference,
+    /// `privilegeIds`.
+    ///
+    /// Since vSphere API 7.0.3.2.
+    pub privilege_ids: Vec<String>,
+}
+impl x::SchemaType for NoPermissionEntityPrivileges {
+    const TYPE_NAME: &'static str = "NoPermissionEntityPrivileges";
+}
+impl x::Structure for NoPermissionEntityPrivileges {}
+impl x::Fields for NoPermissionEntityPrivileges {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "privilegeIds" => r.read_push(&mut self.privilege_ids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("entity", &self.entity);
+        w.write_vec("privilegeIds", &self.privilege_ids);
+    }
+}
+impl x::ArrayItem for NoPermissionEntityPrivileges {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfNoPermissionEntityPrivileges";
+    const ITEM_TAG: &'static str = "NoPermissionEntityPrivileges";
 }
 /// `NoPermissionOnAD` (extends `ActiveDirectoryFault`).
 #[derive(Debug, Clone, PartialEq, Default)]

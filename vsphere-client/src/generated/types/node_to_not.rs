@@ -241,10 +241,18 @@ pub struct NonVIWorkloadDetectedOnDatastoreEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `datastore`, from `DatastoreEvent`.
     pub datastore: Option<DatastoreEventArgument>,
 }
@@ -270,8 +278,10 @@ impl x::Fields for NonVIWorkloadDetectedOnDatastoreEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
         };
@@ -290,8 +300,10 @@ impl x::Fields for NonVIWorkloadDetectedOnDatastoreEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -419,6 +431,10 @@ pub struct NotAuthenticated {
     pub object: x::ManagedObjectReference,
     /// `privilegeId`, from `NoPermission`.
     pub privilege_id: String,
+    /// `missingPrivileges`, from `NoPermission`.
+    ///
+    /// Since vSphere API 7.0.3.2.
+    pub missing_privileges: Vec<NoPermissionEntityPrivileges>,
 }
 impl x::SchemaType for NotAuthenticated {
     const TYPE_NAME: &'static str = "NotAuthenticated";
@@ -435,6 +451,7 @@ impl x::Fields for NotAuthenticated {
             "faultMessage" => r.read_push(&mut self.fault_message),
             "object" => r.read(&mut self.object),
             "privilegeId" => r.read(&mut self.privilege_id),
+            "missingPrivileges" => r.read_push(&mut self.missing_privileges),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -445,6 +462,7 @@ impl x::Fields for NotAuthenticated {
         w.write_vec("faultMessage", &self.fault_message);
         w.write("object", &self.object);
         w.write("privilegeId", &self.privilege_id);
+        w.write_vec("missingPrivileges", &self.missing_privileges);
     }
 }
 /// `NotEnoughCpus` (extends `VirtualHardwareCompatibilityIssue`).
@@ -585,10 +603,18 @@ pub struct NotEnoughResourcesToStartVmEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `template`, from `VmEvent`.
     pub template: bool,
     /// `reason`.
@@ -616,8 +642,10 @@ impl x::Fields for NotEnoughResourcesToStartVmEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "template" => r.read(&mut self.template),
             "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
@@ -637,8 +665,10 @@ impl x::Fields for NotEnoughResourcesToStartVmEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("reason", &self.reason);
     }

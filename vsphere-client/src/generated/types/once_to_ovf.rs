@@ -592,10 +592,18 @@ pub struct OutOfSyncDvsHost {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `hostOutOfSync`.
     pub host_out_of_sync: Vec<DvsOutOfSyncHostArgument>,
 }
@@ -621,8 +629,10 @@ impl x::Fields for OutOfSyncDvsHost {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "hostOutOfSync" => r.read_push(&mut self.host_out_of_sync),
             _ => return Ok(false),
         };
@@ -641,8 +651,10 @@ impl x::Fields for OutOfSyncDvsHost {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write_vec("hostOutOfSync", &self.host_out_of_sync);
     }
 }
@@ -1452,6 +1464,8 @@ impl x::Fields for OvfCreateDescriptorResult {
     }
 }
 /// `OvfCreateImportSpecParams` (extends `OvfManagerCommonParams`).
+///
+/// Fields of this type hold [`AnyOvfCreateImportSpecParams`], which also carries its subtypes.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfCreateImportSpecParams {
     /// `locale`, from `OvfManagerCommonParams`.
@@ -1564,6 +1578,47 @@ impl x::Fields for OvfCreateImportSpecResult {
         w.write_vec("warning", &self.warning);
         w.write_vec("error", &self.error);
     }
+}
+/// `OvfDatastoreMapping` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfDatastoreMapping {
+    /// `diskId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub disk_id: String,
+    /// `datastore`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub datastore: x::ManagedObjectReference,
+}
+impl x::SchemaType for OvfDatastoreMapping {
+    const TYPE_NAME: &'static str = "OvfDatastoreMapping";
+}
+impl x::Structure for OvfDatastoreMapping {}
+impl x::Fields for OvfDatastoreMapping {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "datastore" => r.read(&mut self.datastore),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write("datastore", &self.datastore);
+    }
+}
+impl x::ArrayItem for OvfDatastoreMapping {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfDatastoreMapping";
+    const ITEM_TAG: &'static str = "OvfDatastoreMapping";
 }
 /// `OvfDeploymentOption` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -2329,6 +2384,137 @@ impl x::Fields for OvfImportFailed {
         w.write_vec("faultMessage", &self.fault_message);
     }
 }
+/// `OvfImportParams` (extends `OvfCreateImportSpecParams`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfImportParams {
+    /// `locale`, from `OvfManagerCommonParams`.
+    pub locale: String,
+    /// `deploymentOption`, from `OvfManagerCommonParams`.
+    pub deployment_option: String,
+    /// `msgBundle`, from `OvfManagerCommonParams`.
+    pub msg_bundle: Vec<KeyValue>,
+    /// `importOption`, from `OvfManagerCommonParams`.
+    pub import_option: Vec<String>,
+    /// `entityName`, from `OvfCreateImportSpecParams`.
+    pub entity_name: String,
+    /// `hostSystem`, from `OvfCreateImportSpecParams`.
+    pub host_system: Option<x::ManagedObjectReference>,
+    /// `networkMapping`, from `OvfCreateImportSpecParams`.
+    pub network_mapping: Vec<OvfNetworkMapping>,
+    /// `ipAllocationPolicy`, from `OvfCreateImportSpecParams`.
+    pub ip_allocation_policy: Option<String>,
+    /// `ipProtocol`, from `OvfCreateImportSpecParams`.
+    pub ip_protocol: Option<String>,
+    /// `propertyMapping`, from `OvfCreateImportSpecParams`.
+    pub property_mapping: Vec<KeyValue>,
+    /// `resourceMapping`, from `OvfCreateImportSpecParams`.
+    pub resource_mapping: Vec<OvfResourceMap>,
+    /// `diskProvisioning`, from `OvfCreateImportSpecParams`.
+    pub disk_provisioning: Option<String>,
+    /// `instantiationOst`, from `OvfCreateImportSpecParams`.
+    pub instantiation_ost: Option<OvfConsumerOstNode>,
+    /// `pushMode`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub push_mode: Option<bool>,
+    /// `signatureRequired`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub signature_required: Option<bool>,
+    /// `skipManifestCheck`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub skip_manifest_check: Option<bool>,
+    /// `powerOn`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub power_on: Option<bool>,
+    /// `customHttpHeaders`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub custom_http_headers: Vec<KeyValue>,
+    /// `sourceCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub source_certificate: Option<String>,
+    /// `datastoreMappings`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub datastore_mappings: Vec<OvfDatastoreMapping>,
+    /// `vmProfile`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vm_profile: Option<String>,
+    /// `diskProfiles`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub disk_profiles: Vec<OvfStorageProfileMapping>,
+}
+impl x::SchemaType for OvfImportParams {
+    const TYPE_NAME: &'static str = "OvfImportParams";
+}
+impl x::Structure for OvfImportParams {}
+impl x::Fields for OvfImportParams {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "locale" => r.read(&mut self.locale),
+            "deploymentOption" => r.read(&mut self.deployment_option),
+            "msgBundle" => r.read_push(&mut self.msg_bundle),
+            "importOption" => r.read_push(&mut self.import_option),
+            "entityName" => r.read(&mut self.entity_name),
+            "hostSystem" => r.read_opt(&mut self.host_system),
+            "networkMapping" => r.read_push(&mut self.network_mapping),
+            "ipAllocationPolicy" => r.read_opt(&mut self.ip_allocation_policy),
+            "ipProtocol" => r.read_opt(&mut self.ip_protocol),
+            "propertyMapping" => r.read_push(&mut self.property_mapping),
+            "resourceMapping" => r.read_push(&mut self.resource_mapping),
+            "diskProvisioning" => r.read_opt(&mut self.disk_provisioning),
+            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
+            "pushMode" => r.read_opt(&mut self.push_mode),
+            "signatureRequired" => r.read_opt(&mut self.signature_required),
+            "skipManifestCheck" => r.read_opt(&mut self.skip_manifest_check),
+            "powerOn" => r.read_opt(&mut self.power_on),
+            "customHttpHeaders" => r.read_push(&mut self.custom_http_headers),
+            "sourceCertificate" => r.read_opt(&mut self.source_certificate),
+            "datastoreMappings" => r.read_push(&mut self.datastore_mappings),
+            "vmProfile" => r.read_opt(&mut self.vm_profile),
+            "diskProfiles" => r.read_push(&mut self.disk_profiles),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("locale", &self.locale);
+        w.write("deploymentOption", &self.deployment_option);
+        w.write_vec("msgBundle", &self.msg_bundle);
+        w.write_vec("importOption", &self.import_option);
+        w.write("entityName", &self.entity_name);
+        w.write_opt("hostSystem", &self.host_system);
+        w.write_vec("networkMapping", &self.network_mapping);
+        w.write_opt("ipAllocationPolicy", &self.ip_allocation_policy);
+        w.write_opt("ipProtocol", &self.ip_protocol);
+        w.write_vec("propertyMapping", &self.property_mapping);
+        w.write_vec("resourceMapping", &self.resource_mapping);
+        w.write_opt("diskProvisioning", &self.disk_provisioning);
+        w.write_opt("instantiationOst", &self.instantiation_ost);
+        w.write_opt("pushMode", &self.push_mode);
+        w.write_opt("signatureRequired", &self.signature_required);
+        w.write_opt("skipManifestCheck", &self.skip_manifest_check);
+        w.write_opt("powerOn", &self.power_on);
+        w.write_vec("customHttpHeaders", &self.custom_http_headers);
+        w.write_opt("sourceCertificate", &self.source_certificate);
+        w.write_vec("datastoreMappings", &self.datastore_mappings);
+        w.write_opt("vmProfile", &self.vm_profile);
+        w.write_vec("diskProfiles", &self.disk_profiles);
+    }
+}
 /// `OvfInternalError` (extends `OvfSystemFault`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfInternalError {
@@ -2913,223 +3099,5 @@ impl x::Fields for OvfMissingHardware {
         w.write_vec("faultMessage", &self.fault_message);
         w.write("name", &self.name);
         w.write("resourceType", &self.resource_type);
-    }
-}
-/// `OvfNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkInfo {
-    /// `name`.
-    pub name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for OvfNetworkInfo {
-    const TYPE_NAME: &'static str = "OvfNetworkInfo";
-}
-impl x::Structure for OvfNetworkInfo {}
-impl x::Fields for OvfNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("description", &self.description);
-    }
-}
-impl x::ArrayItem for OvfNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkInfo";
-    const ITEM_TAG: &'static str = "OvfNetworkInfo";
-}
-/// `OvfNetworkMapping` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkMapping {
-    /// `name`.
-    pub name: String,
-    /// `network`.
-    pub network: x::ManagedObjectReference,
-}
-impl x::SchemaType for OvfNetworkMapping {
-    const TYPE_NAME: &'static str = "OvfNetworkMapping";
-}
-impl x::Structure for OvfNetworkMapping {}
-impl x::Fields for OvfNetworkMapping {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "network" => r.read(&mut self.network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("network", &self.network);
-    }
-}
-impl x::ArrayItem for OvfNetworkMapping {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkMapping";
-    const ITEM_TAG: &'static str = "OvfNetworkMapping";
-}
-/// `OvfNetworkMappingNotSupported` (extends `OvfImport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkMappingNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for OvfNetworkMappingNotSupported {
-    const TYPE_NAME: &'static str = "OvfNetworkMappingNotSupported";
-}
-impl x::Structure for OvfNetworkMappingNotSupported {}
-impl x::Fields for OvfNetworkMappingNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `OvfNoHostNic` (extends `OvfUnsupportedPackage`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNoHostNic {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-}
-impl x::SchemaType for OvfNoHostNic {
-    const TYPE_NAME: &'static str = "OvfNoHostNic";
-}
-impl x::Structure for OvfNoHostNic {}
-impl x::Fields for OvfNoHostNic {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-    }
-}
-/// `OvfNoSpaceOnController` (extends `OvfUnsupportedElement`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNoSpaceOnController {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-    /// `name`, from `OvfUnsupportedElement`.
-    pub name: String,
-    /// `parent`.
-    pub parent: String,
-}
-impl x::SchemaType for OvfNoSpaceOnController {
-    const TYPE_NAME: &'static str = "OvfNoSpaceOnController";
-}
-impl x::Structure for OvfNoSpaceOnController {}
-impl x::Fields for OvfNoSpaceOnController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            "name" => r.read(&mut self.name),
-            "parent" => r.read(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-        w.write("name", &self.name);
-        w.write("parent", &self.parent);
-    }
-}
-/// `OvfNoSupportedHardwareFamily` (extends `OvfUnsupportedPackage`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNoSupportedHardwareFamily {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfUnsupportedPackage`.
-    pub line_number: Option<i32>,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for OvfNoSupportedHardwareFamily {
-    const TYPE_NAME: &'static str = "OvfNoSupportedHardwareFamily";
-}
-impl x::Structure for OvfNoSupportedHardwareFamily {}
-impl x::Fields for OvfNoSupportedHardwareFamily {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "lineNumber" => r.read_opt(&mut self.line_number),
-            "version" => r.read(&mut self.version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("lineNumber", &self.line_number);
-        w.write("version", &self.version);
     }
 }

@@ -5,6 +5,224 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `OvfNetworkInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNetworkInfo {
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for OvfNetworkInfo {
+    const TYPE_NAME: &'static str = "OvfNetworkInfo";
+}
+impl x::Structure for OvfNetworkInfo {}
+impl x::Fields for OvfNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("description", &self.description);
+    }
+}
+impl x::ArrayItem for OvfNetworkInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkInfo";
+    const ITEM_TAG: &'static str = "OvfNetworkInfo";
+}
+/// `OvfNetworkMapping` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNetworkMapping {
+    /// `name`.
+    pub name: String,
+    /// `network`.
+    pub network: x::ManagedObjectReference,
+}
+impl x::SchemaType for OvfNetworkMapping {
+    const TYPE_NAME: &'static str = "OvfNetworkMapping";
+}
+impl x::Structure for OvfNetworkMapping {}
+impl x::Fields for OvfNetworkMapping {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "network" => r.read(&mut self.network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("network", &self.network);
+    }
+}
+impl x::ArrayItem for OvfNetworkMapping {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkMapping";
+    const ITEM_TAG: &'static str = "OvfNetworkMapping";
+}
+/// `OvfNetworkMappingNotSupported` (extends `OvfImport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNetworkMappingNotSupported {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for OvfNetworkMappingNotSupported {
+    const TYPE_NAME: &'static str = "OvfNetworkMappingNotSupported";
+}
+impl x::Structure for OvfNetworkMappingNotSupported {}
+impl x::Fields for OvfNetworkMappingNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `OvfNoHostNic` (extends `OvfUnsupportedPackage`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNoHostNic {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `lineNumber`, from `OvfUnsupportedPackage`.
+    pub line_number: Option<i32>,
+}
+impl x::SchemaType for OvfNoHostNic {
+    const TYPE_NAME: &'static str = "OvfNoHostNic";
+}
+impl x::Structure for OvfNoHostNic {}
+impl x::Fields for OvfNoHostNic {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write_opt("lineNumber", &self.line_number);
+    }
+}
+/// `OvfNoSpaceOnController` (extends `OvfUnsupportedElement`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNoSpaceOnController {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `lineNumber`, from `OvfUnsupportedPackage`.
+    pub line_number: Option<i32>,
+    /// `name`, from `OvfUnsupportedElement`.
+    pub name: String,
+    /// `parent`.
+    pub parent: String,
+}
+impl x::SchemaType for OvfNoSpaceOnController {
+    const TYPE_NAME: &'static str = "OvfNoSpaceOnController";
+}
+impl x::Structure for OvfNoSpaceOnController {}
+impl x::Fields for OvfNoSpaceOnController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "parent" => r.read(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write_opt("lineNumber", &self.line_number);
+        w.write("name", &self.name);
+        w.write("parent", &self.parent);
+    }
+}
+/// `OvfNoSupportedHardwareFamily` (extends `OvfUnsupportedPackage`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNoSupportedHardwareFamily {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `lineNumber`, from `OvfUnsupportedPackage`.
+    pub line_number: Option<i32>,
+    /// `version`.
+    pub version: String,
+}
+impl x::SchemaType for OvfNoSupportedHardwareFamily {
+    const TYPE_NAME: &'static str = "OvfNoSupportedHardwareFamily";
+}
+impl x::Structure for OvfNoSupportedHardwareFamily {}
+impl x::Fields for OvfNoSupportedHardwareFamily {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "version" => r.read(&mut self.version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write_opt("lineNumber", &self.line_number);
+        w.write("version", &self.version);
+    }
+}
 /// `OvfOptionInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfOptionInfo {
@@ -613,6 +831,47 @@ impl x::Fields for OvfResourceMap {
 impl x::ArrayItem for OvfResourceMap {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfResourceMap";
     const ITEM_TAG: &'static str = "OvfResourceMap";
+}
+/// `OvfStorageProfileMapping` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfStorageProfileMapping {
+    /// `diskId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub disk_id: String,
+    /// `storageProfileId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub storage_profile_id: String,
+}
+impl x::SchemaType for OvfStorageProfileMapping {
+    const TYPE_NAME: &'static str = "OvfStorageProfileMapping";
+}
+impl x::Structure for OvfStorageProfileMapping {}
+impl x::Fields for OvfStorageProfileMapping {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "storageProfileId" => r.read(&mut self.storage_profile_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write("storageProfileId", &self.storage_profile_id);
+    }
+}
+impl x::ArrayItem for OvfStorageProfileMapping {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfStorageProfileMapping";
+    const ITEM_TAG: &'static str = "OvfStorageProfileMapping";
 }
 /// `OvfSystemFault` (extends `OvfFault`).
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -26,6 +26,18 @@ pub struct PMemDatastoreInfo {
     pub container_id: Option<String>,
     /// `aliasOf`, from `DatastoreInfo`.
     pub alias_of: Option<String>,
+    /// `supportedVDiskFormats`, from `DatastoreInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub supported_vdisk_formats: Vec<String>,
+    /// `logicalSectorSize`, from `DatastoreInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub logical_sector_size: Option<i32>,
+    /// `physicalSectorSize`, from `DatastoreInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub physical_sector_size: Option<i32>,
     /// `pmem`.
     pub pmem: HostPMemVolume,
 }
@@ -49,6 +61,9 @@ impl x::Fields for PMemDatastoreInfo {
             "timestamp" => r.read_opt(&mut self.timestamp),
             "containerId" => r.read_opt(&mut self.container_id),
             "aliasOf" => r.read_opt(&mut self.alias_of),
+            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
+            "logicalSectorSize" => r.read_opt(&mut self.logical_sector_size),
+            "physicalSectorSize" => r.read_opt(&mut self.physical_sector_size),
             "pmem" => r.read(&mut self.pmem),
             _ => return Ok(false),
         };
@@ -65,6 +80,9 @@ impl x::Fields for PMemDatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
+        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        w.write_opt("physicalSectorSize", &self.physical_sector_size);
         w.write("pmem", &self.pmem);
     }
 }
@@ -85,6 +103,14 @@ pub struct ParaVirtualSCSIController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -114,6 +140,8 @@ impl x::Fields for ParaVirtualSCSIController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
@@ -132,6 +160,8 @@ impl x::Fields for ParaVirtualSCSIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
@@ -164,6 +194,10 @@ pub struct ParaVirtualSCSIControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -207,6 +241,7 @@ impl x::Fields for ParaVirtualSCSIControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
@@ -233,6 +268,7 @@ impl x::Fields for ParaVirtualSCSIControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIDisks", &self.num_scsi_disks);

@@ -174,10 +174,18 @@ pub struct PermissionAddedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `entity`, from `PermissionEvent`.
     pub entity: ManagedEntityEventArgument,
     /// `principal`, from `PermissionEvent`.
@@ -211,8 +219,10 @@ impl x::Fields for PermissionAddedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "entity" => r.read(&mut self.entity),
             "principal" => r.read(&mut self.principal),
             "group" => r.read(&mut self.group),
@@ -235,8 +245,10 @@ impl x::Fields for PermissionAddedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("entity", &self.entity);
         w.write("principal", &self.principal);
         w.write("group", &self.group);
@@ -269,10 +281,18 @@ pub struct PermissionEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
     /// `principal`.
@@ -302,8 +322,10 @@ impl x::Fields for PermissionEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "entity" => r.read(&mut self.entity),
             "principal" => r.read(&mut self.principal),
             "group" => r.read(&mut self.group),
@@ -324,8 +346,10 @@ impl x::Fields for PermissionEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("entity", &self.entity);
         w.write("principal", &self.principal);
         w.write("group", &self.group);
@@ -431,10 +455,18 @@ pub struct PermissionRemovedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `entity`, from `PermissionEvent`.
     pub entity: ManagedEntityEventArgument,
     /// `principal`, from `PermissionEvent`.
@@ -464,8 +496,10 @@ impl x::Fields for PermissionRemovedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "entity" => r.read(&mut self.entity),
             "principal" => r.read(&mut self.principal),
             "group" => r.read(&mut self.group),
@@ -486,8 +520,10 @@ impl x::Fields for PermissionRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("entity", &self.entity);
         w.write("principal", &self.principal);
         w.write("group", &self.group);
@@ -518,10 +554,18 @@ pub struct PermissionUpdatedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `entity`, from `PermissionEvent`.
     pub entity: ManagedEntityEventArgument,
     /// `principal`, from `PermissionEvent`.
@@ -559,8 +603,10 @@ impl x::Fields for PermissionUpdatedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "entity" => r.read(&mut self.entity),
             "principal" => r.read(&mut self.principal),
             "group" => r.read(&mut self.group),
@@ -585,8 +631,10 @@ impl x::Fields for PermissionUpdatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("entity", &self.entity);
         w.write("principal", &self.principal);
         w.write("group", &self.group);
@@ -646,6 +694,14 @@ pub struct PhysicalNic {
     pub pci: String,
     /// `driver`.
     pub driver: Option<String>,
+    /// `driverVersion`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub firmware_version: Option<String>,
     /// `linkSpeed`.
     pub link_speed: Option<PhysicalNicLinkInfo>,
     /// `validLinkSpecification`.
@@ -674,6 +730,14 @@ pub struct PhysicalNic {
     pub ens_interrupt_supported: Option<bool>,
     /// `rdmaDevice`.
     pub rdma_device: Option<String>,
+    /// `dpuId`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dpu_id: Option<String>,
+    /// `perfNicOffloadSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub perf_nic_offload_supported: Option<bool>,
 }
 impl x::SchemaType for PhysicalNic {
     const TYPE_NAME: &'static str = "PhysicalNic";
@@ -690,6 +754,8 @@ impl x::Fields for PhysicalNic {
             "device" => r.read(&mut self.device),
             "pci" => r.read(&mut self.pci),
             "driver" => r.read_opt(&mut self.driver),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             "linkSpeed" => r.read_opt(&mut self.link_speed),
             "validLinkSpecification" => r.read_push(&mut self.valid_link_specification),
             "spec" => r.read(&mut self.spec),
@@ -714,6 +780,8 @@ impl x::Fields for PhysicalNic {
             }
             "ensInterruptSupported" => r.read_opt(&mut self.ens_interrupt_supported),
             "rdmaDevice" => r.read_opt(&mut self.rdma_device),
+            "dpuId" => r.read_opt(&mut self.dpu_id),
+            "perfNicOffloadSupported" => r.read_opt(&mut self.perf_nic_offload_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -724,6 +792,8 @@ impl x::Fields for PhysicalNic {
         w.write("device", &self.device);
         w.write("pci", &self.pci);
         w.write_opt("driver", &self.driver);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("firmwareVersion", &self.firmware_version);
         w.write_opt("linkSpeed", &self.link_speed);
         w.write_vec("validLinkSpecification", &self.valid_link_specification);
         w.write("spec", &self.spec);
@@ -750,6 +820,8 @@ impl x::Fields for PhysicalNic {
         );
         w.write_opt("ensInterruptSupported", &self.ens_interrupt_supported);
         w.write_opt("rdmaDevice", &self.rdma_device);
+        w.write_opt("dpuId", &self.dpu_id);
+        w.write_opt("perfNicOffloadSupported", &self.perf_nic_offload_supported);
     }
 }
 impl x::ArrayItem for PhysicalNic {

@@ -694,10 +694,18 @@ pub struct RecoveryEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `hostName`.
     pub host_name: String,
     /// `portKey`.
@@ -729,8 +737,10 @@ impl x::Fields for RecoveryEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "hostName" => r.read(&mut self.host_name),
             "portKey" => r.read(&mut self.port_key),
             "dvsUuid" => r.read_opt(&mut self.dvs_uuid),
@@ -752,8 +762,10 @@ impl x::Fields for RecoveryEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("hostName", &self.host_name);
         w.write("portKey", &self.port_key);
         w.write_opt("dvsUuid", &self.dvs_uuid);
@@ -898,10 +910,18 @@ pub struct RemoteTSMEnabledEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
 }
 impl x::SchemaType for RemoteTSMEnabledEvent {
     const TYPE_NAME: &'static str = "RemoteTSMEnabledEvent";
@@ -925,8 +945,10 @@ impl x::Fields for RemoteTSMEnabledEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -944,8 +966,10 @@ impl x::Fields for RemoteTSMEnabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `RemoveFailed` (extends `VimFault`).
@@ -1035,10 +1059,22 @@ pub struct ReplicationConfigSpec {
     pub net_encryption_enabled: Option<bool>,
     /// `encryptionDestination`.
     pub encryption_destination: Option<String>,
+    /// `additionalEncryptionDestination`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub additional_encryption_destination: Vec<String>,
     /// `encryptionPort`.
     pub encryption_port: Option<i32>,
     /// `remoteCertificateThumbprint`.
     pub remote_certificate_thumbprint: Option<String>,
+    /// `dataSetsReplicationEnabled`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub data_sets_replication_enabled: Option<bool>,
+    /// `useHbrProxyHttpPreamble`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub use_hbr_proxy_http_preamble: Option<bool>,
     /// `disk`.
     pub disk: Vec<ReplicationInfoDiskSettings>,
 }
@@ -1064,9 +1100,18 @@ impl x::Fields for ReplicationConfigSpec {
             "netCompressionEnabled" => r.read_opt(&mut self.net_compression_enabled),
             "netEncryptionEnabled" => r.read_opt(&mut self.net_encryption_enabled),
             "encryptionDestination" => r.read_opt(&mut self.encryption_destination),
+            "additionalEncryptionDestination" => {
+                r.read_push(&mut self.additional_encryption_destination)
+            }
             "encryptionPort" => r.read_opt(&mut self.encryption_port),
             "remoteCertificateThumbprint" => {
                 r.read_opt(&mut self.remote_certificate_thumbprint)
+            }
+            "dataSetsReplicationEnabled" => {
+                r.read_opt(&mut self.data_sets_replication_enabled)
+            }
+            "useHbrProxyHttpPreamble" => {
+                r.read_opt(&mut self.use_hbr_proxy_http_preamble)
             }
             "disk" => r.read_push(&mut self.disk),
             _ => return Ok(false),
@@ -1086,8 +1131,14 @@ impl x::Fields for ReplicationConfigSpec {
         w.write_opt("netCompressionEnabled", &self.net_compression_enabled);
         w.write_opt("netEncryptionEnabled", &self.net_encryption_enabled);
         w.write_opt("encryptionDestination", &self.encryption_destination);
+        w.write_vec(
+            "additionalEncryptionDestination",
+            &self.additional_encryption_destination,
+        );
         w.write_opt("encryptionPort", &self.encryption_port);
         w.write_opt("remoteCertificateThumbprint", &self.remote_certificate_thumbprint);
+        w.write_opt("dataSetsReplicationEnabled", &self.data_sets_replication_enabled);
+        w.write_opt("useHbrProxyHttpPreamble", &self.use_hbr_proxy_http_preamble);
         w.write_vec("disk", &self.disk);
     }
 }

@@ -482,6 +482,10 @@ pub struct ClusterEnterMaintenanceModeRequestType {
     pub host: Vec<x::ManagedObjectReference>,
     /// `option`.
     pub option: Vec<AnyOptionValue>,
+    /// `info`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub info: Option<ClusterComputeResourceMaintenanceInfo>,
 }
 impl x::SchemaType for ClusterEnterMaintenanceModeRequestType {
     const TYPE_NAME: &'static str = "ClusterEnterMaintenanceModeRequestType";
@@ -497,6 +501,7 @@ impl x::Fields for ClusterEnterMaintenanceModeRequestType {
             "_this" => r.read(&mut self.this),
             "host" => r.read_push(&mut self.host),
             "option" => r.read_push(&mut self.option),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -506,6 +511,7 @@ impl x::Fields for ClusterEnterMaintenanceModeRequestType {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
         w.write_vec("option", &self.option);
+        w.write_opt("info", &self.info);
     }
 }
 impl x::Request for ClusterEnterMaintenanceModeRequestType {

@@ -541,6 +541,62 @@ impl x::Request for CreateCollectorForTasksRequestType {
         r.read_returnval()
     }
 }
+/// `CreateCollectorWithInfoFilterForTasksRequestType`.
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CreateCollectorWithInfoFilterForTasksRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub this: x::ManagedObjectReference,
+    /// `filter`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub filter: TaskFilterSpec,
+    /// `infoFilter`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub info_filter: Option<TaskInfoFilterSpec>,
+}
+impl x::SchemaType for CreateCollectorWithInfoFilterForTasksRequestType {
+    const TYPE_NAME: &'static str = "CreateCollectorWithInfoFilterForTasksRequestType";
+}
+impl x::Structure for CreateCollectorWithInfoFilterForTasksRequestType {}
+impl x::Fields for CreateCollectorWithInfoFilterForTasksRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filter" => r.read(&mut self.filter),
+            "infoFilter" => r.read_opt(&mut self.info_filter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("filter", &self.filter);
+        w.write_opt("infoFilter", &self.info_filter);
+    }
+}
+impl x::Request for CreateCollectorWithInfoFilterForTasksRequestType {
+    const NAME: &'static str = "CreateCollectorWithInfoFilterForTasks";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `CreateContainerViewRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CreateContainerViewRequestType {
@@ -988,6 +1044,18 @@ pub struct CreateDiskFromSnapshotRequestType {
     pub crypto: Option<AnyCryptoSpec>,
     /// `path`.
     pub path: Option<String>,
+    /// `isLinkedClone`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub is_linked_clone: Option<bool>,
+    /// `targetId`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub target_id: Option<ID>,
+    /// `targetDatastore`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub target_datastore: Option<x::ManagedObjectReference>,
 }
 impl x::SchemaType for CreateDiskFromSnapshotRequestType {
     const TYPE_NAME: &'static str = "CreateDiskFromSnapshotRequestType";
@@ -1008,6 +1076,9 @@ impl x::Fields for CreateDiskFromSnapshotRequestType {
             "profile" => r.read_push(&mut self.profile),
             "crypto" => r.read_opt(&mut self.crypto),
             "path" => r.read_opt(&mut self.path),
+            "isLinkedClone" => r.read_opt(&mut self.is_linked_clone),
+            "targetId" => r.read_opt(&mut self.target_id),
+            "targetDatastore" => r.read_opt(&mut self.target_datastore),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1022,6 +1093,9 @@ impl x::Fields for CreateDiskFromSnapshotRequestType {
         w.write_vec("profile", &self.profile);
         w.write_opt("crypto", &self.crypto);
         w.write_opt("path", &self.path);
+        w.write_opt("isLinkedClone", &self.is_linked_clone);
+        w.write_opt("targetId", &self.target_id);
+        w.write_opt("targetDatastore", &self.target_datastore);
     }
 }
 impl x::Request for CreateDiskFromSnapshotRequestType {
@@ -1229,7 +1303,7 @@ pub struct CreateImportSpecRequestType {
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
     /// `cisp`.
-    pub cisp: OvfCreateImportSpecParams,
+    pub cisp: AnyOvfCreateImportSpecParams,
 }
 impl x::SchemaType for CreateImportSpecRequestType {
     const TYPE_NAME: &'static str = "CreateImportSpecRequestType";

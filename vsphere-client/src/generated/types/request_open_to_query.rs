@@ -833,6 +833,56 @@ impl x::Request for PromoteDisksRequestType {
         r.read_returnval()
     }
 }
+/// `ProvisionServerPrivateKeyRequestType`.
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProvisionServerPrivateKeyRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub this: x::ManagedObjectReference,
+    /// `key`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub key: String,
+}
+impl x::SchemaType for ProvisionServerPrivateKeyRequestType {
+    const TYPE_NAME: &'static str = "ProvisionServerPrivateKeyRequestType";
+}
+impl x::Structure for ProvisionServerPrivateKeyRequestType {}
+impl x::Fields for ProvisionServerPrivateKeyRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("key", &self.key);
+    }
+}
+impl x::Request for ProvisionServerPrivateKeyRequestType {
+    const NAME: &'static str = "ProvisionServerPrivateKey";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
 /// `PutUsbScanCodesRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PutUsbScanCodesRequestType {
@@ -1565,6 +1615,62 @@ impl x::Request for QueryCompatibleHostForNewDvsRequestType {
         r.read_returnval_vec()
     }
 }
+/// `QueryCompatibleVmnicsFromHostsRequestType`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryCompatibleVmnicsFromHostsRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub this: x::ManagedObjectReference,
+    /// `hosts`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub hosts: Vec<x::ManagedObjectReference>,
+    /// `dvs`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dvs: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryCompatibleVmnicsFromHostsRequestType {
+    const TYPE_NAME: &'static str = "QueryCompatibleVmnicsFromHostsRequestType";
+}
+impl x::Structure for QueryCompatibleVmnicsFromHostsRequestType {}
+impl x::Fields for QueryCompatibleVmnicsFromHostsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hosts" => r.read_push(&mut self.hosts),
+            "dvs" => r.read(&mut self.dvs),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("hosts", &self.hosts);
+        w.write("dvs", &self.dvs);
+    }
+}
+impl x::Request for QueryCompatibleVmnicsFromHostsRequestType {
+    const NAME: &'static str = "QueryCompatibleVmnicsFromHosts";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<DVSManagerPhysicalNicsList>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
 /// `QueryComplianceStatusRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QueryComplianceStatusRequestType {
@@ -1848,6 +1954,10 @@ pub struct QueryConnectionInfoRequestType {
     pub password: String,
     /// `sslThumbprint`.
     pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
 }
 impl x::SchemaType for QueryConnectionInfoRequestType {
     const TYPE_NAME: &'static str = "QueryConnectionInfoRequestType";
@@ -1866,6 +1976,7 @@ impl x::Fields for QueryConnectionInfoRequestType {
             "username" => r.read(&mut self.username),
             "password" => r.read(&mut self.password),
             "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1878,6 +1989,7 @@ impl x::Fields for QueryConnectionInfoRequestType {
         w.write("username", &self.username);
         w.write("password", &self.password);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        w.write_opt("sslCertificate", &self.ssl_certificate);
     }
 }
 impl x::Request for QueryConnectionInfoRequestType {
@@ -2151,6 +2263,62 @@ impl x::Request for QueryDescriptionsRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
+    }
+}
+/// `QueryDirectoryInfoRequestType`.
+///
+/// Since vSphere API 8.0.1.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryDirectoryInfoRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub this: x::ManagedObjectReference,
+    /// `datacenter`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub datacenter: Option<x::ManagedObjectReference>,
+    /// `stableName`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub stable_name: String,
+}
+impl x::SchemaType for QueryDirectoryInfoRequestType {
+    const TYPE_NAME: &'static str = "QueryDirectoryInfoRequestType";
+}
+impl x::Structure for QueryDirectoryInfoRequestType {}
+impl x::Fields for QueryDirectoryInfoRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "stableName" => r.read(&mut self.stable_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write("stableName", &self.stable_name);
+    }
+}
+impl x::Request for QueryDirectoryInfoRequestType {
+    const NAME: &'static str = "QueryDirectoryInfo";
+    const IDEMPOTENT: bool = true;
+    type Response = DatastoreNamespaceManagerDirectoryInfo;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
     }
 }
 /// `QueryDisksForVsanRequestType`.
@@ -2484,6 +2652,10 @@ pub struct QueryEventsRequestType {
     pub this: x::ManagedObjectReference,
     /// `filter`.
     pub filter: EventFilterSpec,
+    /// `eventViewSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub event_view_spec: Option<AnyEventManagerEventViewSpec>,
 }
 impl x::SchemaType for QueryEventsRequestType {
     const TYPE_NAME: &'static str = "QueryEventsRequestType";
@@ -2498,6 +2670,7 @@ impl x::Fields for QueryEventsRequestType {
         let result = match name {
             "_this" => r.read(&mut self.this),
             "filter" => r.read(&mut self.filter),
+            "eventViewSpec" => r.read_opt(&mut self.event_view_spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2506,6 +2679,7 @@ impl x::Fields for QueryEventsRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
+        w.write_opt("eventViewSpec", &self.event_view_spec);
     }
 }
 impl x::Request for QueryEventsRequestType {
@@ -2695,6 +2869,62 @@ impl x::Request for QueryFaultToleranceCompatibilityRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
+    }
+}
+/// `QueryFileLockInfoRequestType`.
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryFileLockInfoRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub this: x::ManagedObjectReference,
+    /// `path`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub path: String,
+    /// `host`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryFileLockInfoRequestType {
+    const TYPE_NAME: &'static str = "QueryFileLockInfoRequestType";
+}
+impl x::Structure for QueryFileLockInfoRequestType {}
+impl x::Fields for QueryFileLockInfoRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "path" => r.read(&mut self.path),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("path", &self.path);
+        w.write_opt("host", &self.host);
+    }
+}
+impl x::Request for QueryFileLockInfoRequestType {
+    const NAME: &'static str = "QueryFileLockInfo";
+    const IDEMPOTENT: bool = true;
+    type Response = FileLockInfoResult;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
     }
 }
 /// `QueryFilterEntitiesRequestType`.
@@ -3259,237 +3489,5 @@ impl x::Request for QueryIORMConfigOptionRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
-    }
-}
-/// `QueryIPAllocationsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryIPAllocationsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `dc`.
-    pub dc: x::ManagedObjectReference,
-    /// `poolId`.
-    pub pool_id: i32,
-    /// `extensionKey`.
-    pub extension_key: String,
-}
-impl x::SchemaType for QueryIPAllocationsRequestType {
-    const TYPE_NAME: &'static str = "QueryIPAllocationsRequestType";
-}
-impl x::Structure for QueryIPAllocationsRequestType {}
-impl x::Fields for QueryIPAllocationsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "dc" => r.read(&mut self.dc),
-            "poolId" => r.read(&mut self.pool_id),
-            "extensionKey" => r.read(&mut self.extension_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("dc", &self.dc);
-        w.write("poolId", &self.pool_id);
-        w.write("extensionKey", &self.extension_key);
-    }
-}
-impl x::Request for QueryIPAllocationsRequestType {
-    const NAME: &'static str = "QueryIPAllocations";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<IpPoolManagerIpAllocation>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryIoFilterInfoRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryIoFilterInfoRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `compRes`.
-    pub comp_res: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryIoFilterInfoRequestType {
-    const TYPE_NAME: &'static str = "QueryIoFilterInfoRequestType";
-}
-impl x::Structure for QueryIoFilterInfoRequestType {}
-impl x::Fields for QueryIoFilterInfoRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "compRes" => r.read(&mut self.comp_res),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("compRes", &self.comp_res);
-    }
-}
-impl x::Request for QueryIoFilterInfoRequestType {
-    const NAME: &'static str = "QueryIoFilterInfo";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<ClusterIoFilterInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryIoFilterIssuesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryIoFilterIssuesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `filterId`.
-    pub filter_id: String,
-    /// `compRes`.
-    pub comp_res: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryIoFilterIssuesRequestType {
-    const TYPE_NAME: &'static str = "QueryIoFilterIssuesRequestType";
-}
-impl x::Structure for QueryIoFilterIssuesRequestType {}
-impl x::Fields for QueryIoFilterIssuesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "filterId" => r.read(&mut self.filter_id),
-            "compRes" => r.read(&mut self.comp_res),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("filterId", &self.filter_id);
-        w.write("compRes", &self.comp_res);
-    }
-}
-impl x::Request for QueryIoFilterIssuesRequestType {
-    const NAME: &'static str = "QueryIoFilterIssues";
-    const IDEMPOTENT: bool = true;
-    type Response = IoFilterQueryIssueResult;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryIpPoolsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryIpPoolsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `dc`.
-    pub dc: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryIpPoolsRequestType {
-    const TYPE_NAME: &'static str = "QueryIpPoolsRequestType";
-}
-impl x::Structure for QueryIpPoolsRequestType {}
-impl x::Fields for QueryIpPoolsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "dc" => r.read(&mut self.dc),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("dc", &self.dc);
-    }
-}
-impl x::Request for QueryIpPoolsRequestType {
-    const NAME: &'static str = "QueryIpPools";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<IpPool>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryLicenseSourceAvailabilityRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryLicenseSourceAvailabilityRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryLicenseSourceAvailabilityRequestType {
-    const TYPE_NAME: &'static str = "QueryLicenseSourceAvailabilityRequestType";
-}
-impl x::Structure for QueryLicenseSourceAvailabilityRequestType {}
-impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("host", &self.host);
-    }
-}
-impl x::Request for QueryLicenseSourceAvailabilityRequestType {
-    const NAME: &'static str = "QueryLicenseSourceAvailability";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<LicenseAvailabilityInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
     }
 }

@@ -5,6 +5,238 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QueryIPAllocationsRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryIPAllocationsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `dc`.
+    pub dc: x::ManagedObjectReference,
+    /// `poolId`.
+    pub pool_id: i32,
+    /// `extensionKey`.
+    pub extension_key: String,
+}
+impl x::SchemaType for QueryIPAllocationsRequestType {
+    const TYPE_NAME: &'static str = "QueryIPAllocationsRequestType";
+}
+impl x::Structure for QueryIPAllocationsRequestType {}
+impl x::Fields for QueryIPAllocationsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dc" => r.read(&mut self.dc),
+            "poolId" => r.read(&mut self.pool_id),
+            "extensionKey" => r.read(&mut self.extension_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("dc", &self.dc);
+        w.write("poolId", &self.pool_id);
+        w.write("extensionKey", &self.extension_key);
+    }
+}
+impl x::Request for QueryIPAllocationsRequestType {
+    const NAME: &'static str = "QueryIPAllocations";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<IpPoolManagerIpAllocation>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryIoFilterInfoRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryIoFilterInfoRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `compRes`.
+    pub comp_res: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryIoFilterInfoRequestType {
+    const TYPE_NAME: &'static str = "QueryIoFilterInfoRequestType";
+}
+impl x::Structure for QueryIoFilterInfoRequestType {}
+impl x::Fields for QueryIoFilterInfoRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "compRes" => r.read(&mut self.comp_res),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("compRes", &self.comp_res);
+    }
+}
+impl x::Request for QueryIoFilterInfoRequestType {
+    const NAME: &'static str = "QueryIoFilterInfo";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<ClusterIoFilterInfo>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryIoFilterIssuesRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryIoFilterIssuesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `filterId`.
+    pub filter_id: String,
+    /// `compRes`.
+    pub comp_res: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryIoFilterIssuesRequestType {
+    const TYPE_NAME: &'static str = "QueryIoFilterIssuesRequestType";
+}
+impl x::Structure for QueryIoFilterIssuesRequestType {}
+impl x::Fields for QueryIoFilterIssuesRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            "compRes" => r.read(&mut self.comp_res),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("filterId", &self.filter_id);
+        w.write("compRes", &self.comp_res);
+    }
+}
+impl x::Request for QueryIoFilterIssuesRequestType {
+    const NAME: &'static str = "QueryIoFilterIssues";
+    const IDEMPOTENT: bool = true;
+    type Response = IoFilterQueryIssueResult;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryIpPoolsRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryIpPoolsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `dc`.
+    pub dc: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryIpPoolsRequestType {
+    const TYPE_NAME: &'static str = "QueryIpPoolsRequestType";
+}
+impl x::Structure for QueryIpPoolsRequestType {}
+impl x::Fields for QueryIpPoolsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dc" => r.read(&mut self.dc),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("dc", &self.dc);
+    }
+}
+impl x::Request for QueryIpPoolsRequestType {
+    const NAME: &'static str = "QueryIpPools";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<IpPool>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryLicenseSourceAvailabilityRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryLicenseSourceAvailabilityRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryLicenseSourceAvailabilityRequestType {
+    const TYPE_NAME: &'static str = "QueryLicenseSourceAvailabilityRequestType";
+}
+impl x::Structure for QueryLicenseSourceAvailabilityRequestType {}
+impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("host", &self.host);
+    }
+}
+impl x::Request for QueryLicenseSourceAvailabilityRequestType {
+    const NAME: &'static str = "QueryLicenseSourceAvailability";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<LicenseAvailabilityInfo>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
 /// `QueryLicenseUsageRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QueryLicenseUsageRequestType {
@@ -131,6 +363,56 @@ impl x::Request for QueryManagedByRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
+    }
+}
+/// `QueryMaxQueueDepthRequestType`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryMaxQueueDepthRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub this: x::ManagedObjectReference,
+    /// `datastore`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub datastore: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryMaxQueueDepthRequestType {
+    const TYPE_NAME: &'static str = "QueryMaxQueueDepthRequestType";
+}
+impl x::Structure for QueryMaxQueueDepthRequestType {}
+impl x::Fields for QueryMaxQueueDepthRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("datastore", &self.datastore);
+    }
+}
+impl x::Request for QueryMaxQueueDepthRequestType {
+    const NAME: &'static str = "QueryMaxQueueDepth";
+    const IDEMPOTENT: bool = true;
+    type Response = i64;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
     }
 }
 /// `QueryMemoryOverheadExRequestType`.
@@ -483,6 +765,56 @@ impl x::Request for QueryNetworkHintRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
+    }
+}
+/// `QueryNextRequestType`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryNextRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `iterationSpec`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub iteration_spec: SearchIndexIterationSpec,
+}
+impl x::SchemaType for QueryNextRequestType {
+    const TYPE_NAME: &'static str = "QueryNextRequestType";
+}
+impl x::Structure for QueryNextRequestType {}
+impl x::Fields for QueryNextRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iterationSpec" => r.read(&mut self.iteration_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("iterationSpec", &self.iteration_spec);
+    }
+}
+impl x::Request for QueryNextRequestType {
+    const NAME: &'static str = "QueryNext";
+    const IDEMPOTENT: bool = true;
+    type Response = SearchIndexResultSet;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
     }
 }
 /// `QueryObjectsOnPhysicalVsanDiskRequestType`.
@@ -1233,6 +1565,56 @@ impl x::Request for QueryProviderNameRequestType {
         r.read_returnval()
     }
 }
+/// `QueryRequestType`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `querySpec`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub query_spec: SearchIndexQuerySpec,
+}
+impl x::SchemaType for QueryRequestType {
+    const TYPE_NAME: &'static str = "QueryRequestType";
+}
+impl x::Structure for QueryRequestType {}
+impl x::Fields for QueryRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "querySpec" => r.read(&mut self.query_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("querySpec", &self.query_spec);
+    }
+}
+impl x::Request for QueryRequestType {
+    const NAME: &'static str = "Query";
+    const IDEMPOTENT: bool = false;
+    type Response = SearchIndexResultSet;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `QueryResourceConfigOptionRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QueryResourceConfigOptionRequestType {
@@ -1396,6 +1778,56 @@ impl x::Request for QuerySupportedFeaturesRequestType {
     const NAME: &'static str = "QuerySupportedFeatures";
     const IDEMPOTENT: bool = true;
     type Response = Vec<LicenseFeatureInfo>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QuerySupportedNetworkOffloadSpecRequestType`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QuerySupportedNetworkOffloadSpecRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub this: x::ManagedObjectReference,
+    /// `switchProductSpec`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub switch_product_spec: DistributedVirtualSwitchProductSpec,
+}
+impl x::SchemaType for QuerySupportedNetworkOffloadSpecRequestType {
+    const TYPE_NAME: &'static str = "QuerySupportedNetworkOffloadSpecRequestType";
+}
+impl x::Structure for QuerySupportedNetworkOffloadSpecRequestType {}
+impl x::Fields for QuerySupportedNetworkOffloadSpecRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "switchProductSpec" => r.read(&mut self.switch_product_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("switchProductSpec", &self.switch_product_spec);
+    }
+}
+impl x::Request for QuerySupportedNetworkOffloadSpecRequestType {
+    const NAME: &'static str = "QuerySupportedNetworkOffloadSpec";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<DistributedVirtualSwitchNetworkOffloadSpec>;
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
@@ -1968,6 +2400,62 @@ impl x::Request for QueryVirtualDiskGeometryRequestType {
     const NAME: &'static str = "QueryVirtualDiskGeometry";
     const IDEMPOTENT: bool = true;
     type Response = HostDiskDimensionsChs;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryVirtualDiskUuidExRequestType`.
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryVirtualDiskUuidExRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub this: x::ManagedObjectReference,
+    /// `name`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub name: String,
+    /// `datacenter`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub datacenter: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryVirtualDiskUuidExRequestType {
+    const TYPE_NAME: &'static str = "QueryVirtualDiskUuidExRequestType";
+}
+impl x::Structure for QueryVirtualDiskUuidExRequestType {}
+impl x::Fields for QueryVirtualDiskUuidExRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("name", &self.name);
+        w.write_opt("datacenter", &self.datacenter);
+    }
+}
+impl x::Request for QueryVirtualDiskUuidExRequestType {
+    const NAME: &'static str = "QueryVirtualDiskUuidEx";
+    const IDEMPOTENT: bool = true;
+    type Response = String;
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }

@@ -101,6 +101,68 @@ impl x::Request for ReadNextEventsRequestType {
         r.read_returnval_vec()
     }
 }
+/// `ReadNextTasksByViewSpecRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReadNextTasksByViewSpecRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `viewSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub view_spec: AnyTaskManagerTaskViewSpec,
+    /// `filterSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub filter_spec: TaskFilterSpec,
+    /// `infoFilterSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub info_filter_spec: Option<TaskInfoFilterSpec>,
+}
+impl x::SchemaType for ReadNextTasksByViewSpecRequestType {
+    const TYPE_NAME: &'static str = "ReadNextTasksByViewSpecRequestType";
+}
+impl x::Structure for ReadNextTasksByViewSpecRequestType {}
+impl x::Fields for ReadNextTasksByViewSpecRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "viewSpec" => r.read(&mut self.view_spec),
+            "filterSpec" => r.read(&mut self.filter_spec),
+            "infoFilterSpec" => r.read_opt(&mut self.info_filter_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("viewSpec", &self.view_spec);
+        w.write("filterSpec", &self.filter_spec);
+        w.write_opt("infoFilterSpec", &self.info_filter_spec);
+    }
+}
+impl x::Request for ReadNextTasksByViewSpecRequestType {
+    const NAME: &'static str = "ReadNextTasksByViewSpec";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<TaskInfo>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
 /// `ReadNextTasksRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReadNextTasksRequestType {
@@ -449,6 +511,56 @@ impl x::Request for RecommissionVsanNodeRequestType {
         r.read_returnval()
     }
 }
+/// `ReconcileDatastoreInventoryExRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReconcileDatastoreInventoryExRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub spec: VStorageObjectReconcileSpec,
+}
+impl x::SchemaType for ReconcileDatastoreInventoryExRequestType {
+    const TYPE_NAME: &'static str = "ReconcileDatastoreInventoryExRequestType";
+}
+impl x::Structure for ReconcileDatastoreInventoryExRequestType {}
+impl x::Fields for ReconcileDatastoreInventoryExRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for ReconcileDatastoreInventoryExRequestType {
+    const NAME: &'static str = "ReconcileDatastoreInventoryEx_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `ReconcileDatastoreInventoryRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReconcileDatastoreInventoryRequestType {
@@ -456,6 +568,10 @@ pub struct ReconcileDatastoreInventoryRequestType {
     pub this: x::ManagedObjectReference,
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
+    /// `deepCleansing`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub deep_cleansing: Option<bool>,
 }
 impl x::SchemaType for ReconcileDatastoreInventoryRequestType {
     const TYPE_NAME: &'static str = "ReconcileDatastoreInventoryRequestType";
@@ -470,6 +586,7 @@ impl x::Fields for ReconcileDatastoreInventoryRequestType {
         let result = match name {
             "_this" => r.read(&mut self.this),
             "datastore" => r.read(&mut self.datastore),
+            "deepCleansing" => r.read_opt(&mut self.deep_cleansing),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -478,6 +595,7 @@ impl x::Fields for ReconcileDatastoreInventoryRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
+        w.write_opt("deepCleansing", &self.deep_cleansing);
     }
 }
 impl x::Request for ReconcileDatastoreInventoryRequestType {

@@ -854,6 +854,10 @@ pub struct RegisterDiskRequestType {
     pub path: String,
     /// `name`.
     pub name: Option<String>,
+    /// `id`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub id: Option<ID>,
 }
 impl x::SchemaType for RegisterDiskRequestType {
     const TYPE_NAME: &'static str = "RegisterDiskRequestType";
@@ -869,6 +873,7 @@ impl x::Fields for RegisterDiskRequestType {
             "_this" => r.read(&mut self.this),
             "path" => r.read(&mut self.path),
             "name" => r.read_opt(&mut self.name),
+            "id" => r.read_opt(&mut self.id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -878,6 +883,7 @@ impl x::Fields for RegisterDiskRequestType {
         w.write("_this", &self.this);
         w.write("path", &self.path);
         w.write_opt("name", &self.name);
+        w.write_opt("id", &self.id);
     }
 }
 impl x::Request for RegisterDiskRequestType {

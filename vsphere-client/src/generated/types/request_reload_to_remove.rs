@@ -192,6 +192,10 @@ pub struct RemoveAllSnapshotsRequestType {
     pub this: x::ManagedObjectReference,
     /// `consolidate`.
     pub consolidate: Option<bool>,
+    /// `spec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub spec: Option<SnapshotSelectionSpec>,
 }
 impl x::SchemaType for RemoveAllSnapshotsRequestType {
     const TYPE_NAME: &'static str = "RemoveAllSnapshotsRequestType";
@@ -206,6 +210,7 @@ impl x::Fields for RemoveAllSnapshotsRequestType {
         let result = match name {
             "_this" => r.read(&mut self.this),
             "consolidate" => r.read_opt(&mut self.consolidate),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -214,6 +219,7 @@ impl x::Fields for RemoveAllSnapshotsRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("consolidate", &self.consolidate);
+        w.write_opt("spec", &self.spec);
     }
 }
 impl x::Request for RemoveAllSnapshotsRequestType {
@@ -1542,6 +1548,56 @@ impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
 }
 impl x::Request for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchorByFingerprint";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `RemoveSmartCardTrustAnchorCertificateRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RemoveSmartCardTrustAnchorCertificateRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `certificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub certificate: String,
+}
+impl x::SchemaType for RemoveSmartCardTrustAnchorCertificateRequestType {
+    const TYPE_NAME: &'static str = "RemoveSmartCardTrustAnchorCertificateRequestType";
+}
+impl x::Structure for RemoveSmartCardTrustAnchorCertificateRequestType {}
+impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "certificate" => r.read(&mut self.certificate),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("certificate", &self.certificate);
+    }
+}
+impl x::Request for RemoveSmartCardTrustAnchorCertificateRequestType {
+    const NAME: &'static str = "RemoveSmartCardTrustAnchorCertificate";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {

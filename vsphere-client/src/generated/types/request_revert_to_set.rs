@@ -101,6 +101,68 @@ impl x::Request for RevertToSnapshotRequestType {
         r.read_returnval()
     }
 }
+/// `RevertVStorageObjectExRequestType`.
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RevertVStorageObjectExRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub this: x::ManagedObjectReference,
+    /// `id`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub id: ID,
+    /// `datastore`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub datastore: x::ManagedObjectReference,
+    /// `snapshotId`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub snapshot_id: ID,
+}
+impl x::SchemaType for RevertVStorageObjectExRequestType {
+    const TYPE_NAME: &'static str = "RevertVStorageObjectExRequestType";
+}
+impl x::Structure for RevertVStorageObjectExRequestType {}
+impl x::Fields for RevertVStorageObjectExRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
+            "snapshotId" => r.read(&mut self.snapshot_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("id", &self.id);
+        w.write("datastore", &self.datastore);
+        w.write("snapshotId", &self.snapshot_id);
+    }
+}
+impl x::Request for RevertVStorageObjectExRequestType {
+    const NAME: &'static str = "RevertVStorageObjectEx_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `RevertVStorageObjectRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RevertVStorageObjectRequestType {
@@ -384,6 +446,10 @@ pub struct ScheduleReconcileDatastoreInventoryRequestType {
     pub this: x::ManagedObjectReference,
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
+    /// `deepCleansing`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub deep_cleansing: Option<bool>,
 }
 impl x::SchemaType for ScheduleReconcileDatastoreInventoryRequestType {
     const TYPE_NAME: &'static str = "ScheduleReconcileDatastoreInventoryRequestType";
@@ -398,6 +464,7 @@ impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
         let result = match name {
             "_this" => r.read(&mut self.this),
             "datastore" => r.read(&mut self.datastore),
+            "deepCleansing" => r.read_opt(&mut self.deep_cleansing),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -406,6 +473,7 @@ impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
+        w.write_opt("deepCleansing", &self.deep_cleansing);
     }
 }
 impl x::Request for ScheduleReconcileDatastoreInventoryRequestType {
@@ -832,6 +900,10 @@ pub struct SetCryptoModeRequestType {
     pub this: x::ManagedObjectReference,
     /// `cryptoMode`.
     pub crypto_mode: String,
+    /// `policy`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub policy: Option<ClusterComputeResourceCryptoModePolicy>,
 }
 impl x::SchemaType for SetCryptoModeRequestType {
     const TYPE_NAME: &'static str = "SetCryptoModeRequestType";
@@ -846,6 +918,7 @@ impl x::Fields for SetCryptoModeRequestType {
         let result = match name {
             "_this" => r.read(&mut self.this),
             "cryptoMode" => r.read(&mut self.crypto_mode),
+            "policy" => r.read_opt(&mut self.policy),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -854,6 +927,7 @@ impl x::Fields for SetCryptoModeRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cryptoMode", &self.crypto_mode);
+        w.write_opt("policy", &self.policy);
     }
 }
 impl x::Request for SetCryptoModeRequestType {
@@ -1109,6 +1183,62 @@ impl x::Request for SetFieldRequestType {
         r.read_no_returnval()
     }
 }
+/// `SetKeyCustomAttributesRequestType`.
+///
+/// Since vSphere API 8.0.1.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SetKeyCustomAttributesRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub this: x::ManagedObjectReference,
+    /// `keyId`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub key_id: CryptoKeyId,
+    /// `spec`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub spec: CryptoManagerKmipCustomAttributeSpec,
+}
+impl x::SchemaType for SetKeyCustomAttributesRequestType {
+    const TYPE_NAME: &'static str = "SetKeyCustomAttributesRequestType";
+}
+impl x::Structure for SetKeyCustomAttributesRequestType {}
+impl x::Fields for SetKeyCustomAttributesRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "keyId" => r.read(&mut self.key_id),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("keyId", &self.key_id);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for SetKeyCustomAttributesRequestType {
+    const NAME: &'static str = "SetKeyCustomAttributes";
+    const IDEMPOTENT: bool = false;
+    type Response = CryptoKeyResult;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `SetLicenseEditionRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SetLicenseEditionRequestType {
@@ -1190,6 +1320,62 @@ impl x::Fields for SetLocaleRequestType {
 }
 impl x::Request for SetLocaleRequestType {
     const NAME: &'static str = "SetLocale";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `SetMaxQueueDepthRequestType`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SetMaxQueueDepthRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub this: x::ManagedObjectReference,
+    /// `datastore`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub datastore: x::ManagedObjectReference,
+    /// `maxQdepth`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub max_qdepth: i64,
+}
+impl x::SchemaType for SetMaxQueueDepthRequestType {
+    const TYPE_NAME: &'static str = "SetMaxQueueDepthRequestType";
+}
+impl x::Structure for SetMaxQueueDepthRequestType {}
+impl x::Fields for SetMaxQueueDepthRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
+            "maxQdepth" => r.read(&mut self.max_qdepth),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("datastore", &self.datastore);
+        w.write("maxQdepth", &self.max_qdepth);
+    }
+}
+impl x::Request for SetMaxQueueDepthRequestType {
+    const NAME: &'static str = "SetMaxQueueDepth";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -1445,6 +1631,62 @@ impl x::Request for SetScreenResolutionRequestType {
         r.read_no_returnval()
     }
 }
+/// `SetServiceAccountRequestType`.
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SetServiceAccountRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub this: x::ManagedObjectReference,
+    /// `extensionKey`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub extension_key: String,
+    /// `serviceAccount`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub service_account: String,
+}
+impl x::SchemaType for SetServiceAccountRequestType {
+    const TYPE_NAME: &'static str = "SetServiceAccountRequestType";
+}
+impl x::Structure for SetServiceAccountRequestType {}
+impl x::Fields for SetServiceAccountRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "serviceAccount" => r.read(&mut self.service_account),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("extensionKey", &self.extension_key);
+        w.write("serviceAccount", &self.service_account);
+    }
+}
+impl x::Request for SetServiceAccountRequestType {
+    const NAME: &'static str = "SetServiceAccount";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
 /// `SetTaskDescriptionRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SetTaskDescriptionRequestType {
@@ -1591,6 +1833,68 @@ impl x::Request for SetVStorageObjectControlFlagsRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
+    }
+}
+/// `SetVirtualDiskUuidExRequestType`.
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SetVirtualDiskUuidExRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub this: x::ManagedObjectReference,
+    /// `name`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub name: String,
+    /// `datacenter`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub datacenter: Option<x::ManagedObjectReference>,
+    /// `uuid`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub uuid: Option<String>,
+}
+impl x::SchemaType for SetVirtualDiskUuidExRequestType {
+    const TYPE_NAME: &'static str = "SetVirtualDiskUuidExRequestType";
+}
+impl x::Structure for SetVirtualDiskUuidExRequestType {}
+impl x::Fields for SetVirtualDiskUuidExRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "uuid" => r.read_opt(&mut self.uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("name", &self.name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("uuid", &self.uuid);
+    }
+}
+impl x::Request for SetVirtualDiskUuidExRequestType {
+    const NAME: &'static str = "SetVirtualDiskUuidEx_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
     }
 }
 /// `SetVirtualDiskUuidRequestType`.

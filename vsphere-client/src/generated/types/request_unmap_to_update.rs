@@ -393,6 +393,62 @@ impl x::Request for UnregisterAndDestroyRequestType {
         r.read_returnval()
     }
 }
+/// `UnregisterDiskRequestType`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UnregisterDiskRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `id`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub id: ID,
+    /// `datastore`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub datastore: x::ManagedObjectReference,
+}
+impl x::SchemaType for UnregisterDiskRequestType {
+    const TYPE_NAME: &'static str = "UnregisterDiskRequestType";
+}
+impl x::Structure for UnregisterDiskRequestType {}
+impl x::Fields for UnregisterDiskRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("id", &self.id);
+        w.write("datastore", &self.datastore);
+    }
+}
+impl x::Request for UnregisterDiskRequestType {
+    const NAME: &'static str = "UnregisterDisk_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `UnregisterExtensionRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct UnregisterExtensionRequestType {
@@ -3466,50 +3522,6 @@ impl x::Fields for UpdateSoftwareInternetScsiEnabledRequestType {
 }
 impl x::Request for UpdateSoftwareInternetScsiEnabledRequestType {
     const NAME: &'static str = "UpdateSoftwareInternetScsiEnabled";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `UpdateSystemResourcesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UpdateSystemResourcesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `resourceInfo`.
-    pub resource_info: HostSystemResourceInfo,
-}
-impl x::SchemaType for UpdateSystemResourcesRequestType {
-    const TYPE_NAME: &'static str = "UpdateSystemResourcesRequestType";
-}
-impl x::Structure for UpdateSystemResourcesRequestType {}
-impl x::Fields for UpdateSystemResourcesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "resourceInfo" => r.read(&mut self.resource_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("resourceInfo", &self.resource_info);
-    }
-}
-impl x::Request for UpdateSystemResourcesRequestType {
-    const NAME: &'static str = "UpdateSystemResources";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {

@@ -189,10 +189,18 @@ pub struct RoleAddedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `role`, from `RoleEvent`.
     pub role: RoleEventArgument,
     /// `privilegeList`.
@@ -220,8 +228,10 @@ impl x::Fields for RoleAddedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "role" => r.read(&mut self.role),
             "privilegeList" => r.read_push(&mut self.privilege_list),
             _ => return Ok(false),
@@ -241,8 +251,10 @@ impl x::Fields for RoleAddedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("role", &self.role);
         w.write_vec("privilegeList", &self.privilege_list);
     }
@@ -272,10 +284,18 @@ pub struct RoleEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `role`.
     pub role: RoleEventArgument,
 }
@@ -301,8 +321,10 @@ impl x::Fields for RoleEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "role" => r.read(&mut self.role),
             _ => return Ok(false),
         };
@@ -321,8 +343,10 @@ impl x::Fields for RoleEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("role", &self.role);
     }
 }
@@ -382,10 +406,18 @@ pub struct RoleRemovedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `role`, from `RoleEvent`.
     pub role: RoleEventArgument,
 }
@@ -411,8 +443,10 @@ impl x::Fields for RoleRemovedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "role" => r.read(&mut self.role),
             _ => return Ok(false),
         };
@@ -431,8 +465,10 @@ impl x::Fields for RoleRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("role", &self.role);
     }
 }
@@ -461,10 +497,18 @@ pub struct RoleUpdatedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `role`, from `RoleEvent`.
     pub role: RoleEventArgument,
     /// `privilegeList`.
@@ -498,8 +542,10 @@ impl x::Fields for RoleUpdatedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "role" => r.read(&mut self.role),
             "privilegeList" => r.read_push(&mut self.privilege_list),
             "prevRoleName" => r.read_opt(&mut self.prev_role_name),
@@ -522,8 +568,10 @@ impl x::Fields for RoleUpdatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("role", &self.role);
         w.write_vec("privilegeList", &self.privilege_list);
         w.write_opt("prevRoleName", &self.prev_role_name);
@@ -556,10 +604,18 @@ pub struct RollbackEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `hostName`.
     pub host_name: String,
     /// `methodName`.
@@ -587,8 +643,10 @@ impl x::Fields for RollbackEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "hostName" => r.read(&mut self.host_name),
             "methodName" => r.read_opt(&mut self.method_name),
             _ => return Ok(false),
@@ -608,8 +666,10 @@ impl x::Fields for RollbackEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("hostName", &self.host_name);
         w.write_opt("methodName", &self.method_name);
     }
@@ -844,6 +904,10 @@ pub struct SSLVerifyFault {
     pub self_signed: bool,
     /// `thumbprint`.
     pub thumbprint: String,
+    /// `certificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub certificate: Option<String>,
 }
 impl x::SchemaType for SSLVerifyFault {
     const TYPE_NAME: &'static str = "SSLVerifyFault";
@@ -860,6 +924,7 @@ impl x::Fields for SSLVerifyFault {
             "faultMessage" => r.read_push(&mut self.fault_message),
             "selfSigned" => r.read(&mut self.self_signed),
             "thumbprint" => r.read(&mut self.thumbprint),
+            "certificate" => r.read_opt(&mut self.certificate),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -870,6 +935,7 @@ impl x::Fields for SSLVerifyFault {
         w.write_vec("faultMessage", &self.fault_message);
         w.write("selfSigned", &self.self_signed);
         w.write("thumbprint", &self.thumbprint);
+        w.write_opt("certificate", &self.certificate);
     }
 }
 /// `SSPIAuthentication` (extends `GuestAuthentication`).
@@ -1007,10 +1073,18 @@ pub struct ScheduledTaskCompletedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`, from `ScheduledTaskEvent`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`, from `ScheduledTaskEvent`.
@@ -1038,8 +1112,10 @@ impl x::Fields for ScheduledTaskCompletedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
@@ -1059,8 +1135,10 @@ impl x::Fields for ScheduledTaskCompletedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
     }
@@ -1090,10 +1168,18 @@ pub struct ScheduledTaskCreatedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`, from `ScheduledTaskEvent`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`, from `ScheduledTaskEvent`.
@@ -1121,8 +1207,10 @@ impl x::Fields for ScheduledTaskCreatedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
@@ -1142,8 +1230,10 @@ impl x::Fields for ScheduledTaskCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
     }
@@ -1259,10 +1349,18 @@ pub struct ScheduledTaskEmailCompletedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`, from `ScheduledTaskEvent`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`, from `ScheduledTaskEvent`.
@@ -1292,8 +1390,10 @@ impl x::Fields for ScheduledTaskEmailCompletedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             "to" => r.read(&mut self.to),
@@ -1314,8 +1414,10 @@ impl x::Fields for ScheduledTaskEmailCompletedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
         w.write("to", &self.to);
@@ -1346,10 +1448,18 @@ pub struct ScheduledTaskEmailFailedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`, from `ScheduledTaskEvent`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`, from `ScheduledTaskEvent`.
@@ -1381,8 +1491,10 @@ impl x::Fields for ScheduledTaskEmailFailedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             "to" => r.read(&mut self.to),
@@ -1404,8 +1516,10 @@ impl x::Fields for ScheduledTaskEmailFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
         w.write("to", &self.to);
@@ -1437,10 +1551,18 @@ pub struct ScheduledTaskEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`.
@@ -1468,8 +1590,10 @@ impl x::Fields for ScheduledTaskEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
@@ -1489,8 +1613,10 @@ impl x::Fields for ScheduledTaskEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
     }
@@ -1551,10 +1677,18 @@ pub struct ScheduledTaskFailedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`, from `ScheduledTaskEvent`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`, from `ScheduledTaskEvent`.
@@ -1584,8 +1718,10 @@ impl x::Fields for ScheduledTaskFailedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             "reason" => r.read(&mut self.reason),
@@ -1606,8 +1742,10 @@ impl x::Fields for ScheduledTaskFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
         w.write("reason", &self.reason);
@@ -1733,10 +1871,18 @@ pub struct ScheduledTaskReconfiguredEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`, from `ScheduledTaskEvent`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`, from `ScheduledTaskEvent`.
@@ -1766,8 +1912,10 @@ impl x::Fields for ScheduledTaskReconfiguredEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             "configChanges" => r.read_opt(&mut self.config_changes),
@@ -1788,8 +1936,10 @@ impl x::Fields for ScheduledTaskReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
         w.write_opt("configChanges", &self.config_changes);
@@ -1820,10 +1970,18 @@ pub struct ScheduledTaskRemovedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`, from `ScheduledTaskEvent`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`, from `ScheduledTaskEvent`.
@@ -1851,8 +2009,10 @@ impl x::Fields for ScheduledTaskRemovedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
@@ -1872,8 +2032,10 @@ impl x::Fields for ScheduledTaskRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
     }
@@ -1952,10 +2114,18 @@ pub struct ScheduledTaskStartedEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `scheduledTask`, from `ScheduledTaskEvent`.
     pub scheduled_task: ScheduledTaskEventArgument,
     /// `entity`, from `ScheduledTaskEvent`.
@@ -1983,8 +2153,10 @@ impl x::Fields for ScheduledTaskStartedEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "scheduledTask" => r.read(&mut self.scheduled_task),
             "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
@@ -2004,8 +2176,10 @@ impl x::Fields for ScheduledTaskStartedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("scheduledTask", &self.scheduled_task);
         w.write("entity", &self.entity);
     }

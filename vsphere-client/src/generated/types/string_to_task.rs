@@ -137,6 +137,110 @@ impl x::ArrayItem for StructuredCustomizations {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfStructuredCustomizations";
     const ITEM_TAG: &'static str = "StructuredCustomizations";
 }
+/// `SubnetInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SubnetInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `id`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub id: String,
+    /// `subnetFolderInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_folder_info: SubnetInfoFolderInfo,
+    /// `vpcFolderInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vpc_folder_info: SubnetInfoFolderInfo,
+    /// `projectFolderInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub project_folder_info: Option<SubnetInfoFolderInfo>,
+    /// `rootFolderInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub root_folder_info: SubnetInfoFolderInfo,
+}
+impl x::SchemaType for SubnetInfo {
+    const TYPE_NAME: &'static str = "SubnetInfo";
+}
+impl x::Structure for SubnetInfo {}
+impl x::Fields for SubnetInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "id" => r.read(&mut self.id),
+            "subnetFolderInfo" => r.read(&mut self.subnet_folder_info),
+            "vpcFolderInfo" => r.read(&mut self.vpc_folder_info),
+            "projectFolderInfo" => r.read_opt(&mut self.project_folder_info),
+            "rootFolderInfo" => r.read(&mut self.root_folder_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("id", &self.id);
+        w.write("subnetFolderInfo", &self.subnet_folder_info);
+        w.write("vpcFolderInfo", &self.vpc_folder_info);
+        w.write_opt("projectFolderInfo", &self.project_folder_info);
+        w.write("rootFolderInfo", &self.root_folder_info);
+    }
+}
+impl x::ArrayItem for SubnetInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfSubnetInfo";
+    const ITEM_TAG: &'static str = "SubnetInfo";
+}
+/// `SubnetInfoFolderInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SubnetInfoFolderInfo {
+    /// `name`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub name: String,
+    /// `folder`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub folder: x::ManagedObjectReference,
+}
+impl x::SchemaType for SubnetInfoFolderInfo {
+    const TYPE_NAME: &'static str = "SubnetInfoFolderInfo";
+}
+impl x::Structure for SubnetInfoFolderInfo {}
+impl x::Fields for SubnetInfoFolderInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "folder" => r.read(&mut self.folder),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("folder", &self.folder);
+    }
+}
 /// `SuspendedRelocateNotSupported` (extends `MigrationFault`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SuspendedRelocateNotSupported {
@@ -452,6 +556,127 @@ impl x::ArrayItem for Tag {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfTag";
     const ITEM_TAG: &'static str = "Tag";
 }
+/// `TagId` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TagId {
+    /// `nameId`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub name_id: Option<TagIdNameId>,
+    /// `uuid`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub uuid: Option<String>,
+}
+impl x::SchemaType for TagId {
+    const TYPE_NAME: &'static str = "TagId";
+}
+impl x::Structure for TagId {}
+impl x::Fields for TagId {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nameId" => r.read_opt(&mut self.name_id),
+            "uuid" => r.read_opt(&mut self.uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("nameId", &self.name_id);
+        w.write_opt("uuid", &self.uuid);
+    }
+}
+impl x::ArrayItem for TagId {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfTagId";
+    const ITEM_TAG: &'static str = "TagId";
+}
+/// `TagIdNameId` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TagIdNameId {
+    /// `tag`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tag: String,
+    /// `category`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub category: String,
+}
+impl x::SchemaType for TagIdNameId {
+    const TYPE_NAME: &'static str = "TagIdNameId";
+}
+impl x::Structure for TagIdNameId {}
+impl x::Fields for TagIdNameId {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "tag" => r.read(&mut self.tag),
+            "category" => r.read(&mut self.category),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("tag", &self.tag);
+        w.write("category", &self.category);
+    }
+}
+/// `TagSpec` (extends `ArrayUpdateSpec`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TagSpec {
+    /// `operation`, from `ArrayUpdateSpec`.
+    pub operation: ArrayUpdateOperation,
+    /// `removeKey`, from `ArrayUpdateSpec`.
+    pub remove_key: Option<x::Value>,
+    /// `id`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub id: TagId,
+}
+impl x::SchemaType for TagSpec {
+    const TYPE_NAME: &'static str = "TagSpec";
+}
+impl x::Structure for TagSpec {}
+impl x::Fields for TagSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "id" => r.read(&mut self.id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("operation", &self.operation);
+        w.write_opt("removeKey", &self.remove_key);
+        w.write("id", &self.id);
+    }
+}
+impl x::ArrayItem for TagSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfTagSpec";
+    const ITEM_TAG: &'static str = "TagSpec";
+}
 /// `TaskDescription` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskDescription {
@@ -512,10 +737,18 @@ pub struct TaskEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `info`.
     pub info: TaskInfo,
 }
@@ -541,8 +774,10 @@ impl x::Fields for TaskEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "info" => r.read(&mut self.info),
             _ => return Ok(false),
         };
@@ -561,8 +796,10 @@ impl x::Fields for TaskEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("info", &self.info);
     }
 }
@@ -796,6 +1033,10 @@ pub struct TaskInfo {
     pub result: Option<x::Value>,
     /// `progress`.
     pub progress: Option<i32>,
+    /// `progressDetails`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub progress_details: Vec<KeyAnyValue>,
     /// `reason`.
     pub reason: AnyTaskReason,
     /// `queueTime`.
@@ -840,6 +1081,7 @@ impl x::Fields for TaskInfo {
             "error" => r.read_opt(&mut self.error),
             "result" => r.read_opt(&mut self.result),
             "progress" => r.read_opt(&mut self.progress),
+            "progressDetails" => r.read_push(&mut self.progress_details),
             "reason" => r.read(&mut self.reason),
             "queueTime" => r.read(&mut self.queue_time),
             "startTime" => r.read_opt(&mut self.start_time),
@@ -869,6 +1111,7 @@ impl x::Fields for TaskInfo {
         w.write_opt("error", &self.error);
         w.write_opt("result", &self.result);
         w.write_opt("progress", &self.progress);
+        w.write_vec("progressDetails", &self.progress_details);
         w.write("reason", &self.reason);
         w.write("queueTime", &self.queue_time);
         w.write_opt("startTime", &self.start_time);
@@ -883,6 +1126,138 @@ impl x::Fields for TaskInfo {
 impl x::ArrayItem for TaskInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfTaskInfo";
     const ITEM_TAG: &'static str = "TaskInfo";
+}
+/// `TaskInfoFilterSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskInfoFilterSpec {
+    /// `filterTaskResults`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub filter_task_results: Option<TaskInfoFilterSpecFilterTaskResults>,
+}
+impl x::SchemaType for TaskInfoFilterSpec {
+    const TYPE_NAME: &'static str = "TaskInfoFilterSpec";
+}
+impl x::Structure for TaskInfoFilterSpec {}
+impl x::Fields for TaskInfoFilterSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "filterTaskResults" => r.read_opt(&mut self.filter_task_results),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("filterTaskResults", &self.filter_task_results);
+    }
+}
+/// `TaskInfoFilterSpecFilterTaskResults` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskInfoFilterSpecFilterTaskResults {
+    /// `removeAll`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub remove_all: Option<bool>,
+    /// `descriptionIds`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub description_ids: Vec<String>,
+    /// `filterIn`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub filter_in: Option<bool>,
+}
+impl x::SchemaType for TaskInfoFilterSpecFilterTaskResults {
+    const TYPE_NAME: &'static str = "TaskInfoFilterSpecFilterTaskResults";
+}
+impl x::Structure for TaskInfoFilterSpecFilterTaskResults {}
+impl x::Fields for TaskInfoFilterSpecFilterTaskResults {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "removeAll" => r.read_opt(&mut self.remove_all),
+            "descriptionIds" => r.read_push(&mut self.description_ids),
+            "filterIn" => r.read_opt(&mut self.filter_in),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("removeAll", &self.remove_all);
+        w.write_vec("descriptionIds", &self.description_ids);
+        w.write_opt("filterIn", &self.filter_in);
+    }
+}
+/// `TaskManagerTaskViewSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+///
+/// Fields of this type hold [`AnyTaskManagerTaskViewSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskManagerTaskViewSpec {}
+impl x::SchemaType for TaskManagerTaskViewSpec {
+    const TYPE_NAME: &'static str = "TaskManagerTaskViewSpec";
+}
+impl x::Structure for TaskManagerTaskViewSpec {}
+impl x::Fields for TaskManagerTaskViewSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `TaskManagerViewByStartId` (extends `TaskManagerTaskViewSpec`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskManagerViewByStartId {
+    /// `count`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub count: i32,
+    /// `startId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub start_id: String,
+}
+impl x::SchemaType for TaskManagerViewByStartId {
+    const TYPE_NAME: &'static str = "TaskManagerViewByStartId";
+}
+impl x::Structure for TaskManagerViewByStartId {}
+impl x::Fields for TaskManagerViewByStartId {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "count" => r.read(&mut self.count),
+            "startId" => r.read(&mut self.start_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("count", &self.count);
+        w.write("startId", &self.start_id);
+    }
 }
 /// `TaskReason` (extends `DynamicData`).
 ///
@@ -1075,10 +1450,18 @@ pub struct TaskTimeoutEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `info`, from `TaskEvent`.
     pub info: TaskInfo,
 }
@@ -1104,8 +1487,10 @@ impl x::Fields for TaskTimeoutEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "info" => r.read(&mut self.info),
             _ => return Ok(false),
         };
@@ -1124,8 +1509,10 @@ impl x::Fields for TaskTimeoutEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("info", &self.info);
     }
 }

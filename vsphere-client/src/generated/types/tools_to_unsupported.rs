@@ -361,6 +361,111 @@ impl x::Fields for ToolsUpgradeCancelled {
         w.write_vec("faultMessage", &self.fault_message);
     }
 }
+/// `TransitGatewayConfigInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TransitGatewayConfigInfo {
+    /// `ID`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub id: String,
+    /// `name`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub name: String,
+}
+impl x::SchemaType for TransitGatewayConfigInfo {
+    const TYPE_NAME: &'static str = "TransitGatewayConfigInfo";
+}
+impl x::Structure for TransitGatewayConfigInfo {}
+impl x::Fields for TransitGatewayConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ID" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("ID", &self.id);
+        w.write("name", &self.name);
+    }
+}
+/// `TransitGatewayConfigSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TransitGatewayConfigSpec {
+    /// `name`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub name: Option<String>,
+}
+impl x::SchemaType for TransitGatewayConfigSpec {
+    const TYPE_NAME: &'static str = "TransitGatewayConfigSpec";
+}
+impl x::Structure for TransitGatewayConfigSpec {}
+impl x::Fields for TransitGatewayConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("name", &self.name);
+    }
+}
+/// `TransitGatewayCreateSpec` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TransitGatewayCreateSpec {
+    /// `ID`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub id: String,
+    /// `name`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub name: String,
+}
+impl x::SchemaType for TransitGatewayCreateSpec {
+    const TYPE_NAME: &'static str = "TransitGatewayCreateSpec";
+}
+impl x::Structure for TransitGatewayCreateSpec {}
+impl x::Fields for TransitGatewayCreateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ID" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("ID", &self.id);
+        w.write("name", &self.name);
+    }
+}
 /// `TraversalSpec` (extends `SelectionSpec`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TraversalSpec {
@@ -696,10 +801,18 @@ pub struct UnlicensedVirtualMachinesEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `unlicensed`.
     pub unlicensed: i32,
     /// `available`.
@@ -727,8 +840,10 @@ impl x::Fields for UnlicensedVirtualMachinesEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "unlicensed" => r.read(&mut self.unlicensed),
             "available" => r.read(&mut self.available),
             _ => return Ok(false),
@@ -748,8 +863,10 @@ impl x::Fields for UnlicensedVirtualMachinesEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("unlicensed", &self.unlicensed);
         w.write("available", &self.available);
     }
@@ -779,10 +896,18 @@ pub struct UnlicensedVirtualMachinesFoundEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `available`.
     pub available: i32,
 }
@@ -808,8 +933,10 @@ impl x::Fields for UnlicensedVirtualMachinesFoundEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "available" => r.read(&mut self.available),
             _ => return Ok(false),
         };
@@ -828,8 +955,10 @@ impl x::Fields for UnlicensedVirtualMachinesFoundEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("available", &self.available);
     }
 }

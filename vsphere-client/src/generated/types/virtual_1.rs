@@ -5,2157 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualAHCIController` (extends `VirtualSATAController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualAHCIController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualAHCIController {
-    const TYPE_NAME: &'static str = "VirtualAHCIController";
-}
-impl x::Structure for VirtualAHCIController {}
-impl x::Fields for VirtualAHCIController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualAHCIControllerOption` (extends `VirtualSATAControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualAHCIControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSATADisks`, from `VirtualSATAControllerOption`.
-    pub num_sata_disks: IntOption,
-    /// `numSATACdroms`, from `VirtualSATAControllerOption`.
-    pub num_sata_cdroms: IntOption,
-}
-impl x::SchemaType for VirtualAHCIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualAHCIControllerOption";
-}
-impl x::Structure for VirtualAHCIControllerOption {}
-impl x::Fields for VirtualAHCIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSATADisks" => r.read(&mut self.num_sata_disks),
-            "numSATACdroms" => r.read(&mut self.num_sata_cdroms),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSATADisks", &self.num_sata_disks);
-        w.write("numSATACdroms", &self.num_sata_cdroms);
-    }
-}
-/// `VirtualAppImportSpec` (extends `ImportSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualAppImportSpec {
-    /// `entityConfig`, from `ImportSpec`.
-    pub entity_config: Option<VAppEntityConfigInfo>,
-    /// `instantiationOst`, from `ImportSpec`.
-    pub instantiation_ost: Option<OvfConsumerOstNode>,
-    /// `name`.
-    pub name: String,
-    /// `vAppConfigSpec`.
-    pub v_app_config_spec: VAppConfigSpec,
-    /// `resourcePoolSpec`.
-    pub resource_pool_spec: ResourceConfigSpec,
-    /// `child`.
-    pub child: Vec<AnyImportSpec>,
-}
-impl x::SchemaType for VirtualAppImportSpec {
-    const TYPE_NAME: &'static str = "VirtualAppImportSpec";
-}
-impl x::Structure for VirtualAppImportSpec {}
-impl x::Fields for VirtualAppImportSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entityConfig" => r.read_opt(&mut self.entity_config),
-            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
-            "name" => r.read(&mut self.name),
-            "vAppConfigSpec" => r.read(&mut self.v_app_config_spec),
-            "resourcePoolSpec" => r.read(&mut self.resource_pool_spec),
-            "child" => r.read_push(&mut self.child),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("entityConfig", &self.entity_config);
-        w.write_opt("instantiationOst", &self.instantiation_ost);
-        w.write("name", &self.name);
-        w.write("vAppConfigSpec", &self.v_app_config_spec);
-        w.write("resourcePoolSpec", &self.resource_pool_spec);
-        w.write_vec("child", &self.child);
-    }
-}
-/// `VirtualAppLinkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualAppLinkInfo {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `destroyWithParent`.
-    pub destroy_with_parent: Option<bool>,
-}
-impl x::SchemaType for VirtualAppLinkInfo {
-    const TYPE_NAME: &'static str = "VirtualAppLinkInfo";
-}
-impl x::Structure for VirtualAppLinkInfo {}
-impl x::Fields for VirtualAppLinkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "destroyWithParent" => r.read_opt(&mut self.destroy_with_parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("destroyWithParent", &self.destroy_with_parent);
-    }
-}
-impl x::ArrayItem for VirtualAppLinkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualAppLinkInfo";
-    const ITEM_TAG: &'static str = "VirtualAppLinkInfo";
-}
-/// `VirtualAppSummary` (extends `ResourcePoolSummary`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualAppSummary {
-    /// `name`, from `ResourcePoolSummary`.
-    pub name: String,
-    /// `config`, from `ResourcePoolSummary`.
-    pub config: ResourceConfigSpec,
-    /// `runtime`, from `ResourcePoolSummary`.
-    pub runtime: ResourcePoolRuntimeInfo,
-    /// `quickStats`, from `ResourcePoolSummary`.
-    pub quick_stats: Option<ResourcePoolQuickStats>,
-    /// `configuredMemoryMB`, from `ResourcePoolSummary`.
-    pub configured_memory_mb: Option<i32>,
-    /// `product`.
-    pub product: Option<VAppProductInfo>,
-    /// `vAppState`.
-    pub v_app_state: Option<VirtualAppVAppState>,
-    /// `suspended`.
-    pub suspended: Option<bool>,
-    /// `installBootRequired`.
-    pub install_boot_required: Option<bool>,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<String>,
-}
-impl x::SchemaType for VirtualAppSummary {
-    const TYPE_NAME: &'static str = "VirtualAppSummary";
-}
-impl x::Structure for VirtualAppSummary {}
-impl x::Fields for VirtualAppSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "config" => r.read(&mut self.config),
-            "runtime" => r.read(&mut self.runtime),
-            "quickStats" => r.read_opt(&mut self.quick_stats),
-            "configuredMemoryMB" => r.read_opt(&mut self.configured_memory_mb),
-            "product" => r.read_opt(&mut self.product),
-            "vAppState" => r.read_opt(&mut self.v_app_state),
-            "suspended" => r.read_opt(&mut self.suspended),
-            "installBootRequired" => r.read_opt(&mut self.install_boot_required),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("config", &self.config);
-        w.write("runtime", &self.runtime);
-        w.write_opt("quickStats", &self.quick_stats);
-        w.write_opt("configuredMemoryMB", &self.configured_memory_mb);
-        w.write_opt("product", &self.product);
-        w.write_opt("vAppState", &self.v_app_state);
-        w.write_opt("suspended", &self.suspended);
-        w.write_opt("installBootRequired", &self.install_boot_required);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-    }
-}
-/// `VirtualBusLogicController` (extends `VirtualSCSIController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualBusLogicController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-    /// `hotAddRemove`, from `VirtualSCSIController`.
-    pub hot_add_remove: Option<bool>,
-    /// `sharedBus`, from `VirtualSCSIController`.
-    pub shared_bus: VirtualSCSISharing,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIController`.
-    pub scsi_ctlr_unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualBusLogicController {
-    const TYPE_NAME: &'static str = "VirtualBusLogicController";
-}
-impl x::Structure for VirtualBusLogicController {}
-impl x::Fields for VirtualBusLogicController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
-            "sharedBus" => r.read(&mut self.shared_bus),
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-        w.write_opt("hotAddRemove", &self.hot_add_remove);
-        w.write("sharedBus", &self.shared_bus);
-        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualBusLogicControllerOption` (extends `VirtualSCSIControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualBusLogicControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSCSIDisks`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`, from `VirtualSCSIControllerOption`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`, from `VirtualSCSIControllerOption`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`, from `VirtualSCSIControllerOption`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIControllerOption`.
-    pub scsi_ctlr_unit_number: i32,
-}
-impl x::SchemaType for VirtualBusLogicControllerOption {
-    const TYPE_NAME: &'static str = "VirtualBusLogicControllerOption";
-}
-impl x::Structure for VirtualBusLogicControllerOption {}
-impl x::Fields for VirtualBusLogicControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualCdrom` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdrom {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualCdrom {
-    const TYPE_NAME: &'static str = "VirtualCdrom";
-}
-impl x::Structure for VirtualCdrom {}
-impl x::Fields for VirtualCdrom {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-    }
-}
-/// `VirtualCdromAtapiBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromAtapiBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualCdromAtapiBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualCdromAtapiBackingInfo";
-}
-impl x::Structure for VirtualCdromAtapiBackingInfo {}
-impl x::Fields for VirtualCdromAtapiBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualCdromAtapiBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromAtapiBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualCdromAtapiBackingOption {
-    const TYPE_NAME: &'static str = "VirtualCdromAtapiBackingOption";
-}
-impl x::Structure for VirtualCdromAtapiBackingOption {}
-impl x::Fields for VirtualCdromAtapiBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualCdromIsoBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromIsoBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-}
-impl x::SchemaType for VirtualCdromIsoBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualCdromIsoBackingInfo";
-}
-impl x::Structure for VirtualCdromIsoBackingInfo {}
-impl x::Fields for VirtualCdromIsoBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-    }
-}
-/// `VirtualCdromIsoBackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromIsoBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualCdromIsoBackingOption {
-    const TYPE_NAME: &'static str = "VirtualCdromIsoBackingOption";
-}
-impl x::Structure for VirtualCdromIsoBackingOption {}
-impl x::Fields for VirtualCdromIsoBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-    }
-}
-/// `VirtualCdromOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualCdromOption {
-    const TYPE_NAME: &'static str = "VirtualCdromOption";
-}
-impl x::Structure for VirtualCdromOption {}
-impl x::Fields for VirtualCdromOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-    }
-}
-/// `VirtualCdromPassthroughBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromPassthroughBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `exclusive`.
-    pub exclusive: bool,
-}
-impl x::SchemaType for VirtualCdromPassthroughBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualCdromPassthroughBackingInfo";
-}
-impl x::Structure for VirtualCdromPassthroughBackingInfo {}
-impl x::Fields for VirtualCdromPassthroughBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "exclusive" => r.read(&mut self.exclusive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write("exclusive", &self.exclusive);
-    }
-}
-/// `VirtualCdromPassthroughBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromPassthroughBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-    /// `exclusive`.
-    pub exclusive: BoolOption,
-}
-impl x::SchemaType for VirtualCdromPassthroughBackingOption {
-    const TYPE_NAME: &'static str = "VirtualCdromPassthroughBackingOption";
-}
-impl x::Structure for VirtualCdromPassthroughBackingOption {}
-impl x::Fields for VirtualCdromPassthroughBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            "exclusive" => r.read(&mut self.exclusive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-        w.write("exclusive", &self.exclusive);
-    }
-}
-/// `VirtualCdromRemoteAtapiBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromRemoteAtapiBackingInfo {
-    /// `deviceName`, from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualCdromRemoteAtapiBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualCdromRemoteAtapiBackingInfo";
-}
-impl x::Structure for VirtualCdromRemoteAtapiBackingInfo {}
-impl x::Fields for VirtualCdromRemoteAtapiBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualCdromRemoteAtapiBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromRemoteAtapiBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualCdromRemoteAtapiBackingOption {
-    const TYPE_NAME: &'static str = "VirtualCdromRemoteAtapiBackingOption";
-}
-impl x::Structure for VirtualCdromRemoteAtapiBackingOption {}
-impl x::Fields for VirtualCdromRemoteAtapiBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualCdromRemotePassthroughBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromRemotePassthroughBackingInfo {
-    /// `deviceName`, from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `exclusive`.
-    pub exclusive: bool,
-}
-impl x::SchemaType for VirtualCdromRemotePassthroughBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualCdromRemotePassthroughBackingInfo";
-}
-impl x::Structure for VirtualCdromRemotePassthroughBackingInfo {}
-impl x::Fields for VirtualCdromRemotePassthroughBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "exclusive" => r.read(&mut self.exclusive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write("exclusive", &self.exclusive);
-    }
-}
-/// `VirtualCdromRemotePassthroughBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualCdromRemotePassthroughBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceRemoteDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-    /// `exclusive`.
-    pub exclusive: BoolOption,
-}
-impl x::SchemaType for VirtualCdromRemotePassthroughBackingOption {
-    const TYPE_NAME: &'static str = "VirtualCdromRemotePassthroughBackingOption";
-}
-impl x::Structure for VirtualCdromRemotePassthroughBackingOption {}
-impl x::Fields for VirtualCdromRemotePassthroughBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            "exclusive" => r.read(&mut self.exclusive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-        w.write("exclusive", &self.exclusive);
-    }
-}
-/// `VirtualController` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `busNumber`.
-    pub bus_number: i32,
-    /// `device`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualController {
-    const TYPE_NAME: &'static str = "VirtualController";
-}
-impl x::Structure for VirtualController {}
-impl x::Fields for VirtualController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualControllerOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `devices`.
-    pub devices: IntOption,
-    /// `supportedDevice`.
-    pub supported_device: Vec<String>,
-}
-impl x::SchemaType for VirtualControllerOption {
-    const TYPE_NAME: &'static str = "VirtualControllerOption";
-}
-impl x::Structure for VirtualControllerOption {}
-impl x::Fields for VirtualControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-    }
-}
-/// `VirtualDevice` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualDevice`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDevice {
-    /// `key`.
-    pub key: i32,
-    /// `deviceInfo`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`.
-    pub unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualDevice {
-    const TYPE_NAME: &'static str = "VirtualDevice";
-}
-impl x::Structure for VirtualDevice {}
-impl x::Fields for VirtualDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-    }
-}
-/// `VirtualDeviceBackingInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualDeviceBackingInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceBackingInfo {}
-impl x::SchemaType for VirtualDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDeviceBackingInfo";
-}
-impl x::Structure for VirtualDeviceBackingInfo {}
-impl x::Fields for VirtualDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualDeviceBackingOption` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualDeviceBackingOption`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceBackingOption {
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for VirtualDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceBackingOption";
-}
-impl x::Structure for VirtualDeviceBackingOption {}
-impl x::Fields for VirtualDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-    }
-}
-/// `VirtualDeviceBusSlotInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualDeviceBusSlotInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceBusSlotInfo {}
-impl x::SchemaType for VirtualDeviceBusSlotInfo {
-    const TYPE_NAME: &'static str = "VirtualDeviceBusSlotInfo";
-}
-impl x::Structure for VirtualDeviceBusSlotInfo {}
-impl x::Fields for VirtualDeviceBusSlotInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualDeviceBusSlotOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceBusSlotOption {
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for VirtualDeviceBusSlotOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceBusSlotOption";
-}
-impl x::Structure for VirtualDeviceBusSlotOption {}
-impl x::Fields for VirtualDeviceBusSlotOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-    }
-}
-/// `VirtualDeviceConfigSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualDeviceConfigSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceConfigSpec {
-    /// `operation`.
-    pub operation: Option<VirtualDeviceConfigSpecOperation>,
-    /// `fileOperation`.
-    pub file_operation: Option<VirtualDeviceConfigSpecFileOperation>,
-    /// `device`.
-    pub device: AnyVirtualDevice,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `backing`.
-    pub backing: Option<VirtualDeviceConfigSpecBackingSpec>,
-    /// `filterSpec`.
-    pub filter_spec: Vec<AnyVirtualMachineBaseIndependentFilterSpec>,
-}
-impl x::SchemaType for VirtualDeviceConfigSpec {
-    const TYPE_NAME: &'static str = "VirtualDeviceConfigSpec";
-}
-impl x::Structure for VirtualDeviceConfigSpec {}
-impl x::Fields for VirtualDeviceConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read_opt(&mut self.operation),
-            "fileOperation" => r.read_opt(&mut self.file_operation),
-            "device" => r.read(&mut self.device),
-            "profile" => r.read_push(&mut self.profile),
-            "backing" => r.read_opt(&mut self.backing),
-            "filterSpec" => r.read_push(&mut self.filter_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("operation", &self.operation);
-        w.write_opt("fileOperation", &self.file_operation);
-        w.write("device", &self.device);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("backing", &self.backing);
-        w.write_vec("filterSpec", &self.filter_spec);
-    }
-}
-/// `VirtualDeviceConfigSpecBackingSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceConfigSpecBackingSpec {
-    /// `parent`.
-    pub parent: Option<Box<VirtualDeviceConfigSpecBackingSpec>>,
-    /// `crypto`.
-    pub crypto: Option<AnyCryptoSpec>,
-}
-impl x::SchemaType for VirtualDeviceConfigSpecBackingSpec {
-    const TYPE_NAME: &'static str = "VirtualDeviceConfigSpecBackingSpec";
-}
-impl x::Structure for VirtualDeviceConfigSpecBackingSpec {}
-impl x::Fields for VirtualDeviceConfigSpecBackingSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "parent" => r.read_opt_box(&mut self.parent),
-            "crypto" => r.read_opt(&mut self.crypto),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("crypto", &self.crypto);
-    }
-}
-/// `VirtualDeviceConnectInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceConnectInfo {
-    /// `migrateConnect`.
-    pub migrate_connect: Option<String>,
-    /// `startConnected`.
-    pub start_connected: bool,
-    /// `allowGuestControl`.
-    pub allow_guest_control: bool,
-    /// `connected`.
-    pub connected: bool,
-    /// `status`.
-    pub status: Option<String>,
-}
-impl x::SchemaType for VirtualDeviceConnectInfo {
-    const TYPE_NAME: &'static str = "VirtualDeviceConnectInfo";
-}
-impl x::Structure for VirtualDeviceConnectInfo {}
-impl x::Fields for VirtualDeviceConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "migrateConnect" => r.read_opt(&mut self.migrate_connect),
-            "startConnected" => r.read(&mut self.start_connected),
-            "allowGuestControl" => r.read(&mut self.allow_guest_control),
-            "connected" => r.read(&mut self.connected),
-            "status" => r.read_opt(&mut self.status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("migrateConnect", &self.migrate_connect);
-        w.write("startConnected", &self.start_connected);
-        w.write("allowGuestControl", &self.allow_guest_control);
-        w.write("connected", &self.connected);
-        w.write_opt("status", &self.status);
-    }
-}
-/// `VirtualDeviceConnectOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceConnectOption {
-    /// `startConnected`.
-    pub start_connected: BoolOption,
-    /// `allowGuestControl`.
-    pub allow_guest_control: BoolOption,
-}
-impl x::SchemaType for VirtualDeviceConnectOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceConnectOption";
-}
-impl x::Structure for VirtualDeviceConnectOption {}
-impl x::Fields for VirtualDeviceConnectOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "startConnected" => r.read(&mut self.start_connected),
-            "allowGuestControl" => r.read(&mut self.allow_guest_control),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("startConnected", &self.start_connected);
-        w.write("allowGuestControl", &self.allow_guest_control);
-    }
-}
-/// `VirtualDeviceDeviceBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceDeviceBackingInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualDeviceDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDeviceDeviceBackingInfo";
-}
-impl x::Structure for VirtualDeviceDeviceBackingInfo {}
-impl x::Fields for VirtualDeviceDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualDeviceDeviceBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualDeviceDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceDeviceBackingOption";
-}
-impl x::Structure for VirtualDeviceDeviceBackingOption {}
-impl x::Fields for VirtualDeviceDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualDeviceFileBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceFileBackingInfo {
-    /// `fileName`.
-    pub file_name: String,
-    /// `datastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`.
-    pub backing_object_id: Option<String>,
-}
-impl x::SchemaType for VirtualDeviceFileBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDeviceFileBackingInfo";
-}
-impl x::Structure for VirtualDeviceFileBackingInfo {}
-impl x::Fields for VirtualDeviceFileBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-    }
-}
-/// `VirtualDeviceFileBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceFileBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`.
-    pub file_name_extensions: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualDeviceFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceFileBackingOption";
-}
-impl x::Structure for VirtualDeviceFileBackingOption {}
-impl x::Fields for VirtualDeviceFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-    }
-}
-/// `VirtualDeviceOption` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualDeviceOption`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceOption {
-    /// `type`.
-    pub type_: String,
-    /// `connectOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`.
-    pub deprecated: bool,
-    /// `plugAndPlay`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`.
-    pub hot_remove_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualDeviceOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceOption";
-}
-impl x::Structure for VirtualDeviceOption {}
-impl x::Fields for VirtualDeviceOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-    }
-}
-/// `VirtualDevicePciBusSlotInfo` (extends `VirtualDeviceBusSlotInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDevicePciBusSlotInfo {
-    /// `pciSlotNumber`.
-    pub pci_slot_number: i32,
-}
-impl x::SchemaType for VirtualDevicePciBusSlotInfo {
-    const TYPE_NAME: &'static str = "VirtualDevicePciBusSlotInfo";
-}
-impl x::Structure for VirtualDevicePciBusSlotInfo {}
-impl x::Fields for VirtualDevicePciBusSlotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pciSlotNumber" => r.read(&mut self.pci_slot_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pciSlotNumber", &self.pci_slot_number);
-    }
-}
-/// `VirtualDevicePipeBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDevicePipeBackingInfo {
-    /// `pipeName`.
-    pub pipe_name: String,
-}
-impl x::SchemaType for VirtualDevicePipeBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDevicePipeBackingInfo";
-}
-impl x::Structure for VirtualDevicePipeBackingInfo {}
-impl x::Fields for VirtualDevicePipeBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pipeName" => r.read(&mut self.pipe_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pipeName", &self.pipe_name);
-    }
-}
-/// `VirtualDevicePipeBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDevicePipeBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-}
-impl x::SchemaType for VirtualDevicePipeBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDevicePipeBackingOption";
-}
-impl x::Structure for VirtualDevicePipeBackingOption {}
-impl x::Fields for VirtualDevicePipeBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-    }
-}
-/// `VirtualDeviceRemoteDeviceBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceRemoteDeviceBackingInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualDeviceRemoteDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDeviceRemoteDeviceBackingInfo";
-}
-impl x::Structure for VirtualDeviceRemoteDeviceBackingInfo {}
-impl x::Fields for VirtualDeviceRemoteDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualDeviceRemoteDeviceBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceRemoteDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualDeviceRemoteDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceRemoteDeviceBackingOption";
-}
-impl x::Structure for VirtualDeviceRemoteDeviceBackingOption {}
-impl x::Fields for VirtualDeviceRemoteDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualDeviceURIBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceURIBackingInfo {
-    /// `serviceURI`.
-    pub service_uri: String,
-    /// `direction`.
-    pub direction: String,
-    /// `proxyURI`.
-    pub proxy_uri: Option<String>,
-}
-impl x::SchemaType for VirtualDeviceURIBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDeviceURIBackingInfo";
-}
-impl x::Structure for VirtualDeviceURIBackingInfo {}
-impl x::Fields for VirtualDeviceURIBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceURI" => r.read(&mut self.service_uri),
-            "direction" => r.read(&mut self.direction),
-            "proxyURI" => r.read_opt(&mut self.proxy_uri),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("serviceURI", &self.service_uri);
-        w.write("direction", &self.direction);
-        w.write_opt("proxyURI", &self.proxy_uri);
-    }
-}
-/// `VirtualDeviceURIBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDeviceURIBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `directions`.
-    pub directions: ChoiceOption,
-}
-impl x::SchemaType for VirtualDeviceURIBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceURIBackingOption";
-}
-impl x::Structure for VirtualDeviceURIBackingOption {}
-impl x::Fields for VirtualDeviceURIBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "directions" => r.read(&mut self.directions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("directions", &self.directions);
-    }
-}
-/// `VirtualDisk` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDisk {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `capacityInKB`.
-    pub capacity_in_kb: i64,
-    /// `capacityInBytes`.
-    pub capacity_in_bytes: Option<i64>,
-    /// `shares`.
-    pub shares: Option<SharesInfo>,
-    /// `storageIOAllocation`.
-    pub storage_io_allocation: Option<StorageIOAllocationInfo>,
-    /// `diskObjectId`.
-    pub disk_object_id: Option<String>,
-    /// `vFlashCacheConfigInfo`.
-    pub v_flash_cache_config_info: Option<VirtualDiskVFlashCacheConfigInfo>,
-    /// `iofilter`.
-    pub iofilter: Vec<String>,
-    /// `vDiskId`.
-    pub v_disk_id: Option<ID>,
-    /// `nativeUnmanagedLinkedClone`.
-    pub native_unmanaged_linked_clone: Option<bool>,
-    /// `independentFilters`.
-    pub independent_filters: Vec<AnyVirtualMachineBaseIndependentFilterSpec>,
-}
-impl x::SchemaType for VirtualDisk {
-    const TYPE_NAME: &'static str = "VirtualDisk";
-}
-impl x::Structure for VirtualDisk {}
-impl x::Fields for VirtualDisk {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "capacityInKB" => r.read(&mut self.capacity_in_kb),
-            "capacityInBytes" => r.read_opt(&mut self.capacity_in_bytes),
-            "shares" => r.read_opt(&mut self.shares),
-            "storageIOAllocation" => r.read_opt(&mut self.storage_io_allocation),
-            "diskObjectId" => r.read_opt(&mut self.disk_object_id),
-            "vFlashCacheConfigInfo" => r.read_opt(&mut self.v_flash_cache_config_info),
-            "iofilter" => r.read_push(&mut self.iofilter),
-            "vDiskId" => r.read_opt(&mut self.v_disk_id),
-            "nativeUnmanagedLinkedClone" => {
-                r.read_opt(&mut self.native_unmanaged_linked_clone)
-            }
-            "independentFilters" => r.read_push(&mut self.independent_filters),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("capacityInKB", &self.capacity_in_kb);
-        w.write_opt("capacityInBytes", &self.capacity_in_bytes);
-        w.write_opt("shares", &self.shares);
-        w.write_opt("storageIOAllocation", &self.storage_io_allocation);
-        w.write_opt("diskObjectId", &self.disk_object_id);
-        w.write_opt("vFlashCacheConfigInfo", &self.v_flash_cache_config_info);
-        w.write_vec("iofilter", &self.iofilter);
-        w.write_opt("vDiskId", &self.v_disk_id);
-        w.write_opt("nativeUnmanagedLinkedClone", &self.native_unmanaged_linked_clone);
-        w.write_vec("independentFilters", &self.independent_filters);
-    }
-}
-impl x::ArrayItem for VirtualDisk {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDisk";
-    const ITEM_TAG: &'static str = "VirtualDisk";
-}
-/// `VirtualDiskAntiAffinityRuleSpec` (extends `ClusterRuleInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskAntiAffinityRuleSpec {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
-    /// `diskId`.
-    pub disk_id: Vec<i32>,
-}
-impl x::SchemaType for VirtualDiskAntiAffinityRuleSpec {
-    const TYPE_NAME: &'static str = "VirtualDiskAntiAffinityRuleSpec";
-}
-impl x::Structure for VirtualDiskAntiAffinityRuleSpec {}
-impl x::Fields for VirtualDiskAntiAffinityRuleSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
-            "diskId" => r.read_push(&mut self.disk_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
-        w.write_vec("diskId", &self.disk_id);
-    }
-}
-/// `VirtualDiskBlocksNotFullyProvisioned` (extends `DeviceBackingNotSupported`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskBlocksNotFullyProvisioned {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
-    /// `backing`, from `DeviceBackingNotSupported`.
-    pub backing: String,
-}
-impl x::SchemaType for VirtualDiskBlocksNotFullyProvisioned {
-    const TYPE_NAME: &'static str = "VirtualDiskBlocksNotFullyProvisioned";
-}
-impl x::Structure for VirtualDiskBlocksNotFullyProvisioned {}
-impl x::Fields for VirtualDiskBlocksNotFullyProvisioned {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            "backing" => r.read(&mut self.backing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
-        w.write("backing", &self.backing);
-    }
-}
-/// `VirtualDiskConfigSpec` (extends `VirtualDeviceConfigSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskConfigSpec {
-    /// `operation`, from `VirtualDeviceConfigSpec`.
-    pub operation: Option<VirtualDeviceConfigSpecOperation>,
-    /// `fileOperation`, from `VirtualDeviceConfigSpec`.
-    pub file_operation: Option<VirtualDeviceConfigSpecFileOperation>,
-    /// `device`, from `VirtualDeviceConfigSpec`.
-    pub device: AnyVirtualDevice,
-    /// `profile`, from `VirtualDeviceConfigSpec`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `backing`, from `VirtualDeviceConfigSpec`.
-    pub backing: Option<VirtualDeviceConfigSpecBackingSpec>,
-    /// `filterSpec`, from `VirtualDeviceConfigSpec`.
-    pub filter_spec: Vec<AnyVirtualMachineBaseIndependentFilterSpec>,
-    /// `diskMoveType`.
-    pub disk_move_type: Option<String>,
-    /// `migrateCache`.
-    pub migrate_cache: Option<bool>,
-}
-impl x::SchemaType for VirtualDiskConfigSpec {
-    const TYPE_NAME: &'static str = "VirtualDiskConfigSpec";
-}
-impl x::Structure for VirtualDiskConfigSpec {}
-impl x::Fields for VirtualDiskConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read_opt(&mut self.operation),
-            "fileOperation" => r.read_opt(&mut self.file_operation),
-            "device" => r.read(&mut self.device),
-            "profile" => r.read_push(&mut self.profile),
-            "backing" => r.read_opt(&mut self.backing),
-            "filterSpec" => r.read_push(&mut self.filter_spec),
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
-            "migrateCache" => r.read_opt(&mut self.migrate_cache),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("operation", &self.operation);
-        w.write_opt("fileOperation", &self.file_operation);
-        w.write("device", &self.device);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("backing", &self.backing);
-        w.write_vec("filterSpec", &self.filter_spec);
-        w.write_opt("diskMoveType", &self.disk_move_type);
-        w.write_opt("migrateCache", &self.migrate_cache);
-    }
-}
-/// `VirtualDiskDeltaDiskFormatsSupported` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskDeltaDiskFormatsSupported {
-    /// `datastoreType`.
-    pub datastore_type: String,
-    /// `deltaDiskFormat`.
-    pub delta_disk_format: ChoiceOption,
-}
-impl x::SchemaType for VirtualDiskDeltaDiskFormatsSupported {
-    const TYPE_NAME: &'static str = "VirtualDiskDeltaDiskFormatsSupported";
-}
-impl x::Structure for VirtualDiskDeltaDiskFormatsSupported {}
-impl x::Fields for VirtualDiskDeltaDiskFormatsSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastoreType" => r.read(&mut self.datastore_type),
-            "deltaDiskFormat" => r.read(&mut self.delta_disk_format),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("datastoreType", &self.datastore_type);
-        w.write("deltaDiskFormat", &self.delta_disk_format);
-    }
-}
-impl x::ArrayItem for VirtualDiskDeltaDiskFormatsSupported {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDiskDeltaDiskFormatsSupported";
-    const ITEM_TAG: &'static str = "VirtualDiskDeltaDiskFormatsSupported";
-}
-/// `VirtualDiskFlatVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskFlatVer1BackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-    /// `diskMode`.
-    pub disk_mode: String,
-    /// `split`.
-    pub split: Option<bool>,
-    /// `writeThrough`.
-    pub write_through: Option<bool>,
-    /// `contentId`.
-    pub content_id: Option<String>,
-    /// `parent`.
-    pub parent: Option<Box<VirtualDiskFlatVer1BackingInfo>>,
-}
-impl x::SchemaType for VirtualDiskFlatVer1BackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskFlatVer1BackingInfo";
-}
-impl x::Structure for VirtualDiskFlatVer1BackingInfo {}
-impl x::Fields for VirtualDiskFlatVer1BackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read_opt(&mut self.split),
-            "writeThrough" => r.read_opt(&mut self.write_through),
-            "contentId" => r.read_opt(&mut self.content_id),
-            "parent" => r.read_opt_box(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write("diskMode", &self.disk_mode);
-        w.write_opt("split", &self.split);
-        w.write_opt("writeThrough", &self.write_through);
-        w.write_opt("contentId", &self.content_id);
-        w.write_opt_box("parent", &self.parent);
-    }
-}
-/// `VirtualDiskFlatVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskFlatVer1BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-    /// `diskMode`.
-    pub disk_mode: ChoiceOption,
-    /// `split`.
-    pub split: BoolOption,
-    /// `writeThrough`.
-    pub write_through: BoolOption,
-    /// `growable`.
-    pub growable: bool,
-}
-impl x::SchemaType for VirtualDiskFlatVer1BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskFlatVer1BackingOption";
-}
-impl x::Structure for VirtualDiskFlatVer1BackingOption {}
-impl x::Fields for VirtualDiskFlatVer1BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read(&mut self.split),
-            "writeThrough" => r.read(&mut self.write_through),
-            "growable" => r.read(&mut self.growable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-        w.write("diskMode", &self.disk_mode);
-        w.write("split", &self.split);
-        w.write("writeThrough", &self.write_through);
-        w.write("growable", &self.growable);
-    }
-}
 /// `VirtualDiskFlatVer2BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskFlatVer2BackingInfo {
@@ -2278,6 +127,10 @@ pub struct VirtualDiskFlatVer2BackingOption {
     pub delta_disk_format: Option<ChoiceOption>,
     /// `deltaDiskFormatsSupported`.
     pub delta_disk_formats_supported: Vec<VirtualDiskDeltaDiskFormatsSupported>,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<ChoiceOption>,
 }
 impl x::SchemaType for VirtualDiskFlatVer2BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskFlatVer2BackingOption";
@@ -2304,6 +157,7 @@ impl x::Fields for VirtualDiskFlatVer2BackingOption {
             "deltaDiskFormatsSupported" => {
                 r.read_push(&mut self.delta_disk_formats_supported)
             }
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2322,6 +176,7 @@ impl x::Fields for VirtualDiskFlatVer2BackingOption {
         w.write_opt("eagerlyScrub", &self.eagerly_scrub);
         w.write_opt("deltaDiskFormat", &self.delta_disk_format);
         w.write_vec("deltaDiskFormatsSupported", &self.delta_disk_formats_supported);
+        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
     }
 }
 /// `VirtualDiskId` (extends `DynamicData`).
@@ -2525,12 +380,16 @@ pub struct VirtualDiskOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `capacityInKB`.
     pub capacity_in_kb: LongOption,
     /// `ioAllocationOption`.
     pub io_allocation_option: Option<StorageIOAllocationOption>,
     /// `vFlashCacheConfigOption`.
-    pub v_flash_cache_config_option: Option<VirtualDiskOptionVFlashCacheConfigOption>,
+    pub vflash_cache_config_option: Option<VirtualDiskOptionVFlashCacheConfigOption>,
 }
 impl x::SchemaType for VirtualDiskOption {
     const TYPE_NAME: &'static str = "VirtualDiskOption";
@@ -2556,11 +415,10 @@ impl x::Fields for VirtualDiskOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "capacityInKB" => r.read(&mut self.capacity_in_kb),
             "ioAllocationOption" => r.read_opt(&mut self.io_allocation_option),
-            "vFlashCacheConfigOption" => {
-                r.read_opt(&mut self.v_flash_cache_config_option)
-            }
+            "vFlashCacheConfigOption" => r.read_opt(&mut self.vflash_cache_config_option),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2578,9 +436,10 @@ impl x::Fields for VirtualDiskOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("capacityInKB", &self.capacity_in_kb);
         w.write_opt("ioAllocationOption", &self.io_allocation_option);
-        w.write_opt("vFlashCacheConfigOption", &self.v_flash_cache_config_option);
+        w.write_opt("vFlashCacheConfigOption", &self.vflash_cache_config_option);
     }
 }
 /// `VirtualDiskOptionVFlashCacheConfigOption` (extends `DynamicData`).
@@ -2808,6 +667,10 @@ pub struct VirtualDiskRawDiskMappingVer1BackingOption {
     pub disk_mode: ChoiceOption,
     /// `uuid`.
     pub uuid: bool,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<ChoiceOption>,
 }
 impl x::SchemaType for VirtualDiskRawDiskMappingVer1BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskMappingVer1BackingOption";
@@ -2828,6 +691,7 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
             "compatibilityMode" => r.read(&mut self.compatibility_mode),
             "diskMode" => r.read(&mut self.disk_mode),
             "uuid" => r.read(&mut self.uuid),
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2843,5 +707,2063 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
         w.write("compatibilityMode", &self.compatibility_mode);
         w.write("diskMode", &self.disk_mode);
         w.write("uuid", &self.uuid);
+        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+    }
+}
+/// `VirtualDiskRawDiskVer2BackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskRawDiskVer2BackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+    /// `descriptorFileName`.
+    pub descriptor_file_name: String,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+    /// `sharing`.
+    pub sharing: Option<String>,
+}
+impl x::SchemaType for VirtualDiskRawDiskVer2BackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingInfo";
+}
+impl x::Structure for VirtualDiskRawDiskVer2BackingInfo {}
+impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "descriptorFileName" => r.read(&mut self.descriptor_file_name),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "sharing" => r.read_opt(&mut self.sharing),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write("descriptorFileName", &self.descriptor_file_name);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("changeId", &self.change_id);
+        w.write_opt("sharing", &self.sharing);
+    }
+}
+/// `VirtualDiskRawDiskVer2BackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskRawDiskVer2BackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+    /// `descriptorFileNameExtensions`.
+    pub descriptor_file_name_extensions: ChoiceOption,
+    /// `uuid`.
+    pub uuid: bool,
+}
+impl x::SchemaType for VirtualDiskRawDiskVer2BackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingOption";
+}
+impl x::Structure for VirtualDiskRawDiskVer2BackingOption {}
+impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            "descriptorFileNameExtensions" => {
+                r.read(&mut self.descriptor_file_name_extensions)
+            }
+            "uuid" => r.read(&mut self.uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+        w.write("descriptorFileNameExtensions", &self.descriptor_file_name_extensions);
+        w.write("uuid", &self.uuid);
+    }
+}
+/// `VirtualDiskRuleSpec` (extends `ClusterRuleInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskRuleSpec {
+    /// `key`, from `ClusterRuleInfo`.
+    pub key: Option<i32>,
+    /// `status`, from `ClusterRuleInfo`.
+    pub status: Option<ManagedEntityStatus>,
+    /// `enabled`, from `ClusterRuleInfo`.
+    pub enabled: Option<bool>,
+    /// `name`, from `ClusterRuleInfo`.
+    pub name: Option<String>,
+    /// `mandatory`, from `ClusterRuleInfo`.
+    pub mandatory: Option<bool>,
+    /// `userCreated`, from `ClusterRuleInfo`.
+    pub user_created: Option<bool>,
+    /// `inCompliance`, from `ClusterRuleInfo`.
+    pub in_compliance: Option<bool>,
+    /// `ruleUuid`, from `ClusterRuleInfo`.
+    pub rule_uuid: Option<String>,
+    /// `diskRuleType`.
+    pub disk_rule_type: String,
+    /// `diskId`.
+    pub disk_id: Vec<i32>,
+}
+impl x::SchemaType for VirtualDiskRuleSpec {
+    const TYPE_NAME: &'static str = "VirtualDiskRuleSpec";
+}
+impl x::Structure for VirtualDiskRuleSpec {}
+impl x::Fields for VirtualDiskRuleSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "diskRuleType" => r.read(&mut self.disk_rule_type),
+            "diskId" => r.read_push(&mut self.disk_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write_opt("status", &self.status);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("name", &self.name);
+        w.write_opt("mandatory", &self.mandatory);
+        w.write_opt("userCreated", &self.user_created);
+        w.write_opt("inCompliance", &self.in_compliance);
+        w.write_opt("ruleUuid", &self.rule_uuid);
+        w.write("diskRuleType", &self.disk_rule_type);
+        w.write_vec("diskId", &self.disk_id);
+    }
+}
+impl x::ArrayItem for VirtualDiskRuleSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDiskRuleSpec";
+    const ITEM_TAG: &'static str = "VirtualDiskRuleSpec";
+}
+/// `VirtualDiskSeSparseBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskSeSparseBackingInfo {
+    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
+    pub file_name: String,
+    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+    /// `diskMode`.
+    pub disk_mode: String,
+    /// `writeThrough`.
+    pub write_through: Option<bool>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `contentId`.
+    pub content_id: Option<String>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+    /// `parent`.
+    pub parent: Option<Box<VirtualDiskSeSparseBackingInfo>>,
+    /// `deltaDiskFormat`.
+    pub delta_disk_format: Option<String>,
+    /// `digestEnabled`.
+    pub digest_enabled: Option<bool>,
+    /// `grainSize`.
+    pub grain_size: Option<i32>,
+    /// `keyId`.
+    pub key_id: Option<CryptoKeyId>,
+}
+impl x::SchemaType for VirtualDiskSeSparseBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingInfo";
+}
+impl x::Structure for VirtualDiskSeSparseBackingInfo {}
+impl x::Fields for VirtualDiskSeSparseBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
+            "digestEnabled" => r.read_opt(&mut self.digest_enabled),
+            "grainSize" => r.read_opt(&mut self.grain_size),
+            "keyId" => r.read_opt(&mut self.key_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write("diskMode", &self.disk_mode);
+        w.write_opt("writeThrough", &self.write_through);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("contentId", &self.content_id);
+        w.write_opt("changeId", &self.change_id);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("deltaDiskFormat", &self.delta_disk_format);
+        w.write_opt("digestEnabled", &self.digest_enabled);
+        w.write_opt("grainSize", &self.grain_size);
+        w.write_opt("keyId", &self.key_id);
+    }
+}
+/// `VirtualDiskSeSparseBackingOption` (extends `VirtualDeviceFileBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskSeSparseBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
+    pub file_name_extensions: Option<ChoiceOption>,
+    /// `diskMode`.
+    pub disk_mode: ChoiceOption,
+    /// `writeThrough`.
+    pub write_through: BoolOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `uuid`.
+    pub uuid: bool,
+    /// `deltaDiskFormatsSupported`.
+    pub delta_disk_formats_supported: Vec<VirtualDiskDeltaDiskFormatsSupported>,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<ChoiceOption>,
+}
+impl x::SchemaType for VirtualDiskSeSparseBackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingOption";
+}
+impl x::Structure for VirtualDiskSeSparseBackingOption {}
+impl x::Fields for VirtualDiskSeSparseBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "uuid" => r.read(&mut self.uuid),
+            "deltaDiskFormatsSupported" => {
+                r.read_push(&mut self.delta_disk_formats_supported)
+            }
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+        w.write("diskMode", &self.disk_mode);
+        w.write("writeThrough", &self.write_through);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("uuid", &self.uuid);
+        w.write_vec("deltaDiskFormatsSupported", &self.delta_disk_formats_supported);
+        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+    }
+}
+/// `VirtualDiskSparseVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskSparseVer1BackingInfo {
+    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
+    pub file_name: String,
+    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+    /// `diskMode`.
+    pub disk_mode: String,
+    /// `split`.
+    pub split: Option<bool>,
+    /// `writeThrough`.
+    pub write_through: Option<bool>,
+    /// `spaceUsedInKB`.
+    pub space_used_in_kb: Option<i64>,
+    /// `contentId`.
+    pub content_id: Option<String>,
+    /// `parent`.
+    pub parent: Option<Box<VirtualDiskSparseVer1BackingInfo>>,
+}
+impl x::SchemaType for VirtualDiskSparseVer1BackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskSparseVer1BackingInfo";
+}
+impl x::Structure for VirtualDiskSparseVer1BackingInfo {}
+impl x::Fields for VirtualDiskSparseVer1BackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read_opt(&mut self.split),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write("diskMode", &self.disk_mode);
+        w.write_opt("split", &self.split);
+        w.write_opt("writeThrough", &self.write_through);
+        w.write_opt("spaceUsedInKB", &self.space_used_in_kb);
+        w.write_opt("contentId", &self.content_id);
+        w.write_opt_box("parent", &self.parent);
+    }
+}
+/// `VirtualDiskSparseVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskSparseVer1BackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
+    pub file_name_extensions: Option<ChoiceOption>,
+    /// `diskModes`.
+    pub disk_modes: ChoiceOption,
+    /// `split`.
+    pub split: BoolOption,
+    /// `writeThrough`.
+    pub write_through: BoolOption,
+    /// `growable`.
+    pub growable: bool,
+}
+impl x::SchemaType for VirtualDiskSparseVer1BackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskSparseVer1BackingOption";
+}
+impl x::Structure for VirtualDiskSparseVer1BackingOption {}
+impl x::Fields for VirtualDiskSparseVer1BackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskModes" => r.read(&mut self.disk_modes),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+        w.write("diskModes", &self.disk_modes);
+        w.write("split", &self.split);
+        w.write("writeThrough", &self.write_through);
+        w.write("growable", &self.growable);
+    }
+}
+/// `VirtualDiskSparseVer2BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskSparseVer2BackingInfo {
+    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
+    pub file_name: String,
+    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+    /// `diskMode`.
+    pub disk_mode: String,
+    /// `split`.
+    pub split: Option<bool>,
+    /// `writeThrough`.
+    pub write_through: Option<bool>,
+    /// `spaceUsedInKB`.
+    pub space_used_in_kb: Option<i64>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `contentId`.
+    pub content_id: Option<String>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+    /// `parent`.
+    pub parent: Option<Box<VirtualDiskSparseVer2BackingInfo>>,
+    /// `keyId`.
+    pub key_id: Option<CryptoKeyId>,
+}
+impl x::SchemaType for VirtualDiskSparseVer2BackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskSparseVer2BackingInfo";
+}
+impl x::Structure for VirtualDiskSparseVer2BackingInfo {}
+impl x::Fields for VirtualDiskSparseVer2BackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read_opt(&mut self.split),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "keyId" => r.read_opt(&mut self.key_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write("diskMode", &self.disk_mode);
+        w.write_opt("split", &self.split);
+        w.write_opt("writeThrough", &self.write_through);
+        w.write_opt("spaceUsedInKB", &self.space_used_in_kb);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("contentId", &self.content_id);
+        w.write_opt("changeId", &self.change_id);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("keyId", &self.key_id);
+    }
+}
+/// `VirtualDiskSparseVer2BackingOption` (extends `VirtualDeviceFileBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskSparseVer2BackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
+    pub file_name_extensions: Option<ChoiceOption>,
+    /// `diskMode`.
+    pub disk_mode: ChoiceOption,
+    /// `split`.
+    pub split: BoolOption,
+    /// `writeThrough`.
+    pub write_through: BoolOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `uuid`.
+    pub uuid: bool,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<ChoiceOption>,
+}
+impl x::SchemaType for VirtualDiskSparseVer2BackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskSparseVer2BackingOption";
+}
+impl x::Structure for VirtualDiskSparseVer2BackingOption {}
+impl x::Fields for VirtualDiskSparseVer2BackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "uuid" => r.read(&mut self.uuid),
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+        w.write("diskMode", &self.disk_mode);
+        w.write("split", &self.split);
+        w.write("writeThrough", &self.write_through);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("uuid", &self.uuid);
+        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+    }
+}
+/// `VirtualDiskSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualDiskSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskSpec {
+    /// `diskType`.
+    pub disk_type: String,
+    /// `adapterType`.
+    pub adapter_type: String,
+}
+impl x::SchemaType for VirtualDiskSpec {
+    const TYPE_NAME: &'static str = "VirtualDiskSpec";
+}
+impl x::Structure for VirtualDiskSpec {}
+impl x::Fields for VirtualDiskSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskType" => r.read(&mut self.disk_type),
+            "adapterType" => r.read(&mut self.adapter_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskType", &self.disk_type);
+        w.write("adapterType", &self.adapter_type);
+    }
+}
+/// `VirtualDiskVFlashCacheConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskVFlashCacheConfigInfo {
+    /// `vFlashModule`.
+    pub vflash_module: Option<String>,
+    /// `reservationInMB`.
+    pub reservation_in_mb: Option<i64>,
+    /// `cacheConsistencyType`.
+    pub cache_consistency_type: Option<String>,
+    /// `cacheMode`.
+    pub cache_mode: Option<String>,
+    /// `blockSizeInKB`.
+    pub block_size_in_kb: Option<i64>,
+}
+impl x::SchemaType for VirtualDiskVFlashCacheConfigInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskVFlashCacheConfigInfo";
+}
+impl x::Structure for VirtualDiskVFlashCacheConfigInfo {}
+impl x::Fields for VirtualDiskVFlashCacheConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModule" => r.read_opt(&mut self.vflash_module),
+            "reservationInMB" => r.read_opt(&mut self.reservation_in_mb),
+            "cacheConsistencyType" => r.read_opt(&mut self.cache_consistency_type),
+            "cacheMode" => r.read_opt(&mut self.cache_mode),
+            "blockSizeInKB" => r.read_opt(&mut self.block_size_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vFlashModule", &self.vflash_module);
+        w.write_opt("reservationInMB", &self.reservation_in_mb);
+        w.write_opt("cacheConsistencyType", &self.cache_consistency_type);
+        w.write_opt("cacheMode", &self.cache_mode);
+        w.write_opt("blockSizeInKB", &self.block_size_in_kb);
+    }
+}
+/// `VirtualE1000` (extends `VirtualEthernetCard`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualE1000 {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `addressType`, from `VirtualEthernetCard`.
+    pub address_type: Option<String>,
+    /// `macAddress`, from `VirtualEthernetCard`.
+    pub mac_address: Option<String>,
+    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
+    pub wake_on_lan_enabled: Option<bool>,
+    /// `resourceAllocation`, from `VirtualEthernetCard`.
+    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
+    /// `externalId`, from `VirtualEthernetCard`.
+    pub external_id: Option<String>,
+    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
+    pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`, from `VirtualEthernetCard`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
+}
+impl x::SchemaType for VirtualE1000 {
+    const TYPE_NAME: &'static str = "VirtualE1000";
+}
+impl x::Structure for VirtualE1000 {}
+impl x::Fields for VirtualE1000 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        w.write_opt("addressType", &self.address_type);
+        w.write_opt("macAddress", &self.mac_address);
+        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("resourceAllocation", &self.resource_allocation);
+        w.write_opt("externalId", &self.external_id);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        w.write_opt("subnetId", &self.subnet_id);
+    }
+}
+/// `VirtualE1000Option` (extends `VirtualEthernetCardOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualE1000Option {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `supportedOUI`, from `VirtualEthernetCardOption`.
+    pub supported_oui: ChoiceOption,
+    /// `macType`, from `VirtualEthernetCardOption`.
+    pub mac_type: ChoiceOption,
+    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
+    pub wake_on_lan_enabled: BoolOption,
+    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
+    pub vm_direct_path_gen2_supported: Option<bool>,
+    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
+    pub upt_compatibility_enabled: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualE1000Option {
+    const TYPE_NAME: &'static str = "VirtualE1000Option";
+}
+impl x::Structure for VirtualE1000Option {}
+impl x::Fields for VirtualE1000Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
+            "vmDirectPathGen2Supported" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
+            }
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
+        w.write("supportedOUI", &self.supported_oui);
+        w.write("macType", &self.mac_type);
+        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+    }
+}
+/// `VirtualE1000e` (extends `VirtualEthernetCard`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualE1000e {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `addressType`, from `VirtualEthernetCard`.
+    pub address_type: Option<String>,
+    /// `macAddress`, from `VirtualEthernetCard`.
+    pub mac_address: Option<String>,
+    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
+    pub wake_on_lan_enabled: Option<bool>,
+    /// `resourceAllocation`, from `VirtualEthernetCard`.
+    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
+    /// `externalId`, from `VirtualEthernetCard`.
+    pub external_id: Option<String>,
+    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
+    pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`, from `VirtualEthernetCard`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
+}
+impl x::SchemaType for VirtualE1000e {
+    const TYPE_NAME: &'static str = "VirtualE1000e";
+}
+impl x::Structure for VirtualE1000e {}
+impl x::Fields for VirtualE1000e {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        w.write_opt("addressType", &self.address_type);
+        w.write_opt("macAddress", &self.mac_address);
+        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("resourceAllocation", &self.resource_allocation);
+        w.write_opt("externalId", &self.external_id);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        w.write_opt("subnetId", &self.subnet_id);
+    }
+}
+/// `VirtualE1000eOption` (extends `VirtualEthernetCardOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualE1000eOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `supportedOUI`, from `VirtualEthernetCardOption`.
+    pub supported_oui: ChoiceOption,
+    /// `macType`, from `VirtualEthernetCardOption`.
+    pub mac_type: ChoiceOption,
+    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
+    pub wake_on_lan_enabled: BoolOption,
+    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
+    pub vm_direct_path_gen2_supported: Option<bool>,
+    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
+    pub upt_compatibility_enabled: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualE1000eOption {
+    const TYPE_NAME: &'static str = "VirtualE1000eOption";
+}
+impl x::Structure for VirtualE1000eOption {}
+impl x::Fields for VirtualE1000eOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
+            "vmDirectPathGen2Supported" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
+            }
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
+        w.write("supportedOUI", &self.supported_oui);
+        w.write("macType", &self.mac_type);
+        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+    }
+}
+/// `VirtualEnsoniq1371` (extends `VirtualSoundCard`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEnsoniq1371 {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+}
+impl x::SchemaType for VirtualEnsoniq1371 {
+    const TYPE_NAME: &'static str = "VirtualEnsoniq1371";
+}
+impl x::Structure for VirtualEnsoniq1371 {}
+impl x::Fields for VirtualEnsoniq1371 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+    }
+}
+/// `VirtualEnsoniq1371Option` (extends `VirtualSoundCardOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEnsoniq1371Option {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualEnsoniq1371Option {
+    const TYPE_NAME: &'static str = "VirtualEnsoniq1371Option";
+}
+impl x::Structure for VirtualEnsoniq1371Option {}
+impl x::Fields for VirtualEnsoniq1371Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
+    }
+}
+/// `VirtualEthernetCard` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCard {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `addressType`.
+    pub address_type: Option<String>,
+    /// `macAddress`.
+    pub mac_address: Option<String>,
+    /// `wakeOnLanEnabled`.
+    pub wake_on_lan_enabled: Option<bool>,
+    /// `resourceAllocation`.
+    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
+    /// `externalId`.
+    pub external_id: Option<String>,
+    /// `uptCompatibilityEnabled`.
+    pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
+}
+impl x::SchemaType for VirtualEthernetCard {
+    const TYPE_NAME: &'static str = "VirtualEthernetCard";
+}
+impl x::Structure for VirtualEthernetCard {}
+impl x::Fields for VirtualEthernetCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        w.write_opt("addressType", &self.address_type);
+        w.write_opt("macAddress", &self.mac_address);
+        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("resourceAllocation", &self.resource_allocation);
+        w.write_opt("externalId", &self.external_id);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        w.write_opt("subnetId", &self.subnet_id);
+    }
+}
+/// `VirtualEthernetCardDVPortBackingOption` (extends `VirtualDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardDVPortBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+}
+impl x::SchemaType for VirtualEthernetCardDVPortBackingOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardDVPortBackingOption";
+}
+impl x::Structure for VirtualEthernetCardDVPortBackingOption {}
+impl x::Fields for VirtualEthernetCardDVPortBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+    }
+}
+/// `VirtualEthernetCardDistributedVirtualPortBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardDistributedVirtualPortBackingInfo {
+    /// `port`.
+    pub port: DistributedVirtualSwitchPortConnection,
+}
+impl x::SchemaType for VirtualEthernetCardDistributedVirtualPortBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardDistributedVirtualPortBackingInfo";
+}
+impl x::Structure for VirtualEthernetCardDistributedVirtualPortBackingInfo {}
+impl x::Fields for VirtualEthernetCardDistributedVirtualPortBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "port" => r.read(&mut self.port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("port", &self.port);
+    }
+}
+/// `VirtualEthernetCardLegacyNetworkBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardLegacyNetworkBackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+}
+impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardLegacyNetworkBackingInfo";
+}
+impl x::Structure for VirtualEthernetCardLegacyNetworkBackingInfo {}
+impl x::Fields for VirtualEthernetCardLegacyNetworkBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+    }
+}
+/// `VirtualEthernetCardLegacyNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardLegacyNetworkBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardLegacyNetworkBackingOption";
+}
+impl x::Structure for VirtualEthernetCardLegacyNetworkBackingOption {}
+impl x::Fields for VirtualEthernetCardLegacyNetworkBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualEthernetCardNetworkBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardNetworkBackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+    /// `network`.
+    pub network: Option<x::ManagedObjectReference>,
+    /// `inPassthroughMode`.
+    pub in_passthrough_mode: Option<bool>,
+}
+impl x::SchemaType for VirtualEthernetCardNetworkBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingInfo";
+}
+impl x::Structure for VirtualEthernetCardNetworkBackingInfo {}
+impl x::Fields for VirtualEthernetCardNetworkBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "network" => r.read_opt(&mut self.network),
+            "inPassthroughMode" => r.read_opt(&mut self.in_passthrough_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write_opt("network", &self.network);
+        w.write_opt("inPassthroughMode", &self.in_passthrough_mode);
+    }
+}
+/// `VirtualEthernetCardNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardNetworkBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualEthernetCardNetworkBackingOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingOption";
+}
+impl x::Structure for VirtualEthernetCardNetworkBackingOption {}
+impl x::Fields for VirtualEthernetCardNetworkBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualEthernetCardNotSupported` (extends `DeviceNotSupported`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardNotSupported {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `device`, from `DeviceNotSupported`.
+    pub device: String,
+    /// `reason`, from `DeviceNotSupported`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for VirtualEthernetCardNotSupported {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardNotSupported";
+}
+impl x::Structure for VirtualEthernetCardNotSupported {}
+impl x::Fields for VirtualEthernetCardNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("device", &self.device);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `VirtualEthernetCardOpaqueNetworkBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardOpaqueNetworkBackingInfo {
+    /// `opaqueNetworkId`.
+    pub opaque_network_id: String,
+    /// `opaqueNetworkType`.
+    pub opaque_network_type: String,
+}
+impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingInfo";
+}
+impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingInfo {}
+impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("opaqueNetworkId", &self.opaque_network_id);
+        w.write("opaqueNetworkType", &self.opaque_network_type);
+    }
+}
+/// `VirtualEthernetCardOpaqueNetworkBackingOption` (extends `VirtualDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardOpaqueNetworkBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+}
+impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingOption";
+}
+impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingOption {}
+impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+    }
+}
+/// `VirtualEthernetCardOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `supportedOUI`.
+    pub supported_oui: ChoiceOption,
+    /// `macType`.
+    pub mac_type: ChoiceOption,
+    /// `wakeOnLanEnabled`.
+    pub wake_on_lan_enabled: BoolOption,
+    /// `vmDirectPathGen2Supported`.
+    pub vm_direct_path_gen2_supported: Option<bool>,
+    /// `uptCompatibilityEnabled`.
+    pub upt_compatibility_enabled: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualEthernetCardOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardOption";
+}
+impl x::Structure for VirtualEthernetCardOption {}
+impl x::Fields for VirtualEthernetCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
+            "vmDirectPathGen2Supported" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
+            }
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
+        w.write("supportedOUI", &self.supported_oui);
+        w.write("macType", &self.mac_type);
+        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+    }
+}
+/// `VirtualEthernetCardResourceAllocation` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualEthernetCardResourceAllocation {
+    /// `reservation`.
+    pub reservation: Option<i64>,
+    /// `share`.
+    pub share: SharesInfo,
+    /// `limit`.
+    pub limit: Option<i64>,
+}
+impl x::SchemaType for VirtualEthernetCardResourceAllocation {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardResourceAllocation";
+}
+impl x::Structure for VirtualEthernetCardResourceAllocation {}
+impl x::Fields for VirtualEthernetCardResourceAllocation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reservation" => r.read_opt(&mut self.reservation),
+            "share" => r.read(&mut self.share),
+            "limit" => r.read_opt(&mut self.limit),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("reservation", &self.reservation);
+        w.write("share", &self.share);
+        w.write_opt("limit", &self.limit);
+    }
+}
+/// `VirtualFloppy` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppy {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+}
+impl x::SchemaType for VirtualFloppy {
+    const TYPE_NAME: &'static str = "VirtualFloppy";
+}
+impl x::Structure for VirtualFloppy {}
+impl x::Fields for VirtualFloppy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+    }
+}
+/// `VirtualFloppyDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyDeviceBackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+}
+impl x::SchemaType for VirtualFloppyDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingInfo";
+}
+impl x::Structure for VirtualFloppyDeviceBackingInfo {}
+impl x::Fields for VirtualFloppyDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+    }
+}
+/// `VirtualFloppyDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyDeviceBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualFloppyDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingOption";
+}
+impl x::Structure for VirtualFloppyDeviceBackingOption {}
+impl x::Fields for VirtualFloppyDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualFloppyImageBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyImageBackingInfo {
+    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
+    pub file_name: String,
+    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+}
+impl x::SchemaType for VirtualFloppyImageBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualFloppyImageBackingInfo";
+}
+impl x::Structure for VirtualFloppyImageBackingInfo {}
+impl x::Fields for VirtualFloppyImageBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+    }
+}
+/// `VirtualFloppyImageBackingOption` (extends `VirtualDeviceFileBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyImageBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
+    pub file_name_extensions: Option<ChoiceOption>,
+}
+impl x::SchemaType for VirtualFloppyImageBackingOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyImageBackingOption";
+}
+impl x::Structure for VirtualFloppyImageBackingOption {}
+impl x::Fields for VirtualFloppyImageBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+    }
+}
+/// `VirtualFloppyOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualFloppyOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyOption";
+}
+impl x::Structure for VirtualFloppyOption {}
+impl x::Fields for VirtualFloppyOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
+    }
+}
+/// `VirtualFloppyRemoteDeviceBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyRemoteDeviceBackingInfo {
+    /// `deviceName`, from `VirtualDeviceRemoteDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceRemoteDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+}
+impl x::SchemaType for VirtualFloppyRemoteDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingInfo";
+}
+impl x::Structure for VirtualFloppyRemoteDeviceBackingInfo {}
+impl x::Fields for VirtualFloppyRemoteDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+    }
+}
+/// `VirtualFloppyRemoteDeviceBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyRemoteDeviceBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceRemoteDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingOption";
+}
+impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
+impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualHardware` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHardware {
+    /// `numCPU`.
+    pub num_cpu: i32,
+    /// `numCoresPerSocket`.
+    pub num_cores_per_socket: Option<i32>,
+    /// `autoCoresPerSocket`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_socket: Option<bool>,
+    /// `memoryMB`.
+    pub memory_mb: i32,
+    /// `virtualICH7MPresent`.
+    pub virtual_ich7_m_present: Option<bool>,
+    /// `virtualSMCPresent`.
+    pub virtual_smc_present: Option<bool>,
+    /// `device`.
+    pub device: Vec<AnyVirtualDevice>,
+    /// `motherboardLayout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub motherboard_layout: Option<String>,
+    /// `simultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub simultaneous_threads: Option<i32>,
+}
+impl x::SchemaType for VirtualHardware {
+    const TYPE_NAME: &'static str = "VirtualHardware";
+}
+impl x::Structure for VirtualHardware {}
+impl x::Fields for VirtualHardware {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numCPU" => r.read(&mut self.num_cpu),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
+            "memoryMB" => r.read(&mut self.memory_mb),
+            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
+            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
+            "device" => r.read_push(&mut self.device),
+            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
+            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("numCPU", &self.num_cpu);
+        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
+        w.write("memoryMB", &self.memory_mb);
+        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
+        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
+        w.write_vec("device", &self.device);
+        w.write_opt("motherboardLayout", &self.motherboard_layout);
+        w.write_opt("simultaneousThreads", &self.simultaneous_threads);
+    }
+}
+/// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHardwareCompatibilityIssue {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for VirtualHardwareCompatibilityIssue {
+    const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
+}
+impl x::Structure for VirtualHardwareCompatibilityIssue {}
+impl x::Fields for VirtualHardwareCompatibilityIssue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
     }
 }

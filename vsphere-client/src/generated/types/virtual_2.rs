@@ -5,1925 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualDiskRawDiskVer2BackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskRawDiskVer2BackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `descriptorFileName`.
-    pub descriptor_file_name: String,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `changeId`.
-    pub change_id: Option<String>,
-    /// `sharing`.
-    pub sharing: Option<String>,
-}
-impl x::SchemaType for VirtualDiskRawDiskVer2BackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingInfo";
-}
-impl x::Structure for VirtualDiskRawDiskVer2BackingInfo {}
-impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "descriptorFileName" => r.read(&mut self.descriptor_file_name),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "changeId" => r.read_opt(&mut self.change_id),
-            "sharing" => r.read_opt(&mut self.sharing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write("descriptorFileName", &self.descriptor_file_name);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("changeId", &self.change_id);
-        w.write_opt("sharing", &self.sharing);
-    }
-}
-/// `VirtualDiskRawDiskVer2BackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskRawDiskVer2BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-    /// `descriptorFileNameExtensions`.
-    pub descriptor_file_name_extensions: ChoiceOption,
-    /// `uuid`.
-    pub uuid: bool,
-}
-impl x::SchemaType for VirtualDiskRawDiskVer2BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingOption";
-}
-impl x::Structure for VirtualDiskRawDiskVer2BackingOption {}
-impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            "descriptorFileNameExtensions" => {
-                r.read(&mut self.descriptor_file_name_extensions)
-            }
-            "uuid" => r.read(&mut self.uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-        w.write("descriptorFileNameExtensions", &self.descriptor_file_name_extensions);
-        w.write("uuid", &self.uuid);
-    }
-}
-/// `VirtualDiskRuleSpec` (extends `ClusterRuleInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskRuleSpec {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
-    /// `diskRuleType`.
-    pub disk_rule_type: String,
-    /// `diskId`.
-    pub disk_id: Vec<i32>,
-}
-impl x::SchemaType for VirtualDiskRuleSpec {
-    const TYPE_NAME: &'static str = "VirtualDiskRuleSpec";
-}
-impl x::Structure for VirtualDiskRuleSpec {}
-impl x::Fields for VirtualDiskRuleSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
-            "diskRuleType" => r.read(&mut self.disk_rule_type),
-            "diskId" => r.read_push(&mut self.disk_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
-        w.write("diskRuleType", &self.disk_rule_type);
-        w.write_vec("diskId", &self.disk_id);
-    }
-}
-impl x::ArrayItem for VirtualDiskRuleSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDiskRuleSpec";
-    const ITEM_TAG: &'static str = "VirtualDiskRuleSpec";
-}
-/// `VirtualDiskSeSparseBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskSeSparseBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-    /// `diskMode`.
-    pub disk_mode: String,
-    /// `writeThrough`.
-    pub write_through: Option<bool>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `contentId`.
-    pub content_id: Option<String>,
-    /// `changeId`.
-    pub change_id: Option<String>,
-    /// `parent`.
-    pub parent: Option<Box<VirtualDiskSeSparseBackingInfo>>,
-    /// `deltaDiskFormat`.
-    pub delta_disk_format: Option<String>,
-    /// `digestEnabled`.
-    pub digest_enabled: Option<bool>,
-    /// `grainSize`.
-    pub grain_size: Option<i32>,
-    /// `keyId`.
-    pub key_id: Option<CryptoKeyId>,
-}
-impl x::SchemaType for VirtualDiskSeSparseBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingInfo";
-}
-impl x::Structure for VirtualDiskSeSparseBackingInfo {}
-impl x::Fields for VirtualDiskSeSparseBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "writeThrough" => r.read_opt(&mut self.write_through),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "contentId" => r.read_opt(&mut self.content_id),
-            "changeId" => r.read_opt(&mut self.change_id),
-            "parent" => r.read_opt_box(&mut self.parent),
-            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
-            "digestEnabled" => r.read_opt(&mut self.digest_enabled),
-            "grainSize" => r.read_opt(&mut self.grain_size),
-            "keyId" => r.read_opt(&mut self.key_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write("diskMode", &self.disk_mode);
-        w.write_opt("writeThrough", &self.write_through);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("contentId", &self.content_id);
-        w.write_opt("changeId", &self.change_id);
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("deltaDiskFormat", &self.delta_disk_format);
-        w.write_opt("digestEnabled", &self.digest_enabled);
-        w.write_opt("grainSize", &self.grain_size);
-        w.write_opt("keyId", &self.key_id);
-    }
-}
-/// `VirtualDiskSeSparseBackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskSeSparseBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-    /// `diskMode`.
-    pub disk_mode: ChoiceOption,
-    /// `writeThrough`.
-    pub write_through: BoolOption,
-    /// `growable`.
-    pub growable: bool,
-    /// `hotGrowable`.
-    pub hot_growable: bool,
-    /// `uuid`.
-    pub uuid: bool,
-    /// `deltaDiskFormatsSupported`.
-    pub delta_disk_formats_supported: Vec<VirtualDiskDeltaDiskFormatsSupported>,
-}
-impl x::SchemaType for VirtualDiskSeSparseBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingOption";
-}
-impl x::Structure for VirtualDiskSeSparseBackingOption {}
-impl x::Fields for VirtualDiskSeSparseBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "writeThrough" => r.read(&mut self.write_through),
-            "growable" => r.read(&mut self.growable),
-            "hotGrowable" => r.read(&mut self.hot_growable),
-            "uuid" => r.read(&mut self.uuid),
-            "deltaDiskFormatsSupported" => {
-                r.read_push(&mut self.delta_disk_formats_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-        w.write("diskMode", &self.disk_mode);
-        w.write("writeThrough", &self.write_through);
-        w.write("growable", &self.growable);
-        w.write("hotGrowable", &self.hot_growable);
-        w.write("uuid", &self.uuid);
-        w.write_vec("deltaDiskFormatsSupported", &self.delta_disk_formats_supported);
-    }
-}
-/// `VirtualDiskSparseVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskSparseVer1BackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-    /// `diskMode`.
-    pub disk_mode: String,
-    /// `split`.
-    pub split: Option<bool>,
-    /// `writeThrough`.
-    pub write_through: Option<bool>,
-    /// `spaceUsedInKB`.
-    pub space_used_in_kb: Option<i64>,
-    /// `contentId`.
-    pub content_id: Option<String>,
-    /// `parent`.
-    pub parent: Option<Box<VirtualDiskSparseVer1BackingInfo>>,
-}
-impl x::SchemaType for VirtualDiskSparseVer1BackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskSparseVer1BackingInfo";
-}
-impl x::Structure for VirtualDiskSparseVer1BackingInfo {}
-impl x::Fields for VirtualDiskSparseVer1BackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read_opt(&mut self.split),
-            "writeThrough" => r.read_opt(&mut self.write_through),
-            "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb),
-            "contentId" => r.read_opt(&mut self.content_id),
-            "parent" => r.read_opt_box(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write("diskMode", &self.disk_mode);
-        w.write_opt("split", &self.split);
-        w.write_opt("writeThrough", &self.write_through);
-        w.write_opt("spaceUsedInKB", &self.space_used_in_kb);
-        w.write_opt("contentId", &self.content_id);
-        w.write_opt_box("parent", &self.parent);
-    }
-}
-/// `VirtualDiskSparseVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskSparseVer1BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-    /// `diskModes`.
-    pub disk_modes: ChoiceOption,
-    /// `split`.
-    pub split: BoolOption,
-    /// `writeThrough`.
-    pub write_through: BoolOption,
-    /// `growable`.
-    pub growable: bool,
-}
-impl x::SchemaType for VirtualDiskSparseVer1BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskSparseVer1BackingOption";
-}
-impl x::Structure for VirtualDiskSparseVer1BackingOption {}
-impl x::Fields for VirtualDiskSparseVer1BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            "diskModes" => r.read(&mut self.disk_modes),
-            "split" => r.read(&mut self.split),
-            "writeThrough" => r.read(&mut self.write_through),
-            "growable" => r.read(&mut self.growable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-        w.write("diskModes", &self.disk_modes);
-        w.write("split", &self.split);
-        w.write("writeThrough", &self.write_through);
-        w.write("growable", &self.growable);
-    }
-}
-/// `VirtualDiskSparseVer2BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskSparseVer2BackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-    /// `diskMode`.
-    pub disk_mode: String,
-    /// `split`.
-    pub split: Option<bool>,
-    /// `writeThrough`.
-    pub write_through: Option<bool>,
-    /// `spaceUsedInKB`.
-    pub space_used_in_kb: Option<i64>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `contentId`.
-    pub content_id: Option<String>,
-    /// `changeId`.
-    pub change_id: Option<String>,
-    /// `parent`.
-    pub parent: Option<Box<VirtualDiskSparseVer2BackingInfo>>,
-    /// `keyId`.
-    pub key_id: Option<CryptoKeyId>,
-}
-impl x::SchemaType for VirtualDiskSparseVer2BackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskSparseVer2BackingInfo";
-}
-impl x::Structure for VirtualDiskSparseVer2BackingInfo {}
-impl x::Fields for VirtualDiskSparseVer2BackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read_opt(&mut self.split),
-            "writeThrough" => r.read_opt(&mut self.write_through),
-            "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "contentId" => r.read_opt(&mut self.content_id),
-            "changeId" => r.read_opt(&mut self.change_id),
-            "parent" => r.read_opt_box(&mut self.parent),
-            "keyId" => r.read_opt(&mut self.key_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write("diskMode", &self.disk_mode);
-        w.write_opt("split", &self.split);
-        w.write_opt("writeThrough", &self.write_through);
-        w.write_opt("spaceUsedInKB", &self.space_used_in_kb);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("contentId", &self.content_id);
-        w.write_opt("changeId", &self.change_id);
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("keyId", &self.key_id);
-    }
-}
-/// `VirtualDiskSparseVer2BackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskSparseVer2BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-    /// `diskMode`.
-    pub disk_mode: ChoiceOption,
-    /// `split`.
-    pub split: BoolOption,
-    /// `writeThrough`.
-    pub write_through: BoolOption,
-    /// `growable`.
-    pub growable: bool,
-    /// `hotGrowable`.
-    pub hot_growable: bool,
-    /// `uuid`.
-    pub uuid: bool,
-}
-impl x::SchemaType for VirtualDiskSparseVer2BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskSparseVer2BackingOption";
-}
-impl x::Structure for VirtualDiskSparseVer2BackingOption {}
-impl x::Fields for VirtualDiskSparseVer2BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read(&mut self.split),
-            "writeThrough" => r.read(&mut self.write_through),
-            "growable" => r.read(&mut self.growable),
-            "hotGrowable" => r.read(&mut self.hot_growable),
-            "uuid" => r.read(&mut self.uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-        w.write("diskMode", &self.disk_mode);
-        w.write("split", &self.split);
-        w.write("writeThrough", &self.write_through);
-        w.write("growable", &self.growable);
-        w.write("hotGrowable", &self.hot_growable);
-        w.write("uuid", &self.uuid);
-    }
-}
-/// `VirtualDiskSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualDiskSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskSpec {
-    /// `diskType`.
-    pub disk_type: String,
-    /// `adapterType`.
-    pub adapter_type: String,
-}
-impl x::SchemaType for VirtualDiskSpec {
-    const TYPE_NAME: &'static str = "VirtualDiskSpec";
-}
-impl x::Structure for VirtualDiskSpec {}
-impl x::Fields for VirtualDiskSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskType" => r.read(&mut self.disk_type),
-            "adapterType" => r.read(&mut self.adapter_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskType", &self.disk_type);
-        w.write("adapterType", &self.adapter_type);
-    }
-}
-/// `VirtualDiskVFlashCacheConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskVFlashCacheConfigInfo {
-    /// `vFlashModule`.
-    pub v_flash_module: Option<String>,
-    /// `reservationInMB`.
-    pub reservation_in_mb: Option<i64>,
-    /// `cacheConsistencyType`.
-    pub cache_consistency_type: Option<String>,
-    /// `cacheMode`.
-    pub cache_mode: Option<String>,
-    /// `blockSizeInKB`.
-    pub block_size_in_kb: Option<i64>,
-}
-impl x::SchemaType for VirtualDiskVFlashCacheConfigInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskVFlashCacheConfigInfo";
-}
-impl x::Structure for VirtualDiskVFlashCacheConfigInfo {}
-impl x::Fields for VirtualDiskVFlashCacheConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vFlashModule" => r.read_opt(&mut self.v_flash_module),
-            "reservationInMB" => r.read_opt(&mut self.reservation_in_mb),
-            "cacheConsistencyType" => r.read_opt(&mut self.cache_consistency_type),
-            "cacheMode" => r.read_opt(&mut self.cache_mode),
-            "blockSizeInKB" => r.read_opt(&mut self.block_size_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vFlashModule", &self.v_flash_module);
-        w.write_opt("reservationInMB", &self.reservation_in_mb);
-        w.write_opt("cacheConsistencyType", &self.cache_consistency_type);
-        w.write_opt("cacheMode", &self.cache_mode);
-        w.write_opt("blockSizeInKB", &self.block_size_in_kb);
-    }
-}
-/// `VirtualE1000` (extends `VirtualEthernetCard`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualE1000 {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualE1000 {
-    const TYPE_NAME: &'static str = "VirtualE1000";
-}
-impl x::Structure for VirtualE1000 {}
-impl x::Fields for VirtualE1000 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualE1000Option` (extends `VirtualEthernetCardOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualE1000Option {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualE1000Option {
-    const TYPE_NAME: &'static str = "VirtualE1000Option";
-}
-impl x::Structure for VirtualE1000Option {}
-impl x::Fields for VirtualE1000Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualE1000e` (extends `VirtualEthernetCard`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualE1000e {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualE1000e {
-    const TYPE_NAME: &'static str = "VirtualE1000e";
-}
-impl x::Structure for VirtualE1000e {}
-impl x::Fields for VirtualE1000e {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualE1000eOption` (extends `VirtualEthernetCardOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualE1000eOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualE1000eOption {
-    const TYPE_NAME: &'static str = "VirtualE1000eOption";
-}
-impl x::Structure for VirtualE1000eOption {}
-impl x::Fields for VirtualE1000eOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualEnsoniq1371` (extends `VirtualSoundCard`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEnsoniq1371 {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualEnsoniq1371 {
-    const TYPE_NAME: &'static str = "VirtualEnsoniq1371";
-}
-impl x::Structure for VirtualEnsoniq1371 {}
-impl x::Fields for VirtualEnsoniq1371 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-    }
-}
-/// `VirtualEnsoniq1371Option` (extends `VirtualSoundCardOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEnsoniq1371Option {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualEnsoniq1371Option {
-    const TYPE_NAME: &'static str = "VirtualEnsoniq1371Option";
-}
-impl x::Structure for VirtualEnsoniq1371Option {}
-impl x::Fields for VirtualEnsoniq1371Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-    }
-}
-/// `VirtualEthernetCard` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCard {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `addressType`.
-    pub address_type: Option<String>,
-    /// `macAddress`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`.
-    pub upt_compatibility_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualEthernetCard {
-    const TYPE_NAME: &'static str = "VirtualEthernetCard";
-}
-impl x::Structure for VirtualEthernetCard {}
-impl x::Fields for VirtualEthernetCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualEthernetCardDVPortBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardDVPortBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-}
-impl x::SchemaType for VirtualEthernetCardDVPortBackingOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardDVPortBackingOption";
-}
-impl x::Structure for VirtualEthernetCardDVPortBackingOption {}
-impl x::Fields for VirtualEthernetCardDVPortBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-    }
-}
-/// `VirtualEthernetCardDistributedVirtualPortBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardDistributedVirtualPortBackingInfo {
-    /// `port`.
-    pub port: DistributedVirtualSwitchPortConnection,
-}
-impl x::SchemaType for VirtualEthernetCardDistributedVirtualPortBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardDistributedVirtualPortBackingInfo";
-}
-impl x::Structure for VirtualEthernetCardDistributedVirtualPortBackingInfo {}
-impl x::Fields for VirtualEthernetCardDistributedVirtualPortBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "port" => r.read(&mut self.port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("port", &self.port);
-    }
-}
-/// `VirtualEthernetCardLegacyNetworkBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardLegacyNetworkBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardLegacyNetworkBackingInfo";
-}
-impl x::Structure for VirtualEthernetCardLegacyNetworkBackingInfo {}
-impl x::Fields for VirtualEthernetCardLegacyNetworkBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualEthernetCardLegacyNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardLegacyNetworkBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardLegacyNetworkBackingOption";
-}
-impl x::Structure for VirtualEthernetCardLegacyNetworkBackingOption {}
-impl x::Fields for VirtualEthernetCardLegacyNetworkBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualEthernetCardNetworkBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardNetworkBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `network`.
-    pub network: Option<x::ManagedObjectReference>,
-    /// `inPassthroughMode`.
-    pub in_passthrough_mode: Option<bool>,
-}
-impl x::SchemaType for VirtualEthernetCardNetworkBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingInfo";
-}
-impl x::Structure for VirtualEthernetCardNetworkBackingInfo {}
-impl x::Fields for VirtualEthernetCardNetworkBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "network" => r.read_opt(&mut self.network),
-            "inPassthroughMode" => r.read_opt(&mut self.in_passthrough_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_opt("network", &self.network);
-        w.write_opt("inPassthroughMode", &self.in_passthrough_mode);
-    }
-}
-/// `VirtualEthernetCardNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardNetworkBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualEthernetCardNetworkBackingOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingOption";
-}
-impl x::Structure for VirtualEthernetCardNetworkBackingOption {}
-impl x::Fields for VirtualEthernetCardNetworkBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualEthernetCardNotSupported` (extends `DeviceNotSupported`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `device`, from `DeviceNotSupported`.
-    pub device: String,
-    /// `reason`, from `DeviceNotSupported`.
-    pub reason: Option<String>,
-}
-impl x::SchemaType for VirtualEthernetCardNotSupported {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardNotSupported";
-}
-impl x::Structure for VirtualEthernetCardNotSupported {}
-impl x::Fields for VirtualEthernetCardNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "device" => r.read(&mut self.device),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("device", &self.device);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `VirtualEthernetCardOpaqueNetworkBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardOpaqueNetworkBackingInfo {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-}
-impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingInfo";
-}
-impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingInfo {}
-impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-    }
-}
-/// `VirtualEthernetCardOpaqueNetworkBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardOpaqueNetworkBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-}
-impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingOption";
-}
-impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingOption {}
-impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-    }
-}
-/// `VirtualEthernetCardOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `supportedOUI`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualEthernetCardOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardOption";
-}
-impl x::Structure for VirtualEthernetCardOption {}
-impl x::Fields for VirtualEthernetCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualEthernetCardResourceAllocation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardResourceAllocation {
-    /// `reservation`.
-    pub reservation: Option<i64>,
-    /// `share`.
-    pub share: SharesInfo,
-    /// `limit`.
-    pub limit: Option<i64>,
-}
-impl x::SchemaType for VirtualEthernetCardResourceAllocation {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardResourceAllocation";
-}
-impl x::Structure for VirtualEthernetCardResourceAllocation {}
-impl x::Fields for VirtualEthernetCardResourceAllocation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reservation" => r.read_opt(&mut self.reservation),
-            "share" => r.read(&mut self.share),
-            "limit" => r.read_opt(&mut self.limit),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("reservation", &self.reservation);
-        w.write("share", &self.share);
-        w.write_opt("limit", &self.limit);
-    }
-}
-/// `VirtualFloppy` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppy {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualFloppy {
-    const TYPE_NAME: &'static str = "VirtualFloppy";
-}
-impl x::Structure for VirtualFloppy {}
-impl x::Fields for VirtualFloppy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-    }
-}
-/// `VirtualFloppyDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualFloppyDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingInfo";
-}
-impl x::Structure for VirtualFloppyDeviceBackingInfo {}
-impl x::Fields for VirtualFloppyDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualFloppyDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualFloppyDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingOption";
-}
-impl x::Structure for VirtualFloppyDeviceBackingOption {}
-impl x::Fields for VirtualFloppyDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualFloppyImageBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyImageBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-}
-impl x::SchemaType for VirtualFloppyImageBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualFloppyImageBackingInfo";
-}
-impl x::Structure for VirtualFloppyImageBackingInfo {}
-impl x::Fields for VirtualFloppyImageBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-    }
-}
-/// `VirtualFloppyImageBackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyImageBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualFloppyImageBackingOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyImageBackingOption";
-}
-impl x::Structure for VirtualFloppyImageBackingOption {}
-impl x::Fields for VirtualFloppyImageBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-    }
-}
-/// `VirtualFloppyOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualFloppyOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyOption";
-}
-impl x::Structure for VirtualFloppyOption {}
-impl x::Fields for VirtualFloppyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-    }
-}
-/// `VirtualFloppyRemoteDeviceBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyRemoteDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualFloppyRemoteDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingInfo";
-}
-impl x::Structure for VirtualFloppyRemoteDeviceBackingInfo {}
-impl x::Fields for VirtualFloppyRemoteDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualFloppyRemoteDeviceBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyRemoteDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceRemoteDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingOption";
-}
-impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
-impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualHardware` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardware {
-    /// `numCPU`.
-    pub num_cpu: i32,
-    /// `numCoresPerSocket`.
-    pub num_cores_per_socket: Option<i32>,
-    /// `memoryMB`.
-    pub memory_mb: i32,
-    /// `virtualICH7MPresent`.
-    pub virtual_ich7_m_present: Option<bool>,
-    /// `virtualSMCPresent`.
-    pub virtual_smc_present: Option<bool>,
-    /// `device`.
-    pub device: Vec<AnyVirtualDevice>,
-}
-impl x::SchemaType for VirtualHardware {
-    const TYPE_NAME: &'static str = "VirtualHardware";
-}
-impl x::Structure for VirtualHardware {}
-impl x::Fields for VirtualHardware {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numCPU" => r.read(&mut self.num_cpu),
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
-            "memoryMB" => r.read(&mut self.memory_mb),
-            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
-            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numCPU", &self.num_cpu);
-        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        w.write("memoryMB", &self.memory_mb);
-        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
-        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardwareCompatibilityIssue {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for VirtualHardwareCompatibilityIssue {
-    const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
-}
-impl x::Structure for VirtualHardwareCompatibilityIssue {}
-impl x::Fields for VirtualHardwareCompatibilityIssue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
 /// `VirtualHardwareOption` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualHardwareOption {
@@ -1937,6 +18,10 @@ pub struct VirtualHardwareOption {
     pub num_cpu: Vec<i32>,
     /// `numCoresPerSocket`.
     pub num_cores_per_socket: Option<IntOption>,
+    /// `autoCoresPerSocket`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_socket: Option<BoolOption>,
     /// `numCpuReadonly`.
     pub num_cpu_readonly: bool,
     /// `memoryMB`.
@@ -1971,6 +56,26 @@ pub struct VirtualHardwareOption {
     pub num_precision_clock_devices: Option<IntOption>,
     /// `epcMemoryMB`.
     pub epc_memory_mb: Option<LongOption>,
+    /// `acpiHostBridgesFirmware`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub acpi_host_bridges_firmware: Vec<String>,
+    /// `numCpuSimultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_cpu_simultaneous_threads: Option<IntOption>,
+    /// `numNumaNodes`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_numa_nodes: Option<IntOption>,
+    /// `numDeviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_device_groups: Option<IntOption>,
+    /// `deviceGroupTypes`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_types: Vec<String>,
 }
 impl x::SchemaType for VirtualHardwareOption {
     const TYPE_NAME: &'static str = "VirtualHardwareOption";
@@ -1988,6 +93,7 @@ impl x::Fields for VirtualHardwareOption {
             "deviceListReadonly" => r.read(&mut self.device_list_readonly),
             "numCPU" => r.read_push(&mut self.num_cpu),
             "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
             "numCpuReadonly" => r.read(&mut self.num_cpu_readonly),
             "memoryMB" => r.read(&mut self.memory_mb),
             "numPCIControllers" => r.read(&mut self.num_pci_controllers),
@@ -2007,6 +113,15 @@ impl x::Fields for VirtualHardwareOption {
                 r.read_opt(&mut self.num_precision_clock_devices)
             }
             "epcMemoryMB" => r.read_opt(&mut self.epc_memory_mb),
+            "acpiHostBridgesFirmware" => {
+                r.read_push(&mut self.acpi_host_bridges_firmware)
+            }
+            "numCpuSimultaneousThreads" => {
+                r.read_opt(&mut self.num_cpu_simultaneous_threads)
+            }
+            "numNumaNodes" => r.read_opt(&mut self.num_numa_nodes),
+            "numDeviceGroups" => r.read_opt(&mut self.num_device_groups),
+            "deviceGroupTypes" => r.read_push(&mut self.device_group_types),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2018,6 +133,7 @@ impl x::Fields for VirtualHardwareOption {
         w.write("deviceListReadonly", &self.device_list_readonly);
         w.write_vec("numCPU", &self.num_cpu);
         w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
         w.write("numCpuReadonly", &self.num_cpu_readonly);
         w.write("memoryMB", &self.memory_mb);
         w.write("numPCIControllers", &self.num_pci_controllers);
@@ -2035,6 +151,11 @@ impl x::Fields for VirtualHardwareOption {
         w.write_opt("numWDTDevices", &self.num_wdt_devices);
         w.write_opt("numPrecisionClockDevices", &self.num_precision_clock_devices);
         w.write_opt("epcMemoryMB", &self.epc_memory_mb);
+        w.write_vec("acpiHostBridgesFirmware", &self.acpi_host_bridges_firmware);
+        w.write_opt("numCpuSimultaneousThreads", &self.num_cpu_simultaneous_threads);
+        w.write_opt("numNumaNodes", &self.num_numa_nodes);
+        w.write_opt("numDeviceGroups", &self.num_device_groups);
+        w.write_vec("deviceGroupTypes", &self.device_group_types);
     }
 }
 /// `VirtualHardwareVersionNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
@@ -2093,6 +214,14 @@ pub struct VirtualHdAudioCard {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualHdAudioCard {
     const TYPE_NAME: &'static str = "VirtualHdAudioCard";
@@ -2112,6 +241,8 @@ impl x::Fields for VirtualHdAudioCard {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2125,6 +256,8 @@ impl x::Fields for VirtualHdAudioCard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
 }
 /// `VirtualHdAudioCardOption` (extends `VirtualSoundCardOption`).
@@ -2152,6 +285,10 @@ pub struct VirtualHdAudioCardOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualHdAudioCardOption {
     const TYPE_NAME: &'static str = "VirtualHdAudioCardOption";
@@ -2177,6 +314,7 @@ impl x::Fields for VirtualHdAudioCardOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2194,6 +332,7 @@ impl x::Fields for VirtualHdAudioCardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualIDEController` (extends `VirtualController`).
@@ -2213,6 +352,14 @@ pub struct VirtualIDEController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -2236,6 +383,8 @@ impl x::Fields for VirtualIDEController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
@@ -2251,6 +400,8 @@ impl x::Fields for VirtualIDEController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -2280,6 +431,10 @@ pub struct VirtualIDEControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -2313,6 +468,7 @@ impl x::Fields for VirtualIDEControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numIDEDisks" => r.read(&mut self.num_ide_disks),
@@ -2334,6 +490,7 @@ impl x::Fields for VirtualIDEControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numIDEDisks", &self.num_ide_disks);
@@ -2357,6 +514,14 @@ pub struct VirtualKeyboard {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualKeyboard {
     const TYPE_NAME: &'static str = "VirtualKeyboard";
@@ -2376,6 +541,8 @@ impl x::Fields for VirtualKeyboard {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2389,6 +556,8 @@ impl x::Fields for VirtualKeyboard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
 }
 /// `VirtualKeyboardOption` (extends `VirtualDeviceOption`).
@@ -2416,6 +585,10 @@ pub struct VirtualKeyboardOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualKeyboardOption {
     const TYPE_NAME: &'static str = "VirtualKeyboardOption";
@@ -2441,6 +614,7 @@ impl x::Fields for VirtualKeyboardOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2458,6 +632,7 @@ impl x::Fields for VirtualKeyboardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualLsiLogicController` (extends `VirtualSCSIController`).
@@ -2477,6 +652,14 @@ pub struct VirtualLsiLogicController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -2506,6 +689,8 @@ impl x::Fields for VirtualLsiLogicController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
@@ -2524,6 +709,8 @@ impl x::Fields for VirtualLsiLogicController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
@@ -2556,6 +743,10 @@ pub struct VirtualLsiLogicControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -2599,6 +790,7 @@ impl x::Fields for VirtualLsiLogicControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
@@ -2625,6 +817,7 @@ impl x::Fields for VirtualLsiLogicControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIDisks", &self.num_scsi_disks);
@@ -2653,6 +846,14 @@ pub struct VirtualLsiLogicSASController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -2682,6 +883,8 @@ impl x::Fields for VirtualLsiLogicSASController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
@@ -2700,10 +903,1405 @@ impl x::Fields for VirtualLsiLogicSASController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
         w.write("sharedBus", &self.shared_bus);
         w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
     }
+}
+/// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicSASControllerOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `devices`, from `VirtualControllerOption`.
+    pub devices: IntOption,
+    /// `supportedDevice`, from `VirtualControllerOption`.
+    pub supported_device: Vec<String>,
+    /// `numSCSIDisks`, from `VirtualSCSIControllerOption`.
+    pub num_scsi_disks: IntOption,
+    /// `numSCSICdroms`, from `VirtualSCSIControllerOption`.
+    pub num_scsi_cdroms: IntOption,
+    /// `numSCSIPassthrough`, from `VirtualSCSIControllerOption`.
+    pub num_scsi_passthrough: IntOption,
+    /// `sharing`, from `VirtualSCSIControllerOption`.
+    pub sharing: Vec<VirtualSCSISharing>,
+    /// `defaultSharedIndex`, from `VirtualSCSIControllerOption`.
+    pub default_shared_index: i32,
+    /// `hotAddRemove`, from `VirtualSCSIControllerOption`.
+    pub hot_add_remove: BoolOption,
+    /// `scsiCtlrUnitNumber`, from `VirtualSCSIControllerOption`.
+    pub scsi_ctlr_unit_number: i32,
+}
+impl x::SchemaType for VirtualLsiLogicSASControllerOption {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
+}
+impl x::Structure for VirtualLsiLogicSASControllerOption {}
+impl x::Fields for VirtualLsiLogicSASControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
+        w.write("devices", &self.devices);
+        w.write_vec("supportedDevice", &self.supported_device);
+        w.write("numSCSIDisks", &self.num_scsi_disks);
+        w.write("numSCSICdroms", &self.num_scsi_cdroms);
+        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
+        w.write_vec("sharing", &self.sharing);
+        w.write("defaultSharedIndex", &self.default_shared_index);
+        w.write("hotAddRemove", &self.hot_add_remove);
+        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualMachineAffinityInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineAffinityInfo {
+    /// `affinitySet`.
+    pub affinity_set: Vec<i32>,
+}
+impl x::SchemaType for VirtualMachineAffinityInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
+}
+impl x::Structure for VirtualMachineAffinityInfo {}
+impl x::Fields for VirtualMachineAffinityInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "affinitySet" => r.read_push(&mut self.affinity_set),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("affinitySet", &self.affinity_set);
+    }
+}
+/// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBaseIndependentFilterSpec {}
+impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
+impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptions` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptions {
+    /// `bootDelay`.
+    pub boot_delay: Option<i64>,
+    /// `enterBIOSSetup`.
+    pub enter_bios_setup: Option<bool>,
+    /// `efiSecureBootEnabled`.
+    pub efi_secure_boot_enabled: Option<bool>,
+    /// `bootRetryEnabled`.
+    pub boot_retry_enabled: Option<bool>,
+    /// `bootRetryDelay`.
+    pub boot_retry_delay: Option<i64>,
+    /// `bootOrder`.
+    pub boot_order: Vec<AnyVirtualMachineBootOptionsBootableDevice>,
+    /// `networkBootProtocol`.
+    pub network_boot_protocol: Option<String>,
+}
+impl x::SchemaType for VirtualMachineBootOptions {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
+}
+impl x::Structure for VirtualMachineBootOptions {}
+impl x::Fields for VirtualMachineBootOptions {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bootDelay" => r.read_opt(&mut self.boot_delay),
+            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
+            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
+            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
+            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
+            "bootOrder" => r.read_push(&mut self.boot_order),
+            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bootDelay", &self.boot_delay);
+        w.write_opt("enterBIOSSetup", &self.enter_bios_setup);
+        w.write_opt("efiSecureBootEnabled", &self.efi_secure_boot_enabled);
+        w.write_opt("bootRetryEnabled", &self.boot_retry_enabled);
+        w.write_opt("bootRetryDelay", &self.boot_retry_delay);
+        w.write_vec("bootOrder", &self.boot_order);
+        w.write_opt("networkBootProtocol", &self.network_boot_protocol);
+    }
+}
+/// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableCdromDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableDiskDevice {
+    /// `deviceKey`.
+    pub device_key: i32,
+}
+impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceKey", &self.device_key);
+    }
+}
+/// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableEthernetDevice {
+    /// `deviceKey`.
+    pub device_key: i32,
+}
+impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceKey", &self.device_key);
+    }
+}
+/// `VirtualMachineBootOptionsBootableFloppyDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableFloppyDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableFloppyDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableFloppyDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableFloppyDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineCapability` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineCapability {
+    /// `snapshotOperationsSupported`.
+    pub snapshot_operations_supported: bool,
+    /// `multipleSnapshotsSupported`.
+    pub multiple_snapshots_supported: bool,
+    /// `snapshotConfigSupported`.
+    pub snapshot_config_supported: bool,
+    /// `poweredOffSnapshotsSupported`.
+    pub powered_off_snapshots_supported: bool,
+    /// `memorySnapshotsSupported`.
+    pub memory_snapshots_supported: bool,
+    /// `revertToSnapshotSupported`.
+    pub revert_to_snapshot_supported: bool,
+    /// `quiescedSnapshotsSupported`.
+    pub quiesced_snapshots_supported: bool,
+    /// `disableSnapshotsSupported`.
+    pub disable_snapshots_supported: bool,
+    /// `lockSnapshotsSupported`.
+    pub lock_snapshots_supported: bool,
+    /// `consolePreferencesSupported`.
+    pub console_preferences_supported: bool,
+    /// `cpuFeatureMaskSupported`.
+    pub cpu_feature_mask_supported: bool,
+    /// `s1AcpiManagementSupported`.
+    pub s1_acpi_management_supported: bool,
+    /// `settingScreenResolutionSupported`.
+    pub setting_screen_resolution_supported: bool,
+    /// `toolsAutoUpdateSupported`.
+    pub tools_auto_update_supported: bool,
+    /// `vmNpivWwnSupported`.
+    pub vm_npiv_wwn_supported: bool,
+    /// `npivWwnOnNonRdmVmSupported`.
+    pub npiv_wwn_on_non_rdm_vm_supported: bool,
+    /// `vmNpivWwnDisableSupported`.
+    pub vm_npiv_wwn_disable_supported: Option<bool>,
+    /// `vmNpivWwnUpdateSupported`.
+    pub vm_npiv_wwn_update_supported: Option<bool>,
+    /// `swapPlacementSupported`.
+    pub swap_placement_supported: bool,
+    /// `toolsSyncTimeSupported`.
+    pub tools_sync_time_supported: bool,
+    /// `virtualMmuUsageSupported`.
+    pub virtual_mmu_usage_supported: bool,
+    /// `diskSharesSupported`.
+    pub disk_shares_supported: bool,
+    /// `bootOptionsSupported`.
+    pub boot_options_supported: bool,
+    /// `bootRetryOptionsSupported`.
+    pub boot_retry_options_supported: Option<bool>,
+    /// `settingVideoRamSizeSupported`.
+    pub setting_video_ram_size_supported: bool,
+    /// `settingDisplayTopologySupported`.
+    pub setting_display_topology_supported: Option<bool>,
+    /// `recordReplaySupported`.
+    pub record_replay_supported: Option<bool>,
+    /// `changeTrackingSupported`.
+    pub change_tracking_supported: Option<bool>,
+    /// `multipleCoresPerSocketSupported`.
+    pub multiple_cores_per_socket_supported: Option<bool>,
+    /// `hostBasedReplicationSupported`.
+    pub host_based_replication_supported: Option<bool>,
+    /// `guestAutoLockSupported`.
+    pub guest_auto_lock_supported: Option<bool>,
+    /// `memoryReservationLockSupported`.
+    pub memory_reservation_lock_supported: Option<bool>,
+    /// `featureRequirementSupported`.
+    pub feature_requirement_supported: Option<bool>,
+    /// `poweredOnMonitorTypeChangeSupported`.
+    pub powered_on_monitor_type_change_supported: Option<bool>,
+    /// `seSparseDiskSupported`.
+    pub se_sparse_disk_supported: Option<bool>,
+    /// `nestedHVSupported`.
+    pub nested_hv_supported: Option<bool>,
+    /// `vPMCSupported`.
+    pub vpmc_supported: Option<bool>,
+    /// `secureBootSupported`.
+    pub secure_boot_supported: Option<bool>,
+    /// `perVmEvcSupported`.
+    pub per_vm_evc_supported: Option<bool>,
+    /// `virtualMmuUsageIgnored`.
+    pub virtual_mmu_usage_ignored: Option<bool>,
+    /// `virtualExecUsageIgnored`.
+    pub virtual_exec_usage_ignored: Option<bool>,
+    /// `diskOnlySnapshotOnSuspendedVMSupported`.
+    pub disk_only_snapshot_on_suspended_vm_supported: Option<bool>,
+    /// `suspendToMemorySupported`.
+    pub suspend_to_memory_supported: Option<bool>,
+    /// `toolsSyncTimeAllowSupported`.
+    pub tools_sync_time_allow_supported: Option<bool>,
+    /// `sevSupported`.
+    pub sev_supported: Option<bool>,
+    /// `pmemFailoverSupported`.
+    pub pmem_failover_supported: Option<bool>,
+    /// `requireSgxAttestationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_sgx_attestation_supported: Option<bool>,
+    /// `changeModeDisksSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub change_mode_disks_supported: Option<bool>,
+    /// `vendorDeviceGroupSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vendor_device_group_supported: Option<bool>,
+    /// `sevSnpSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sev_snp_supported: Option<bool>,
+    /// `tdxSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_supported: Option<bool>,
+    /// `ehvSecureBootSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub ehv_secure_boot_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineCapability {
+    const TYPE_NAME: &'static str = "VirtualMachineCapability";
+}
+impl x::Structure for VirtualMachineCapability {}
+impl x::Fields for VirtualMachineCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshotOperationsSupported" => {
+                r.read(&mut self.snapshot_operations_supported)
+            }
+            "multipleSnapshotsSupported" => {
+                r.read(&mut self.multiple_snapshots_supported)
+            }
+            "snapshotConfigSupported" => r.read(&mut self.snapshot_config_supported),
+            "poweredOffSnapshotsSupported" => {
+                r.read(&mut self.powered_off_snapshots_supported)
+            }
+            "memorySnapshotsSupported" => r.read(&mut self.memory_snapshots_supported),
+            "revertToSnapshotSupported" => r.read(&mut self.revert_to_snapshot_supported),
+            "quiescedSnapshotsSupported" => {
+                r.read(&mut self.quiesced_snapshots_supported)
+            }
+            "disableSnapshotsSupported" => r.read(&mut self.disable_snapshots_supported),
+            "lockSnapshotsSupported" => r.read(&mut self.lock_snapshots_supported),
+            "consolePreferencesSupported" => {
+                r.read(&mut self.console_preferences_supported)
+            }
+            "cpuFeatureMaskSupported" => r.read(&mut self.cpu_feature_mask_supported),
+            "s1AcpiManagementSupported" => r.read(&mut self.s1_acpi_management_supported),
+            "settingScreenResolutionSupported" => {
+                r.read(&mut self.setting_screen_resolution_supported)
+            }
+            "toolsAutoUpdateSupported" => r.read(&mut self.tools_auto_update_supported),
+            "vmNpivWwnSupported" => r.read(&mut self.vm_npiv_wwn_supported),
+            "npivWwnOnNonRdmVmSupported" => {
+                r.read(&mut self.npiv_wwn_on_non_rdm_vm_supported)
+            }
+            "vmNpivWwnDisableSupported" => {
+                r.read_opt(&mut self.vm_npiv_wwn_disable_supported)
+            }
+            "vmNpivWwnUpdateSupported" => {
+                r.read_opt(&mut self.vm_npiv_wwn_update_supported)
+            }
+            "swapPlacementSupported" => r.read(&mut self.swap_placement_supported),
+            "toolsSyncTimeSupported" => r.read(&mut self.tools_sync_time_supported),
+            "virtualMmuUsageSupported" => r.read(&mut self.virtual_mmu_usage_supported),
+            "diskSharesSupported" => r.read(&mut self.disk_shares_supported),
+            "bootOptionsSupported" => r.read(&mut self.boot_options_supported),
+            "bootRetryOptionsSupported" => {
+                r.read_opt(&mut self.boot_retry_options_supported)
+            }
+            "settingVideoRamSizeSupported" => {
+                r.read(&mut self.setting_video_ram_size_supported)
+            }
+            "settingDisplayTopologySupported" => {
+                r.read_opt(&mut self.setting_display_topology_supported)
+            }
+            "recordReplaySupported" => r.read_opt(&mut self.record_replay_supported),
+            "changeTrackingSupported" => r.read_opt(&mut self.change_tracking_supported),
+            "multipleCoresPerSocketSupported" => {
+                r.read_opt(&mut self.multiple_cores_per_socket_supported)
+            }
+            "hostBasedReplicationSupported" => {
+                r.read_opt(&mut self.host_based_replication_supported)
+            }
+            "guestAutoLockSupported" => r.read_opt(&mut self.guest_auto_lock_supported),
+            "memoryReservationLockSupported" => {
+                r.read_opt(&mut self.memory_reservation_lock_supported)
+            }
+            "featureRequirementSupported" => {
+                r.read_opt(&mut self.feature_requirement_supported)
+            }
+            "poweredOnMonitorTypeChangeSupported" => {
+                r.read_opt(&mut self.powered_on_monitor_type_change_supported)
+            }
+            "seSparseDiskSupported" => r.read_opt(&mut self.se_sparse_disk_supported),
+            "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported),
+            "vPMCSupported" => r.read_opt(&mut self.vpmc_supported),
+            "secureBootSupported" => r.read_opt(&mut self.secure_boot_supported),
+            "perVmEvcSupported" => r.read_opt(&mut self.per_vm_evc_supported),
+            "virtualMmuUsageIgnored" => r.read_opt(&mut self.virtual_mmu_usage_ignored),
+            "virtualExecUsageIgnored" => r.read_opt(&mut self.virtual_exec_usage_ignored),
+            "diskOnlySnapshotOnSuspendedVMSupported" => {
+                r.read_opt(&mut self.disk_only_snapshot_on_suspended_vm_supported)
+            }
+            "suspendToMemorySupported" => {
+                r.read_opt(&mut self.suspend_to_memory_supported)
+            }
+            "toolsSyncTimeAllowSupported" => {
+                r.read_opt(&mut self.tools_sync_time_allow_supported)
+            }
+            "sevSupported" => r.read_opt(&mut self.sev_supported),
+            "pmemFailoverSupported" => r.read_opt(&mut self.pmem_failover_supported),
+            "requireSgxAttestationSupported" => {
+                r.read_opt(&mut self.require_sgx_attestation_supported)
+            }
+            "changeModeDisksSupported" => {
+                r.read_opt(&mut self.change_mode_disks_supported)
+            }
+            "vendorDeviceGroupSupported" => {
+                r.read_opt(&mut self.vendor_device_group_supported)
+            }
+            "sevSnpSupported" => r.read_opt(&mut self.sev_snp_supported),
+            "tdxSupported" => r.read_opt(&mut self.tdx_supported),
+            "ehvSecureBootSupported" => r.read_opt(&mut self.ehv_secure_boot_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("snapshotOperationsSupported", &self.snapshot_operations_supported);
+        w.write("multipleSnapshotsSupported", &self.multiple_snapshots_supported);
+        w.write("snapshotConfigSupported", &self.snapshot_config_supported);
+        w.write("poweredOffSnapshotsSupported", &self.powered_off_snapshots_supported);
+        w.write("memorySnapshotsSupported", &self.memory_snapshots_supported);
+        w.write("revertToSnapshotSupported", &self.revert_to_snapshot_supported);
+        w.write("quiescedSnapshotsSupported", &self.quiesced_snapshots_supported);
+        w.write("disableSnapshotsSupported", &self.disable_snapshots_supported);
+        w.write("lockSnapshotsSupported", &self.lock_snapshots_supported);
+        w.write("consolePreferencesSupported", &self.console_preferences_supported);
+        w.write("cpuFeatureMaskSupported", &self.cpu_feature_mask_supported);
+        w.write("s1AcpiManagementSupported", &self.s1_acpi_management_supported);
+        w.write(
+            "settingScreenResolutionSupported",
+            &self.setting_screen_resolution_supported,
+        );
+        w.write("toolsAutoUpdateSupported", &self.tools_auto_update_supported);
+        w.write("vmNpivWwnSupported", &self.vm_npiv_wwn_supported);
+        w.write("npivWwnOnNonRdmVmSupported", &self.npiv_wwn_on_non_rdm_vm_supported);
+        w.write_opt("vmNpivWwnDisableSupported", &self.vm_npiv_wwn_disable_supported);
+        w.write_opt("vmNpivWwnUpdateSupported", &self.vm_npiv_wwn_update_supported);
+        w.write("swapPlacementSupported", &self.swap_placement_supported);
+        w.write("toolsSyncTimeSupported", &self.tools_sync_time_supported);
+        w.write("virtualMmuUsageSupported", &self.virtual_mmu_usage_supported);
+        w.write("diskSharesSupported", &self.disk_shares_supported);
+        w.write("bootOptionsSupported", &self.boot_options_supported);
+        w.write_opt("bootRetryOptionsSupported", &self.boot_retry_options_supported);
+        w.write("settingVideoRamSizeSupported", &self.setting_video_ram_size_supported);
+        w.write_opt(
+            "settingDisplayTopologySupported",
+            &self.setting_display_topology_supported,
+        );
+        w.write_opt("recordReplaySupported", &self.record_replay_supported);
+        w.write_opt("changeTrackingSupported", &self.change_tracking_supported);
+        w.write_opt(
+            "multipleCoresPerSocketSupported",
+            &self.multiple_cores_per_socket_supported,
+        );
+        w.write_opt(
+            "hostBasedReplicationSupported",
+            &self.host_based_replication_supported,
+        );
+        w.write_opt("guestAutoLockSupported", &self.guest_auto_lock_supported);
+        w.write_opt(
+            "memoryReservationLockSupported",
+            &self.memory_reservation_lock_supported,
+        );
+        w.write_opt("featureRequirementSupported", &self.feature_requirement_supported);
+        w.write_opt(
+            "poweredOnMonitorTypeChangeSupported",
+            &self.powered_on_monitor_type_change_supported,
+        );
+        w.write_opt("seSparseDiskSupported", &self.se_sparse_disk_supported);
+        w.write_opt("nestedHVSupported", &self.nested_hv_supported);
+        w.write_opt("vPMCSupported", &self.vpmc_supported);
+        w.write_opt("secureBootSupported", &self.secure_boot_supported);
+        w.write_opt("perVmEvcSupported", &self.per_vm_evc_supported);
+        w.write_opt("virtualMmuUsageIgnored", &self.virtual_mmu_usage_ignored);
+        w.write_opt("virtualExecUsageIgnored", &self.virtual_exec_usage_ignored);
+        w.write_opt(
+            "diskOnlySnapshotOnSuspendedVMSupported",
+            &self.disk_only_snapshot_on_suspended_vm_supported,
+        );
+        w.write_opt("suspendToMemorySupported", &self.suspend_to_memory_supported);
+        w.write_opt(
+            "toolsSyncTimeAllowSupported",
+            &self.tools_sync_time_allow_supported,
+        );
+        w.write_opt("sevSupported", &self.sev_supported);
+        w.write_opt("pmemFailoverSupported", &self.pmem_failover_supported);
+        w.write_opt(
+            "requireSgxAttestationSupported",
+            &self.require_sgx_attestation_supported,
+        );
+        w.write_opt("changeModeDisksSupported", &self.change_mode_disks_supported);
+        w.write_opt("vendorDeviceGroupSupported", &self.vendor_device_group_supported);
+        w.write_opt("sevSnpSupported", &self.sev_snp_supported);
+        w.write_opt("tdxSupported", &self.tdx_supported);
+        w.write_opt("ehvSecureBootSupported", &self.ehv_secure_boot_supported);
+    }
+}
+/// `VirtualMachineCdromInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineCdromInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `description`.
+    pub description: Option<String>,
+}
+impl x::SchemaType for VirtualMachineCdromInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineCdromInfo";
+}
+impl x::Structure for VirtualMachineCdromInfo {}
+impl x::Fields for VirtualMachineCdromInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "description" => r.read_opt(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write_opt("description", &self.description);
+    }
+}
+impl x::ArrayItem for VirtualMachineCdromInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineCdromInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineCdromInfo";
+}
+/// `VirtualMachineCertThumbprint` (extends `DynamicData`).
+///
+/// Since vSphere API 7.0.3.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineCertThumbprint {
+    /// `thumbprint`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub thumbprint: String,
+    /// `hashAlgorithm`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub hash_algorithm: Option<String>,
+}
+impl x::SchemaType for VirtualMachineCertThumbprint {
+    const TYPE_NAME: &'static str = "VirtualMachineCertThumbprint";
+}
+impl x::Structure for VirtualMachineCertThumbprint {}
+impl x::Fields for VirtualMachineCertThumbprint {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "thumbprint" => r.read(&mut self.thumbprint),
+            "hashAlgorithm" => r.read_opt(&mut self.hash_algorithm),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("thumbprint", &self.thumbprint);
+        w.write_opt("hashAlgorithm", &self.hash_algorithm);
+    }
+}
+impl x::ArrayItem for VirtualMachineCertThumbprint {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineCertThumbprint";
+    const ITEM_TAG: &'static str = "VirtualMachineCertThumbprint";
+}
+/// `VirtualMachineCloneSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineCloneSpec {
+    /// `location`.
+    pub location: VirtualMachineRelocateSpec,
+    /// `template`.
+    pub template: bool,
+    /// `config`.
+    pub config: Option<VirtualMachineConfigSpec>,
+    /// `customization`.
+    pub customization: Option<CustomizationSpec>,
+    /// `powerOn`.
+    pub power_on: bool,
+    /// `snapshot`.
+    pub snapshot: Option<x::ManagedObjectReference>,
+    /// `memory`.
+    pub memory: Option<bool>,
+    /// `tpmProvisionPolicy`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub tpm_provision_policy: Option<String>,
+}
+impl x::SchemaType for VirtualMachineCloneSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineCloneSpec";
+}
+impl x::Structure for VirtualMachineCloneSpec {}
+impl x::Fields for VirtualMachineCloneSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "location" => r.read(&mut self.location),
+            "template" => r.read(&mut self.template),
+            "config" => r.read_opt(&mut self.config),
+            "customization" => r.read_opt(&mut self.customization),
+            "powerOn" => r.read(&mut self.power_on),
+            "snapshot" => r.read_opt(&mut self.snapshot),
+            "memory" => r.read_opt(&mut self.memory),
+            "tpmProvisionPolicy" => r.read_opt(&mut self.tpm_provision_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("location", &self.location);
+        w.write("template", &self.template);
+        w.write_opt("config", &self.config);
+        w.write_opt("customization", &self.customization);
+        w.write("powerOn", &self.power_on);
+        w.write_opt("snapshot", &self.snapshot);
+        w.write_opt("memory", &self.memory);
+        w.write_opt("tpmProvisionPolicy", &self.tpm_provision_policy);
+    }
+}
+/// `VirtualMachineConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConfigInfo {
+    /// `changeVersion`.
+    pub change_version: String,
+    /// `modified`.
+    pub modified: x::DateTime,
+    /// `name`.
+    pub name: String,
+    /// `guestFullName`.
+    pub guest_full_name: String,
+    /// `version`.
+    pub version: String,
+    /// `uuid`.
+    pub uuid: String,
+    /// `createDate`.
+    pub create_date: Option<x::DateTime>,
+    /// `instanceUuid`.
+    pub instance_uuid: Option<String>,
+    /// `npivNodeWorldWideName`.
+    pub npiv_node_world_wide_name: Vec<i64>,
+    /// `npivPortWorldWideName`.
+    pub npiv_port_world_wide_name: Vec<i64>,
+    /// `npivWorldWideNameType`.
+    pub npiv_world_wide_name_type: Option<String>,
+    /// `npivDesiredNodeWwns`.
+    pub npiv_desired_node_wwns: Option<i16>,
+    /// `npivDesiredPortWwns`.
+    pub npiv_desired_port_wwns: Option<i16>,
+    /// `npivTemporaryDisabled`.
+    pub npiv_temporary_disabled: Option<bool>,
+    /// `npivOnNonRdmDisks`.
+    pub npiv_on_non_rdm_disks: Option<bool>,
+    /// `locationId`.
+    pub location_id: Option<String>,
+    /// `template`.
+    pub template: bool,
+    /// `guestId`.
+    pub guest_id: String,
+    /// `alternateGuestName`.
+    pub alternate_guest_name: String,
+    /// `annotation`.
+    pub annotation: Option<String>,
+    /// `files`.
+    pub files: VirtualMachineFileInfo,
+    /// `tools`.
+    pub tools: Option<ToolsConfigInfo>,
+    /// `flags`.
+    pub flags: VirtualMachineFlagInfo,
+    /// `consolePreferences`.
+    pub console_preferences: Option<VirtualMachineConsolePreferences>,
+    /// `defaultPowerOps`.
+    pub default_power_ops: VirtualMachineDefaultPowerOpInfo,
+    /// `rebootPowerOff`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub reboot_power_off: Option<bool>,
+    /// `hardware`.
+    pub hardware: VirtualHardware,
+    /// `vcpuConfig`.
+    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
+    /// `cpuAllocation`.
+    pub cpu_allocation: Option<ResourceAllocationInfo>,
+    /// `memoryAllocation`.
+    pub memory_allocation: Option<ResourceAllocationInfo>,
+    /// `latencySensitivity`.
+    pub latency_sensitivity: Option<LatencySensitivity>,
+    /// `memoryHotAddEnabled`.
+    pub memory_hot_add_enabled: Option<bool>,
+    /// `cpuHotAddEnabled`.
+    pub cpu_hot_add_enabled: Option<bool>,
+    /// `cpuHotRemoveEnabled`.
+    pub cpu_hot_remove_enabled: Option<bool>,
+    /// `hotPlugMemoryLimit`.
+    pub hot_plug_memory_limit: Option<i64>,
+    /// `hotPlugMemoryIncrementSize`.
+    pub hot_plug_memory_increment_size: Option<i64>,
+    /// `cpuAffinity`.
+    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `memoryAffinity`.
+    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `networkShaper`.
+    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+    /// `cpuFeatureMask`.
+    pub cpu_feature_mask: Vec<HostCpuIdInfo>,
+    /// `datastoreUrl`.
+    pub datastore_url: Vec<VirtualMachineConfigInfoDatastoreUrlPair>,
+    /// `swapPlacement`.
+    pub swap_placement: Option<String>,
+    /// `bootOptions`.
+    pub boot_options: Option<VirtualMachineBootOptions>,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+    /// `repConfig`.
+    pub rep_config: Option<ReplicationConfigSpec>,
+    /// `vAppConfig`.
+    pub vapp_config: Option<AnyVmConfigInfo>,
+    /// `vAssertsEnabled`.
+    pub vasserts_enabled: Option<bool>,
+    /// `changeTrackingEnabled`.
+    pub change_tracking_enabled: Option<bool>,
+    /// `firmware`.
+    pub firmware: Option<String>,
+    /// `maxMksConnections`.
+    pub max_mks_connections: Option<i32>,
+    /// `guestAutoLockEnabled`.
+    pub guest_auto_lock_enabled: Option<bool>,
+    /// `managedBy`.
+    pub managed_by: Option<ManagedByInfo>,
+    /// `memoryReservationLockedToMax`.
+    pub memory_reservation_locked_to_max: Option<bool>,
+    /// `initialOverhead`.
+    pub initial_overhead: Option<VirtualMachineConfigInfoOverheadInfo>,
+    /// `nestedHVEnabled`.
+    pub nested_hv_enabled: Option<bool>,
+    /// `vPMCEnabled`.
+    pub vpmc_enabled: Option<bool>,
+    /// `scheduledHardwareUpgradeInfo`.
+    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
+    /// `forkConfigInfo`.
+    pub fork_config_info: Option<VirtualMachineForkConfigInfo>,
+    /// `vFlashCacheReservation`.
+    pub vflash_cache_reservation: Option<i64>,
+    /// `vmxConfigChecksum`.
+    pub vmx_config_checksum: Option<Vec<u8>>,
+    /// `messageBusTunnelEnabled`.
+    pub message_bus_tunnel_enabled: Option<bool>,
+    /// `vmStorageObjectId`.
+    pub vm_storage_object_id: Option<String>,
+    /// `swapStorageObjectId`.
+    pub swap_storage_object_id: Option<String>,
+    /// `keyId`.
+    pub key_id: Option<CryptoKeyId>,
+    /// `guestIntegrityInfo`.
+    pub guest_integrity_info: Option<VirtualMachineGuestIntegrityInfo>,
+    /// `migrateEncryption`.
+    pub migrate_encryption: Option<String>,
+    /// `sgxInfo`.
+    pub sgx_info: Option<VirtualMachineSgxInfo>,
+    /// `contentLibItemInfo`.
+    pub content_lib_item_info: Option<VirtualMachineContentLibraryItemInfo>,
+    /// `ftEncryptionMode`.
+    pub ft_encryption_mode: Option<String>,
+    /// `guestMonitoringModeInfo`.
+    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
+    /// `sevEnabled`.
+    pub sev_enabled: Option<bool>,
+    /// `numaInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_info: Option<VirtualMachineVirtualNumaInfo>,
+    /// `pmemFailoverEnabled`.
+    pub pmem_failover_enabled: Option<bool>,
+    /// `vmxStatsCollectionEnabled`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub vmx_stats_collection_enabled: Option<bool>,
+    /// `vmOpNotificationToAppEnabled`.
+    pub vm_op_notification_to_app_enabled: Option<bool>,
+    /// `vmOpNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vm_op_notification_timeout: Option<i64>,
+    /// `deviceSwap`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
+    /// `pmem`.
+    pub pmem: Option<VirtualMachineVirtualPMem>,
+    /// `deviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
+    /// `fixedPassthruHotPlugEnabled`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub fixed_passthru_hot_plug_enabled: Option<bool>,
+    /// `metroFtEnabled`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_enabled: Option<bool>,
+    /// `vmxRuntimeConfig`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vmx_runtime_config: Vec<AnyOptionValue>,
+    /// `metroFtHostGroup`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_host_group: Option<String>,
+    /// `tdxEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_enabled: Option<bool>,
+    /// `sevSnpEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sev_snp_enabled: Option<bool>,
+    /// `guestArchitecture`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub guest_architecture: Option<String>,
+}
+impl x::SchemaType for VirtualMachineConfigInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigInfo";
+}
+impl x::Structure for VirtualMachineConfigInfo {}
+impl x::Fields for VirtualMachineConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeVersion" => r.read(&mut self.change_version),
+            "modified" => r.read(&mut self.modified),
+            "name" => r.read(&mut self.name),
+            "guestFullName" => r.read(&mut self.guest_full_name),
+            "version" => r.read(&mut self.version),
+            "uuid" => r.read(&mut self.uuid),
+            "createDate" => r.read_opt(&mut self.create_date),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
+            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
+            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
+            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
+            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
+            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
+            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
+            "locationId" => r.read_opt(&mut self.location_id),
+            "template" => r.read(&mut self.template),
+            "guestId" => r.read(&mut self.guest_id),
+            "alternateGuestName" => r.read(&mut self.alternate_guest_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "files" => r.read(&mut self.files),
+            "tools" => r.read_opt(&mut self.tools),
+            "flags" => r.read(&mut self.flags),
+            "consolePreferences" => r.read_opt(&mut self.console_preferences),
+            "defaultPowerOps" => r.read(&mut self.default_power_ops),
+            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
+            "hardware" => r.read(&mut self.hardware),
+            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
+            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
+            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
+            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
+            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
+            "hotPlugMemoryLimit" => r.read_opt(&mut self.hot_plug_memory_limit),
+            "hotPlugMemoryIncrementSize" => {
+                r.read_opt(&mut self.hot_plug_memory_increment_size)
+            }
+            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
+            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
+            "networkShaper" => r.read_opt(&mut self.network_shaper),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
+            "datastoreUrl" => r.read_push(&mut self.datastore_url),
+            "swapPlacement" => r.read_opt(&mut self.swap_placement),
+            "bootOptions" => r.read_opt(&mut self.boot_options),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "repConfig" => r.read_opt(&mut self.rep_config),
+            "vAppConfig" => r.read_opt(&mut self.vapp_config),
+            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
+            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
+            "firmware" => r.read_opt(&mut self.firmware),
+            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
+            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
+            "managedBy" => r.read_opt(&mut self.managed_by),
+            "memoryReservationLockedToMax" => {
+                r.read_opt(&mut self.memory_reservation_locked_to_max)
+            }
+            "initialOverhead" => r.read_opt(&mut self.initial_overhead),
+            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
+            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
+            "scheduledHardwareUpgradeInfo" => {
+                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
+            }
+            "forkConfigInfo" => r.read_opt(&mut self.fork_config_info),
+            "vFlashCacheReservation" => r.read_opt(&mut self.vflash_cache_reservation),
+            "vmxConfigChecksum" => r.read_opt(&mut self.vmx_config_checksum),
+            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
+            "vmStorageObjectId" => r.read_opt(&mut self.vm_storage_object_id),
+            "swapStorageObjectId" => r.read_opt(&mut self.swap_storage_object_id),
+            "keyId" => r.read_opt(&mut self.key_id),
+            "guestIntegrityInfo" => r.read_opt(&mut self.guest_integrity_info),
+            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "contentLibItemInfo" => r.read_opt(&mut self.content_lib_item_info),
+            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
+            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
+            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
+            "numaInfo" => r.read_opt(&mut self.numa_info),
+            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
+            "vmxStatsCollectionEnabled" => {
+                r.read_opt(&mut self.vmx_stats_collection_enabled)
+            }
+            "vmOpNotificationToAppEnabled" => {
+                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
+            }
+            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
+            "deviceSwap" => r.read_opt(&mut self.device_swap),
+            "pmem" => r.read_opt(&mut self.pmem),
+            "deviceGroups" => r.read_opt(&mut self.device_groups),
+            "fixedPassthruHotPlugEnabled" => {
+                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
+            }
+            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
+            "vmxRuntimeConfig" => r.read_push(&mut self.vmx_runtime_config),
+            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
+            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
+            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
+            "guestArchitecture" => r.read_opt(&mut self.guest_architecture),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("changeVersion", &self.change_version);
+        w.write("modified", &self.modified);
+        w.write("name", &self.name);
+        w.write("guestFullName", &self.guest_full_name);
+        w.write("version", &self.version);
+        w.write("uuid", &self.uuid);
+        w.write_opt("createDate", &self.create_date);
+        w.write_opt("instanceUuid", &self.instance_uuid);
+        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
+        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
+        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
+        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
+        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
+        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
+        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
+        w.write_opt("locationId", &self.location_id);
+        w.write("template", &self.template);
+        w.write("guestId", &self.guest_id);
+        w.write("alternateGuestName", &self.alternate_guest_name);
+        w.write_opt("annotation", &self.annotation);
+        w.write("files", &self.files);
+        w.write_opt("tools", &self.tools);
+        w.write("flags", &self.flags);
+        w.write_opt("consolePreferences", &self.console_preferences);
+        w.write("defaultPowerOps", &self.default_power_ops);
+        w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        w.write("hardware", &self.hardware);
+        w.write_vec("vcpuConfig", &self.vcpu_config);
+        w.write_opt("cpuAllocation", &self.cpu_allocation);
+        w.write_opt("memoryAllocation", &self.memory_allocation);
+        w.write_opt("latencySensitivity", &self.latency_sensitivity);
+        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
+        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
+        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
+        w.write_opt("hotPlugMemoryLimit", &self.hot_plug_memory_limit);
+        w.write_opt("hotPlugMemoryIncrementSize", &self.hot_plug_memory_increment_size);
+        w.write_opt("cpuAffinity", &self.cpu_affinity);
+        w.write_opt("memoryAffinity", &self.memory_affinity);
+        w.write_opt("networkShaper", &self.network_shaper);
+        w.write_vec("extraConfig", &self.extra_config);
+        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
+        w.write_vec("datastoreUrl", &self.datastore_url);
+        w.write_opt("swapPlacement", &self.swap_placement);
+        w.write_opt("bootOptions", &self.boot_options);
+        w.write_opt("ftInfo", &self.ft_info);
+        w.write_opt("repConfig", &self.rep_config);
+        w.write_opt("vAppConfig", &self.vapp_config);
+        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
+        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
+        w.write_opt("firmware", &self.firmware);
+        w.write_opt("maxMksConnections", &self.max_mks_connections);
+        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
+        w.write_opt("managedBy", &self.managed_by);
+        w.write_opt(
+            "memoryReservationLockedToMax",
+            &self.memory_reservation_locked_to_max,
+        );
+        w.write_opt("initialOverhead", &self.initial_overhead);
+        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
+        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
+        w.write_opt(
+            "scheduledHardwareUpgradeInfo",
+            &self.scheduled_hardware_upgrade_info,
+        );
+        w.write_opt("forkConfigInfo", &self.fork_config_info);
+        w.write_opt("vFlashCacheReservation", &self.vflash_cache_reservation);
+        w.write_opt("vmxConfigChecksum", &self.vmx_config_checksum);
+        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
+        w.write_opt("vmStorageObjectId", &self.vm_storage_object_id);
+        w.write_opt("swapStorageObjectId", &self.swap_storage_object_id);
+        w.write_opt("keyId", &self.key_id);
+        w.write_opt("guestIntegrityInfo", &self.guest_integrity_info);
+        w.write_opt("migrateEncryption", &self.migrate_encryption);
+        w.write_opt("sgxInfo", &self.sgx_info);
+        w.write_opt("contentLibItemInfo", &self.content_lib_item_info);
+        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
+        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
+        w.write_opt("sevEnabled", &self.sev_enabled);
+        w.write_opt("numaInfo", &self.numa_info);
+        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
+        w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        w.write_opt(
+            "vmOpNotificationToAppEnabled",
+            &self.vm_op_notification_to_app_enabled,
+        );
+        w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
+        w.write_opt("deviceSwap", &self.device_swap);
+        w.write_opt("pmem", &self.pmem);
+        w.write_opt("deviceGroups", &self.device_groups);
+        w.write_opt(
+            "fixedPassthruHotPlugEnabled",
+            &self.fixed_passthru_hot_plug_enabled,
+        );
+        w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        w.write_vec("vmxRuntimeConfig", &self.vmx_runtime_config);
+        w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        w.write_opt("tdxEnabled", &self.tdx_enabled);
+        w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
+        w.write_opt("guestArchitecture", &self.guest_architecture);
+    }
+}
+/// `VirtualMachineConfigInfoDatastoreUrlPair` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConfigInfoDatastoreUrlPair {
+    /// `name`.
+    pub name: String,
+    /// `url`.
+    pub url: String,
+}
+impl x::SchemaType for VirtualMachineConfigInfoDatastoreUrlPair {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigInfoDatastoreUrlPair";
+}
+impl x::Structure for VirtualMachineConfigInfoDatastoreUrlPair {}
+impl x::Fields for VirtualMachineConfigInfoDatastoreUrlPair {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("url", &self.url);
+    }
+}
+impl x::ArrayItem for VirtualMachineConfigInfoDatastoreUrlPair {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigInfoDatastoreUrlPair";
+    const ITEM_TAG: &'static str = "VirtualMachineConfigInfoDatastoreUrlPair";
+}
+/// `VirtualMachineConfigInfoOverheadInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConfigInfoOverheadInfo {
+    /// `initialMemoryReservation`.
+    pub initial_memory_reservation: Option<i64>,
+    /// `initialSwapReservation`.
+    pub initial_swap_reservation: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineConfigInfoOverheadInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigInfoOverheadInfo";
+}
+impl x::Structure for VirtualMachineConfigInfoOverheadInfo {}
+impl x::Fields for VirtualMachineConfigInfoOverheadInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "initialMemoryReservation" => {
+                r.read_opt(&mut self.initial_memory_reservation)
+            }
+            "initialSwapReservation" => r.read_opt(&mut self.initial_swap_reservation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("initialMemoryReservation", &self.initial_memory_reservation);
+        w.write_opt("initialSwapReservation", &self.initial_swap_reservation);
+    }
+}
+/// `VirtualMachineConfigOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConfigOption {
+    /// `version`.
+    pub version: String,
+    /// `description`.
+    pub description: String,
+    /// `guestOSDescriptor`.
+    pub guest_os_descriptor: Vec<GuestOsDescriptor>,
+    /// `guestOSDefaultIndex`.
+    pub guest_os_default_index: i32,
+    /// `hardwareOptions`.
+    pub hardware_options: VirtualHardwareOption,
+    /// `capabilities`.
+    pub capabilities: VirtualMachineCapability,
+    /// `datastore`.
+    pub datastore: DatastoreOption,
+    /// `defaultDevice`.
+    pub default_device: Vec<AnyVirtualDevice>,
+    /// `supportedMonitorType`.
+    pub supported_monitor_type: Vec<String>,
+    /// `supportedOvfEnvironmentTransport`.
+    pub supported_ovf_environment_transport: Vec<String>,
+    /// `supportedOvfInstallTransport`.
+    pub supported_ovf_install_transport: Vec<String>,
+    /// `propertyRelations`.
+    pub property_relations: Vec<VirtualMachinePropertyRelation>,
+}
+impl x::SchemaType for VirtualMachineConfigOption {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigOption";
+}
+impl x::Structure for VirtualMachineConfigOption {}
+impl x::Fields for VirtualMachineConfigOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "description" => r.read(&mut self.description),
+            "guestOSDescriptor" => r.read_push(&mut self.guest_os_descriptor),
+            "guestOSDefaultIndex" => r.read(&mut self.guest_os_default_index),
+            "hardwareOptions" => r.read(&mut self.hardware_options),
+            "capabilities" => r.read(&mut self.capabilities),
+            "datastore" => r.read(&mut self.datastore),
+            "defaultDevice" => r.read_push(&mut self.default_device),
+            "supportedMonitorType" => r.read_push(&mut self.supported_monitor_type),
+            "supportedOvfEnvironmentTransport" => {
+                r.read_push(&mut self.supported_ovf_environment_transport)
+            }
+            "supportedOvfInstallTransport" => {
+                r.read_push(&mut self.supported_ovf_install_transport)
+            }
+            "propertyRelations" => r.read_push(&mut self.property_relations),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write("description", &self.description);
+        w.write_vec("guestOSDescriptor", &self.guest_os_descriptor);
+        w.write("guestOSDefaultIndex", &self.guest_os_default_index);
+        w.write("hardwareOptions", &self.hardware_options);
+        w.write("capabilities", &self.capabilities);
+        w.write("datastore", &self.datastore);
+        w.write_vec("defaultDevice", &self.default_device);
+        w.write_vec("supportedMonitorType", &self.supported_monitor_type);
+        w.write_vec(
+            "supportedOvfEnvironmentTransport",
+            &self.supported_ovf_environment_transport,
+        );
+        w.write_vec(
+            "supportedOvfInstallTransport",
+            &self.supported_ovf_install_transport,
+        );
+        w.write_vec("propertyRelations", &self.property_relations);
+    }
+}
+/// `VirtualMachineConfigOptionDescriptor` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineConfigOptionDescriptor {
+    /// `key`.
+    pub key: String,
+    /// `description`.
+    pub description: Option<String>,
+    /// `host`.
+    pub host: Vec<x::ManagedObjectReference>,
+    /// `createSupported`.
+    pub create_supported: Option<bool>,
+    /// `defaultConfigOption`.
+    pub default_config_option: Option<bool>,
+    /// `runSupported`.
+    pub run_supported: Option<bool>,
+    /// `upgradeSupported`.
+    pub upgrade_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineConfigOptionDescriptor {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigOptionDescriptor";
+}
+impl x::Structure for VirtualMachineConfigOptionDescriptor {}
+impl x::Fields for VirtualMachineConfigOptionDescriptor {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "description" => r.read_opt(&mut self.description),
+            "host" => r.read_push(&mut self.host),
+            "createSupported" => r.read_opt(&mut self.create_supported),
+            "defaultConfigOption" => r.read_opt(&mut self.default_config_option),
+            "runSupported" => r.read_opt(&mut self.run_supported),
+            "upgradeSupported" => r.read_opt(&mut self.upgrade_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("description", &self.description);
+        w.write_vec("host", &self.host);
+        w.write_opt("createSupported", &self.create_supported);
+        w.write_opt("defaultConfigOption", &self.default_config_option);
+        w.write_opt("runSupported", &self.run_supported);
+        w.write_opt("upgradeSupported", &self.upgrade_supported);
+    }
+}
+impl x::ArrayItem for VirtualMachineConfigOptionDescriptor {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigOptionDescriptor";
+    const ITEM_TAG: &'static str = "VirtualMachineConfigOptionDescriptor";
 }

@@ -5,1216 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicSASControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSCSIDisks`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`, from `VirtualSCSIControllerOption`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`, from `VirtualSCSIControllerOption`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`, from `VirtualSCSIControllerOption`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIControllerOption`.
-    pub scsi_ctlr_unit_number: i32,
-}
-impl x::SchemaType for VirtualLsiLogicSASControllerOption {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
-}
-impl x::Structure for VirtualLsiLogicSASControllerOption {}
-impl x::Fields for VirtualLsiLogicSASControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualMachineAffinityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineAffinityInfo {
-    /// `affinitySet`.
-    pub affinity_set: Vec<i32>,
-}
-impl x::SchemaType for VirtualMachineAffinityInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
-}
-impl x::Structure for VirtualMachineAffinityInfo {}
-impl x::Fields for VirtualMachineAffinityInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "affinitySet" => r.read_push(&mut self.affinity_set),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("affinitySet", &self.affinity_set);
-    }
-}
-/// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBaseIndependentFilterSpec {}
-impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
-impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptions` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptions {
-    /// `bootDelay`.
-    pub boot_delay: Option<i64>,
-    /// `enterBIOSSetup`.
-    pub enter_bios_setup: Option<bool>,
-    /// `efiSecureBootEnabled`.
-    pub efi_secure_boot_enabled: Option<bool>,
-    /// `bootRetryEnabled`.
-    pub boot_retry_enabled: Option<bool>,
-    /// `bootRetryDelay`.
-    pub boot_retry_delay: Option<i64>,
-    /// `bootOrder`.
-    pub boot_order: Vec<AnyVirtualMachineBootOptionsBootableDevice>,
-    /// `networkBootProtocol`.
-    pub network_boot_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualMachineBootOptions {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
-}
-impl x::Structure for VirtualMachineBootOptions {}
-impl x::Fields for VirtualMachineBootOptions {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bootDelay" => r.read_opt(&mut self.boot_delay),
-            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
-            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
-            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
-            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
-            "bootOrder" => r.read_push(&mut self.boot_order),
-            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("bootDelay", &self.boot_delay);
-        w.write_opt("enterBIOSSetup", &self.enter_bios_setup);
-        w.write_opt("efiSecureBootEnabled", &self.efi_secure_boot_enabled);
-        w.write_opt("bootRetryEnabled", &self.boot_retry_enabled);
-        w.write_opt("bootRetryDelay", &self.boot_retry_delay);
-        w.write_vec("bootOrder", &self.boot_order);
-        w.write_opt("networkBootProtocol", &self.network_boot_protocol);
-    }
-}
-/// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableCdromDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableDiskDevice {
-    /// `deviceKey`.
-    pub device_key: i32,
-}
-impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceKey" => r.read(&mut self.device_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceKey", &self.device_key);
-    }
-}
-/// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableEthernetDevice {
-    /// `deviceKey`.
-    pub device_key: i32,
-}
-impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceKey" => r.read(&mut self.device_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceKey", &self.device_key);
-    }
-}
-/// `VirtualMachineBootOptionsBootableFloppyDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableFloppyDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableFloppyDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableFloppyDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableFloppyDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineCapability {
-    /// `snapshotOperationsSupported`.
-    pub snapshot_operations_supported: bool,
-    /// `multipleSnapshotsSupported`.
-    pub multiple_snapshots_supported: bool,
-    /// `snapshotConfigSupported`.
-    pub snapshot_config_supported: bool,
-    /// `poweredOffSnapshotsSupported`.
-    pub powered_off_snapshots_supported: bool,
-    /// `memorySnapshotsSupported`.
-    pub memory_snapshots_supported: bool,
-    /// `revertToSnapshotSupported`.
-    pub revert_to_snapshot_supported: bool,
-    /// `quiescedSnapshotsSupported`.
-    pub quiesced_snapshots_supported: bool,
-    /// `disableSnapshotsSupported`.
-    pub disable_snapshots_supported: bool,
-    /// `lockSnapshotsSupported`.
-    pub lock_snapshots_supported: bool,
-    /// `consolePreferencesSupported`.
-    pub console_preferences_supported: bool,
-    /// `cpuFeatureMaskSupported`.
-    pub cpu_feature_mask_supported: bool,
-    /// `s1AcpiManagementSupported`.
-    pub s1_acpi_management_supported: bool,
-    /// `settingScreenResolutionSupported`.
-    pub setting_screen_resolution_supported: bool,
-    /// `toolsAutoUpdateSupported`.
-    pub tools_auto_update_supported: bool,
-    /// `vmNpivWwnSupported`.
-    pub vm_npiv_wwn_supported: bool,
-    /// `npivWwnOnNonRdmVmSupported`.
-    pub npiv_wwn_on_non_rdm_vm_supported: bool,
-    /// `vmNpivWwnDisableSupported`.
-    pub vm_npiv_wwn_disable_supported: Option<bool>,
-    /// `vmNpivWwnUpdateSupported`.
-    pub vm_npiv_wwn_update_supported: Option<bool>,
-    /// `swapPlacementSupported`.
-    pub swap_placement_supported: bool,
-    /// `toolsSyncTimeSupported`.
-    pub tools_sync_time_supported: bool,
-    /// `virtualMmuUsageSupported`.
-    pub virtual_mmu_usage_supported: bool,
-    /// `diskSharesSupported`.
-    pub disk_shares_supported: bool,
-    /// `bootOptionsSupported`.
-    pub boot_options_supported: bool,
-    /// `bootRetryOptionsSupported`.
-    pub boot_retry_options_supported: Option<bool>,
-    /// `settingVideoRamSizeSupported`.
-    pub setting_video_ram_size_supported: bool,
-    /// `settingDisplayTopologySupported`.
-    pub setting_display_topology_supported: Option<bool>,
-    /// `recordReplaySupported`.
-    pub record_replay_supported: Option<bool>,
-    /// `changeTrackingSupported`.
-    pub change_tracking_supported: Option<bool>,
-    /// `multipleCoresPerSocketSupported`.
-    pub multiple_cores_per_socket_supported: Option<bool>,
-    /// `hostBasedReplicationSupported`.
-    pub host_based_replication_supported: Option<bool>,
-    /// `guestAutoLockSupported`.
-    pub guest_auto_lock_supported: Option<bool>,
-    /// `memoryReservationLockSupported`.
-    pub memory_reservation_lock_supported: Option<bool>,
-    /// `featureRequirementSupported`.
-    pub feature_requirement_supported: Option<bool>,
-    /// `poweredOnMonitorTypeChangeSupported`.
-    pub powered_on_monitor_type_change_supported: Option<bool>,
-    /// `seSparseDiskSupported`.
-    pub se_sparse_disk_supported: Option<bool>,
-    /// `nestedHVSupported`.
-    pub nested_hv_supported: Option<bool>,
-    /// `vPMCSupported`.
-    pub v_pmc_supported: Option<bool>,
-    /// `secureBootSupported`.
-    pub secure_boot_supported: Option<bool>,
-    /// `perVmEvcSupported`.
-    pub per_vm_evc_supported: Option<bool>,
-    /// `virtualMmuUsageIgnored`.
-    pub virtual_mmu_usage_ignored: Option<bool>,
-    /// `virtualExecUsageIgnored`.
-    pub virtual_exec_usage_ignored: Option<bool>,
-    /// `diskOnlySnapshotOnSuspendedVMSupported`.
-    pub disk_only_snapshot_on_suspended_vm_supported: Option<bool>,
-    /// `suspendToMemorySupported`.
-    pub suspend_to_memory_supported: Option<bool>,
-    /// `toolsSyncTimeAllowSupported`.
-    pub tools_sync_time_allow_supported: Option<bool>,
-    /// `sevSupported`.
-    pub sev_supported: Option<bool>,
-    /// `pmemFailoverSupported`.
-    pub pmem_failover_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineCapability {
-    const TYPE_NAME: &'static str = "VirtualMachineCapability";
-}
-impl x::Structure for VirtualMachineCapability {}
-impl x::Fields for VirtualMachineCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "snapshotOperationsSupported" => {
-                r.read(&mut self.snapshot_operations_supported)
-            }
-            "multipleSnapshotsSupported" => {
-                r.read(&mut self.multiple_snapshots_supported)
-            }
-            "snapshotConfigSupported" => r.read(&mut self.snapshot_config_supported),
-            "poweredOffSnapshotsSupported" => {
-                r.read(&mut self.powered_off_snapshots_supported)
-            }
-            "memorySnapshotsSupported" => r.read(&mut self.memory_snapshots_supported),
-            "revertToSnapshotSupported" => r.read(&mut self.revert_to_snapshot_supported),
-            "quiescedSnapshotsSupported" => {
-                r.read(&mut self.quiesced_snapshots_supported)
-            }
-            "disableSnapshotsSupported" => r.read(&mut self.disable_snapshots_supported),
-            "lockSnapshotsSupported" => r.read(&mut self.lock_snapshots_supported),
-            "consolePreferencesSupported" => {
-                r.read(&mut self.console_preferences_supported)
-            }
-            "cpuFeatureMaskSupported" => r.read(&mut self.cpu_feature_mask_supported),
-            "s1AcpiManagementSupported" => r.read(&mut self.s1_acpi_management_supported),
-            "settingScreenResolutionSupported" => {
-                r.read(&mut self.setting_screen_resolution_supported)
-            }
-            "toolsAutoUpdateSupported" => r.read(&mut self.tools_auto_update_supported),
-            "vmNpivWwnSupported" => r.read(&mut self.vm_npiv_wwn_supported),
-            "npivWwnOnNonRdmVmSupported" => {
-                r.read(&mut self.npiv_wwn_on_non_rdm_vm_supported)
-            }
-            "vmNpivWwnDisableSupported" => {
-                r.read_opt(&mut self.vm_npiv_wwn_disable_supported)
-            }
-            "vmNpivWwnUpdateSupported" => {
-                r.read_opt(&mut self.vm_npiv_wwn_update_supported)
-            }
-            "swapPlacementSupported" => r.read(&mut self.swap_placement_supported),
-            "toolsSyncTimeSupported" => r.read(&mut self.tools_sync_time_supported),
-            "virtualMmuUsageSupported" => r.read(&mut self.virtual_mmu_usage_supported),
-            "diskSharesSupported" => r.read(&mut self.disk_shares_supported),
-            "bootOptionsSupported" => r.read(&mut self.boot_options_supported),
-            "bootRetryOptionsSupported" => {
-                r.read_opt(&mut self.boot_retry_options_supported)
-            }
-            "settingVideoRamSizeSupported" => {
-                r.read(&mut self.setting_video_ram_size_supported)
-            }
-            "settingDisplayTopologySupported" => {
-                r.read_opt(&mut self.setting_display_topology_supported)
-            }
-            "recordReplaySupported" => r.read_opt(&mut self.record_replay_supported),
-            "changeTrackingSupported" => r.read_opt(&mut self.change_tracking_supported),
-            "multipleCoresPerSocketSupported" => {
-                r.read_opt(&mut self.multiple_cores_per_socket_supported)
-            }
-            "hostBasedReplicationSupported" => {
-                r.read_opt(&mut self.host_based_replication_supported)
-            }
-            "guestAutoLockSupported" => r.read_opt(&mut self.guest_auto_lock_supported),
-            "memoryReservationLockSupported" => {
-                r.read_opt(&mut self.memory_reservation_lock_supported)
-            }
-            "featureRequirementSupported" => {
-                r.read_opt(&mut self.feature_requirement_supported)
-            }
-            "poweredOnMonitorTypeChangeSupported" => {
-                r.read_opt(&mut self.powered_on_monitor_type_change_supported)
-            }
-            "seSparseDiskSupported" => r.read_opt(&mut self.se_sparse_disk_supported),
-            "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported),
-            "vPMCSupported" => r.read_opt(&mut self.v_pmc_supported),
-            "secureBootSupported" => r.read_opt(&mut self.secure_boot_supported),
-            "perVmEvcSupported" => r.read_opt(&mut self.per_vm_evc_supported),
-            "virtualMmuUsageIgnored" => r.read_opt(&mut self.virtual_mmu_usage_ignored),
-            "virtualExecUsageIgnored" => r.read_opt(&mut self.virtual_exec_usage_ignored),
-            "diskOnlySnapshotOnSuspendedVMSupported" => {
-                r.read_opt(&mut self.disk_only_snapshot_on_suspended_vm_supported)
-            }
-            "suspendToMemorySupported" => {
-                r.read_opt(&mut self.suspend_to_memory_supported)
-            }
-            "toolsSyncTimeAllowSupported" => {
-                r.read_opt(&mut self.tools_sync_time_allow_supported)
-            }
-            "sevSupported" => r.read_opt(&mut self.sev_supported),
-            "pmemFailoverSupported" => r.read_opt(&mut self.pmem_failover_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("snapshotOperationsSupported", &self.snapshot_operations_supported);
-        w.write("multipleSnapshotsSupported", &self.multiple_snapshots_supported);
-        w.write("snapshotConfigSupported", &self.snapshot_config_supported);
-        w.write("poweredOffSnapshotsSupported", &self.powered_off_snapshots_supported);
-        w.write("memorySnapshotsSupported", &self.memory_snapshots_supported);
-        w.write("revertToSnapshotSupported", &self.revert_to_snapshot_supported);
-        w.write("quiescedSnapshotsSupported", &self.quiesced_snapshots_supported);
-        w.write("disableSnapshotsSupported", &self.disable_snapshots_supported);
-        w.write("lockSnapshotsSupported", &self.lock_snapshots_supported);
-        w.write("consolePreferencesSupported", &self.console_preferences_supported);
-        w.write("cpuFeatureMaskSupported", &self.cpu_feature_mask_supported);
-        w.write("s1AcpiManagementSupported", &self.s1_acpi_management_supported);
-        w.write(
-            "settingScreenResolutionSupported",
-            &self.setting_screen_resolution_supported,
-        );
-        w.write("toolsAutoUpdateSupported", &self.tools_auto_update_supported);
-        w.write("vmNpivWwnSupported", &self.vm_npiv_wwn_supported);
-        w.write("npivWwnOnNonRdmVmSupported", &self.npiv_wwn_on_non_rdm_vm_supported);
-        w.write_opt("vmNpivWwnDisableSupported", &self.vm_npiv_wwn_disable_supported);
-        w.write_opt("vmNpivWwnUpdateSupported", &self.vm_npiv_wwn_update_supported);
-        w.write("swapPlacementSupported", &self.swap_placement_supported);
-        w.write("toolsSyncTimeSupported", &self.tools_sync_time_supported);
-        w.write("virtualMmuUsageSupported", &self.virtual_mmu_usage_supported);
-        w.write("diskSharesSupported", &self.disk_shares_supported);
-        w.write("bootOptionsSupported", &self.boot_options_supported);
-        w.write_opt("bootRetryOptionsSupported", &self.boot_retry_options_supported);
-        w.write("settingVideoRamSizeSupported", &self.setting_video_ram_size_supported);
-        w.write_opt(
-            "settingDisplayTopologySupported",
-            &self.setting_display_topology_supported,
-        );
-        w.write_opt("recordReplaySupported", &self.record_replay_supported);
-        w.write_opt("changeTrackingSupported", &self.change_tracking_supported);
-        w.write_opt(
-            "multipleCoresPerSocketSupported",
-            &self.multiple_cores_per_socket_supported,
-        );
-        w.write_opt(
-            "hostBasedReplicationSupported",
-            &self.host_based_replication_supported,
-        );
-        w.write_opt("guestAutoLockSupported", &self.guest_auto_lock_supported);
-        w.write_opt(
-            "memoryReservationLockSupported",
-            &self.memory_reservation_lock_supported,
-        );
-        w.write_opt("featureRequirementSupported", &self.feature_requirement_supported);
-        w.write_opt(
-            "poweredOnMonitorTypeChangeSupported",
-            &self.powered_on_monitor_type_change_supported,
-        );
-        w.write_opt("seSparseDiskSupported", &self.se_sparse_disk_supported);
-        w.write_opt("nestedHVSupported", &self.nested_hv_supported);
-        w.write_opt("vPMCSupported", &self.v_pmc_supported);
-        w.write_opt("secureBootSupported", &self.secure_boot_supported);
-        w.write_opt("perVmEvcSupported", &self.per_vm_evc_supported);
-        w.write_opt("virtualMmuUsageIgnored", &self.virtual_mmu_usage_ignored);
-        w.write_opt("virtualExecUsageIgnored", &self.virtual_exec_usage_ignored);
-        w.write_opt(
-            "diskOnlySnapshotOnSuspendedVMSupported",
-            &self.disk_only_snapshot_on_suspended_vm_supported,
-        );
-        w.write_opt("suspendToMemorySupported", &self.suspend_to_memory_supported);
-        w.write_opt(
-            "toolsSyncTimeAllowSupported",
-            &self.tools_sync_time_allow_supported,
-        );
-        w.write_opt("sevSupported", &self.sev_supported);
-        w.write_opt("pmemFailoverSupported", &self.pmem_failover_supported);
-    }
-}
-/// `VirtualMachineCdromInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineCdromInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `description`.
-    pub description: Option<String>,
-}
-impl x::SchemaType for VirtualMachineCdromInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineCdromInfo";
-}
-impl x::Structure for VirtualMachineCdromInfo {}
-impl x::Fields for VirtualMachineCdromInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "description" => r.read_opt(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write_opt("description", &self.description);
-    }
-}
-impl x::ArrayItem for VirtualMachineCdromInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineCdromInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineCdromInfo";
-}
-/// `VirtualMachineCloneSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineCloneSpec {
-    /// `location`.
-    pub location: VirtualMachineRelocateSpec,
-    /// `template`.
-    pub template: bool,
-    /// `config`.
-    pub config: Option<VirtualMachineConfigSpec>,
-    /// `customization`.
-    pub customization: Option<CustomizationSpec>,
-    /// `powerOn`.
-    pub power_on: bool,
-    /// `snapshot`.
-    pub snapshot: Option<x::ManagedObjectReference>,
-    /// `memory`.
-    pub memory: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineCloneSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineCloneSpec";
-}
-impl x::Structure for VirtualMachineCloneSpec {}
-impl x::Fields for VirtualMachineCloneSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "location" => r.read(&mut self.location),
-            "template" => r.read(&mut self.template),
-            "config" => r.read_opt(&mut self.config),
-            "customization" => r.read_opt(&mut self.customization),
-            "powerOn" => r.read(&mut self.power_on),
-            "snapshot" => r.read_opt(&mut self.snapshot),
-            "memory" => r.read_opt(&mut self.memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("location", &self.location);
-        w.write("template", &self.template);
-        w.write_opt("config", &self.config);
-        w.write_opt("customization", &self.customization);
-        w.write("powerOn", &self.power_on);
-        w.write_opt("snapshot", &self.snapshot);
-        w.write_opt("memory", &self.memory);
-    }
-}
-/// `VirtualMachineConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigInfo {
-    /// `changeVersion`.
-    pub change_version: String,
-    /// `modified`.
-    pub modified: x::DateTime,
-    /// `name`.
-    pub name: String,
-    /// `guestFullName`.
-    pub guest_full_name: String,
-    /// `version`.
-    pub version: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `createDate`.
-    pub create_date: Option<x::DateTime>,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<String>,
-    /// `npivNodeWorldWideName`.
-    pub npiv_node_world_wide_name: Vec<i64>,
-    /// `npivPortWorldWideName`.
-    pub npiv_port_world_wide_name: Vec<i64>,
-    /// `npivWorldWideNameType`.
-    pub npiv_world_wide_name_type: Option<String>,
-    /// `npivDesiredNodeWwns`.
-    pub npiv_desired_node_wwns: Option<i16>,
-    /// `npivDesiredPortWwns`.
-    pub npiv_desired_port_wwns: Option<i16>,
-    /// `npivTemporaryDisabled`.
-    pub npiv_temporary_disabled: Option<bool>,
-    /// `npivOnNonRdmDisks`.
-    pub npiv_on_non_rdm_disks: Option<bool>,
-    /// `locationId`.
-    pub location_id: Option<String>,
-    /// `template`.
-    pub template: bool,
-    /// `guestId`.
-    pub guest_id: String,
-    /// `alternateGuestName`.
-    pub alternate_guest_name: String,
-    /// `annotation`.
-    pub annotation: Option<String>,
-    /// `files`.
-    pub files: VirtualMachineFileInfo,
-    /// `tools`.
-    pub tools: Option<ToolsConfigInfo>,
-    /// `flags`.
-    pub flags: VirtualMachineFlagInfo,
-    /// `consolePreferences`.
-    pub console_preferences: Option<VirtualMachineConsolePreferences>,
-    /// `defaultPowerOps`.
-    pub default_power_ops: VirtualMachineDefaultPowerOpInfo,
-    /// `hardware`.
-    pub hardware: VirtualHardware,
-    /// `vcpuConfig`.
-    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
-    /// `cpuAllocation`.
-    pub cpu_allocation: Option<ResourceAllocationInfo>,
-    /// `memoryAllocation`.
-    pub memory_allocation: Option<ResourceAllocationInfo>,
-    /// `latencySensitivity`.
-    pub latency_sensitivity: Option<LatencySensitivity>,
-    /// `memoryHotAddEnabled`.
-    pub memory_hot_add_enabled: Option<bool>,
-    /// `cpuHotAddEnabled`.
-    pub cpu_hot_add_enabled: Option<bool>,
-    /// `cpuHotRemoveEnabled`.
-    pub cpu_hot_remove_enabled: Option<bool>,
-    /// `hotPlugMemoryLimit`.
-    pub hot_plug_memory_limit: Option<i64>,
-    /// `hotPlugMemoryIncrementSize`.
-    pub hot_plug_memory_increment_size: Option<i64>,
-    /// `cpuAffinity`.
-    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `memoryAffinity`.
-    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `networkShaper`.
-    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `cpuFeatureMask`.
-    pub cpu_feature_mask: Vec<HostCpuIdInfo>,
-    /// `datastoreUrl`.
-    pub datastore_url: Vec<VirtualMachineConfigInfoDatastoreUrlPair>,
-    /// `swapPlacement`.
-    pub swap_placement: Option<String>,
-    /// `bootOptions`.
-    pub boot_options: Option<VirtualMachineBootOptions>,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-    /// `repConfig`.
-    pub rep_config: Option<ReplicationConfigSpec>,
-    /// `vAppConfig`.
-    pub v_app_config: Option<AnyVmConfigInfo>,
-    /// `vAssertsEnabled`.
-    pub v_asserts_enabled: Option<bool>,
-    /// `changeTrackingEnabled`.
-    pub change_tracking_enabled: Option<bool>,
-    /// `firmware`.
-    pub firmware: Option<String>,
-    /// `maxMksConnections`.
-    pub max_mks_connections: Option<i32>,
-    /// `guestAutoLockEnabled`.
-    pub guest_auto_lock_enabled: Option<bool>,
-    /// `managedBy`.
-    pub managed_by: Option<ManagedByInfo>,
-    /// `memoryReservationLockedToMax`.
-    pub memory_reservation_locked_to_max: Option<bool>,
-    /// `initialOverhead`.
-    pub initial_overhead: Option<VirtualMachineConfigInfoOverheadInfo>,
-    /// `nestedHVEnabled`.
-    pub nested_hv_enabled: Option<bool>,
-    /// `vPMCEnabled`.
-    pub v_pmc_enabled: Option<bool>,
-    /// `scheduledHardwareUpgradeInfo`.
-    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
-    /// `forkConfigInfo`.
-    pub fork_config_info: Option<VirtualMachineForkConfigInfo>,
-    /// `vFlashCacheReservation`.
-    pub v_flash_cache_reservation: Option<i64>,
-    /// `vmxConfigChecksum`.
-    pub vmx_config_checksum: Option<Vec<u8>>,
-    /// `messageBusTunnelEnabled`.
-    pub message_bus_tunnel_enabled: Option<bool>,
-    /// `vmStorageObjectId`.
-    pub vm_storage_object_id: Option<String>,
-    /// `swapStorageObjectId`.
-    pub swap_storage_object_id: Option<String>,
-    /// `keyId`.
-    pub key_id: Option<CryptoKeyId>,
-    /// `guestIntegrityInfo`.
-    pub guest_integrity_info: Option<VirtualMachineGuestIntegrityInfo>,
-    /// `migrateEncryption`.
-    pub migrate_encryption: Option<String>,
-    /// `sgxInfo`.
-    pub sgx_info: Option<VirtualMachineSgxInfo>,
-    /// `contentLibItemInfo`.
-    pub content_lib_item_info: Option<VirtualMachineContentLibraryItemInfo>,
-    /// `ftEncryptionMode`.
-    pub ft_encryption_mode: Option<String>,
-    /// `guestMonitoringModeInfo`.
-    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
-    /// `sevEnabled`.
-    pub sev_enabled: Option<bool>,
-    /// `pmemFailoverEnabled`.
-    pub pmem_failover_enabled: Option<bool>,
-    /// `vmOpNotificationToAppEnabled`.
-    pub vm_op_notification_to_app_enabled: Option<bool>,
-    /// `pmem`.
-    pub pmem: Option<VirtualMachineVirtualPMem>,
-}
-impl x::SchemaType for VirtualMachineConfigInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigInfo";
-}
-impl x::Structure for VirtualMachineConfigInfo {}
-impl x::Fields for VirtualMachineConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeVersion" => r.read(&mut self.change_version),
-            "modified" => r.read(&mut self.modified),
-            "name" => r.read(&mut self.name),
-            "guestFullName" => r.read(&mut self.guest_full_name),
-            "version" => r.read(&mut self.version),
-            "uuid" => r.read(&mut self.uuid),
-            "createDate" => r.read_opt(&mut self.create_date),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
-            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
-            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
-            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
-            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
-            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
-            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
-            "locationId" => r.read_opt(&mut self.location_id),
-            "template" => r.read(&mut self.template),
-            "guestId" => r.read(&mut self.guest_id),
-            "alternateGuestName" => r.read(&mut self.alternate_guest_name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "files" => r.read(&mut self.files),
-            "tools" => r.read_opt(&mut self.tools),
-            "flags" => r.read(&mut self.flags),
-            "consolePreferences" => r.read_opt(&mut self.console_preferences),
-            "defaultPowerOps" => r.read(&mut self.default_power_ops),
-            "hardware" => r.read(&mut self.hardware),
-            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
-            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
-            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
-            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
-            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
-            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
-            "hotPlugMemoryLimit" => r.read_opt(&mut self.hot_plug_memory_limit),
-            "hotPlugMemoryIncrementSize" => {
-                r.read_opt(&mut self.hot_plug_memory_increment_size)
-            }
-            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
-            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
-            "networkShaper" => r.read_opt(&mut self.network_shaper),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
-            "datastoreUrl" => r.read_push(&mut self.datastore_url),
-            "swapPlacement" => r.read_opt(&mut self.swap_placement),
-            "bootOptions" => r.read_opt(&mut self.boot_options),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            "repConfig" => r.read_opt(&mut self.rep_config),
-            "vAppConfig" => r.read_opt(&mut self.v_app_config),
-            "vAssertsEnabled" => r.read_opt(&mut self.v_asserts_enabled),
-            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
-            "firmware" => r.read_opt(&mut self.firmware),
-            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
-            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
-            "managedBy" => r.read_opt(&mut self.managed_by),
-            "memoryReservationLockedToMax" => {
-                r.read_opt(&mut self.memory_reservation_locked_to_max)
-            }
-            "initialOverhead" => r.read_opt(&mut self.initial_overhead),
-            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
-            "vPMCEnabled" => r.read_opt(&mut self.v_pmc_enabled),
-            "scheduledHardwareUpgradeInfo" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
-            }
-            "forkConfigInfo" => r.read_opt(&mut self.fork_config_info),
-            "vFlashCacheReservation" => r.read_opt(&mut self.v_flash_cache_reservation),
-            "vmxConfigChecksum" => r.read_opt(&mut self.vmx_config_checksum),
-            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
-            "vmStorageObjectId" => r.read_opt(&mut self.vm_storage_object_id),
-            "swapStorageObjectId" => r.read_opt(&mut self.swap_storage_object_id),
-            "keyId" => r.read_opt(&mut self.key_id),
-            "guestIntegrityInfo" => r.read_opt(&mut self.guest_integrity_info),
-            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
-            "sgxInfo" => r.read_opt(&mut self.sgx_info),
-            "contentLibItemInfo" => r.read_opt(&mut self.content_lib_item_info),
-            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
-            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
-            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
-            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
-            "vmOpNotificationToAppEnabled" => {
-                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
-            }
-            "pmem" => r.read_opt(&mut self.pmem),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("changeVersion", &self.change_version);
-        w.write("modified", &self.modified);
-        w.write("name", &self.name);
-        w.write("guestFullName", &self.guest_full_name);
-        w.write("version", &self.version);
-        w.write("uuid", &self.uuid);
-        w.write_opt("createDate", &self.create_date);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
-        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
-        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
-        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
-        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
-        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
-        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
-        w.write_opt("locationId", &self.location_id);
-        w.write("template", &self.template);
-        w.write("guestId", &self.guest_id);
-        w.write("alternateGuestName", &self.alternate_guest_name);
-        w.write_opt("annotation", &self.annotation);
-        w.write("files", &self.files);
-        w.write_opt("tools", &self.tools);
-        w.write("flags", &self.flags);
-        w.write_opt("consolePreferences", &self.console_preferences);
-        w.write("defaultPowerOps", &self.default_power_ops);
-        w.write("hardware", &self.hardware);
-        w.write_vec("vcpuConfig", &self.vcpu_config);
-        w.write_opt("cpuAllocation", &self.cpu_allocation);
-        w.write_opt("memoryAllocation", &self.memory_allocation);
-        w.write_opt("latencySensitivity", &self.latency_sensitivity);
-        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
-        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
-        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
-        w.write_opt("hotPlugMemoryLimit", &self.hot_plug_memory_limit);
-        w.write_opt("hotPlugMemoryIncrementSize", &self.hot_plug_memory_increment_size);
-        w.write_opt("cpuAffinity", &self.cpu_affinity);
-        w.write_opt("memoryAffinity", &self.memory_affinity);
-        w.write_opt("networkShaper", &self.network_shaper);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
-        w.write_vec("datastoreUrl", &self.datastore_url);
-        w.write_opt("swapPlacement", &self.swap_placement);
-        w.write_opt("bootOptions", &self.boot_options);
-        w.write_opt("ftInfo", &self.ft_info);
-        w.write_opt("repConfig", &self.rep_config);
-        w.write_opt("vAppConfig", &self.v_app_config);
-        w.write_opt("vAssertsEnabled", &self.v_asserts_enabled);
-        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
-        w.write_opt("firmware", &self.firmware);
-        w.write_opt("maxMksConnections", &self.max_mks_connections);
-        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
-        w.write_opt("managedBy", &self.managed_by);
-        w.write_opt(
-            "memoryReservationLockedToMax",
-            &self.memory_reservation_locked_to_max,
-        );
-        w.write_opt("initialOverhead", &self.initial_overhead);
-        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
-        w.write_opt("vPMCEnabled", &self.v_pmc_enabled);
-        w.write_opt(
-            "scheduledHardwareUpgradeInfo",
-            &self.scheduled_hardware_upgrade_info,
-        );
-        w.write_opt("forkConfigInfo", &self.fork_config_info);
-        w.write_opt("vFlashCacheReservation", &self.v_flash_cache_reservation);
-        w.write_opt("vmxConfigChecksum", &self.vmx_config_checksum);
-        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
-        w.write_opt("vmStorageObjectId", &self.vm_storage_object_id);
-        w.write_opt("swapStorageObjectId", &self.swap_storage_object_id);
-        w.write_opt("keyId", &self.key_id);
-        w.write_opt("guestIntegrityInfo", &self.guest_integrity_info);
-        w.write_opt("migrateEncryption", &self.migrate_encryption);
-        w.write_opt("sgxInfo", &self.sgx_info);
-        w.write_opt("contentLibItemInfo", &self.content_lib_item_info);
-        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
-        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
-        w.write_opt("sevEnabled", &self.sev_enabled);
-        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
-        w.write_opt(
-            "vmOpNotificationToAppEnabled",
-            &self.vm_op_notification_to_app_enabled,
-        );
-        w.write_opt("pmem", &self.pmem);
-    }
-}
-/// `VirtualMachineConfigInfoDatastoreUrlPair` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigInfoDatastoreUrlPair {
-    /// `name`.
-    pub name: String,
-    /// `url`.
-    pub url: String,
-}
-impl x::SchemaType for VirtualMachineConfigInfoDatastoreUrlPair {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigInfoDatastoreUrlPair";
-}
-impl x::Structure for VirtualMachineConfigInfoDatastoreUrlPair {}
-impl x::Fields for VirtualMachineConfigInfoDatastoreUrlPair {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "url" => r.read(&mut self.url),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("url", &self.url);
-    }
-}
-impl x::ArrayItem for VirtualMachineConfigInfoDatastoreUrlPair {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigInfoDatastoreUrlPair";
-    const ITEM_TAG: &'static str = "VirtualMachineConfigInfoDatastoreUrlPair";
-}
-/// `VirtualMachineConfigInfoOverheadInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigInfoOverheadInfo {
-    /// `initialMemoryReservation`.
-    pub initial_memory_reservation: Option<i64>,
-    /// `initialSwapReservation`.
-    pub initial_swap_reservation: Option<i64>,
-}
-impl x::SchemaType for VirtualMachineConfigInfoOverheadInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigInfoOverheadInfo";
-}
-impl x::Structure for VirtualMachineConfigInfoOverheadInfo {}
-impl x::Fields for VirtualMachineConfigInfoOverheadInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "initialMemoryReservation" => {
-                r.read_opt(&mut self.initial_memory_reservation)
-            }
-            "initialSwapReservation" => r.read_opt(&mut self.initial_swap_reservation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("initialMemoryReservation", &self.initial_memory_reservation);
-        w.write_opt("initialSwapReservation", &self.initial_swap_reservation);
-    }
-}
-/// `VirtualMachineConfigOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigOption {
-    /// `version`.
-    pub version: String,
-    /// `description`.
-    pub description: String,
-    /// `guestOSDescriptor`.
-    pub guest_os_descriptor: Vec<GuestOsDescriptor>,
-    /// `guestOSDefaultIndex`.
-    pub guest_os_default_index: i32,
-    /// `hardwareOptions`.
-    pub hardware_options: VirtualHardwareOption,
-    /// `capabilities`.
-    pub capabilities: VirtualMachineCapability,
-    /// `datastore`.
-    pub datastore: DatastoreOption,
-    /// `defaultDevice`.
-    pub default_device: Vec<AnyVirtualDevice>,
-    /// `supportedMonitorType`.
-    pub supported_monitor_type: Vec<String>,
-    /// `supportedOvfEnvironmentTransport`.
-    pub supported_ovf_environment_transport: Vec<String>,
-    /// `supportedOvfInstallTransport`.
-    pub supported_ovf_install_transport: Vec<String>,
-    /// `propertyRelations`.
-    pub property_relations: Vec<VirtualMachinePropertyRelation>,
-}
-impl x::SchemaType for VirtualMachineConfigOption {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigOption";
-}
-impl x::Structure for VirtualMachineConfigOption {}
-impl x::Fields for VirtualMachineConfigOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "description" => r.read(&mut self.description),
-            "guestOSDescriptor" => r.read_push(&mut self.guest_os_descriptor),
-            "guestOSDefaultIndex" => r.read(&mut self.guest_os_default_index),
-            "hardwareOptions" => r.read(&mut self.hardware_options),
-            "capabilities" => r.read(&mut self.capabilities),
-            "datastore" => r.read(&mut self.datastore),
-            "defaultDevice" => r.read_push(&mut self.default_device),
-            "supportedMonitorType" => r.read_push(&mut self.supported_monitor_type),
-            "supportedOvfEnvironmentTransport" => {
-                r.read_push(&mut self.supported_ovf_environment_transport)
-            }
-            "supportedOvfInstallTransport" => {
-                r.read_push(&mut self.supported_ovf_install_transport)
-            }
-            "propertyRelations" => r.read_push(&mut self.property_relations),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write("description", &self.description);
-        w.write_vec("guestOSDescriptor", &self.guest_os_descriptor);
-        w.write("guestOSDefaultIndex", &self.guest_os_default_index);
-        w.write("hardwareOptions", &self.hardware_options);
-        w.write("capabilities", &self.capabilities);
-        w.write("datastore", &self.datastore);
-        w.write_vec("defaultDevice", &self.default_device);
-        w.write_vec("supportedMonitorType", &self.supported_monitor_type);
-        w.write_vec(
-            "supportedOvfEnvironmentTransport",
-            &self.supported_ovf_environment_transport,
-        );
-        w.write_vec(
-            "supportedOvfInstallTransport",
-            &self.supported_ovf_install_transport,
-        );
-        w.write_vec("propertyRelations", &self.property_relations);
-    }
-}
-/// `VirtualMachineConfigOptionDescriptor` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigOptionDescriptor {
-    /// `key`.
-    pub key: String,
-    /// `description`.
-    pub description: Option<String>,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-    /// `createSupported`.
-    pub create_supported: Option<bool>,
-    /// `defaultConfigOption`.
-    pub default_config_option: Option<bool>,
-    /// `runSupported`.
-    pub run_supported: Option<bool>,
-    /// `upgradeSupported`.
-    pub upgrade_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineConfigOptionDescriptor {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigOptionDescriptor";
-}
-impl x::Structure for VirtualMachineConfigOptionDescriptor {}
-impl x::Fields for VirtualMachineConfigOptionDescriptor {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "description" => r.read_opt(&mut self.description),
-            "host" => r.read_push(&mut self.host),
-            "createSupported" => r.read_opt(&mut self.create_supported),
-            "defaultConfigOption" => r.read_opt(&mut self.default_config_option),
-            "runSupported" => r.read_opt(&mut self.run_supported),
-            "upgradeSupported" => r.read_opt(&mut self.upgrade_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("description", &self.description);
-        w.write_vec("host", &self.host);
-        w.write_opt("createSupported", &self.create_supported);
-        w.write_opt("defaultConfigOption", &self.default_config_option);
-        w.write_opt("runSupported", &self.run_supported);
-        w.write_opt("upgradeSupported", &self.upgrade_supported);
-    }
-}
-impl x::ArrayItem for VirtualMachineConfigOptionDescriptor {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigOptionDescriptor";
-    const ITEM_TAG: &'static str = "VirtualMachineConfigOptionDescriptor";
-}
 /// `VirtualMachineConfigSpec` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineConfigSpec {
@@ -1264,6 +54,10 @@ pub struct VirtualMachineConfigSpec {
     pub console_preferences: Option<VirtualMachineConsolePreferences>,
     /// `powerOpInfo`.
     pub power_op_info: Option<VirtualMachineDefaultPowerOpInfo>,
+    /// `rebootPowerOff`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub reboot_power_off: Option<bool>,
     /// `numCPUs`.
     pub num_cpus: Option<i32>,
     /// `vcpuConfig`.
@@ -1305,15 +99,15 @@ pub struct VirtualMachineConfigSpec {
     /// `bootOptions`.
     pub boot_options: Option<VirtualMachineBootOptions>,
     /// `vAppConfig`.
-    pub v_app_config: Option<AnyVmConfigSpec>,
+    pub vapp_config: Option<AnyVmConfigSpec>,
     /// `ftInfo`.
     pub ft_info: Option<AnyFaultToleranceConfigInfo>,
     /// `repConfig`.
     pub rep_config: Option<ReplicationConfigSpec>,
     /// `vAppConfigRemoved`.
-    pub v_app_config_removed: Option<bool>,
+    pub vapp_config_removed: Option<bool>,
     /// `vAssertsEnabled`.
-    pub v_asserts_enabled: Option<bool>,
+    pub vasserts_enabled: Option<bool>,
     /// `changeTrackingEnabled`.
     pub change_tracking_enabled: Option<bool>,
     /// `firmware`.
@@ -1329,7 +123,7 @@ pub struct VirtualMachineConfigSpec {
     /// `nestedHVEnabled`.
     pub nested_hv_enabled: Option<bool>,
     /// `vPMCEnabled`.
-    pub v_pmc_enabled: Option<bool>,
+    pub vpmc_enabled: Option<bool>,
     /// `scheduledHardwareUpgradeInfo`.
     pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
     /// `vmProfile`.
@@ -1348,12 +142,68 @@ pub struct VirtualMachineConfigSpec {
     pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
     /// `sevEnabled`.
     pub sev_enabled: Option<bool>,
+    /// `virtualNuma`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub virtual_numa: Option<VirtualMachineVirtualNuma>,
+    /// `motherboardLayout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub motherboard_layout: Option<String>,
     /// `pmemFailoverEnabled`.
     pub pmem_failover_enabled: Option<bool>,
+    /// `vmxStatsCollectionEnabled`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub vmx_stats_collection_enabled: Option<bool>,
     /// `vmOpNotificationToAppEnabled`.
     pub vm_op_notification_to_app_enabled: Option<bool>,
+    /// `vmOpNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vm_op_notification_timeout: Option<i64>,
+    /// `deviceSwap`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
+    /// `simultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub simultaneous_threads: Option<i32>,
     /// `pmem`.
     pub pmem: Option<VirtualMachineVirtualPMem>,
+    /// `deviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
+    /// `fixedPassthruHotPlugEnabled`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub fixed_passthru_hot_plug_enabled: Option<bool>,
+    /// `metroFtEnabled`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_enabled: Option<bool>,
+    /// `metroFtHostGroup`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_host_group: Option<String>,
+    /// `tdxEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_enabled: Option<bool>,
+    /// `sevSnpEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sev_snp_enabled: Option<bool>,
+    /// `tagSpecs`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tag_specs: Vec<TagSpec>,
+    /// `vmPlacementPolicies`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
 }
 impl x::SchemaType for VirtualMachineConfigSpec {
     const TYPE_NAME: &'static str = "VirtualMachineConfigSpec";
@@ -1389,6 +239,7 @@ impl x::Fields for VirtualMachineConfigSpec {
             "flags" => r.read_opt(&mut self.flags),
             "consolePreferences" => r.read_opt(&mut self.console_preferences),
             "powerOpInfo" => r.read_opt(&mut self.power_op_info),
+            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
             "numCPUs" => r.read_opt(&mut self.num_cpus),
             "vcpuConfig" => r.read_push(&mut self.vcpu_config),
             "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
@@ -1409,11 +260,11 @@ impl x::Fields for VirtualMachineConfigSpec {
             "extraConfig" => r.read_push(&mut self.extra_config),
             "swapPlacement" => r.read_opt(&mut self.swap_placement),
             "bootOptions" => r.read_opt(&mut self.boot_options),
-            "vAppConfig" => r.read_opt(&mut self.v_app_config),
+            "vAppConfig" => r.read_opt(&mut self.vapp_config),
             "ftInfo" => r.read_opt(&mut self.ft_info),
             "repConfig" => r.read_opt(&mut self.rep_config),
-            "vAppConfigRemoved" => r.read_opt(&mut self.v_app_config_removed),
-            "vAssertsEnabled" => r.read_opt(&mut self.v_asserts_enabled),
+            "vAppConfigRemoved" => r.read_opt(&mut self.vapp_config_removed),
+            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
             "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
             "firmware" => r.read_opt(&mut self.firmware),
             "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
@@ -1423,7 +274,7 @@ impl x::Fields for VirtualMachineConfigSpec {
                 r.read_opt(&mut self.memory_reservation_locked_to_max)
             }
             "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
-            "vPMCEnabled" => r.read_opt(&mut self.v_pmc_enabled),
+            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
             "scheduledHardwareUpgradeInfo" => {
                 r.read_opt(&mut self.scheduled_hardware_upgrade_info)
             }
@@ -1435,11 +286,29 @@ impl x::Fields for VirtualMachineConfigSpec {
             "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
             "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
             "sevEnabled" => r.read_opt(&mut self.sev_enabled),
+            "virtualNuma" => r.read_opt(&mut self.virtual_numa),
+            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
             "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
+            "vmxStatsCollectionEnabled" => {
+                r.read_opt(&mut self.vmx_stats_collection_enabled)
+            }
             "vmOpNotificationToAppEnabled" => {
                 r.read_opt(&mut self.vm_op_notification_to_app_enabled)
             }
+            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
+            "deviceSwap" => r.read_opt(&mut self.device_swap),
+            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
             "pmem" => r.read_opt(&mut self.pmem),
+            "deviceGroups" => r.read_opt(&mut self.device_groups),
+            "fixedPassthruHotPlugEnabled" => {
+                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
+            }
+            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
+            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
+            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
+            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
+            "tagSpecs" => r.read_push(&mut self.tag_specs),
+            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1469,6 +338,7 @@ impl x::Fields for VirtualMachineConfigSpec {
         w.write_opt("flags", &self.flags);
         w.write_opt("consolePreferences", &self.console_preferences);
         w.write_opt("powerOpInfo", &self.power_op_info);
+        w.write_opt("rebootPowerOff", &self.reboot_power_off);
         w.write_opt("numCPUs", &self.num_cpus);
         w.write_vec("vcpuConfig", &self.vcpu_config);
         w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
@@ -1489,11 +359,11 @@ impl x::Fields for VirtualMachineConfigSpec {
         w.write_vec("extraConfig", &self.extra_config);
         w.write_opt("swapPlacement", &self.swap_placement);
         w.write_opt("bootOptions", &self.boot_options);
-        w.write_opt("vAppConfig", &self.v_app_config);
+        w.write_opt("vAppConfig", &self.vapp_config);
         w.write_opt("ftInfo", &self.ft_info);
         w.write_opt("repConfig", &self.rep_config);
-        w.write_opt("vAppConfigRemoved", &self.v_app_config_removed);
-        w.write_opt("vAssertsEnabled", &self.v_asserts_enabled);
+        w.write_opt("vAppConfigRemoved", &self.vapp_config_removed);
+        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
         w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
         w.write_opt("firmware", &self.firmware);
         w.write_opt("maxMksConnections", &self.max_mks_connections);
@@ -1504,7 +374,7 @@ impl x::Fields for VirtualMachineConfigSpec {
             &self.memory_reservation_locked_to_max,
         );
         w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
-        w.write_opt("vPMCEnabled", &self.v_pmc_enabled);
+        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
         w.write_opt(
             "scheduledHardwareUpgradeInfo",
             &self.scheduled_hardware_upgrade_info,
@@ -1517,12 +387,29 @@ impl x::Fields for VirtualMachineConfigSpec {
         w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
         w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
         w.write_opt("sevEnabled", &self.sev_enabled);
+        w.write_opt("virtualNuma", &self.virtual_numa);
+        w.write_opt("motherboardLayout", &self.motherboard_layout);
         w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
+        w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
         w.write_opt(
             "vmOpNotificationToAppEnabled",
             &self.vm_op_notification_to_app_enabled,
         );
+        w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
+        w.write_opt("deviceSwap", &self.device_swap);
+        w.write_opt("simultaneousThreads", &self.simultaneous_threads);
         w.write_opt("pmem", &self.pmem);
+        w.write_opt("deviceGroups", &self.device_groups);
+        w.write_opt(
+            "fixedPassthruHotPlugEnabled",
+            &self.fixed_passthru_hot_plug_enabled,
+        );
+        w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        w.write_opt("tdxEnabled", &self.tdx_enabled);
+        w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
+        w.write_vec("tagSpecs", &self.tag_specs);
+        w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
     }
 }
 impl x::ArrayItem for VirtualMachineConfigSpec {
@@ -1806,7 +693,11 @@ pub struct VirtualMachineDatastoreInfo {
     /// `mode`.
     pub mode: String,
     /// `vStorageSupport`.
-    pub v_storage_support: Option<String>,
+    pub vstorage_support: Option<String>,
+    /// `supportedVDiskFormats`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub supported_vdisk_formats: Vec<String>,
 }
 impl x::SchemaType for VirtualMachineDatastoreInfo {
     const TYPE_NAME: &'static str = "VirtualMachineDatastoreInfo";
@@ -1828,7 +719,8 @@ impl x::Fields for VirtualMachineDatastoreInfo {
             "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size),
             "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size),
             "mode" => r.read(&mut self.mode),
-            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
+            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1844,7 +736,8 @@ impl x::Fields for VirtualMachineDatastoreInfo {
         w.write_opt("maxPhysicalRDMFileSize", &self.max_physical_rdm_file_size);
         w.write_opt("maxVirtualRDMFileSize", &self.max_virtual_rdm_file_size);
         w.write("mode", &self.mode);
-        w.write_opt("vStorageSupport", &self.v_storage_support);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
+        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
     }
 }
 impl x::ArrayItem for VirtualMachineDatastoreInfo {
@@ -2058,6 +951,18 @@ pub struct VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
     pub vm_direct_path_gen2_inactive_reason_other: Vec<String>,
     /// `vmDirectPathGen2InactiveReasonExtended`.
     pub vm_direct_path_gen2_inactive_reason_extended: Option<String>,
+    /// `uptv2Active`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_active: Option<bool>,
+    /// `uptv2InactiveReasonVm`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_inactive_reason_vm: Vec<String>,
+    /// `uptv2InactiveReasonOther`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_inactive_reason_other: Vec<String>,
     /// `reservationStatus`.
     pub reservation_status: Option<String>,
     /// `attachmentStatus`.
@@ -2086,6 +991,11 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStat
             "vmDirectPathGen2InactiveReasonExtended" => {
                 r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)
             }
+            "uptv2Active" => r.read_opt(&mut self.uptv2_active),
+            "uptv2InactiveReasonVm" => r.read_push(&mut self.uptv2_inactive_reason_vm),
+            "uptv2InactiveReasonOther" => {
+                r.read_push(&mut self.uptv2_inactive_reason_other)
+            }
             "reservationStatus" => r.read_opt(&mut self.reservation_status),
             "attachmentStatus" => r.read_opt(&mut self.attachment_status),
             "featureRequirement" => r.read_push(&mut self.feature_requirement),
@@ -2108,6 +1018,9 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStat
             "vmDirectPathGen2InactiveReasonExtended",
             &self.vm_direct_path_gen2_inactive_reason_extended,
         );
+        w.write_opt("uptv2Active", &self.uptv2_active);
+        w.write_vec("uptv2InactiveReasonVm", &self.uptv2_inactive_reason_vm);
+        w.write_vec("uptv2InactiveReasonOther", &self.uptv2_inactive_reason_other);
         w.write_opt("reservationStatus", &self.reservation_status);
         w.write_opt("attachmentStatus", &self.attachment_status);
         w.write_vec("featureRequirement", &self.feature_requirement);
@@ -2194,6 +1107,59 @@ impl x::Fields for VirtualMachineDisplayTopology {
 impl x::ArrayItem for VirtualMachineDisplayTopology {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDisplayTopology";
     const ITEM_TAG: &'static str = "VirtualMachineDisplayTopology";
+}
+/// `VirtualMachineDvxClassInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDvxClassInfo {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: AnyElementDescription,
+    /// `vendorName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vendor_name: String,
+    /// `sriovNic`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sriov_nic: bool,
+    /// `configParams`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_params: Vec<OptionDef>,
+}
+impl x::SchemaType for VirtualMachineDvxClassInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDvxClassInfo";
+}
+impl x::Structure for VirtualMachineDvxClassInfo {}
+impl x::Fields for VirtualMachineDvxClassInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read(&mut self.device_class),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "sriovNic" => r.read(&mut self.sriov_nic),
+            "configParams" => r.read_push(&mut self.config_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceClass", &self.device_class);
+        w.write("vendorName", &self.vendor_name);
+        w.write("sriovNic", &self.sriov_nic);
+        w.write_vec("configParams", &self.config_params);
+    }
+}
+impl x::ArrayItem for VirtualMachineDvxClassInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDvxClassInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDvxClassInfo";
 }
 /// `VirtualMachineDynamicPassthroughInfo` (extends `VirtualMachineTargetInfo`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -2488,6 +1454,10 @@ impl x::Fields for VirtualMachineFileLayoutEx {
 pub struct VirtualMachineFileLayoutExDiskLayout {
     /// `key`.
     pub key: i32,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<String>,
     /// `chain`.
     pub chain: Vec<VirtualMachineFileLayoutExDiskUnit>,
 }
@@ -2503,6 +1473,7 @@ impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
             "chain" => r.read_push(&mut self.chain),
             _ => return Ok(false),
         };
@@ -2511,6 +1482,7 @@ impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
+        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
         w.write_vec("chain", &self.chain);
     }
 }
@@ -2681,4 +1653,1288 @@ impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
 impl x::ArrayItem for VirtualMachineFileLayoutSnapshotLayout {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutSnapshotLayout";
     const ITEM_TAG: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
+}
+/// `VirtualMachineFlagInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFlagInfo {
+    /// `disableAcceleration`.
+    pub disable_acceleration: Option<bool>,
+    /// `enableLogging`.
+    pub enable_logging: Option<bool>,
+    /// `useToe`.
+    pub use_toe: Option<bool>,
+    /// `runWithDebugInfo`.
+    pub run_with_debug_info: Option<bool>,
+    /// `monitorType`.
+    pub monitor_type: Option<String>,
+    /// `htSharing`.
+    pub ht_sharing: Option<String>,
+    /// `snapshotDisabled`.
+    pub snapshot_disabled: Option<bool>,
+    /// `snapshotLocked`.
+    pub snapshot_locked: Option<bool>,
+    /// `diskUuidEnabled`.
+    pub disk_uuid_enabled: Option<bool>,
+    /// `virtualMmuUsage`.
+    pub virtual_mmu_usage: Option<String>,
+    /// `virtualExecUsage`.
+    pub virtual_exec_usage: Option<String>,
+    /// `snapshotPowerOffBehavior`.
+    pub snapshot_power_off_behavior: Option<String>,
+    /// `recordReplayEnabled`.
+    pub record_replay_enabled: Option<bool>,
+    /// `faultToleranceType`.
+    pub fault_tolerance_type: Option<String>,
+    /// `cbrcCacheEnabled`.
+    pub cbrc_cache_enabled: Option<bool>,
+    /// `vvtdEnabled`.
+    pub vvtd_enabled: Option<bool>,
+    /// `vbsEnabled`.
+    pub vbs_enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineFlagInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFlagInfo";
+}
+impl x::Structure for VirtualMachineFlagInfo {}
+impl x::Fields for VirtualMachineFlagInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
+            "enableLogging" => r.read_opt(&mut self.enable_logging),
+            "useToe" => r.read_opt(&mut self.use_toe),
+            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
+            "monitorType" => r.read_opt(&mut self.monitor_type),
+            "htSharing" => r.read_opt(&mut self.ht_sharing),
+            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
+            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
+            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
+            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
+            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
+            "snapshotPowerOffBehavior" => {
+                r.read_opt(&mut self.snapshot_power_off_behavior)
+            }
+            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
+            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
+            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
+            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
+            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("disableAcceleration", &self.disable_acceleration);
+        w.write_opt("enableLogging", &self.enable_logging);
+        w.write_opt("useToe", &self.use_toe);
+        w.write_opt("runWithDebugInfo", &self.run_with_debug_info);
+        w.write_opt("monitorType", &self.monitor_type);
+        w.write_opt("htSharing", &self.ht_sharing);
+        w.write_opt("snapshotDisabled", &self.snapshot_disabled);
+        w.write_opt("snapshotLocked", &self.snapshot_locked);
+        w.write_opt("diskUuidEnabled", &self.disk_uuid_enabled);
+        w.write_opt("virtualMmuUsage", &self.virtual_mmu_usage);
+        w.write_opt("virtualExecUsage", &self.virtual_exec_usage);
+        w.write_opt("snapshotPowerOffBehavior", &self.snapshot_power_off_behavior);
+        w.write_opt("recordReplayEnabled", &self.record_replay_enabled);
+        w.write_opt("faultToleranceType", &self.fault_tolerance_type);
+        w.write_opt("cbrcCacheEnabled", &self.cbrc_cache_enabled);
+        w.write_opt("vvtdEnabled", &self.vvtd_enabled);
+        w.write_opt("vbsEnabled", &self.vbs_enabled);
+    }
+}
+/// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFloppyInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineFloppyInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
+}
+impl x::Structure for VirtualMachineFloppyInfo {}
+impl x::Fields for VirtualMachineFloppyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+    }
+}
+impl x::ArrayItem for VirtualMachineFloppyInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFloppyInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineFloppyInfo";
+}
+/// `VirtualMachineForkConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineForkConfigInfo {
+    /// `parentEnabled`.
+    pub parent_enabled: Option<bool>,
+    /// `childForkGroupId`.
+    pub child_fork_group_id: Option<String>,
+    /// `parentForkGroupId`.
+    pub parent_fork_group_id: Option<String>,
+    /// `childType`.
+    pub child_type: Option<String>,
+}
+impl x::SchemaType for VirtualMachineForkConfigInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfo";
+}
+impl x::Structure for VirtualMachineForkConfigInfo {}
+impl x::Fields for VirtualMachineForkConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
+            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
+            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
+            "childType" => r.read_opt(&mut self.child_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("parentEnabled", &self.parent_enabled);
+        w.write_opt("childForkGroupId", &self.child_fork_group_id);
+        w.write_opt("parentForkGroupId", &self.parent_fork_group_id);
+        w.write_opt("childType", &self.child_type);
+    }
+}
+/// `VirtualMachineGuestIntegrityInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestIntegrityInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineGuestIntegrityInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestIntegrityInfo";
+}
+impl x::Structure for VirtualMachineGuestIntegrityInfo {}
+impl x::Fields for VirtualMachineGuestIntegrityInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+    }
+}
+/// `VirtualMachineGuestMonitoringModeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestMonitoringModeInfo {
+    /// `gmmFile`.
+    pub gmm_file: Option<String>,
+    /// `gmmAppliance`.
+    pub gmm_appliance: Option<String>,
+}
+impl x::SchemaType for VirtualMachineGuestMonitoringModeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestMonitoringModeInfo";
+}
+impl x::Structure for VirtualMachineGuestMonitoringModeInfo {}
+impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gmmFile" => r.read_opt(&mut self.gmm_file),
+            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("gmmFile", &self.gmm_file);
+        w.write_opt("gmmAppliance", &self.gmm_appliance);
+    }
+}
+/// `VirtualMachineGuestQuiesceSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineGuestQuiesceSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestQuiesceSpec {
+    /// `timeout`.
+    pub timeout: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineGuestQuiesceSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestQuiesceSpec";
+}
+impl x::Structure for VirtualMachineGuestQuiesceSpec {}
+impl x::Fields for VirtualMachineGuestQuiesceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("timeout", &self.timeout);
+    }
+}
+/// `VirtualMachineGuestRebootStatus` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestRebootStatus {
+    /// `rebootRequested`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reboot_requested: bool,
+    /// `requestingComponents`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub requesting_components: Vec<String>,
+    /// `requestTimestamp`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub request_timestamp: Option<x::DateTime>,
+}
+impl x::SchemaType for VirtualMachineGuestRebootStatus {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestRebootStatus";
+}
+impl x::Structure for VirtualMachineGuestRebootStatus {}
+impl x::Fields for VirtualMachineGuestRebootStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rebootRequested" => r.read(&mut self.reboot_requested),
+            "requestingComponents" => r.read_push(&mut self.requesting_components),
+            "requestTimestamp" => r.read_opt(&mut self.request_timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("rebootRequested", &self.reboot_requested);
+        w.write_vec("requestingComponents", &self.requesting_components);
+        w.write_opt("requestTimestamp", &self.request_timestamp);
+    }
+}
+/// `VirtualMachineGuestSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestSummary {
+    /// `guestId`.
+    pub guest_id: Option<String>,
+    /// `guestFullName`.
+    pub guest_full_name: Option<String>,
+    /// `toolsStatus`.
+    pub tools_status: Option<VirtualMachineToolsStatus>,
+    /// `toolsVersionStatus`.
+    pub tools_version_status: Option<String>,
+    /// `toolsVersionStatus2`.
+    pub tools_version_status2: Option<String>,
+    /// `toolsRunningStatus`.
+    pub tools_running_status: Option<String>,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `ipAddress`.
+    pub ip_address: Option<String>,
+    /// `hwVersion`.
+    pub hw_version: Option<String>,
+}
+impl x::SchemaType for VirtualMachineGuestSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestSummary";
+}
+impl x::Structure for VirtualMachineGuestSummary {}
+impl x::Fields for VirtualMachineGuestSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "toolsStatus" => r.read_opt(&mut self.tools_status),
+            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status),
+            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2),
+            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "hwVersion" => r.read_opt(&mut self.hw_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("guestId", &self.guest_id);
+        w.write_opt("guestFullName", &self.guest_full_name);
+        w.write_opt("toolsStatus", &self.tools_status);
+        w.write_opt("toolsVersionStatus", &self.tools_version_status);
+        w.write_opt("toolsVersionStatus2", &self.tools_version_status2);
+        w.write_opt("toolsRunningStatus", &self.tools_running_status);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("ipAddress", &self.ip_address);
+        w.write_opt("hwVersion", &self.hw_version);
+    }
+}
+/// `VirtualMachineIdeDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineIdeDiskDeviceInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `capacity`, from `VirtualMachineDiskDeviceInfo`.
+    pub capacity: Option<i64>,
+    /// `vm`, from `VirtualMachineDiskDeviceInfo`.
+    pub vm: Vec<x::ManagedObjectReference>,
+    /// `partitionTable`.
+    pub partition_table: Vec<VirtualMachineIdeDiskDevicePartitionInfo>,
+}
+impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDeviceInfo";
+}
+impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
+impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "vm" => r.read_push(&mut self.vm),
+            "partitionTable" => r.read_push(&mut self.partition_table),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write_opt("capacity", &self.capacity);
+        w.write_vec("vm", &self.vm);
+        w.write_vec("partitionTable", &self.partition_table);
+    }
+}
+impl x::ArrayItem for VirtualMachineIdeDiskDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDeviceInfo";
+}
+/// `VirtualMachineIdeDiskDevicePartitionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineIdeDiskDevicePartitionInfo {
+    /// `id`.
+    pub id: i32,
+    /// `capacity`.
+    pub capacity: i32,
+}
+impl x::SchemaType for VirtualMachineIdeDiskDevicePartitionInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
+}
+impl x::Structure for VirtualMachineIdeDiskDevicePartitionInfo {}
+impl x::Fields for VirtualMachineIdeDiskDevicePartitionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("capacity", &self.capacity);
+    }
+}
+impl x::ArrayItem for VirtualMachineIdeDiskDevicePartitionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDevicePartitionInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
+}
+/// `VirtualMachineImportSpec` (extends `ImportSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineImportSpec {
+    /// `entityConfig`, from `ImportSpec`.
+    pub entity_config: Option<VAppEntityConfigInfo>,
+    /// `instantiationOst`, from `ImportSpec`.
+    pub instantiation_ost: Option<OvfConsumerOstNode>,
+    /// `configSpec`.
+    pub config_spec: VirtualMachineConfigSpec,
+    /// `resPoolEntity`.
+    pub res_pool_entity: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for VirtualMachineImportSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineImportSpec";
+}
+impl x::Structure for VirtualMachineImportSpec {}
+impl x::Fields for VirtualMachineImportSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "entityConfig" => r.read_opt(&mut self.entity_config),
+            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
+            "configSpec" => r.read(&mut self.config_spec),
+            "resPoolEntity" => r.read_opt(&mut self.res_pool_entity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("entityConfig", &self.entity_config);
+        w.write_opt("instantiationOst", &self.instantiation_ost);
+        w.write("configSpec", &self.config_spec);
+        w.write_opt("resPoolEntity", &self.res_pool_entity);
+    }
+}
+/// `VirtualMachineIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineIndependentFilterSpec {
+    /// `filterName`.
+    pub filter_name: String,
+    /// `filterClass`.
+    pub filter_class: Option<String>,
+    /// `filterCapabilities`.
+    pub filter_capabilities: Vec<KeyValue>,
+}
+impl x::SchemaType for VirtualMachineIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineIndependentFilterSpec {}
+impl x::Fields for VirtualMachineIndependentFilterSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "filterName" => r.read(&mut self.filter_name),
+            "filterClass" => r.read_opt(&mut self.filter_class),
+            "filterCapabilities" => r.read_push(&mut self.filter_capabilities),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("filterName", &self.filter_name);
+        w.write_opt("filterClass", &self.filter_class);
+        w.write_vec("filterCapabilities", &self.filter_capabilities);
+    }
+}
+/// `VirtualMachineInstantCloneSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineInstantCloneSpec {
+    /// `name`.
+    pub name: String,
+    /// `location`.
+    pub location: VirtualMachineRelocateSpec,
+    /// `config`.
+    pub config: Vec<AnyOptionValue>,
+    /// `biosUuid`.
+    pub bios_uuid: Option<String>,
+}
+impl x::SchemaType for VirtualMachineInstantCloneSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineInstantCloneSpec";
+}
+impl x::Structure for VirtualMachineInstantCloneSpec {}
+impl x::Fields for VirtualMachineInstantCloneSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "location" => r.read(&mut self.location),
+            "config" => r.read_push(&mut self.config),
+            "biosUuid" => r.read_opt(&mut self.bios_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("location", &self.location);
+        w.write_vec("config", &self.config);
+        w.write_opt("biosUuid", &self.bios_uuid);
+    }
+}
+/// `VirtualMachineLegacyNetworkSwitchInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineLegacyNetworkSwitchInfo {
+    /// `name`.
+    pub name: String,
+}
+impl x::SchemaType for VirtualMachineLegacyNetworkSwitchInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
+}
+impl x::Structure for VirtualMachineLegacyNetworkSwitchInfo {}
+impl x::Fields for VirtualMachineLegacyNetworkSwitchInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+    }
+}
+impl x::ArrayItem for VirtualMachineLegacyNetworkSwitchInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineLegacyNetworkSwitchInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
+}
+/// `VirtualMachineMemoryReservationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMemoryReservationInfo {
+    /// `virtualMachineMin`.
+    pub virtual_machine_min: i64,
+    /// `virtualMachineMax`.
+    pub virtual_machine_max: i64,
+    /// `virtualMachineReserved`.
+    pub virtual_machine_reserved: i64,
+    /// `allocationPolicy`.
+    pub allocation_policy: String,
+}
+impl x::SchemaType for VirtualMachineMemoryReservationInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationInfo";
+}
+impl x::Structure for VirtualMachineMemoryReservationInfo {}
+impl x::Fields for VirtualMachineMemoryReservationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualMachineMin" => r.read(&mut self.virtual_machine_min),
+            "virtualMachineMax" => r.read(&mut self.virtual_machine_max),
+            "virtualMachineReserved" => r.read(&mut self.virtual_machine_reserved),
+            "allocationPolicy" => r.read(&mut self.allocation_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("virtualMachineMin", &self.virtual_machine_min);
+        w.write("virtualMachineMax", &self.virtual_machine_max);
+        w.write("virtualMachineReserved", &self.virtual_machine_reserved);
+        w.write("allocationPolicy", &self.allocation_policy);
+    }
+}
+/// `VirtualMachineMemoryReservationSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMemoryReservationSpec {
+    /// `virtualMachineReserved`.
+    pub virtual_machine_reserved: Option<i64>,
+    /// `allocationPolicy`.
+    pub allocation_policy: Option<String>,
+}
+impl x::SchemaType for VirtualMachineMemoryReservationSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationSpec";
+}
+impl x::Structure for VirtualMachineMemoryReservationSpec {}
+impl x::Fields for VirtualMachineMemoryReservationSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualMachineReserved" => r.read_opt(&mut self.virtual_machine_reserved),
+            "allocationPolicy" => r.read_opt(&mut self.allocation_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("virtualMachineReserved", &self.virtual_machine_reserved);
+        w.write_opt("allocationPolicy", &self.allocation_policy);
+    }
+}
+/// `VirtualMachineMessage` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMessage {
+    /// `id`.
+    pub id: String,
+    /// `argument`.
+    pub argument: Vec<x::Value>,
+    /// `text`.
+    pub text: Option<String>,
+}
+impl x::SchemaType for VirtualMachineMessage {
+    const TYPE_NAME: &'static str = "VirtualMachineMessage";
+}
+impl x::Structure for VirtualMachineMessage {}
+impl x::Fields for VirtualMachineMessage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "argument" => r.read_push(&mut self.argument),
+            "text" => r.read_opt(&mut self.text),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write_vec("argument", &self.argument);
+        w.write_opt("text", &self.text);
+    }
+}
+impl x::ArrayItem for VirtualMachineMessage {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMessage";
+    const ITEM_TAG: &'static str = "VirtualMachineMessage";
+}
+/// `VirtualMachineMetadataManagerVmMetadata` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMetadataManagerVmMetadata {
+    /// `vmId`.
+    pub vm_id: String,
+    /// `metadata`.
+    pub metadata: Option<String>,
+}
+impl x::SchemaType for VirtualMachineMetadataManagerVmMetadata {
+    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadata";
+}
+impl x::Structure for VirtualMachineMetadataManagerVmMetadata {}
+impl x::Fields for VirtualMachineMetadataManagerVmMetadata {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmId" => r.read(&mut self.vm_id),
+            "metadata" => r.read_opt(&mut self.metadata),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vmId", &self.vm_id);
+        w.write_opt("metadata", &self.metadata);
+    }
+}
+/// `VirtualMachineMetadataManagerVmMetadataInput` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMetadataManagerVmMetadataInput {
+    /// `operation`.
+    pub operation: String,
+    /// `vmMetadata`.
+    pub vm_metadata: VirtualMachineMetadataManagerVmMetadata,
+}
+impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataInput {
+    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataInput";
+}
+impl x::Structure for VirtualMachineMetadataManagerVmMetadataInput {}
+impl x::Fields for VirtualMachineMetadataManagerVmMetadataInput {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "vmMetadata" => r.read(&mut self.vm_metadata),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("operation", &self.operation);
+        w.write("vmMetadata", &self.vm_metadata);
+    }
+}
+impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataInput {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMetadataManagerVmMetadataInput";
+    const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataInput";
+}
+/// `VirtualMachineMetadataManagerVmMetadataOwner` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMetadataManagerVmMetadataOwner {
+    /// `name`.
+    pub name: String,
+}
+impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataOwner {
+    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataOwner";
+}
+impl x::Structure for VirtualMachineMetadataManagerVmMetadataOwner {}
+impl x::Fields for VirtualMachineMetadataManagerVmMetadataOwner {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+    }
+}
+/// `VirtualMachineMetadataManagerVmMetadataResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMetadataManagerVmMetadataResult {
+    /// `vmMetadata`.
+    pub vm_metadata: VirtualMachineMetadataManagerVmMetadata,
+    /// `error`.
+    pub error: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataResult {
+    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
+}
+impl x::Structure for VirtualMachineMetadataManagerVmMetadataResult {}
+impl x::Fields for VirtualMachineMetadataManagerVmMetadataResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmMetadata" => r.read(&mut self.vm_metadata),
+            "error" => r.read_opt(&mut self.error),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vmMetadata", &self.vm_metadata);
+        w.write_opt("error", &self.error);
+    }
+}
+impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMetadataManagerVmMetadataResult";
+    const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
+}
+/// `VirtualMachineMksConnection` (extends `VirtualMachineConnection`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMksConnection {
+    /// `label`, from `VirtualMachineConnection`.
+    pub label: String,
+    /// `client`, from `VirtualMachineConnection`.
+    pub client: String,
+    /// `userName`, from `VirtualMachineConnection`.
+    pub user_name: String,
+}
+impl x::SchemaType for VirtualMachineMksConnection {
+    const TYPE_NAME: &'static str = "VirtualMachineMksConnection";
+}
+impl x::Structure for VirtualMachineMksConnection {}
+impl x::Fields for VirtualMachineMksConnection {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "label" => r.read(&mut self.label),
+            "client" => r.read(&mut self.client),
+            "userName" => r.read(&mut self.user_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("label", &self.label);
+        w.write("client", &self.client);
+        w.write("userName", &self.user_name);
+    }
+}
+/// `VirtualMachineMksTicket` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineMksTicket {
+    /// `ticket`.
+    pub ticket: String,
+    /// `cfgFile`.
+    pub cfg_file: String,
+    /// `host`.
+    pub host: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+}
+impl x::SchemaType for VirtualMachineMksTicket {
+    const TYPE_NAME: &'static str = "VirtualMachineMksTicket";
+}
+impl x::Structure for VirtualMachineMksTicket {}
+impl x::Fields for VirtualMachineMksTicket {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ticket" => r.read(&mut self.ticket),
+            "cfgFile" => r.read(&mut self.cfg_file),
+            "host" => r.read_opt(&mut self.host),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("ticket", &self.ticket);
+        w.write("cfgFile", &self.cfg_file);
+        w.write_opt("host", &self.host);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+    }
+}
+/// `VirtualMachineNetworkInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineNetworkInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `network`.
+    pub network: AnyNetworkSummary,
+    /// `vswitch`.
+    pub vswitch: Option<String>,
+}
+impl x::SchemaType for VirtualMachineNetworkInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineNetworkInfo";
+}
+impl x::Structure for VirtualMachineNetworkInfo {}
+impl x::Fields for VirtualMachineNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "network" => r.read(&mut self.network),
+            "vswitch" => r.read_opt(&mut self.vswitch),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("network", &self.network);
+        w.write_opt("vswitch", &self.vswitch);
+    }
+}
+impl x::ArrayItem for VirtualMachineNetworkInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineNetworkInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineNetworkInfo";
+}
+/// `VirtualMachineNetworkShaperInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineNetworkShaperInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `peakBps`.
+    pub peak_bps: Option<i64>,
+    /// `averageBps`.
+    pub average_bps: Option<i64>,
+    /// `burstSize`.
+    pub burst_size: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineNetworkShaperInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineNetworkShaperInfo";
+}
+impl x::Structure for VirtualMachineNetworkShaperInfo {}
+impl x::Fields for VirtualMachineNetworkShaperInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "peakBps" => r.read_opt(&mut self.peak_bps),
+            "averageBps" => r.read_opt(&mut self.average_bps),
+            "burstSize" => r.read_opt(&mut self.burst_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("peakBps", &self.peak_bps);
+        w.write_opt("averageBps", &self.average_bps);
+        w.write_opt("burstSize", &self.burst_size);
+    }
+}
+/// `VirtualMachineParallelInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineParallelInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineParallelInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineParallelInfo";
+}
+impl x::Structure for VirtualMachineParallelInfo {}
+impl x::Fields for VirtualMachineParallelInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+    }
+}
+impl x::ArrayItem for VirtualMachineParallelInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineParallelInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineParallelInfo";
+}
+/// `VirtualMachinePciPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Fields of this type hold [`AnyVirtualMachinePciPassthroughInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachinePciPassthroughInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `pciDevice`.
+    pub pci_device: HostPciDevice,
+    /// `systemId`.
+    pub system_id: String,
+}
+impl x::SchemaType for VirtualMachinePciPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachinePciPassthroughInfo";
+}
+impl x::Structure for VirtualMachinePciPassthroughInfo {}
+impl x::Fields for VirtualMachinePciPassthroughInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "pciDevice" => r.read(&mut self.pci_device),
+            "systemId" => r.read(&mut self.system_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("pciDevice", &self.pci_device);
+        w.write("systemId", &self.system_id);
+    }
+}
+/// `VirtualMachinePciSharedGpuPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachinePciSharedGpuPassthroughInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `vgpu`.
+    pub vgpu: String,
+}
+impl x::SchemaType for VirtualMachinePciSharedGpuPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
+}
+impl x::Structure for VirtualMachinePciSharedGpuPassthroughInfo {}
+impl x::Fields for VirtualMachinePciSharedGpuPassthroughInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "vgpu" => r.read(&mut self.vgpu),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("vgpu", &self.vgpu);
+    }
+}
+impl x::ArrayItem for VirtualMachinePciSharedGpuPassthroughInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePciSharedGpuPassthroughInfo";
+    const ITEM_TAG: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
+}
+/// `VirtualMachinePrecisionClockInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachinePrecisionClockInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `systemClockProtocol`.
+    pub system_clock_protocol: Option<String>,
+}
+impl x::SchemaType for VirtualMachinePrecisionClockInfo {
+    const TYPE_NAME: &'static str = "VirtualMachinePrecisionClockInfo";
+}
+impl x::Structure for VirtualMachinePrecisionClockInfo {}
+impl x::Fields for VirtualMachinePrecisionClockInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write_opt("systemClockProtocol", &self.system_clock_protocol);
+    }
+}
+impl x::ArrayItem for VirtualMachinePrecisionClockInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePrecisionClockInfo";
+    const ITEM_TAG: &'static str = "VirtualMachinePrecisionClockInfo";
+}
+/// `VirtualMachineProfileDetails` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileDetails {
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+    /// `diskProfileDetails`.
+    pub disk_profile_details: Vec<VirtualMachineProfileDetailsDiskProfileDetails>,
+}
+impl x::SchemaType for VirtualMachineProfileDetails {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileDetails";
+}
+impl x::Structure for VirtualMachineProfileDetails {}
+impl x::Fields for VirtualMachineProfileDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "profile" => r.read_push(&mut self.profile),
+            "diskProfileDetails" => r.read_push(&mut self.disk_profile_details),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("profile", &self.profile);
+        w.write_vec("diskProfileDetails", &self.disk_profile_details);
+    }
+}
+/// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileDetailsDiskProfileDetails {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+}
+impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
+}
+impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
+impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "profile" => r.read_push(&mut self.profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write_vec("profile", &self.profile);
+    }
+}
+impl x::ArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineProfileDetailsDiskProfileDetails";
+    const ITEM_TAG: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
+}
+/// `VirtualMachineProfileRawData` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileRawData {
+    /// `extensionKey`.
+    pub extension_key: String,
+    /// `objectData`.
+    pub object_data: Option<String>,
+}
+impl x::SchemaType for VirtualMachineProfileRawData {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileRawData";
+}
+impl x::Structure for VirtualMachineProfileRawData {}
+impl x::Fields for VirtualMachineProfileRawData {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extensionKey" => r.read(&mut self.extension_key),
+            "objectData" => r.read_opt(&mut self.object_data),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("extensionKey", &self.extension_key);
+        w.write_opt("objectData", &self.object_data);
+    }
+}
+/// `VirtualMachineProfileSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineProfileSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileSpec {}
+impl x::SchemaType for VirtualMachineProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileSpec";
+}
+impl x::Structure for VirtualMachineProfileSpec {}
+impl x::Fields for VirtualMachineProfileSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachinePropertyRelation` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachinePropertyRelation {
+    /// `key`.
+    pub key: DynamicProperty,
+    /// `relations`.
+    pub relations: Vec<DynamicProperty>,
+}
+impl x::SchemaType for VirtualMachinePropertyRelation {
+    const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
+}
+impl x::Structure for VirtualMachinePropertyRelation {}
+impl x::Fields for VirtualMachinePropertyRelation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "relations" => r.read_push(&mut self.relations),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("relations", &self.relations);
+    }
+}
+impl x::ArrayItem for VirtualMachinePropertyRelation {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePropertyRelation";
+    const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
 }

@@ -5,1247 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineFlagInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFlagInfo {
-    /// `disableAcceleration`.
-    pub disable_acceleration: Option<bool>,
-    /// `enableLogging`.
-    pub enable_logging: Option<bool>,
-    /// `useToe`.
-    pub use_toe: Option<bool>,
-    /// `runWithDebugInfo`.
-    pub run_with_debug_info: Option<bool>,
-    /// `monitorType`.
-    pub monitor_type: Option<String>,
-    /// `htSharing`.
-    pub ht_sharing: Option<String>,
-    /// `snapshotDisabled`.
-    pub snapshot_disabled: Option<bool>,
-    /// `snapshotLocked`.
-    pub snapshot_locked: Option<bool>,
-    /// `diskUuidEnabled`.
-    pub disk_uuid_enabled: Option<bool>,
-    /// `virtualMmuUsage`.
-    pub virtual_mmu_usage: Option<String>,
-    /// `virtualExecUsage`.
-    pub virtual_exec_usage: Option<String>,
-    /// `snapshotPowerOffBehavior`.
-    pub snapshot_power_off_behavior: Option<String>,
-    /// `recordReplayEnabled`.
-    pub record_replay_enabled: Option<bool>,
-    /// `faultToleranceType`.
-    pub fault_tolerance_type: Option<String>,
-    /// `cbrcCacheEnabled`.
-    pub cbrc_cache_enabled: Option<bool>,
-    /// `vvtdEnabled`.
-    pub vvtd_enabled: Option<bool>,
-    /// `vbsEnabled`.
-    pub vbs_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineFlagInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFlagInfo";
-}
-impl x::Structure for VirtualMachineFlagInfo {}
-impl x::Fields for VirtualMachineFlagInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
-            "enableLogging" => r.read_opt(&mut self.enable_logging),
-            "useToe" => r.read_opt(&mut self.use_toe),
-            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
-            "monitorType" => r.read_opt(&mut self.monitor_type),
-            "htSharing" => r.read_opt(&mut self.ht_sharing),
-            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
-            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
-            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
-            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
-            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
-            "snapshotPowerOffBehavior" => {
-                r.read_opt(&mut self.snapshot_power_off_behavior)
-            }
-            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
-            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
-            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
-            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
-            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("disableAcceleration", &self.disable_acceleration);
-        w.write_opt("enableLogging", &self.enable_logging);
-        w.write_opt("useToe", &self.use_toe);
-        w.write_opt("runWithDebugInfo", &self.run_with_debug_info);
-        w.write_opt("monitorType", &self.monitor_type);
-        w.write_opt("htSharing", &self.ht_sharing);
-        w.write_opt("snapshotDisabled", &self.snapshot_disabled);
-        w.write_opt("snapshotLocked", &self.snapshot_locked);
-        w.write_opt("diskUuidEnabled", &self.disk_uuid_enabled);
-        w.write_opt("virtualMmuUsage", &self.virtual_mmu_usage);
-        w.write_opt("virtualExecUsage", &self.virtual_exec_usage);
-        w.write_opt("snapshotPowerOffBehavior", &self.snapshot_power_off_behavior);
-        w.write_opt("recordReplayEnabled", &self.record_replay_enabled);
-        w.write_opt("faultToleranceType", &self.fault_tolerance_type);
-        w.write_opt("cbrcCacheEnabled", &self.cbrc_cache_enabled);
-        w.write_opt("vvtdEnabled", &self.vvtd_enabled);
-        w.write_opt("vbsEnabled", &self.vbs_enabled);
-    }
-}
-/// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFloppyInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineFloppyInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
-}
-impl x::Structure for VirtualMachineFloppyInfo {}
-impl x::Fields for VirtualMachineFloppyInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-    }
-}
-impl x::ArrayItem for VirtualMachineFloppyInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFloppyInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineFloppyInfo";
-}
-/// `VirtualMachineForkConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineForkConfigInfo {
-    /// `parentEnabled`.
-    pub parent_enabled: Option<bool>,
-    /// `childForkGroupId`.
-    pub child_fork_group_id: Option<String>,
-    /// `parentForkGroupId`.
-    pub parent_fork_group_id: Option<String>,
-    /// `childType`.
-    pub child_type: Option<String>,
-}
-impl x::SchemaType for VirtualMachineForkConfigInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfo";
-}
-impl x::Structure for VirtualMachineForkConfigInfo {}
-impl x::Fields for VirtualMachineForkConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
-            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
-            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
-            "childType" => r.read_opt(&mut self.child_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("parentEnabled", &self.parent_enabled);
-        w.write_opt("childForkGroupId", &self.child_fork_group_id);
-        w.write_opt("parentForkGroupId", &self.parent_fork_group_id);
-        w.write_opt("childType", &self.child_type);
-    }
-}
-/// `VirtualMachineGuestIntegrityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestIntegrityInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineGuestIntegrityInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestIntegrityInfo";
-}
-impl x::Structure for VirtualMachineGuestIntegrityInfo {}
-impl x::Fields for VirtualMachineGuestIntegrityInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-    }
-}
-/// `VirtualMachineGuestMonitoringModeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestMonitoringModeInfo {
-    /// `gmmFile`.
-    pub gmm_file: Option<String>,
-    /// `gmmAppliance`.
-    pub gmm_appliance: Option<String>,
-}
-impl x::SchemaType for VirtualMachineGuestMonitoringModeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestMonitoringModeInfo";
-}
-impl x::Structure for VirtualMachineGuestMonitoringModeInfo {}
-impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gmmFile" => r.read_opt(&mut self.gmm_file),
-            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("gmmFile", &self.gmm_file);
-        w.write_opt("gmmAppliance", &self.gmm_appliance);
-    }
-}
-/// `VirtualMachineGuestQuiesceSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineGuestQuiesceSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestQuiesceSpec {
-    /// `timeout`.
-    pub timeout: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineGuestQuiesceSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestQuiesceSpec";
-}
-impl x::Structure for VirtualMachineGuestQuiesceSpec {}
-impl x::Fields for VirtualMachineGuestQuiesceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeout" => r.read_opt(&mut self.timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("timeout", &self.timeout);
-    }
-}
-/// `VirtualMachineGuestSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestSummary {
-    /// `guestId`.
-    pub guest_id: Option<String>,
-    /// `guestFullName`.
-    pub guest_full_name: Option<String>,
-    /// `toolsStatus`.
-    pub tools_status: Option<VirtualMachineToolsStatus>,
-    /// `toolsVersionStatus`.
-    pub tools_version_status: Option<String>,
-    /// `toolsVersionStatus2`.
-    pub tools_version_status2: Option<String>,
-    /// `toolsRunningStatus`.
-    pub tools_running_status: Option<String>,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `hwVersion`.
-    pub hw_version: Option<String>,
-}
-impl x::SchemaType for VirtualMachineGuestSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestSummary";
-}
-impl x::Structure for VirtualMachineGuestSummary {}
-impl x::Fields for VirtualMachineGuestSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "guestId" => r.read_opt(&mut self.guest_id),
-            "guestFullName" => r.read_opt(&mut self.guest_full_name),
-            "toolsStatus" => r.read_opt(&mut self.tools_status),
-            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status),
-            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2),
-            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status),
-            "hostName" => r.read_opt(&mut self.host_name),
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "hwVersion" => r.read_opt(&mut self.hw_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("guestId", &self.guest_id);
-        w.write_opt("guestFullName", &self.guest_full_name);
-        w.write_opt("toolsStatus", &self.tools_status);
-        w.write_opt("toolsVersionStatus", &self.tools_version_status);
-        w.write_opt("toolsVersionStatus2", &self.tools_version_status2);
-        w.write_opt("toolsRunningStatus", &self.tools_running_status);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("hwVersion", &self.hw_version);
-    }
-}
-/// `VirtualMachineIdeDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineIdeDiskDeviceInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `capacity`, from `VirtualMachineDiskDeviceInfo`.
-    pub capacity: Option<i64>,
-    /// `vm`, from `VirtualMachineDiskDeviceInfo`.
-    pub vm: Vec<x::ManagedObjectReference>,
-    /// `partitionTable`.
-    pub partition_table: Vec<VirtualMachineIdeDiskDevicePartitionInfo>,
-}
-impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDeviceInfo";
-}
-impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
-impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "capacity" => r.read_opt(&mut self.capacity),
-            "vm" => r.read_push(&mut self.vm),
-            "partitionTable" => r.read_push(&mut self.partition_table),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write_opt("capacity", &self.capacity);
-        w.write_vec("vm", &self.vm);
-        w.write_vec("partitionTable", &self.partition_table);
-    }
-}
-impl x::ArrayItem for VirtualMachineIdeDiskDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDeviceInfo";
-}
-/// `VirtualMachineIdeDiskDevicePartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineIdeDiskDevicePartitionInfo {
-    /// `id`.
-    pub id: i32,
-    /// `capacity`.
-    pub capacity: i32,
-}
-impl x::SchemaType for VirtualMachineIdeDiskDevicePartitionInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
-}
-impl x::Structure for VirtualMachineIdeDiskDevicePartitionInfo {}
-impl x::Fields for VirtualMachineIdeDiskDevicePartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("capacity", &self.capacity);
-    }
-}
-impl x::ArrayItem for VirtualMachineIdeDiskDevicePartitionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDevicePartitionInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
-}
-/// `VirtualMachineImportSpec` (extends `ImportSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineImportSpec {
-    /// `entityConfig`, from `ImportSpec`.
-    pub entity_config: Option<VAppEntityConfigInfo>,
-    /// `instantiationOst`, from `ImportSpec`.
-    pub instantiation_ost: Option<OvfConsumerOstNode>,
-    /// `configSpec`.
-    pub config_spec: VirtualMachineConfigSpec,
-    /// `resPoolEntity`.
-    pub res_pool_entity: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for VirtualMachineImportSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineImportSpec";
-}
-impl x::Structure for VirtualMachineImportSpec {}
-impl x::Fields for VirtualMachineImportSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entityConfig" => r.read_opt(&mut self.entity_config),
-            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
-            "configSpec" => r.read(&mut self.config_spec),
-            "resPoolEntity" => r.read_opt(&mut self.res_pool_entity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("entityConfig", &self.entity_config);
-        w.write_opt("instantiationOst", &self.instantiation_ost);
-        w.write("configSpec", &self.config_spec);
-        w.write_opt("resPoolEntity", &self.res_pool_entity);
-    }
-}
-/// `VirtualMachineIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineIndependentFilterSpec {
-    /// `filterName`.
-    pub filter_name: String,
-    /// `filterClass`.
-    pub filter_class: Option<String>,
-    /// `filterCapabilities`.
-    pub filter_capabilities: Vec<KeyValue>,
-}
-impl x::SchemaType for VirtualMachineIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineIndependentFilterSpec {}
-impl x::Fields for VirtualMachineIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "filterName" => r.read(&mut self.filter_name),
-            "filterClass" => r.read_opt(&mut self.filter_class),
-            "filterCapabilities" => r.read_push(&mut self.filter_capabilities),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("filterName", &self.filter_name);
-        w.write_opt("filterClass", &self.filter_class);
-        w.write_vec("filterCapabilities", &self.filter_capabilities);
-    }
-}
-/// `VirtualMachineInstantCloneSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineInstantCloneSpec {
-    /// `name`.
-    pub name: String,
-    /// `location`.
-    pub location: VirtualMachineRelocateSpec,
-    /// `config`.
-    pub config: Vec<AnyOptionValue>,
-    /// `biosUuid`.
-    pub bios_uuid: Option<String>,
-}
-impl x::SchemaType for VirtualMachineInstantCloneSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineInstantCloneSpec";
-}
-impl x::Structure for VirtualMachineInstantCloneSpec {}
-impl x::Fields for VirtualMachineInstantCloneSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "location" => r.read(&mut self.location),
-            "config" => r.read_push(&mut self.config),
-            "biosUuid" => r.read_opt(&mut self.bios_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("location", &self.location);
-        w.write_vec("config", &self.config);
-        w.write_opt("biosUuid", &self.bios_uuid);
-    }
-}
-/// `VirtualMachineLegacyNetworkSwitchInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineLegacyNetworkSwitchInfo {
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for VirtualMachineLegacyNetworkSwitchInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
-}
-impl x::Structure for VirtualMachineLegacyNetworkSwitchInfo {}
-impl x::Fields for VirtualMachineLegacyNetworkSwitchInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-    }
-}
-impl x::ArrayItem for VirtualMachineLegacyNetworkSwitchInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineLegacyNetworkSwitchInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
-}
-/// `VirtualMachineMemoryReservationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMemoryReservationInfo {
-    /// `virtualMachineMin`.
-    pub virtual_machine_min: i64,
-    /// `virtualMachineMax`.
-    pub virtual_machine_max: i64,
-    /// `virtualMachineReserved`.
-    pub virtual_machine_reserved: i64,
-    /// `allocationPolicy`.
-    pub allocation_policy: String,
-}
-impl x::SchemaType for VirtualMachineMemoryReservationInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationInfo";
-}
-impl x::Structure for VirtualMachineMemoryReservationInfo {}
-impl x::Fields for VirtualMachineMemoryReservationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualMachineMin" => r.read(&mut self.virtual_machine_min),
-            "virtualMachineMax" => r.read(&mut self.virtual_machine_max),
-            "virtualMachineReserved" => r.read(&mut self.virtual_machine_reserved),
-            "allocationPolicy" => r.read(&mut self.allocation_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("virtualMachineMin", &self.virtual_machine_min);
-        w.write("virtualMachineMax", &self.virtual_machine_max);
-        w.write("virtualMachineReserved", &self.virtual_machine_reserved);
-        w.write("allocationPolicy", &self.allocation_policy);
-    }
-}
-/// `VirtualMachineMemoryReservationSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMemoryReservationSpec {
-    /// `virtualMachineReserved`.
-    pub virtual_machine_reserved: Option<i64>,
-    /// `allocationPolicy`.
-    pub allocation_policy: Option<String>,
-}
-impl x::SchemaType for VirtualMachineMemoryReservationSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationSpec";
-}
-impl x::Structure for VirtualMachineMemoryReservationSpec {}
-impl x::Fields for VirtualMachineMemoryReservationSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualMachineReserved" => r.read_opt(&mut self.virtual_machine_reserved),
-            "allocationPolicy" => r.read_opt(&mut self.allocation_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("virtualMachineReserved", &self.virtual_machine_reserved);
-        w.write_opt("allocationPolicy", &self.allocation_policy);
-    }
-}
-/// `VirtualMachineMessage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMessage {
-    /// `id`.
-    pub id: String,
-    /// `argument`.
-    pub argument: Vec<x::Value>,
-    /// `text`.
-    pub text: Option<String>,
-}
-impl x::SchemaType for VirtualMachineMessage {
-    const TYPE_NAME: &'static str = "VirtualMachineMessage";
-}
-impl x::Structure for VirtualMachineMessage {}
-impl x::Fields for VirtualMachineMessage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "argument" => r.read_push(&mut self.argument),
-            "text" => r.read_opt(&mut self.text),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_vec("argument", &self.argument);
-        w.write_opt("text", &self.text);
-    }
-}
-impl x::ArrayItem for VirtualMachineMessage {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMessage";
-    const ITEM_TAG: &'static str = "VirtualMachineMessage";
-}
-/// `VirtualMachineMetadataManagerVmMetadata` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMetadataManagerVmMetadata {
-    /// `vmId`.
-    pub vm_id: String,
-    /// `metadata`.
-    pub metadata: Option<String>,
-}
-impl x::SchemaType for VirtualMachineMetadataManagerVmMetadata {
-    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadata";
-}
-impl x::Structure for VirtualMachineMetadataManagerVmMetadata {}
-impl x::Fields for VirtualMachineMetadataManagerVmMetadata {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmId" => r.read(&mut self.vm_id),
-            "metadata" => r.read_opt(&mut self.metadata),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vmId", &self.vm_id);
-        w.write_opt("metadata", &self.metadata);
-    }
-}
-/// `VirtualMachineMetadataManagerVmMetadataInput` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMetadataManagerVmMetadataInput {
-    /// `operation`.
-    pub operation: String,
-    /// `vmMetadata`.
-    pub vm_metadata: VirtualMachineMetadataManagerVmMetadata,
-}
-impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataInput {
-    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataInput";
-}
-impl x::Structure for VirtualMachineMetadataManagerVmMetadataInput {}
-impl x::Fields for VirtualMachineMetadataManagerVmMetadataInput {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "vmMetadata" => r.read(&mut self.vm_metadata),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write("vmMetadata", &self.vm_metadata);
-    }
-}
-impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataInput {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMetadataManagerVmMetadataInput";
-    const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataInput";
-}
-/// `VirtualMachineMetadataManagerVmMetadataOwner` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMetadataManagerVmMetadataOwner {
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataOwner {
-    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataOwner";
-}
-impl x::Structure for VirtualMachineMetadataManagerVmMetadataOwner {}
-impl x::Fields for VirtualMachineMetadataManagerVmMetadataOwner {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-    }
-}
-/// `VirtualMachineMetadataManagerVmMetadataResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMetadataManagerVmMetadataResult {
-    /// `vmMetadata`.
-    pub vm_metadata: VirtualMachineMetadataManagerVmMetadata,
-    /// `error`.
-    pub error: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataResult {
-    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
-}
-impl x::Structure for VirtualMachineMetadataManagerVmMetadataResult {}
-impl x::Fields for VirtualMachineMetadataManagerVmMetadataResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmMetadata" => r.read(&mut self.vm_metadata),
-            "error" => r.read_opt(&mut self.error),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vmMetadata", &self.vm_metadata);
-        w.write_opt("error", &self.error);
-    }
-}
-impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMetadataManagerVmMetadataResult";
-    const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
-}
-/// `VirtualMachineMksConnection` (extends `VirtualMachineConnection`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMksConnection {
-    /// `label`, from `VirtualMachineConnection`.
-    pub label: String,
-    /// `client`, from `VirtualMachineConnection`.
-    pub client: String,
-    /// `userName`, from `VirtualMachineConnection`.
-    pub user_name: String,
-}
-impl x::SchemaType for VirtualMachineMksConnection {
-    const TYPE_NAME: &'static str = "VirtualMachineMksConnection";
-}
-impl x::Structure for VirtualMachineMksConnection {}
-impl x::Fields for VirtualMachineMksConnection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "label" => r.read(&mut self.label),
-            "client" => r.read(&mut self.client),
-            "userName" => r.read(&mut self.user_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("label", &self.label);
-        w.write("client", &self.client);
-        w.write("userName", &self.user_name);
-    }
-}
-/// `VirtualMachineMksTicket` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMksTicket {
-    /// `ticket`.
-    pub ticket: String,
-    /// `cfgFile`.
-    pub cfg_file: String,
-    /// `host`.
-    pub host: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-}
-impl x::SchemaType for VirtualMachineMksTicket {
-    const TYPE_NAME: &'static str = "VirtualMachineMksTicket";
-}
-impl x::Structure for VirtualMachineMksTicket {}
-impl x::Fields for VirtualMachineMksTicket {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ticket" => r.read(&mut self.ticket),
-            "cfgFile" => r.read(&mut self.cfg_file),
-            "host" => r.read_opt(&mut self.host),
-            "port" => r.read_opt(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ticket", &self.ticket);
-        w.write("cfgFile", &self.cfg_file);
-        w.write_opt("host", &self.host);
-        w.write_opt("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-    }
-}
-/// `VirtualMachineNetworkInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineNetworkInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `network`.
-    pub network: AnyNetworkSummary,
-    /// `vswitch`.
-    pub vswitch: Option<String>,
-}
-impl x::SchemaType for VirtualMachineNetworkInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineNetworkInfo";
-}
-impl x::Structure for VirtualMachineNetworkInfo {}
-impl x::Fields for VirtualMachineNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "network" => r.read(&mut self.network),
-            "vswitch" => r.read_opt(&mut self.vswitch),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("network", &self.network);
-        w.write_opt("vswitch", &self.vswitch);
-    }
-}
-impl x::ArrayItem for VirtualMachineNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineNetworkInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineNetworkInfo";
-}
-/// `VirtualMachineNetworkShaperInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineNetworkShaperInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `peakBps`.
-    pub peak_bps: Option<i64>,
-    /// `averageBps`.
-    pub average_bps: Option<i64>,
-    /// `burstSize`.
-    pub burst_size: Option<i64>,
-}
-impl x::SchemaType for VirtualMachineNetworkShaperInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineNetworkShaperInfo";
-}
-impl x::Structure for VirtualMachineNetworkShaperInfo {}
-impl x::Fields for VirtualMachineNetworkShaperInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "peakBps" => r.read_opt(&mut self.peak_bps),
-            "averageBps" => r.read_opt(&mut self.average_bps),
-            "burstSize" => r.read_opt(&mut self.burst_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("peakBps", &self.peak_bps);
-        w.write_opt("averageBps", &self.average_bps);
-        w.write_opt("burstSize", &self.burst_size);
-    }
-}
-/// `VirtualMachineParallelInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineParallelInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineParallelInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineParallelInfo";
-}
-impl x::Structure for VirtualMachineParallelInfo {}
-impl x::Fields for VirtualMachineParallelInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-    }
-}
-impl x::ArrayItem for VirtualMachineParallelInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineParallelInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineParallelInfo";
-}
-/// `VirtualMachinePciPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// Fields of this type hold [`AnyVirtualMachinePciPassthroughInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePciPassthroughInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `pciDevice`.
-    pub pci_device: HostPciDevice,
-    /// `systemId`.
-    pub system_id: String,
-}
-impl x::SchemaType for VirtualMachinePciPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachinePciPassthroughInfo";
-}
-impl x::Structure for VirtualMachinePciPassthroughInfo {}
-impl x::Fields for VirtualMachinePciPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "pciDevice" => r.read(&mut self.pci_device),
-            "systemId" => r.read(&mut self.system_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("pciDevice", &self.pci_device);
-        w.write("systemId", &self.system_id);
-    }
-}
-/// `VirtualMachinePciSharedGpuPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePciSharedGpuPassthroughInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `vgpu`.
-    pub vgpu: String,
-}
-impl x::SchemaType for VirtualMachinePciSharedGpuPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
-}
-impl x::Structure for VirtualMachinePciSharedGpuPassthroughInfo {}
-impl x::Fields for VirtualMachinePciSharedGpuPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "vgpu" => r.read(&mut self.vgpu),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("vgpu", &self.vgpu);
-    }
-}
-impl x::ArrayItem for VirtualMachinePciSharedGpuPassthroughInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePciSharedGpuPassthroughInfo";
-    const ITEM_TAG: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
-}
-/// `VirtualMachinePrecisionClockInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePrecisionClockInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `systemClockProtocol`.
-    pub system_clock_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualMachinePrecisionClockInfo {
-    const TYPE_NAME: &'static str = "VirtualMachinePrecisionClockInfo";
-}
-impl x::Structure for VirtualMachinePrecisionClockInfo {}
-impl x::Fields for VirtualMachinePrecisionClockInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write_opt("systemClockProtocol", &self.system_clock_protocol);
-    }
-}
-impl x::ArrayItem for VirtualMachinePrecisionClockInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePrecisionClockInfo";
-    const ITEM_TAG: &'static str = "VirtualMachinePrecisionClockInfo";
-}
-/// `VirtualMachineProfileDetails` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileDetails {
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `diskProfileDetails`.
-    pub disk_profile_details: Vec<VirtualMachineProfileDetailsDiskProfileDetails>,
-}
-impl x::SchemaType for VirtualMachineProfileDetails {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileDetails";
-}
-impl x::Structure for VirtualMachineProfileDetails {}
-impl x::Fields for VirtualMachineProfileDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "profile" => r.read_push(&mut self.profile),
-            "diskProfileDetails" => r.read_push(&mut self.disk_profile_details),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("profile", &self.profile);
-        w.write_vec("diskProfileDetails", &self.disk_profile_details);
-    }
-}
-/// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileDetailsDiskProfileDetails {
-    /// `diskId`.
-    pub disk_id: i32,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-}
-impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
-}
-impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
-impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskId" => r.read(&mut self.disk_id),
-            "profile" => r.read_push(&mut self.profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskId", &self.disk_id);
-        w.write_vec("profile", &self.profile);
-    }
-}
-impl x::ArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineProfileDetailsDiskProfileDetails";
-    const ITEM_TAG: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
-}
-/// `VirtualMachineProfileRawData` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileRawData {
-    /// `extensionKey`.
-    pub extension_key: String,
-    /// `objectData`.
-    pub object_data: Option<String>,
-}
-impl x::SchemaType for VirtualMachineProfileRawData {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileRawData";
-}
-impl x::Structure for VirtualMachineProfileRawData {}
-impl x::Fields for VirtualMachineProfileRawData {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extensionKey" => r.read(&mut self.extension_key),
-            "objectData" => r.read_opt(&mut self.object_data),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("extensionKey", &self.extension_key);
-        w.write_opt("objectData", &self.object_data);
-    }
-}
-/// `VirtualMachineProfileSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineProfileSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileSpec {}
-impl x::SchemaType for VirtualMachineProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileSpec";
-}
-impl x::Structure for VirtualMachineProfileSpec {}
-impl x::Fields for VirtualMachineProfileSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachinePropertyRelation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePropertyRelation {
-    /// `key`.
-    pub key: DynamicProperty,
-    /// `relations`.
-    pub relations: Vec<DynamicProperty>,
-}
-impl x::SchemaType for VirtualMachinePropertyRelation {
-    const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
-}
-impl x::Structure for VirtualMachinePropertyRelation {}
-impl x::Fields for VirtualMachinePropertyRelation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "relations" => r.read_push(&mut self.relations),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("relations", &self.relations);
-    }
-}
-impl x::ArrayItem for VirtualMachinePropertyRelation {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePropertyRelation";
-    const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
-}
 /// `VirtualMachineQuestionInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineQuestionInfo {
@@ -1471,6 +230,14 @@ pub struct VirtualMachineRelocateSpec {
     pub profile: Vec<AnyVirtualMachineProfileSpec>,
     /// `cryptoSpec`.
     pub crypto_spec: Option<AnyCryptoSpec>,
+    /// `tagSpecs`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tag_specs: Vec<TagSpec>,
+    /// `vmPlacementPolicies`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
 }
 impl x::SchemaType for VirtualMachineRelocateSpec {
     const TYPE_NAME: &'static str = "VirtualMachineRelocateSpec";
@@ -1494,6 +261,8 @@ impl x::Fields for VirtualMachineRelocateSpec {
             "deviceChange" => r.read_push(&mut self.device_change),
             "profile" => r.read_push(&mut self.profile),
             "cryptoSpec" => r.read_opt(&mut self.crypto_spec),
+            "tagSpecs" => r.read_push(&mut self.tag_specs),
+            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1511,6 +280,8 @@ impl x::Fields for VirtualMachineRelocateSpec {
         w.write_vec("deviceChange", &self.device_change);
         w.write_vec("profile", &self.profile);
         w.write_opt("cryptoSpec", &self.crypto_spec);
+        w.write_vec("tagSpecs", &self.tag_specs);
+        w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
     }
 }
 /// `VirtualMachineRelocateSpecDiskLocator` (extends `DynamicData`).
@@ -1653,7 +424,7 @@ pub struct VirtualMachineRuntimeInfo {
     /// `featureMask`.
     pub feature_mask: Vec<HostFeatureMask>,
     /// `vFlashCacheAllocation`.
-    pub v_flash_cache_allocation: Option<i64>,
+    pub vflash_cache_allocation: Option<i64>,
     /// `paused`.
     pub paused: Option<bool>,
     /// `snapshotInBackground`.
@@ -1666,6 +437,26 @@ pub struct VirtualMachineRuntimeInfo {
     pub crypto_state: Option<String>,
     /// `suspendedToMemory`.
     pub suspended_to_memory: Option<bool>,
+    /// `opNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub op_notification_timeout: Option<i64>,
+    /// `iommuActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub iommu_active: Option<bool>,
+    /// `consolidateWorkTotal`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_total: Option<i64>,
+    /// `consolidateWorkDone`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_done: Option<i64>,
+    /// `diskChainBroken`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub disk_chain_broken: Option<bool>,
 }
 impl x::SchemaType for VirtualMachineRuntimeInfo {
     const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
@@ -1705,13 +496,18 @@ impl x::Fields for VirtualMachineRuntimeInfo {
             }
             "featureRequirement" => r.read_push(&mut self.feature_requirement),
             "featureMask" => r.read_push(&mut self.feature_mask),
-            "vFlashCacheAllocation" => r.read_opt(&mut self.v_flash_cache_allocation),
+            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
             "paused" => r.read_opt(&mut self.paused),
             "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
             "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
             "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
             "cryptoState" => r.read_opt(&mut self.crypto_state),
             "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
+            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
+            "iommuActive" => r.read_opt(&mut self.iommu_active),
+            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
+            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
+            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1743,13 +539,18 @@ impl x::Fields for VirtualMachineRuntimeInfo {
         w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
         w.write_vec("featureRequirement", &self.feature_requirement);
         w.write_vec("featureMask", &self.feature_mask);
-        w.write_opt("vFlashCacheAllocation", &self.v_flash_cache_allocation);
+        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
         w.write_opt("paused", &self.paused);
         w.write_opt("snapshotInBackground", &self.snapshot_in_background);
         w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
         w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
         w.write_opt("cryptoState", &self.crypto_state);
         w.write_opt("suspendedToMemory", &self.suspended_to_memory);
+        w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
+        w.write_opt("iommuActive", &self.iommu_active);
+        w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
+        w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
+        w.write_opt("diskChainBroken", &self.disk_chain_broken);
     }
 }
 /// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
@@ -1925,6 +726,10 @@ pub struct VirtualMachineSgxInfo {
     pub flc_mode: Option<String>,
     /// `lePubKeyHash`.
     pub le_pub_key_hash: Option<String>,
+    /// `requireAttestation`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation: Option<bool>,
 }
 impl x::SchemaType for VirtualMachineSgxInfo {
     const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
@@ -1940,6 +745,7 @@ impl x::Fields for VirtualMachineSgxInfo {
             "epcSize" => r.read(&mut self.epc_size),
             "flcMode" => r.read_opt(&mut self.flc_mode),
             "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "requireAttestation" => r.read_opt(&mut self.require_attestation),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1949,6 +755,7 @@ impl x::Fields for VirtualMachineSgxInfo {
         w.write("epcSize", &self.epc_size);
         w.write_opt("flcMode", &self.flc_mode);
         w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        w.write_opt("requireAttestation", &self.require_attestation);
     }
 }
 /// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
@@ -1964,6 +771,10 @@ pub struct VirtualMachineSgxTargetInfo {
     pub flc_modes: Vec<String>,
     /// `lePubKeyHashes`.
     pub le_pub_key_hashes: Vec<String>,
+    /// `requireAttestationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualMachineSgxTargetInfo {
     const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
@@ -1981,6 +792,9 @@ impl x::Fields for VirtualMachineSgxTargetInfo {
             "maxEpcSize" => r.read(&mut self.max_epc_size),
             "flcModes" => r.read_push(&mut self.flc_modes),
             "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
+            "requireAttestationSupported" => {
+                r.read_opt(&mut self.require_attestation_supported)
+            }
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1992,6 +806,7 @@ impl x::Fields for VirtualMachineSgxTargetInfo {
         w.write("maxEpcSize", &self.max_epc_size);
         w.write_vec("flcModes", &self.flc_modes);
         w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
+        w.write_opt("requireAttestationSupported", &self.require_attestation_supported);
     }
 }
 /// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
@@ -2423,6 +1238,14 @@ pub struct VirtualMachineTicket {
     pub port: Option<i32>,
     /// `sslThumbprint`.
     pub ssl_thumbprint: Option<String>,
+    /// `certThumbprintList`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub cert_thumbprint_list: Vec<VirtualMachineCertThumbprint>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
     /// `url`.
     pub url: Option<String>,
 }
@@ -2442,6 +1265,8 @@ impl x::Fields for VirtualMachineTicket {
             "host" => r.read_opt(&mut self.host),
             "port" => r.read_opt(&mut self.port),
             "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "certThumbprintList" => r.read_push(&mut self.cert_thumbprint_list),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
             "url" => r.read_opt(&mut self.url),
             _ => return Ok(false),
         };
@@ -2454,6 +1279,8 @@ impl x::Fields for VirtualMachineTicket {
         w.write_opt("host", &self.host);
         w.write_opt("port", &self.port);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        w.write_vec("certThumbprintList", &self.cert_thumbprint_list);
+        w.write_opt("sslCertificate", &self.ssl_certificate);
         w.write_opt("url", &self.url);
     }
 }
@@ -2571,7 +1398,7 @@ pub struct VirtualMachineVFlashModuleInfo {
     /// `configurationTag`, from `VirtualMachineTargetInfo`.
     pub configuration_tag: Vec<String>,
     /// `vFlashModule`.
-    pub v_flash_module: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
+    pub vflash_module: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
 }
 impl x::SchemaType for VirtualMachineVFlashModuleInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVFlashModuleInfo";
@@ -2586,7 +1413,7 @@ impl x::Fields for VirtualMachineVFlashModuleInfo {
         let result = match name {
             "name" => r.read(&mut self.name),
             "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "vFlashModule" => r.read(&mut self.v_flash_module),
+            "vFlashModule" => r.read(&mut self.vflash_module),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2595,7 +1422,7 @@ impl x::Fields for VirtualMachineVFlashModuleInfo {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("vFlashModule", &self.v_flash_module);
+        w.write("vFlashModule", &self.vflash_module);
     }
 }
 impl x::ArrayItem for VirtualMachineVFlashModuleInfo {
@@ -2619,6 +1446,14 @@ pub struct VirtualMachineVMCIDevice {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `id`.
     pub id: Option<i64>,
     /// `allowUnrestrictedCommunication`.
@@ -2646,6 +1481,8 @@ impl x::Fields for VirtualMachineVMCIDevice {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "id" => r.read_opt(&mut self.id),
             "allowUnrestrictedCommunication" => {
                 r.read_opt(&mut self.allow_unrestricted_communication)
@@ -2665,6 +1502,8 @@ impl x::Fields for VirtualMachineVMCIDevice {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write_opt("id", &self.id);
         w.write_opt(
             "allowUnrestrictedCommunication",
@@ -2777,6 +1616,10 @@ pub struct VirtualMachineVMCIDeviceOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `allowUnrestrictedCommunication`.
     pub allow_unrestricted_communication: BoolOption,
     /// `filterSpecOption`.
@@ -2808,6 +1651,7 @@ impl x::Fields for VirtualMachineVMCIDeviceOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "allowUnrestrictedCommunication" => {
                 r.read(&mut self.allow_unrestricted_communication)
             }
@@ -2830,6 +1674,7 @@ impl x::Fields for VirtualMachineVMCIDeviceOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write(
             "allowUnrestrictedCommunication",
             &self.allow_unrestricted_communication,
@@ -2898,6 +1743,14 @@ pub struct VirtualMachineVMIROM {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualMachineVMIROM {
     const TYPE_NAME: &'static str = "VirtualMachineVMIROM";
@@ -2917,6 +1770,8 @@ impl x::Fields for VirtualMachineVMIROM {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2930,7 +1785,58 @@ impl x::Fields for VirtualMachineVMIROM {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
+}
+/// `VirtualMachineVMotionStunTimeInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVMotionStunTimeInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `migrationBW`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub migration_bw: i64,
+    /// `stunTime`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub stun_time: i64,
+}
+impl x::SchemaType for VirtualMachineVMotionStunTimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVMotionStunTimeInfo";
+}
+impl x::Structure for VirtualMachineVMotionStunTimeInfo {}
+impl x::Fields for VirtualMachineVMotionStunTimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "migrationBW" => r.read(&mut self.migration_bw),
+            "stunTime" => r.read(&mut self.stun_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("migrationBW", &self.migration_bw);
+        w.write("stunTime", &self.stun_time);
+    }
+}
+impl x::ArrayItem for VirtualMachineVMotionStunTimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVMotionStunTimeInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVMotionStunTimeInfo";
 }
 /// `VirtualMachineVcpuConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -2962,4 +1868,973 @@ impl x::Fields for VirtualMachineVcpuConfig {
 impl x::ArrayItem for VirtualMachineVcpuConfig {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVcpuConfig";
     const ITEM_TAG: &'static str = "VirtualMachineVcpuConfig";
+}
+/// `VirtualMachineVendorDeviceGroupInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVendorDeviceGroupInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `deviceGroupName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_name: String,
+    /// `deviceGroupDescription`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_description: Option<String>,
+    /// `componentDeviceInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub component_device_info: Vec<
+        VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo,
+    >,
+}
+impl x::SchemaType for VirtualMachineVendorDeviceGroupInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfo";
+}
+impl x::Structure for VirtualMachineVendorDeviceGroupInfo {}
+impl x::Fields for VirtualMachineVendorDeviceGroupInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "deviceGroupName" => r.read(&mut self.device_group_name),
+            "deviceGroupDescription" => r.read_opt(&mut self.device_group_description),
+            "componentDeviceInfo" => r.read_push(&mut self.component_device_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("deviceGroupName", &self.device_group_name);
+        w.write_opt("deviceGroupDescription", &self.device_group_description);
+        w.write_vec("componentDeviceInfo", &self.component_device_info);
+    }
+}
+impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVendorDeviceGroupInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfo";
+}
+/// `VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: String,
+    /// `vendorName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vendor_name: String,
+    /// `deviceName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_name: String,
+    /// `isConfigurable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub is_configurable: bool,
+    /// `device`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device: AnyVirtualDevice,
+}
+impl x::SchemaType for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+}
+impl x::Structure for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {}
+impl x::Fields for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceName" => r.read(&mut self.device_name),
+            "isConfigurable" => r.read(&mut self.is_configurable),
+            "device" => r.read(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceName", &self.device_name);
+        w.write("isConfigurable", &self.is_configurable);
+        w.write("device", &self.device);
+    }
+}
+impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+}
+/// `VirtualMachineVgpuDeviceInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVgpuDeviceInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceVendorId`.
+    pub device_vendor_id: i64,
+    /// `maxFbSizeInGib`.
+    pub max_fb_size_in_gib: i64,
+    /// `timeSlicedCapable`.
+    pub time_sliced_capable: bool,
+    /// `migCapable`.
+    pub mig_capable: bool,
+    /// `computeProfileCapable`.
+    pub compute_profile_capable: bool,
+    /// `quadroProfileCapable`.
+    pub quadro_profile_capable: bool,
+}
+impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuDeviceInfo";
+}
+impl x::Structure for VirtualMachineVgpuDeviceInfo {}
+impl x::Fields for VirtualMachineVgpuDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
+            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable),
+            "migCapable" => r.read(&mut self.mig_capable),
+            "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
+            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("deviceName", &self.device_name);
+        w.write("deviceVendorId", &self.device_vendor_id);
+        w.write("maxFbSizeInGib", &self.max_fb_size_in_gib);
+        w.write("timeSlicedCapable", &self.time_sliced_capable);
+        w.write("migCapable", &self.mig_capable);
+        w.write("computeProfileCapable", &self.compute_profile_capable);
+        w.write("quadroProfileCapable", &self.quadro_profile_capable);
+    }
+}
+impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVgpuDeviceInfo";
+}
+/// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVgpuProfileInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `profileName`.
+    pub profile_name: String,
+    /// `deviceVendorId`.
+    pub device_vendor_id: i64,
+    /// `fbSizeInGib`.
+    pub fb_size_in_gib: i64,
+    /// `profileSharing`.
+    pub profile_sharing: String,
+    /// `profileClass`.
+    pub profile_class: String,
+    /// `stunTimeEstimates`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub stun_time_estimates: Vec<VirtualMachineVMotionStunTimeInfo>,
+}
+impl x::SchemaType for VirtualMachineVgpuProfileInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
+}
+impl x::Structure for VirtualMachineVgpuProfileInfo {}
+impl x::Fields for VirtualMachineVgpuProfileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "profileName" => r.read(&mut self.profile_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
+            "profileSharing" => r.read(&mut self.profile_sharing),
+            "profileClass" => r.read(&mut self.profile_class),
+            "stunTimeEstimates" => r.read_push(&mut self.stun_time_estimates),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("profileName", &self.profile_name);
+        w.write("deviceVendorId", &self.device_vendor_id);
+        w.write("fbSizeInGib", &self.fb_size_in_gib);
+        w.write("profileSharing", &self.profile_sharing);
+        w.write("profileClass", &self.profile_class);
+        w.write_vec("stunTimeEstimates", &self.stun_time_estimates);
+    }
+}
+impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuProfileInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVgpuProfileInfo";
+}
+/// `VirtualMachineVideoCard` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVideoCard {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `videoRamSizeInKB`.
+    pub video_ram_size_in_kb: Option<i64>,
+    /// `numDisplays`.
+    pub num_displays: Option<i32>,
+    /// `useAutoDetect`.
+    pub use_auto_detect: Option<bool>,
+    /// `enable3DSupport`.
+    pub enable_3d_support: Option<bool>,
+    /// `use3dRenderer`.
+    pub use3d_renderer: Option<String>,
+    /// `graphicsMemorySizeInKB`.
+    pub graphics_memory_size_in_kb: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineVideoCard {
+    const TYPE_NAME: &'static str = "VirtualMachineVideoCard";
+}
+impl x::Structure for VirtualMachineVideoCard {}
+impl x::Fields for VirtualMachineVideoCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
+            "numDisplays" => r.read_opt(&mut self.num_displays),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
+            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
+            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
+        w.write_opt("numDisplays", &self.num_displays);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write_opt("enable3DSupport", &self.enable_3d_support);
+        w.write_opt("use3dRenderer", &self.use3d_renderer);
+        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroups` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualDeviceGroups {
+    /// `deviceGroup`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group: Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroups {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroups";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroups {}
+impl x::Fields for VirtualMachineVirtualDeviceGroups {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceGroup" => r.read_push(&mut self.device_group),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("deviceGroup", &self.device_group);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroupsDeviceGroup` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// Fields of this type hold [`AnyVirtualMachineVirtualDeviceGroupsDeviceGroup`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    /// `groupInstanceKey`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub group_instance_key: i32,
+    /// `deviceInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_info: Option<AnyDescription>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsDeviceGroup";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroupsDeviceGroup {}
+impl x::Fields for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "groupInstanceKey" => r.read(&mut self.group_instance_key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("groupInstanceKey", &self.group_instance_key);
+        w.write_opt("deviceInfo", &self.device_info);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` (extends `VirtualMachineVirtualDeviceGroupsDeviceGroup`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    /// `groupInstanceKey`, from `VirtualMachineVirtualDeviceGroupsDeviceGroup`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub group_instance_key: i32,
+    /// `deviceInfo`, from `VirtualMachineVirtualDeviceGroupsDeviceGroup`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_info: Option<AnyDescription>,
+    /// `deviceGroupName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_name: String,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {}
+impl x::Fields for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "groupInstanceKey" => r.read(&mut self.group_instance_key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "deviceGroupName" => r.read(&mut self.device_group_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("groupInstanceKey", &self.group_instance_key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write("deviceGroupName", &self.device_group_name);
+    }
+}
+/// `VirtualMachineVirtualDeviceSwap` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualDeviceSwap {
+    /// `lsiToPvscsi`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub lsi_to_pvscsi: Option<VirtualMachineVirtualDeviceSwapDeviceSwapInfo>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceSwap {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwap";
+}
+impl x::Structure for VirtualMachineVirtualDeviceSwap {}
+impl x::Fields for VirtualMachineVirtualDeviceSwap {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lsiToPvscsi" => r.read_opt(&mut self.lsi_to_pvscsi),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("lsiToPvscsi", &self.lsi_to_pvscsi);
+    }
+}
+/// `VirtualMachineVirtualDeviceSwapDeviceSwapInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    /// `enabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub enabled: Option<bool>,
+    /// `applicable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub applicable: Option<bool>,
+    /// `status`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub status: Option<String>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwapDeviceSwapInfo";
+}
+impl x::Structure for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {}
+impl x::Fields for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "applicable" => r.read_opt(&mut self.applicable),
+            "status" => r.read_opt(&mut self.status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("applicable", &self.applicable);
+        w.write_opt("status", &self.status);
+    }
+}
+/// `VirtualMachineVirtualNuma` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualNuma {
+    /// `coresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub cores_per_numa_node: Option<i32>,
+    /// `exposeVnumaOnCpuHotadd`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub expose_vnuma_on_cpu_hotadd: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineVirtualNuma {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualNuma";
+}
+impl x::Structure for VirtualMachineVirtualNuma {}
+impl x::Fields for VirtualMachineVirtualNuma {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "coresPerNumaNode" => r.read_opt(&mut self.cores_per_numa_node),
+            "exposeVnumaOnCpuHotadd" => r.read_opt(&mut self.expose_vnuma_on_cpu_hotadd),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
+        w.write_opt("exposeVnumaOnCpuHotadd", &self.expose_vnuma_on_cpu_hotadd);
+    }
+}
+/// `VirtualMachineVirtualNumaInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualNumaInfo {
+    /// `coresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub cores_per_numa_node: Option<i32>,
+    /// `autoCoresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_numa_node: Option<bool>,
+    /// `vnumaOnCpuHotaddExposed`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vnuma_on_cpu_hotadd_exposed: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineVirtualNumaInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualNumaInfo";
+}
+impl x::Structure for VirtualMachineVirtualNumaInfo {}
+impl x::Fields for VirtualMachineVirtualNumaInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "coresPerNumaNode" => r.read_opt(&mut self.cores_per_numa_node),
+            "autoCoresPerNumaNode" => r.read_opt(&mut self.auto_cores_per_numa_node),
+            "vnumaOnCpuHotaddExposed" => {
+                r.read_opt(&mut self.vnuma_on_cpu_hotadd_exposed)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
+        w.write_opt("autoCoresPerNumaNode", &self.auto_cores_per_numa_node);
+        w.write_opt("vnumaOnCpuHotaddExposed", &self.vnuma_on_cpu_hotadd_exposed);
+    }
+}
+/// `VirtualMachineVirtualPMem` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualPMem {
+    /// `snapshotMode`.
+    pub snapshot_mode: Option<String>,
+}
+impl x::SchemaType for VirtualMachineVirtualPMem {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualPMem";
+}
+impl x::Structure for VirtualMachineVirtualPMem {}
+impl x::Fields for VirtualMachineVirtualPMem {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshotMode" => r.read_opt(&mut self.snapshot_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("snapshotMode", &self.snapshot_mode);
+    }
+}
+/// `VirtualMachineWindowsQuiesceSpec` (extends `VirtualMachineGuestQuiesceSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineWindowsQuiesceSpec {
+    /// `timeout`, from `VirtualMachineGuestQuiesceSpec`.
+    pub timeout: Option<i32>,
+    /// `vssBackupType`.
+    pub vss_backup_type: Option<i32>,
+    /// `vssBootableSystemState`.
+    pub vss_bootable_system_state: Option<bool>,
+    /// `vssPartialFileSupport`.
+    pub vss_partial_file_support: Option<bool>,
+    /// `vssBackupContext`.
+    pub vss_backup_context: Option<String>,
+}
+impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpec";
+}
+impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
+impl x::Fields for VirtualMachineWindowsQuiesceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
+            "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
+            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
+            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
+            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("timeout", &self.timeout);
+        w.write_opt("vssBackupType", &self.vss_backup_type);
+        w.write_opt("vssBootableSystemState", &self.vss_bootable_system_state);
+        w.write_opt("vssPartialFileSupport", &self.vss_partial_file_support);
+        w.write_opt("vssBackupContext", &self.vss_backup_context);
+    }
+}
+/// `VirtualMachineWipeResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineWipeResult {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `shrinkableDiskSpace`.
+    pub shrinkable_disk_space: i64,
+}
+impl x::SchemaType for VirtualMachineWipeResult {
+    const TYPE_NAME: &'static str = "VirtualMachineWipeResult";
+}
+impl x::Structure for VirtualMachineWipeResult {}
+impl x::Fields for VirtualMachineWipeResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write("shrinkableDiskSpace", &self.shrinkable_disk_space);
+    }
+}
+/// `VirtualNVDIMM` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMM {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `capacityInMB`.
+    pub capacity_in_mb: i64,
+    /// `configuredCapacityInMB`.
+    pub configured_capacity_in_mb: Option<i64>,
+}
+impl x::SchemaType for VirtualNVDIMM {
+    const TYPE_NAME: &'static str = "VirtualNVDIMM";
+}
+impl x::Structure for VirtualNVDIMM {}
+impl x::Fields for VirtualNVDIMM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
+    }
+}
+/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMBackingInfo {
+    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
+    pub file_name: String,
+    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+    /// `parent`.
+    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+}
+impl x::SchemaType for VirtualNVDIMMBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
+}
+impl x::Structure for VirtualNVDIMMBackingInfo {}
+impl x::Fields for VirtualNVDIMMBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "changeId" => r.read_opt(&mut self.change_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("changeId", &self.change_id);
+    }
+}
+/// `VirtualNVDIMMController` (extends `VirtualController`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMController {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `busNumber`, from `VirtualController`.
+    pub bus_number: i32,
+    /// `device`, from `VirtualController`.
+    pub device: Vec<i32>,
+}
+impl x::SchemaType for VirtualNVDIMMController {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
+}
+impl x::Structure for VirtualNVDIMMController {}
+impl x::Fields for VirtualNVDIMMController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        w.write("busNumber", &self.bus_number);
+        w.write_vec("device", &self.device);
+    }
+}
+/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMControllerOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `devices`, from `VirtualControllerOption`.
+    pub devices: IntOption,
+    /// `supportedDevice`, from `VirtualControllerOption`.
+    pub supported_device: Vec<String>,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: IntOption,
+}
+impl x::SchemaType for VirtualNVDIMMControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
+}
+impl x::Structure for VirtualNVDIMMControllerOption {}
+impl x::Fields for VirtualNVDIMMControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
+        w.write("devices", &self.devices);
+        w.write_vec("supportedDevice", &self.supported_device);
+        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
+    }
 }

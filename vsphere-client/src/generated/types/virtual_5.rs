@@ -5,542 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineVgpuDeviceInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVgpuDeviceInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceVendorId`.
-    pub device_vendor_id: i64,
-    /// `maxFbSizeInGib`.
-    pub max_fb_size_in_gib: i64,
-    /// `timeSlicedCapable`.
-    pub time_sliced_capable: bool,
-    /// `migCapable`.
-    pub mig_capable: bool,
-    /// `computeProfileCapable`.
-    pub compute_profile_capable: bool,
-    /// `quadroProfileCapable`.
-    pub quadro_profile_capable: bool,
-}
-impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuDeviceInfo";
-}
-impl x::Structure for VirtualMachineVgpuDeviceInfo {}
-impl x::Fields for VirtualMachineVgpuDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceVendorId" => r.read(&mut self.device_vendor_id),
-            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
-            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable),
-            "migCapable" => r.read(&mut self.mig_capable),
-            "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
-            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("deviceName", &self.device_name);
-        w.write("deviceVendorId", &self.device_vendor_id);
-        w.write("maxFbSizeInGib", &self.max_fb_size_in_gib);
-        w.write("timeSlicedCapable", &self.time_sliced_capable);
-        w.write("migCapable", &self.mig_capable);
-        w.write("computeProfileCapable", &self.compute_profile_capable);
-        w.write("quadroProfileCapable", &self.quadro_profile_capable);
-    }
-}
-impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVgpuDeviceInfo";
-}
-/// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVgpuProfileInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `profileName`.
-    pub profile_name: String,
-    /// `deviceVendorId`.
-    pub device_vendor_id: i64,
-    /// `fbSizeInGib`.
-    pub fb_size_in_gib: i64,
-    /// `profileSharing`.
-    pub profile_sharing: String,
-    /// `profileClass`.
-    pub profile_class: String,
-}
-impl x::SchemaType for VirtualMachineVgpuProfileInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
-}
-impl x::Structure for VirtualMachineVgpuProfileInfo {}
-impl x::Fields for VirtualMachineVgpuProfileInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "profileName" => r.read(&mut self.profile_name),
-            "deviceVendorId" => r.read(&mut self.device_vendor_id),
-            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
-            "profileSharing" => r.read(&mut self.profile_sharing),
-            "profileClass" => r.read(&mut self.profile_class),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("profileName", &self.profile_name);
-        w.write("deviceVendorId", &self.device_vendor_id);
-        w.write("fbSizeInGib", &self.fb_size_in_gib);
-        w.write("profileSharing", &self.profile_sharing);
-        w.write("profileClass", &self.profile_class);
-    }
-}
-impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuProfileInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVgpuProfileInfo";
-}
-/// `VirtualMachineVideoCard` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVideoCard {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `videoRamSizeInKB`.
-    pub video_ram_size_in_kb: Option<i64>,
-    /// `numDisplays`.
-    pub num_displays: Option<i32>,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<bool>,
-    /// `enable3DSupport`.
-    pub enable_3d_support: Option<bool>,
-    /// `use3dRenderer`.
-    pub use3d_renderer: Option<String>,
-    /// `graphicsMemorySizeInKB`.
-    pub graphics_memory_size_in_kb: Option<i64>,
-}
-impl x::SchemaType for VirtualMachineVideoCard {
-    const TYPE_NAME: &'static str = "VirtualMachineVideoCard";
-}
-impl x::Structure for VirtualMachineVideoCard {}
-impl x::Fields for VirtualMachineVideoCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
-            "numDisplays" => r.read_opt(&mut self.num_displays),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
-            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
-        w.write_opt("numDisplays", &self.num_displays);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_opt("enable3DSupport", &self.enable_3d_support);
-        w.write_opt("use3dRenderer", &self.use3d_renderer);
-        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
-    }
-}
-/// `VirtualMachineVirtualPMem` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualPMem {
-    /// `snapshotMode`.
-    pub snapshot_mode: Option<String>,
-}
-impl x::SchemaType for VirtualMachineVirtualPMem {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualPMem";
-}
-impl x::Structure for VirtualMachineVirtualPMem {}
-impl x::Fields for VirtualMachineVirtualPMem {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "snapshotMode" => r.read_opt(&mut self.snapshot_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("snapshotMode", &self.snapshot_mode);
-    }
-}
-/// `VirtualMachineWindowsQuiesceSpec` (extends `VirtualMachineGuestQuiesceSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineWindowsQuiesceSpec {
-    /// `timeout`, from `VirtualMachineGuestQuiesceSpec`.
-    pub timeout: Option<i32>,
-    /// `vssBackupType`.
-    pub vss_backup_type: Option<i32>,
-    /// `vssBootableSystemState`.
-    pub vss_bootable_system_state: Option<bool>,
-    /// `vssPartialFileSupport`.
-    pub vss_partial_file_support: Option<bool>,
-    /// `vssBackupContext`.
-    pub vss_backup_context: Option<String>,
-}
-impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpec";
-}
-impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
-impl x::Fields for VirtualMachineWindowsQuiesceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeout" => r.read_opt(&mut self.timeout),
-            "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
-            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
-            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
-            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("timeout", &self.timeout);
-        w.write_opt("vssBackupType", &self.vss_backup_type);
-        w.write_opt("vssBootableSystemState", &self.vss_bootable_system_state);
-        w.write_opt("vssPartialFileSupport", &self.vss_partial_file_support);
-        w.write_opt("vssBackupContext", &self.vss_backup_context);
-    }
-}
-/// `VirtualMachineWipeResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineWipeResult {
-    /// `diskId`.
-    pub disk_id: i32,
-    /// `shrinkableDiskSpace`.
-    pub shrinkable_disk_space: i64,
-}
-impl x::SchemaType for VirtualMachineWipeResult {
-    const TYPE_NAME: &'static str = "VirtualMachineWipeResult";
-}
-impl x::Structure for VirtualMachineWipeResult {}
-impl x::Fields for VirtualMachineWipeResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskId" => r.read(&mut self.disk_id),
-            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskId", &self.disk_id);
-        w.write("shrinkableDiskSpace", &self.shrinkable_disk_space);
-    }
-}
-/// `VirtualNVDIMM` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMM {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `capacityInMB`.
-    pub capacity_in_mb: i64,
-    /// `configuredCapacityInMB`.
-    pub configured_capacity_in_mb: Option<i64>,
-}
-impl x::SchemaType for VirtualNVDIMM {
-    const TYPE_NAME: &'static str = "VirtualNVDIMM";
-}
-impl x::Structure for VirtualNVDIMM {}
-impl x::Fields for VirtualNVDIMM {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "capacityInMB" => r.read(&mut self.capacity_in_mb),
-            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("capacityInMB", &self.capacity_in_mb);
-        w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
-    }
-}
-/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-    /// `parent`.
-    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
-    /// `changeId`.
-    pub change_id: Option<String>,
-}
-impl x::SchemaType for VirtualNVDIMMBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
-}
-impl x::Structure for VirtualNVDIMMBackingInfo {}
-impl x::Fields for VirtualNVDIMMBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "parent" => r.read_opt_box(&mut self.parent),
-            "changeId" => r.read_opt(&mut self.change_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("changeId", &self.change_id);
-    }
-}
-/// `VirtualNVDIMMController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualNVDIMMController {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
-}
-impl x::Structure for VirtualNVDIMMController {}
-impl x::Fields for VirtualNVDIMMController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numNVDIMMControllers`.
-    pub num_nvdimm_controllers: IntOption,
-}
-impl x::SchemaType for VirtualNVDIMMControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
-}
-impl x::Structure for VirtualNVDIMMControllerOption {}
-impl x::Fields for VirtualNVDIMMControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
-    }
-}
 /// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualNVDIMMOption {
@@ -566,6 +30,10 @@ pub struct VirtualNVDIMMOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `capacityInMB`.
     pub capacity_in_mb: LongOption,
     /// `growable`.
@@ -599,6 +67,7 @@ impl x::Fields for VirtualNVDIMMOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "capacityInMB" => r.read(&mut self.capacity_in_mb),
             "growable" => r.read(&mut self.growable),
             "hotGrowable" => r.read(&mut self.hot_growable),
@@ -620,6 +89,7 @@ impl x::Fields for VirtualNVDIMMOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("capacityInMB", &self.capacity_in_mb);
         w.write("growable", &self.growable);
         w.write("hotGrowable", &self.hot_growable);
@@ -643,10 +113,22 @@ pub struct VirtualNVMEController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
     pub device: Vec<i32>,
+    /// `sharedBus`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub shared_bus: Option<String>,
 }
 impl x::SchemaType for VirtualNVMEController {
     const TYPE_NAME: &'static str = "VirtualNVMEController";
@@ -666,8 +148,11 @@ impl x::Fields for VirtualNVMEController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
+            "sharedBus" => r.read_opt(&mut self.shared_bus),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -681,8 +166,11 @@ impl x::Fields for VirtualNVMEController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
+        w.write_opt("sharedBus", &self.shared_bus);
     }
 }
 /// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
@@ -710,12 +198,20 @@ pub struct VirtualNVMEControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
     pub supported_device: Vec<String>,
     /// `numNVMEDisks`.
     pub num_nvme_disks: IntOption,
+    /// `sharing`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub sharing: Vec<String>,
 }
 impl x::SchemaType for VirtualNVMEControllerOption {
     const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
@@ -741,9 +237,11 @@ impl x::Fields for VirtualNVMEControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
+            "sharing" => r.read_push(&mut self.sharing),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -761,9 +259,11 @@ impl x::Fields for VirtualNVMEControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numNVMEDisks", &self.num_nvme_disks);
+        w.write_vec("sharing", &self.sharing);
     }
 }
 /// `VirtualNicManagerNetConfig` (extends `DynamicData`).
@@ -826,6 +326,14 @@ pub struct VirtualPCIController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -849,6 +357,8 @@ impl x::Fields for VirtualPCIController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
@@ -864,6 +374,8 @@ impl x::Fields for VirtualPCIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -893,6 +405,10 @@ pub struct VirtualPCIControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -948,6 +464,7 @@ impl x::Fields for VirtualPCIControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
@@ -986,6 +503,7 @@ impl x::Fields for VirtualPCIControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIControllers", &self.num_scsi_controllers);
@@ -1026,6 +544,14 @@ pub struct VirtualPCIPassthrough {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualPCIPassthrough {
     const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
@@ -1045,6 +571,8 @@ impl x::Fields for VirtualPCIPassthrough {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1058,6 +586,8 @@ impl x::Fields for VirtualPCIPassthrough {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
 }
 /// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
@@ -1185,6 +715,72 @@ impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
         w.write("autoDetectAvailable", &self.auto_detect_available);
     }
 }
+/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDvxBackingInfo {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: Option<String>,
+    /// `configParams`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_params: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
+impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read_opt(&mut self.device_class),
+            "configParams" => r.read_push(&mut self.config_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("deviceClass", &self.device_class);
+        w.write_vec("configParams", &self.config_params);
+    }
+}
+/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDvxBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
+impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+    }
+}
 /// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualPCIPassthroughDynamicBackingInfo {
@@ -1284,6 +880,10 @@ pub struct VirtualPCIPassthroughOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualPCIPassthroughOption {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
@@ -1309,6 +909,7 @@ impl x::Fields for VirtualPCIPassthroughOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1326,6 +927,7 @@ impl x::Fields for VirtualPCIPassthroughOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
@@ -1377,8 +979,16 @@ impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
 pub struct VirtualPCIPassthroughVmiopBackingInfo {
     /// `vgpu`.
     pub vgpu: Option<String>,
+    /// `vgpuMigrateDataSizeMB`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vgpu_migrate_data_size_mb: Option<i32>,
     /// `migrateSupported`.
     pub migrate_supported: Option<bool>,
+    /// `enhancedMigrateCapability`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub enhanced_migrate_capability: Option<bool>,
 }
 impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
@@ -1392,7 +1002,11 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "vgpu" => r.read_opt(&mut self.vgpu),
+            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
             "migrateSupported" => r.read_opt(&mut self.migrate_supported),
+            "enhancedMigrateCapability" => {
+                r.read_opt(&mut self.enhanced_migrate_capability)
+            }
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1400,7 +1014,9 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vgpu", &self.vgpu);
+        w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
         w.write_opt("migrateSupported", &self.migrate_supported);
+        w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
     }
 }
 /// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
@@ -1455,6 +1071,14 @@ pub struct VirtualPCNet32 {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `addressType`, from `VirtualEthernetCard`.
     pub address_type: Option<String>,
     /// `macAddress`, from `VirtualEthernetCard`.
@@ -1467,6 +1091,10 @@ pub struct VirtualPCNet32 {
     pub external_id: Option<String>,
     /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
     pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`, from `VirtualEthernetCard`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
 }
 impl x::SchemaType for VirtualPCNet32 {
     const TYPE_NAME: &'static str = "VirtualPCNet32";
@@ -1486,12 +1114,15 @@ impl x::Fields for VirtualPCNet32 {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "addressType" => r.read_opt(&mut self.address_type),
             "macAddress" => r.read_opt(&mut self.mac_address),
             "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
             "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
             "externalId" => r.read_opt(&mut self.external_id),
             "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1505,12 +1136,15 @@ impl x::Fields for VirtualPCNet32 {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        w.write_opt("subnetId", &self.subnet_id);
     }
 }
 /// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
@@ -1538,6 +1172,10 @@ pub struct VirtualPCNet32Option {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `supportedOUI`, from `VirtualEthernetCardOption`.
     pub supported_oui: ChoiceOption,
     /// `macType`, from `VirtualEthernetCardOption`.
@@ -1575,6 +1213,7 @@ impl x::Fields for VirtualPCNet32Option {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "supportedOUI" => r.read(&mut self.supported_oui),
             "macType" => r.read(&mut self.mac_type),
             "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
@@ -1600,6 +1239,7 @@ impl x::Fields for VirtualPCNet32Option {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -1625,6 +1265,14 @@ pub struct VirtualPS2Controller {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -1648,6 +1296,8 @@ impl x::Fields for VirtualPS2Controller {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
@@ -1663,6 +1313,8 @@ impl x::Fields for VirtualPS2Controller {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -1692,6 +1344,10 @@ pub struct VirtualPS2ControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -1725,6 +1381,7 @@ impl x::Fields for VirtualPS2ControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numKeyboards" => r.read(&mut self.num_keyboards),
@@ -1746,6 +1403,7 @@ impl x::Fields for VirtualPS2ControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numKeyboards", &self.num_keyboards);
@@ -1769,6 +1427,14 @@ pub struct VirtualParallelPort {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualParallelPort {
     const TYPE_NAME: &'static str = "VirtualParallelPort";
@@ -1788,6 +1454,8 @@ impl x::Fields for VirtualParallelPort {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1801,6 +1469,8 @@ impl x::Fields for VirtualParallelPort {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
 }
 /// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
@@ -1956,6 +1626,10 @@ pub struct VirtualParallelPortOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualParallelPortOption {
     const TYPE_NAME: &'static str = "VirtualParallelPortOption";
@@ -1981,6 +1655,7 @@ impl x::Fields for VirtualParallelPortOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1998,6 +1673,7 @@ impl x::Fields for VirtualParallelPortOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualPointingDevice` (extends `VirtualDevice`).
@@ -2017,6 +1693,14 @@ pub struct VirtualPointingDevice {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualPointingDevice {
     const TYPE_NAME: &'static str = "VirtualPointingDevice";
@@ -2036,6 +1720,8 @@ impl x::Fields for VirtualPointingDevice {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2049,6 +1735,8 @@ impl x::Fields for VirtualPointingDevice {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
 }
 /// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
@@ -2146,6 +1834,10 @@ pub struct VirtualPointingDeviceOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualPointingDeviceOption {
     const TYPE_NAME: &'static str = "VirtualPointingDeviceOption";
@@ -2171,6 +1863,7 @@ impl x::Fields for VirtualPointingDeviceOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2188,6 +1881,7 @@ impl x::Fields for VirtualPointingDeviceOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualPrecisionClock` (extends `VirtualDevice`).
@@ -2207,6 +1901,14 @@ pub struct VirtualPrecisionClock {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualPrecisionClock {
     const TYPE_NAME: &'static str = "VirtualPrecisionClock";
@@ -2226,6 +1928,8 @@ impl x::Fields for VirtualPrecisionClock {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2239,6 +1943,8 @@ impl x::Fields for VirtualPrecisionClock {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
 }
 /// `VirtualPrecisionClockOption` (extends `VirtualDeviceOption`).
@@ -2266,6 +1972,10 @@ pub struct VirtualPrecisionClockOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualPrecisionClockOption {
     const TYPE_NAME: &'static str = "VirtualPrecisionClockOption";
@@ -2291,6 +2001,7 @@ impl x::Fields for VirtualPrecisionClockOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2308,6 +2019,7 @@ impl x::Fields for VirtualPrecisionClockOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualPrecisionClockSystemClockBackingInfo` (extends `VirtualDeviceBackingInfo`).
@@ -2385,6 +2097,14 @@ pub struct VirtualSATAController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -2408,6 +2128,8 @@ impl x::Fields for VirtualSATAController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
@@ -2423,6 +2145,8 @@ impl x::Fields for VirtualSATAController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -2452,6 +2176,10 @@ pub struct VirtualSATAControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -2485,6 +2213,7 @@ impl x::Fields for VirtualSATAControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numSATADisks" => r.read(&mut self.num_sata_disks),
@@ -2506,6 +2235,7 @@ impl x::Fields for VirtualSATAControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSATADisks", &self.num_sata_disks);
@@ -2529,6 +2259,14 @@ pub struct VirtualSCSIController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -2558,6 +2296,8 @@ impl x::Fields for VirtualSCSIController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
@@ -2576,6 +2316,8 @@ impl x::Fields for VirtualSCSIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
@@ -2608,6 +2350,10 @@ pub struct VirtualSCSIControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -2651,6 +2397,7 @@ impl x::Fields for VirtualSCSIControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
@@ -2677,6 +2424,7 @@ impl x::Fields for VirtualSCSIControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIDisks", &self.num_scsi_disks);
@@ -2686,5 +2434,276 @@ impl x::Fields for VirtualSCSIControllerOption {
         w.write("defaultSharedIndex", &self.default_shared_index);
         w.write("hotAddRemove", &self.hot_add_remove);
         w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthrough {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+}
+impl x::SchemaType for VirtualSCSIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
+}
+impl x::Structure for VirtualSCSIPassthrough {}
+impl x::Fields for VirtualSCSIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualSCSIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
+}
+impl x::Structure for VirtualSCSIPassthroughOption {}
+impl x::Fields for VirtualSCSIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
+    }
+}
+/// `VirtualSIOController` (extends `VirtualController`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSIOController {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `busNumber`, from `VirtualController`.
+    pub bus_number: i32,
+    /// `device`, from `VirtualController`.
+    pub device: Vec<i32>,
+}
+impl x::SchemaType for VirtualSIOController {
+    const TYPE_NAME: &'static str = "VirtualSIOController";
+}
+impl x::Structure for VirtualSIOController {}
+impl x::Fields for VirtualSIOController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        w.write("busNumber", &self.bus_number);
+        w.write_vec("device", &self.device);
     }
 }

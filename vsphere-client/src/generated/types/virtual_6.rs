@@ -5,247 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthrough {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualSCSIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
-}
-impl x::Structure for VirtualSCSIPassthrough {}
-impl x::Fields for VirtualSCSIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualSCSIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
-}
-impl x::Structure for VirtualSCSIPassthroughOption {}
-impl x::Fields for VirtualSCSIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-    }
-}
-/// `VirtualSIOController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSIOController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualSIOController {
-    const TYPE_NAME: &'static str = "VirtualSIOController";
-}
-impl x::Structure for VirtualSIOController {}
-impl x::Fields for VirtualSIOController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
 /// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualSIOControllerOption {
@@ -271,6 +30,10 @@ pub struct VirtualSIOControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -306,6 +69,7 @@ impl x::Fields for VirtualSIOControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
@@ -328,6 +92,7 @@ impl x::Fields for VirtualSIOControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numFloppyDrives", &self.num_floppy_drives);
@@ -352,6 +117,14 @@ pub struct VirtualSerialPort {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `yieldOnPoll`.
     pub yield_on_poll: bool,
 }
@@ -373,6 +146,8 @@ impl x::Fields for VirtualSerialPort {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "yieldOnPoll" => r.read(&mut self.yield_on_poll),
             _ => return Ok(false),
         };
@@ -387,6 +162,8 @@ impl x::Fields for VirtualSerialPort {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("yieldOnPoll", &self.yield_on_poll);
     }
 }
@@ -543,6 +320,10 @@ pub struct VirtualSerialPortOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `yieldOnPoll`.
     pub yield_on_poll: BoolOption,
 }
@@ -570,6 +351,7 @@ impl x::Fields for VirtualSerialPortOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "yieldOnPoll" => r.read(&mut self.yield_on_poll),
             _ => return Ok(false),
         };
@@ -588,6 +370,7 @@ impl x::Fields for VirtualSerialPortOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("yieldOnPoll", &self.yield_on_poll);
     }
 }
@@ -788,6 +571,14 @@ pub struct VirtualSoundBlaster16 {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualSoundBlaster16 {
     const TYPE_NAME: &'static str = "VirtualSoundBlaster16";
@@ -807,6 +598,8 @@ impl x::Fields for VirtualSoundBlaster16 {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -820,6 +613,8 @@ impl x::Fields for VirtualSoundBlaster16 {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
 }
 /// `VirtualSoundBlaster16Option` (extends `VirtualSoundCardOption`).
@@ -847,6 +642,10 @@ pub struct VirtualSoundBlaster16Option {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualSoundBlaster16Option {
     const TYPE_NAME: &'static str = "VirtualSoundBlaster16Option";
@@ -872,6 +671,7 @@ impl x::Fields for VirtualSoundBlaster16Option {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -889,6 +689,7 @@ impl x::Fields for VirtualSoundBlaster16Option {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualSoundCard` (extends `VirtualDevice`).
@@ -908,6 +709,14 @@ pub struct VirtualSoundCard {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
 }
 impl x::SchemaType for VirtualSoundCard {
     const TYPE_NAME: &'static str = "VirtualSoundCard";
@@ -927,6 +736,8 @@ impl x::Fields for VirtualSoundCard {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -940,6 +751,8 @@ impl x::Fields for VirtualSoundCard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
     }
 }
 /// `VirtualSoundCardDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
@@ -1029,6 +842,10 @@ pub struct VirtualSoundCardOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualSoundCardOption {
     const TYPE_NAME: &'static str = "VirtualSoundCardOption";
@@ -1054,6 +871,7 @@ impl x::Fields for VirtualSoundCardOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1071,6 +889,7 @@ impl x::Fields for VirtualSoundCardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualSriovEthernetCard` (extends `VirtualEthernetCard`).
@@ -1090,6 +909,14 @@ pub struct VirtualSriovEthernetCard {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `addressType`, from `VirtualEthernetCard`.
     pub address_type: Option<String>,
     /// `macAddress`, from `VirtualEthernetCard`.
@@ -1102,10 +929,18 @@ pub struct VirtualSriovEthernetCard {
     pub external_id: Option<String>,
     /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
     pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`, from `VirtualEthernetCard`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
     /// `allowGuestOSMtuChange`.
     pub allow_guest_os_mtu_change: Option<bool>,
     /// `sriovBacking`.
     pub sriov_backing: Option<VirtualSriovEthernetCardSriovBackingInfo>,
+    /// `dvxBackingInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dvx_backing_info: Option<VirtualPCIPassthroughDvxBackingInfo>,
 }
 impl x::SchemaType for VirtualSriovEthernetCard {
     const TYPE_NAME: &'static str = "VirtualSriovEthernetCard";
@@ -1125,14 +960,18 @@ impl x::Fields for VirtualSriovEthernetCard {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "addressType" => r.read_opt(&mut self.address_type),
             "macAddress" => r.read_opt(&mut self.mac_address),
             "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
             "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
             "externalId" => r.read_opt(&mut self.external_id),
             "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
             "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change),
             "sriovBacking" => r.read_opt(&mut self.sriov_backing),
+            "dvxBackingInfo" => r.read_opt(&mut self.dvx_backing_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1146,14 +985,18 @@ impl x::Fields for VirtualSriovEthernetCard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        w.write_opt("subnetId", &self.subnet_id);
         w.write_opt("allowGuestOSMtuChange", &self.allow_guest_os_mtu_change);
         w.write_opt("sriovBacking", &self.sriov_backing);
+        w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
     }
 }
 /// `VirtualSriovEthernetCardOption` (extends `VirtualEthernetCardOption`).
@@ -1181,6 +1024,10 @@ pub struct VirtualSriovEthernetCardOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `supportedOUI`, from `VirtualEthernetCardOption`.
     pub supported_oui: ChoiceOption,
     /// `macType`, from `VirtualEthernetCardOption`.
@@ -1216,6 +1063,7 @@ impl x::Fields for VirtualSriovEthernetCardOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "supportedOUI" => r.read(&mut self.supported_oui),
             "macType" => r.read(&mut self.mac_type),
             "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
@@ -1240,6 +1088,7 @@ impl x::Fields for VirtualSriovEthernetCardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -1484,6 +1333,14 @@ pub struct VirtualTPM {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `endorsementKeyCertificateSigningRequest`.
     pub endorsement_key_certificate_signing_request: Vec<Vec<u8>>,
     /// `endorsementKeyCertificate`.
@@ -1507,6 +1364,8 @@ impl x::Fields for VirtualTPM {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "endorsementKeyCertificateSigningRequest" => {
                 r.read_push(&mut self.endorsement_key_certificate_signing_request)
             }
@@ -1526,6 +1385,8 @@ impl x::Fields for VirtualTPM {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write_vec(
             "endorsementKeyCertificateSigningRequest",
             &self.endorsement_key_certificate_signing_request,
@@ -1558,6 +1419,10 @@ pub struct VirtualTPMOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `supportedFirmware`.
     pub supported_firmware: Vec<String>,
 }
@@ -1585,6 +1450,7 @@ impl x::Fields for VirtualTPMOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "supportedFirmware" => r.read_push(&mut self.supported_firmware),
             _ => return Ok(false),
         };
@@ -1603,6 +1469,7 @@ impl x::Fields for VirtualTPMOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write_vec("supportedFirmware", &self.supported_firmware);
     }
 }
@@ -1623,6 +1490,14 @@ pub struct VirtualUSB {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `connected`.
     pub connected: bool,
     /// `vendor`.
@@ -1652,6 +1527,8 @@ impl x::Fields for VirtualUSB {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "connected" => r.read(&mut self.connected),
             "vendor" => r.read_opt(&mut self.vendor),
             "product" => r.read_opt(&mut self.product),
@@ -1670,6 +1547,8 @@ impl x::Fields for VirtualUSB {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("connected", &self.connected);
         w.write_opt("vendor", &self.vendor);
         w.write_opt("product", &self.product);
@@ -1694,6 +1573,14 @@ pub struct VirtualUSBController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -1721,6 +1608,8 @@ impl x::Fields for VirtualUSBController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
@@ -1738,6 +1627,8 @@ impl x::Fields for VirtualUSBController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("autoConnectDevices", &self.auto_connect_devices);
@@ -1769,6 +1660,10 @@ pub struct VirtualUSBControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -1804,6 +1699,7 @@ impl x::Fields for VirtualUSBControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
@@ -1826,6 +1722,7 @@ impl x::Fields for VirtualUSBControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("autoConnectDevices", &self.auto_connect_devices);
@@ -1889,6 +1786,10 @@ pub struct VirtualUSBOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualUSBOption {
     const TYPE_NAME: &'static str = "VirtualUSBOption";
@@ -1914,6 +1815,7 @@ impl x::Fields for VirtualUSBOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1931,6 +1833,7 @@ impl x::Fields for VirtualUSBOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualUSBRemoteClientBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
@@ -2144,6 +2047,14 @@ pub struct VirtualUSBXHCIController {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `busNumber`, from `VirtualController`.
     pub bus_number: i32,
     /// `device`, from `VirtualController`.
@@ -2169,6 +2080,8 @@ impl x::Fields for VirtualUSBXHCIController {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "busNumber" => r.read(&mut self.bus_number),
             "device" => r.read_push(&mut self.device),
             "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
@@ -2185,6 +2098,8 @@ impl x::Fields for VirtualUSBXHCIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("autoConnectDevices", &self.auto_connect_devices);
@@ -2215,6 +2130,10 @@ pub struct VirtualUSBXHCIControllerOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `devices`, from `VirtualControllerOption`.
     pub devices: IntOption,
     /// `supportedDevice`, from `VirtualControllerOption`.
@@ -2248,6 +2167,7 @@ impl x::Fields for VirtualUSBXHCIControllerOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "devices" => r.read(&mut self.devices),
             "supportedDevice" => r.read_push(&mut self.supported_device),
             "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
@@ -2269,6 +2189,7 @@ impl x::Fields for VirtualUSBXHCIControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("autoConnectDevices", &self.auto_connect_devices);
@@ -2300,6 +2221,10 @@ pub struct VirtualVMIROMOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
 }
 impl x::SchemaType for VirtualVMIROMOption {
     const TYPE_NAME: &'static str = "VirtualVMIROMOption";
@@ -2325,6 +2250,7 @@ impl x::Fields for VirtualVMIROMOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2342,6 +2268,7 @@ impl x::Fields for VirtualVMIROMOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
     }
 }
 /// `VirtualVideoCardOption` (extends `VirtualDeviceOption`).
@@ -2369,6 +2296,10 @@ pub struct VirtualVideoCardOption {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `videoRamSizeInKB`.
     pub video_ram_size_in_kb: Option<LongOption>,
     /// `numDisplays`.
@@ -2408,6 +2339,7 @@ impl x::Fields for VirtualVideoCardOption {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
             "numDisplays" => r.read_opt(&mut self.num_displays),
             "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
@@ -2434,6 +2366,7 @@ impl x::Fields for VirtualVideoCardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
         w.write_opt("numDisplays", &self.num_displays);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -2460,6 +2393,14 @@ pub struct VirtualVmxnet {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `addressType`, from `VirtualEthernetCard`.
     pub address_type: Option<String>,
     /// `macAddress`, from `VirtualEthernetCard`.
@@ -2472,6 +2413,10 @@ pub struct VirtualVmxnet {
     pub external_id: Option<String>,
     /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
     pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`, from `VirtualEthernetCard`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
 }
 impl x::SchemaType for VirtualVmxnet {
     const TYPE_NAME: &'static str = "VirtualVmxnet";
@@ -2491,12 +2436,15 @@ impl x::Fields for VirtualVmxnet {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "addressType" => r.read_opt(&mut self.address_type),
             "macAddress" => r.read_opt(&mut self.mac_address),
             "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
             "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
             "externalId" => r.read_opt(&mut self.external_id),
             "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2510,12 +2458,15 @@ impl x::Fields for VirtualVmxnet {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        w.write_opt("subnetId", &self.subnet_id);
     }
 }
 /// `VirtualVmxnet2` (extends `VirtualVmxnet`).
@@ -2535,6 +2486,14 @@ pub struct VirtualVmxnet2 {
     pub controller_key: Option<i32>,
     /// `unitNumber`, from `VirtualDevice`.
     pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
     /// `addressType`, from `VirtualEthernetCard`.
     pub address_type: Option<String>,
     /// `macAddress`, from `VirtualEthernetCard`.
@@ -2547,6 +2506,10 @@ pub struct VirtualVmxnet2 {
     pub external_id: Option<String>,
     /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
     pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`, from `VirtualEthernetCard`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
 }
 impl x::SchemaType for VirtualVmxnet2 {
     const TYPE_NAME: &'static str = "VirtualVmxnet2";
@@ -2566,12 +2529,15 @@ impl x::Fields for VirtualVmxnet2 {
             "slotInfo" => r.read_opt(&mut self.slot_info),
             "controllerKey" => r.read_opt(&mut self.controller_key),
             "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
             "addressType" => r.read_opt(&mut self.address_type),
             "macAddress" => r.read_opt(&mut self.mac_address),
             "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
             "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
             "externalId" => r.read_opt(&mut self.external_id),
             "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2585,12 +2551,15 @@ impl x::Fields for VirtualVmxnet2 {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("numaNode", &self.numa_node);
+        w.write_opt("deviceGroupInfo", &self.device_group_info);
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        w.write_opt("subnetId", &self.subnet_id);
     }
 }
 /// `VirtualVmxnet2Option` (extends `VirtualVmxnetOption`).
@@ -2618,6 +2587,10 @@ pub struct VirtualVmxnet2Option {
     pub plug_and_play: bool,
     /// `hotRemoveSupported`, from `VirtualDeviceOption`.
     pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
     /// `supportedOUI`, from `VirtualEthernetCardOption`.
     pub supported_oui: ChoiceOption,
     /// `macType`, from `VirtualEthernetCardOption`.
@@ -2653,6 +2626,7 @@ impl x::Fields for VirtualVmxnet2Option {
             "deprecated" => r.read(&mut self.deprecated),
             "plugAndPlay" => r.read(&mut self.plug_and_play),
             "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
             "supportedOUI" => r.read(&mut self.supported_oui),
             "macType" => r.read(&mut self.mac_type),
             "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
@@ -2677,6 +2651,7 @@ impl x::Fields for VirtualVmxnet2Option {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write_opt("numaSupported", &self.numa_supported);
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);

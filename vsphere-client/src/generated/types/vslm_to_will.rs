@@ -16,6 +16,10 @@ pub struct VslmCloneSpec {
     pub consolidate: Option<bool>,
     /// `disksCrypto`, from `VslmMigrateSpec`.
     pub disks_crypto: Option<DiskCryptoSpec>,
+    /// `service`, from `VslmMigrateSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub service: Option<ServiceLocator>,
     /// `name`.
     pub name: String,
     /// `keepAfterDeleteVm`.
@@ -38,6 +42,7 @@ impl x::Fields for VslmCloneSpec {
             "profile" => r.read_push(&mut self.profile),
             "consolidate" => r.read_opt(&mut self.consolidate),
             "disksCrypto" => r.read_opt(&mut self.disks_crypto),
+            "service" => r.read_opt(&mut self.service),
             "name" => r.read(&mut self.name),
             "keepAfterDeleteVm" => r.read_opt(&mut self.keep_after_delete_vm),
             "metadata" => r.read_push(&mut self.metadata),
@@ -51,6 +56,7 @@ impl x::Fields for VslmCloneSpec {
         w.write_vec("profile", &self.profile);
         w.write_opt("consolidate", &self.consolidate);
         w.write_opt("disksCrypto", &self.disks_crypto);
+        w.write_opt("service", &self.service);
         w.write("name", &self.name);
         w.write_opt("keepAfterDeleteVm", &self.keep_after_delete_vm);
         w.write_vec("metadata", &self.metadata);
@@ -59,6 +65,10 @@ impl x::Fields for VslmCloneSpec {
 /// `VslmCreateSpec` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VslmCreateSpec {
+    /// `id`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub id: Option<ID>,
     /// `name`.
     pub name: String,
     /// `keepAfterDeleteVm`.
@@ -85,6 +95,7 @@ impl x::Fields for VslmCreateSpec {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
+            "id" => r.read_opt(&mut self.id),
             "name" => r.read(&mut self.name),
             "keepAfterDeleteVm" => r.read_opt(&mut self.keep_after_delete_vm),
             "backingSpec" => r.read(&mut self.backing_spec),
@@ -98,6 +109,7 @@ impl x::Fields for VslmCreateSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("id", &self.id);
         w.write("name", &self.name);
         w.write_opt("keepAfterDeleteVm", &self.keep_after_delete_vm);
         w.write("backingSpec", &self.backing_spec);
@@ -225,6 +237,10 @@ pub struct VslmMigrateSpec {
     pub consolidate: Option<bool>,
     /// `disksCrypto`.
     pub disks_crypto: Option<DiskCryptoSpec>,
+    /// `service`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub service: Option<ServiceLocator>,
 }
 impl x::SchemaType for VslmMigrateSpec {
     const TYPE_NAME: &'static str = "VslmMigrateSpec";
@@ -241,6 +257,7 @@ impl x::Fields for VslmMigrateSpec {
             "profile" => r.read_push(&mut self.profile),
             "consolidate" => r.read_opt(&mut self.consolidate),
             "disksCrypto" => r.read_opt(&mut self.disks_crypto),
+            "service" => r.read_opt(&mut self.service),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -251,6 +268,7 @@ impl x::Fields for VslmMigrateSpec {
         w.write_vec("profile", &self.profile);
         w.write_opt("consolidate", &self.consolidate);
         w.write_opt("disksCrypto", &self.disks_crypto);
+        w.write_opt("service", &self.service);
     }
 }
 /// `VslmRelocateSpec` (extends `VslmMigrateSpec`).
@@ -264,6 +282,10 @@ pub struct VslmRelocateSpec {
     pub consolidate: Option<bool>,
     /// `disksCrypto`, from `VslmMigrateSpec`.
     pub disks_crypto: Option<DiskCryptoSpec>,
+    /// `service`, from `VslmMigrateSpec`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub service: Option<ServiceLocator>,
 }
 impl x::SchemaType for VslmRelocateSpec {
     const TYPE_NAME: &'static str = "VslmRelocateSpec";
@@ -280,6 +302,7 @@ impl x::Fields for VslmRelocateSpec {
             "profile" => r.read_push(&mut self.profile),
             "consolidate" => r.read_opt(&mut self.consolidate),
             "disksCrypto" => r.read_opt(&mut self.disks_crypto),
+            "service" => r.read_opt(&mut self.service),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -290,6 +313,7 @@ impl x::Fields for VslmRelocateSpec {
         w.write_vec("profile", &self.profile);
         w.write_opt("consolidate", &self.consolidate);
         w.write_opt("disksCrypto", &self.disks_crypto);
+        w.write_opt("service", &self.service);
     }
 }
 /// `VslmTagEntry` (extends `DynamicData`).
@@ -660,6 +684,18 @@ pub struct VvolDatastoreInfo {
     pub container_id: Option<String>,
     /// `aliasOf`, from `DatastoreInfo`.
     pub alias_of: Option<String>,
+    /// `supportedVDiskFormats`, from `DatastoreInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub supported_vdisk_formats: Vec<String>,
+    /// `logicalSectorSize`, from `DatastoreInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub logical_sector_size: Option<i32>,
+    /// `physicalSectorSize`, from `DatastoreInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub physical_sector_size: Option<i32>,
     /// `vvolDS`.
     pub vvol_ds: Option<HostVvolVolume>,
 }
@@ -683,6 +719,9 @@ impl x::Fields for VvolDatastoreInfo {
             "timestamp" => r.read_opt(&mut self.timestamp),
             "containerId" => r.read_opt(&mut self.container_id),
             "aliasOf" => r.read_opt(&mut self.alias_of),
+            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
+            "logicalSectorSize" => r.read_opt(&mut self.logical_sector_size),
+            "physicalSectorSize" => r.read_opt(&mut self.physical_sector_size),
             "vvolDS" => r.read_opt(&mut self.vvol_ds),
             _ => return Ok(false),
         };
@@ -699,6 +738,9 @@ impl x::Fields for VvolDatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
+        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        w.write_opt("physicalSectorSize", &self.physical_sector_size);
         w.write_opt("vvolDS", &self.vvol_ds);
     }
 }
@@ -820,10 +862,18 @@ pub struct WarningUpgradeEvent {
     pub net: Option<NetworkEventArgument>,
     /// `dvs`, from `Event`.
     pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
     /// `fullFormattedMessage`, from `Event`.
     pub full_formatted_message: Option<String>,
     /// `changeTag`, from `Event`.
     pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
     /// `message`, from `UpgradeEvent`.
     pub message: String,
 }
@@ -849,8 +899,10 @@ impl x::Fields for WarningUpgradeEvent {
             "ds" => r.read_opt(&mut self.ds),
             "net" => r.read_opt(&mut self.net),
             "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
             "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
             "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
             "message" => r.read(&mut self.message),
             _ => return Ok(false),
         };
@@ -869,8 +921,10 @@ impl x::Fields for WarningUpgradeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
         w.write("message", &self.message);
     }
 }

@@ -180,7 +180,7 @@ impl x::Fields for VslmInfrastructureObjectPolicySpec {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VslmVClockInfo {
     /// `vClockTime`.
-    pub v_clock_time: i64,
+    pub vclock_time: i64,
 }
 impl x::SchemaType for VslmVClockInfo {
     const TYPE_NAME: &'static str = "vslmVClockInfo";
@@ -193,13 +193,13 @@ impl x::Fields for VslmVClockInfo {
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vClockTime" => r.read(&mut self.v_clock_time),
+            "vClockTime" => r.read(&mut self.vclock_time),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vClockTime", &self.v_clock_time);
+        w.write("vClockTime", &self.vclock_time);
     }
 }

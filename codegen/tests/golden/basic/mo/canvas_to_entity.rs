@@ -19,6 +19,10 @@ pub struct Canvas {
     pub owner: Option<x::ManagedObjectReference>,
     /// `palette`.
     pub palette: Option<Vec<Color>>,
+    /// `pattern`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub pattern: Option<Pattern>,
     /// `shapes`.
     pub shapes: Option<Vec<AnyShape>>,
 }
@@ -37,7 +41,42 @@ impl x::ManagedObjectType for Canvas {
             "drawing" => self.drawing = x::from_property(value)?,
             "owner" => self.owner = x::from_property(value)?,
             "palette" => self.palette = x::from_property(value)?,
+            "pattern" => self.pattern = x::from_property(value)?,
             "shapes" => self.shapes = x::from_property(value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+/// Managed object `Easel` (extends `Entity`).
+///
+/// Since vSphere API 9.0.0.0.
+///
+/// Every property is `None` until retrieved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Easel {
+    /// The managed object the properties were retrieved from.
+    pub mo_ref: x::ManagedObjectReference,
+    /// `name`, from `Entity`.
+    pub name: Option<String>,
+    /// `canvas`: a `Canvas`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub canvas: Option<Vec<x::ManagedObjectReference>>,
+}
+impl x::ManagedObjectType for Easel {
+    const TYPE_NAME: &'static str = "Easel";
+    fn mo_ref(&self) -> &x::ManagedObjectReference {
+        &self.mo_ref
+    }
+    fn set_property(
+        &mut self,
+        name: &str,
+        value: x::Value,
+    ) -> Result<bool, x::ValueTypeError> {
+        match name {
+            "name" => self.name = x::from_property(value)?,
+            "canvas" => self.canvas = x::from_property(value)?,
             _ => return Ok(false),
         }
         Ok(true)

@@ -17,9 +17,16 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
                 x::FieldInfo::optional("drawing", "Drawing"),
                 x::FieldInfo::optional("owner", "ManagedObjectReference"),
                 x::FieldInfo::repeated("palette", "Color"),
+                x::FieldInfo::optional("pattern", "Pattern"),
                 x::FieldInfo::repeated("shapes", "Shape"),
             ],
-            methods: &["Draw_Task", "GetShapes"],
+            methods: &["Clear_Task", "Draw_Task", "GetShapes"],
+        },
+        x::ManagedObjectInfo {
+            name: "Easel",
+            base: Some("Entity"),
+            properties: &[x::FieldInfo::repeated("canvas", "ManagedObjectReference")],
+            methods: &[],
         },
         x::ManagedObjectInfo {
             name: "Entity",

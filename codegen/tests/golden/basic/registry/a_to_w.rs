@@ -10,30 +10,36 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         x::TypeEntry::array(x::Name(0x9b1d), 1), // ArrayOfManagedObjectReference
         x::TypeEntry::array(x::Name(0xb90c), 2), // ArrayOfShape
         x::TypeEntry::array(x::Name(0xc60d), 3), // ArrayOfString
-        x::TypeEntry::structure(x::Name(0xd406), x::Name(0x1cf05), 4, 1), // Circle: Shape
-        x::TypeEntry::enumeration(x::Name(0xdb05), 0, 5), // Color
-        x::TypeEntry::structure(x::Name(0xe127), x::Name::NONE, 5, 2), // ContinueRetrievePropertiesExRequestType
-        x::TypeEntry::structure(x::Name(0x10916), x::Name::NONE, 7, 1), // CurrentTimeRequestType
-        x::TypeEntry::structure(x::Name(0x12014), x::Name::NONE, 8, 5), // Draw_TaskRequestType
-        x::TypeEntry::structure(x::Name(0x13507), x::Name(0x13d0b), 13, 9), // Drawing: DynamicData
-        x::TypeEntry::structure(x::Name(0x13d0b), x::Name::NONE, 22, 0), // DynamicData
-        x::TypeEntry::structure(x::Name(0x14910), x::Name::NONE, 22, 2), // EraseRequestType
-        x::TypeEntry::structure(x::Name(0x15a14), x::Name::NONE, 24, 2), // GetShapesRequestType
-        x::TypeEntry::structure(x::Name(0x16f0c), x::Name(0x1a80b), 26, 0), // InvalidLogin: MethodFault
-        x::TypeEntry::structure(x::Name(0x17c14), x::Name(0x13d0b), 26, 2), // LocalizedMethodFault: DynamicData
-        x::TypeEntry::structure(x::Name(0x1a80b), x::Name::NONE, 28, 1), // MethodFault
-        x::TypeEntry::structure(x::Name(0x1b41a), x::Name::NONE, 29, 2), // SessionIsActiveRequestType
-        x::TypeEntry::structure(x::Name(0x1cf05), x::Name(0x13d0b), 31, 2), // Shape: DynamicData
-        x::TypeEntry::structure(x::Name(0x1d506), x::Name(0x1cf05), 33, 2), // Square: Shape
-        x::TypeEntry::structure(x::Name(0x1dc1b), x::Name::NONE, 35, 2), // WaitForUpdatesExRequestType
-        x::TypeEntry::structure(x::Name(0x1f819), x::Name::NONE, 37, 2), // WaitForUpdatesRequestType
+        x::TypeEntry::array(x::Name(0xd40f), 4), // ArrayOfTriangle
+        x::TypeEntry::structure(x::Name(0xe406), x::Name(0x1f805), 5, 1), // Circle: Shape
+        x::TypeEntry::structure(x::Name(0xeb10), x::Name::NONE, 6, 3), // ClearRequestType
+        x::TypeEntry::enumeration(x::Name(0xfc05), 0, 6), // Color
+        x::TypeEntry::structure(x::Name(0x10227), x::Name::NONE, 9, 2), // ContinueRetrievePropertiesExRequestType
+        x::TypeEntry::structure(x::Name(0x12a16), x::Name::NONE, 11, 1), // CurrentTimeRequestType
+        x::TypeEntry::structure(x::Name(0x14114), x::Name::NONE, 12, 5), // Draw_TaskRequestType
+        x::TypeEntry::structure(x::Name(0x15607), x::Name(0x15e0b), 17, 9), // Drawing: DynamicData
+        x::TypeEntry::structure(x::Name(0x15e0b), x::Name::NONE, 26, 0), // DynamicData
+        x::TypeEntry::structure(x::Name(0x16a10), x::Name::NONE, 26, 2), // EraseRequestType
+        x::TypeEntry::structure(x::Name(0x17b14), x::Name::NONE, 28, 2), // GetShapesRequestType
+        x::TypeEntry::structure(x::Name(0x1900c), x::Name(0x1c90b), 30, 0), // InvalidLogin: MethodFault
+        x::TypeEntry::structure(x::Name(0x19d14), x::Name(0x15e0b), 30, 2), // LocalizedMethodFault: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c90b), x::Name::NONE, 32, 1), // MethodFault
+        x::TypeEntry::enumeration(x::Name(0x1d507), 6, 2), // Pattern
+        x::TypeEntry::structure(x::Name(0x1dd1a), x::Name::NONE, 33, 3), // SessionIsActiveRequestType
+        x::TypeEntry::structure(x::Name(0x1f805), x::Name(0x15e0b), 36, 2), // Shape: DynamicData
+        x::TypeEntry::structure(x::Name(0x1fe06), x::Name(0x1f805), 38, 4), // Square: Shape
+        x::TypeEntry::structure(x::Name(0x20508), x::Name(0x1f805), 42, 2), // Triangle: Shape
+        x::TypeEntry::structure(x::Name(0x20e1b), x::Name::NONE, 44, 2), // WaitForUpdatesExRequestType
+        x::TypeEntry::structure(x::Name(0x22a19), x::Name::NONE, 46, 2), // WaitForUpdatesRequestType
     ],
     decoders: &[
         Some(x::decode_boxed::<Vec<Color>>),
         None, // ArrayOfManagedObjectReference
         Some(x::decode_boxed::<Vec<AnyShape>>),
         None, // ArrayOfString
+        Some(x::decode_boxed::<Vec<Triangle>>),
         Some(x::decode_boxed::<Circle>),
+        None, // ClearRequestType
         Some(x::decode_boxed::<Color>),
         None, // ContinueRetrievePropertiesExRequestType
         None, // CurrentTimeRequestType
@@ -45,58 +51,72 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
         Some(x::decode_boxed::<InvalidLogin>),
         Some(x::decode_boxed::<LocalizedMethodFault>),
         Some(x::decode_boxed::<MethodFault>),
+        Some(x::decode_boxed::<Pattern>),
         None, // SessionIsActiveRequestType
         Some(x::decode_boxed::<Shape>),
         Some(x::decode_boxed::<Square>),
+        Some(x::decode_boxed::<Triangle>),
         None, // WaitForUpdatesExRequestType
         None, // WaitForUpdatesRequestType
     ],
     fields: &[
-        x::FieldEntry::repeated(x::Name(0xdb05), x::Name(0xdb05)), // Color: Color
-        x::FieldEntry::repeated(x::Name(0x19116), x::Name(0x19116)), // ManagedObjectReference: ManagedObjectReference
-        x::FieldEntry::repeated(x::Name(0x1cf05), x::Name(0x1cf05)), // Shape: Shape
-        x::FieldEntry::repeated(x::Name(0x30406), x::Name(0x30406)), // string: string
-        x::FieldEntry::required(x::Name(0x2b708), x::Name(0x25806)), // radiusMM: double
-        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x31a05), x::Name(0x30406)), // token: string
-        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x25f07), x::Name(0x13507)), // drawing: Drawing
-        x::FieldEntry::optional(x::Name(0x23505), x::Name(0xdb05)), // color: Color
-        x::FieldEntry::repeated(x::Name(0x30b04), x::Name(0x30406)), // tags: string
-        x::FieldEntry::optional(x::Name(0x2d705), x::Name(0x28103)), // scale: int
-        x::FieldEntry::required(x::Name(0x32004), x::Name(0x30406)), // type: string
-        x::FieldEntry::required(x::Name(0x2a504), x::Name(0x1cf05)), // main: Shape
-        x::FieldEntry::repeated(x::Name(0x2f206), x::Name(0x1cf05)), // shapes: Shape
-        x::FieldEntry::optional(x::Name(0x2b006), x::Name(0x13507)), // parent: Drawing
-        x::FieldEntry::optional(x::Name(0x2c403), x::Name(0x19116)), // ref: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x23b09), x::Name(0x24f08)), // createdAt: dateTime
-        x::FieldEntry::optional(x::Name(0x31009), x::Name(0x2200c)), // thumbnail: base64Binary
-        x::FieldEntry::optional(x::Name(0x26705), x::Name(0x21807)), // extra: anyType
-        x::FieldEntry::repeated(x::Name(0x28509), x::Name(0x30406)), // ipAddress: string
-        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2ec05), x::Name(0x1cf05)), // shape: Shape
-        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x2aa05), x::Name(0x30406)), // match: string
-        x::FieldEntry::required(x::Name(0x26d05), x::Name(0x1a80b)), // fault: MethodFault
-        x::FieldEntry::optional(x::Name(0x28f10), x::Name(0x30406)), // localizedMessage: string
-        x::FieldEntry::optional(x::Name(0x2730a), x::Name(0x17c14)), // faultCause: LocalizedMethodFault
-        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
-        x::FieldEntry::required(x::Name(0x2e209), x::Name(0x30406)), // sessionID: string
-        x::FieldEntry::required(x::Name(0x27e02), x::Name(0x28103)), // id: int
-        x::FieldEntry::optional(x::Name(0x23505), x::Name(0xdb05)), // color: Color
-        x::FieldEntry::required(x::Name(0x2f90a), x::Name(0x2a004)), // sideLength: long
-        x::FieldEntry::optional(x::Name(0x2c80e), x::Name(0x22d07)), // roundedCorners: boolean
-        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x32d07), x::Name(0x30406)), // version: string
-        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
-        x::FieldEntry::optional(x::Name(0x32d07), x::Name(0x30406)), // version: string
+        x::FieldEntry::repeated(x::Name(0xfc05), x::Name(0xfc05)), // Color: Color
+        x::FieldEntry::repeated(x::Name(0x1b216), x::Name(0x1b216)), // ManagedObjectReference: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x1f805), x::Name(0x1f805)), // Shape: Shape
+        x::FieldEntry::repeated(x::Name(0x37306), x::Name(0x37306)), // string: string
+        x::FieldEntry::repeated(x::Name(0x20508), x::Name(0x20508)), // Triangle: Triangle
+        x::FieldEntry::required(x::Name(0x32608), x::Name(0x2a806)), // radiusMM: double
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31807), x::Name(0x1d507)), // pattern: Pattern
+        x::FieldEntry::repeated(x::Name(0x2e504), x::Name(0x20508)), // keep: Triangle
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x38905), x::Name(0x37306)), // token: string
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2af07), x::Name(0x15607)), // drawing: Drawing
+        x::FieldEntry::optional(x::Name(0x27105), x::Name(0xfc05)), // color: Color
+        x::FieldEntry::repeated(x::Name(0x37a04), x::Name(0x37306)), // tags: string
+        x::FieldEntry::optional(x::Name(0x34605), x::Name(0x2d703)), // scale: int
+        x::FieldEntry::required(x::Name(0x38f04), x::Name(0x37306)), // type: string
+        x::FieldEntry::required(x::Name(0x30604), x::Name(0x1f805)), // main: Shape
+        x::FieldEntry::repeated(x::Name(0x36106), x::Name(0x1f805)), // shapes: Shape
+        x::FieldEntry::optional(x::Name(0x31106), x::Name(0x15607)), // parent: Drawing
+        x::FieldEntry::optional(x::Name(0x33303), x::Name(0x1b216)), // ref: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28409), x::Name(0x29808)), // createdAt: dateTime
+        x::FieldEntry::optional(x::Name(0x37f09), x::Name(0x25c0c)), // thumbnail: base64Binary
+        x::FieldEntry::optional(x::Name(0x2b705), x::Name(0x24a07)), // extra: anyType
+        x::FieldEntry::repeated(x::Name(0x2db09), x::Name(0x37306)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x35b05), x::Name(0x1f805)), // shape: Shape
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30b05), x::Name(0x37306)), // match: string
+        x::FieldEntry::required(x::Name(0x2bd05), x::Name(0x1c90b)), // fault: MethodFault
+        x::FieldEntry::optional(x::Name(0x2f010), x::Name(0x37306)), // localizedMessage: string
+        x::FieldEntry::optional(x::Name(0x2c30a), x::Name(0x19d14)), // faultCause: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x39c08), x::Name(0x37306)), // userName: string
+        x::FieldEntry::required(x::Name(0x35109), x::Name(0x37306)), // sessionID: string
+        x::FieldEntry::required(x::Name(0x2d402), x::Name(0x2d703)), // id: int
+        x::FieldEntry::optional(x::Name(0x27105), x::Name(0xfc05)), // color: Color
+        x::FieldEntry::required(x::Name(0x3680a), x::Name(0x30104)), // sideLength: long
+        x::FieldEntry::optional(x::Name(0x2770c), x::Name(0x2a806)), // cornerRadius: double
+        x::FieldEntry::optional(x::Name(0x3370e), x::Name(0x26907)), // roundedCorners: boolean
+        x::FieldEntry::required(x::Name(0x2ea05), x::Name(0x2d703)), // layer: int
+        x::FieldEntry::required(x::Name(0x25209), x::Name(0x2a806)), // apexAngle: double
+        x::FieldEntry::optional(x::Name(0x3a50b), x::Name(0x26907)), // vMotionSafe: boolean
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3b107), x::Name(0x37306)), // version: string
+        x::FieldEntry::required(x::Name(0x24405), x::Name(0x1b216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3b107), x::Name(0x37306)), // version: string
     ],
     values: &[
-        x::Name(0x2c003), // red
-        x::Name(0x24509), // dark-blue
-        x::Name(0x32507), // unknown
-        x::Name(0x2dd04), // self
+        x::Name(0x32f03), // red
+        x::Name(0x2ce05), // green
+        x::Name(0x28e09), // dark-blue
+        x::Name(0x39407), // unknown
+        x::Name(0x34c04), // self
         x::Name(0x8805), // 64bit
+        x::Name(0x32005), // plain
+        x::Name(0x2a106), // dotted
     ],
 };

@@ -125,7 +125,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidLogin {
         AnyMethodFault::InvalidLogin(Box::new(self))
     }
 }
-/// `Shape` or one of its 2 subtypes, chosen by `xsi:type` when decoding.
+/// `Shape` or one of its 3 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyShape::Shape`].
 #[non_exhaustive]
@@ -133,6 +133,7 @@ pub enum AnyShape {
     Shape(Box<Shape>),
     Circle(Box<Circle>),
     Square(Box<Square>),
+    Triangle(Box<Triangle>),
 }
 impl Default for AnyShape {
     fn default() -> Self {
@@ -161,6 +162,7 @@ impl AnyShape {
             Self::Shape(value) => x::as_dyn(&**value),
             Self::Circle(value) => x::as_dyn(&**value),
             Self::Square(value) => x::as_dyn(&**value),
+            Self::Triangle(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -218,6 +220,12 @@ impl AnyShape {
                     Err(_) => None,
                 }
             }
+            "Triangle" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::Triangle(v)),
+                    Err(_) => None,
+                }
+            }
             _ => None,
         }
     }
@@ -235,6 +243,12 @@ impl x::Decode for AnyShape {
                 Some("Square") => {
                     match r.read_boxed() {
                         Ok(v) => Self::Square(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("Triangle") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::Triangle(v),
                         Err(e) => return Err(e),
                     }
                 }
@@ -266,5 +280,10 @@ impl x::VariantOf<AnyShape> for Circle {
 impl x::VariantOf<AnyShape> for Square {
     fn into_variant(self) -> AnyShape {
         AnyShape::Square(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyShape> for Triangle {
+    fn into_variant(self) -> AnyShape {
+        AnyShape::Triangle(Box::new(self))
     }
 }
