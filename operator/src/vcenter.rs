@@ -624,16 +624,16 @@ fn connect_error(params: &ConnectParams, e: &vsphere_client::Error) -> Error {
         // The client's TLS message already says why the certificate was refused.
         K::Tls if e.to_string().contains("TLS") => e.to_string(),
         K::Tls => format!("TLS: {e}"),
-        K::Fault if e.fault().is_some_and(|f| f.is("InvalidLogin")) => {
+        K::InvalidLogin => {
             format!(
                 "login as {:?} failed: incorrect user name or password ({e})",
                 params.username
             )
         }
         K::Fault | K::NotAuthenticated => format!("login as {:?} failed: {e}", params.username),
-        K::Transport | K::Timeout => format!("unreachable: {}", with_root_cause(e)),
-        K::InvalidConfig => format!("invalid connection settings: {}", with_root_cause(e)),
-        _ => with_root_cause(e),
+        K::Transport | K::Timeout => format!("unreachable: {}", e.report()),
+        K::InvalidConfig => format!("invalid connection settings: {}", e.report()),
+        _ => e.report().to_string(),
     };
     let message = format!("connecting to {}: {cause}", params.endpoint);
     Error::new(ErrorKind::Connect, message)
@@ -647,23 +647,7 @@ fn call_error(kind: ErrorKind, what: &str, e: &vsphere_client::Error) -> Error {
         K::Transport | K::Tls | K::Timeout | K::NotAuthenticated => ErrorKind::Connect,
         _ => kind,
     };
-    Error::new(kind, format!("{what}: {}", with_root_cause(e)))
-}
-
-/// The error's message and, when it has one, the innermost cause (`connection
-/// refused`), which the client keeps out of `Display`.
-fn with_root_cause(e: &vsphere_client::Error) -> String {
-    let message = e.to_string();
-    let mut root: Option<String> = None;
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        root = Some(s.to_string());
-        source = s.source();
-    }
-    match root {
-        Some(root) if !root.is_empty() && !message.contains(&root) => format!("{message}: {root}"),
-        _ => message,
-    }
+    Error::new(kind, format!("{what}: {}", e.report()))
 }
 
 #[cfg(test)]

@@ -130,6 +130,7 @@ async fn datastore_on_cluster(sim: &Simulator, cluster: &str, name: &str, dir: &
             .and_then(|c| c.datastore_system.clone())
             .expect("datastore system");
         client
+            .vim()
             .create_local_datastore(&dss, name, &dir.display().to_string())
             .await
             .expect("CreateLocalDatastore");

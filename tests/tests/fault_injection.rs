@@ -431,6 +431,7 @@ async fn a_slow_server_times_out_with_bounded_retries_and_the_client_stays_usabl
         let service_instance = ManagedObjectReference::new("ServiceInstance", "ServiceInstance");
         let started = std::time::Instant::now();
         let err = hasty
+            .vim()
             .current_time(&service_instance)
             .await
             .expect_err("slow");
@@ -453,6 +454,7 @@ async fn a_slow_server_times_out_with_bounded_retries_and_the_client_stays_usabl
         );
         // The client's own timeout is untouched by its handle.
         client
+            .vim()
             .current_time(&service_instance)
             .await
             .expect("within 20 s");
@@ -468,7 +470,11 @@ async fn a_slow_server_times_out_with_bounded_retries_and_the_client_stays_usabl
             .expect("vms")
             .remove(0)
             .mo_ref;
-        let err = hasty.power_on_vm_task(&vm, None).await.expect_err("slow");
+        let err = hasty
+            .vim()
+            .power_on_vm_task(&vm, None)
+            .await
+            .expect_err("slow");
         assert_eq!(err.kind(), ErrorKind::Timeout, "{}", chain(&err));
         assert!(
             err.to_string().contains("may have run it: not repeated"),

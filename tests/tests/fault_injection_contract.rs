@@ -190,7 +190,7 @@ async fn a_busy_vcenter_is_waited_out_with_backoff_within_the_concurrency_limit(
         let calls: Vec<_> = (0..CALLERS)
             .map(|_| {
                 let client = client.clone();
-                tokio::spawn(async move { client.current_time(&service_instance()).await })
+                tokio::spawn(async move { client.vim().current_time(&service_instance()).await })
             })
             .collect();
         for call in calls {
@@ -262,6 +262,7 @@ async fn a_vcenter_busy_for_longer_than_the_retries_gives_a_clear_error_and_stop
             .await
             .expect("connect");
         let err = client
+            .vim()
             .current_time(&service_instance())
             .await
             .expect_err("always busy");
@@ -277,7 +278,11 @@ async fn a_vcenter_busy_for_longer_than_the_retries_gives_a_clear_error_and_stop
         );
         // A call that may not be repeated is sent once, busy or not.
         let vm = ManagedObjectReference::new("VirtualMachine", "vm-42");
-        let err = client.power_on_vm_task(&vm, None).await.expect_err("busy");
+        let err = client
+            .vim()
+            .power_on_vm_task(&vm, None)
+            .await
+            .expect_err("busy");
         assert_eq!(err.kind(), ErrorKind::HttpStatus(503));
         assert_eq!(stats.count("PowerOnVM_Task", None), 1);
     })

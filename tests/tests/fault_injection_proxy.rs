@@ -58,6 +58,7 @@ async fn no_proxy_sends_the_simulator_calls_past_the_proxy() {
         .await
         .expect("NO_PROXY=127.0.0.1 bypasses the proxy");
     client
+        .vim()
         .current_time(&ManagedObjectReference::new(
             "ServiceInstance",
             "ServiceInstance",
@@ -75,6 +76,7 @@ async fn no_proxy_sends_the_simulator_calls_past_the_proxy() {
         .await
         .expect("no_proxy() ignores HTTP_PROXY");
     client
+        .vim()
         .current_time(&ManagedObjectReference::new(
             "ServiceInstance",
             "ServiceInstance",

@@ -411,6 +411,7 @@ async fn a_linked_clone_from_a_snapshot() {
         .unwrap()
         .reference);
     let snapshot = client
+        .vim()
         .create_snapshot_task(source.reference(), "base", None, false, false)
         .await
         .unwrap();

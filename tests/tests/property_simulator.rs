@@ -331,7 +331,11 @@ async fn an_update_stream_sees_a_power_change() {
     let version = stream.version().to_string();
     assert!(!version.is_empty());
 
-    let task = client.power_off_vm_task(&vm).await.expect("power off");
+    let task = client
+        .vim()
+        .power_off_vm_task(&vm)
+        .await
+        .expect("power off");
     client.task(task).wait().await.expect("powered off");
     let change = next_change(&mut stream).await;
     assert_eq!(change.kind, property::UpdateKind::Modify);
@@ -381,9 +385,9 @@ async fn a_container_watch_sees_vms_come_and_go() {
 
     // Destroying a VM (powered off first) makes it leave.
     let victim = vms[0].clone();
-    let off = client.power_off_vm_task(&victim).await.unwrap();
+    let off = client.vim().power_off_vm_task(&victim).await.unwrap();
     client.task(off).wait().await.unwrap();
-    let destroy = client.destroy_task(&victim).await.unwrap();
+    let destroy = client.vim().destroy_task(&victim).await.unwrap();
     client.task(destroy).wait().await.expect("destroyed");
     let leave = loop {
         let change = next_change(&mut stream).await;
@@ -437,6 +441,7 @@ async fn an_update_stream_survives_a_lost_session() {
     // The session expires while nobody calls; the power-off logs in again.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let task = client
+        .vim()
         .power_off_vm_task(&vm)
         .await
         .expect("power off after re-login");

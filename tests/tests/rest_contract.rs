@@ -564,7 +564,7 @@ async fn library_api_paths_and_ovf_deploy() {
     spec.folder = Some(ManagedObjectReference::new("Folder", "group-v3"));
     spec.datastore = Some(ManagedObjectReference::new("Datastore", "datastore-11"));
     spec.accept_all_eula = true;
-    spec.storage_provisioning = Some("thin".into());
+    spec.storage_provisioning = Some(vsphere_client::rest::StorageProvisioning::Thin);
     spec.network_mappings = vec![NetworkMapping {
         ovf_network: "VM Network".into(),
         network: ManagedObjectReference::new("DistributedVirtualPortgroup", "dvportgroup-13"),
@@ -771,7 +771,12 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
             err.to_string().contains(&format!("message of {name}")),
             "{err}"
         );
-        assert!(err.to_string().starts_with("create tag: "), "{err}");
+        // The error names the object: `create tag "already_exists": ALREADY_EXISTS: ...`.
+        assert!(
+            err.to_string()
+                .starts_with(&format!("create tag {name:?}: {}: ", name.to_uppercase())),
+            "{err}"
+        );
     }
 
     // /rest shape.

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use vsphere_client::rest::{
-    ApiFlavor, Cardinality, CategorySpec, CategoryUpdate, ItemSpec, LocalLibrarySpec,
-    OvfDeploySpec, RestClient, RestErrorType, TagSpec,
+    ApiFlavor, Cardinality, CategorySpec, CategoryUpdate, ItemSpec, LibraryItemType,
+    LocalLibrarySpec, OvfDeploySpec, RestClient, RestErrorType, TagSpec,
 };
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ErrorKind};
@@ -49,6 +49,7 @@ async fn find(client: &Client, path: &str) -> ManagedObjectReference {
         .clone()
         .expect("search index");
     client
+        .vim()
         .find_by_inventory_path(&search_index, path)
         .await
         .expect("FindByInventoryPath")
@@ -387,7 +388,11 @@ async fn library_item_upload_and_ovf_deploy_to_a_vm() {
     assert!(content.by_name("nope").await.unwrap().is_none());
 
     let item_id = content
-        .create_item(&ItemSpec::new(&library_id, "tiny", Some("ovf")))
+        .create_item(&ItemSpec::new(
+            &library_id,
+            "tiny",
+            Some(LibraryItemType::Ovf),
+        ))
         .await
         .expect("create item");
     content
@@ -397,7 +402,7 @@ async fn library_item_upload_and_ovf_deploy_to_a_vm() {
     let items = content.items(&library_id).await.expect("items");
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].name, "tiny");
-    assert_eq!(items[0].type_.as_deref(), Some("ovf"));
+    assert_eq!(items[0].type_, Some(LibraryItemType::Ovf));
     assert_eq!(
         content
             .item_by_name(&library_id, "tiny")
@@ -423,7 +428,11 @@ async fn library_item_upload_and_ovf_deploy_to_a_vm() {
 
     // A failed deployment is a typed error: an item without a descriptor.
     let empty_id = content
-        .create_item(&ItemSpec::new(&library_id, "empty", Some("ovf")))
+        .create_item(&ItemSpec::new(
+            &library_id,
+            "empty",
+            Some(LibraryItemType::Ovf),
+        ))
         .await
         .unwrap();
     let err = content

@@ -183,6 +183,7 @@ async fn connect_logs_in_and_announces_the_lower_version() {
         .mount(&vc.server)
         .await;
     client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect("CurrentTime with the session cookie");
@@ -235,7 +236,9 @@ async fn invalid_login_fails_connect_with_the_typed_fault() {
         .mount(&vc.server)
         .await;
     let err = vc.builder().connect().await.expect_err("wrong password");
-    assert_eq!(err.kind(), ErrorKind::Fault);
+    // Recognisable as a wrong password, and still carrying the typed fault.
+    assert_eq!(err.kind(), ErrorKind::InvalidLogin);
+    assert!(err.is_fault::<vsphere_client::types::InvalidLogin>() && !err.is_not_authenticated());
     let fault = err.fault().expect("fault");
     assert_eq!(fault.type_name(), Some("InvalidLogin"));
     assert!(
@@ -282,6 +285,7 @@ async fn each_notable_fault_decodes_into_its_type() {
             .mount(&vc.server)
             .await;
         let err = client
+            .vim()
             .power_on_vm_task(&vm(), None)
             .await
             .expect_err(fault_type);
@@ -321,6 +325,7 @@ async fn not_authenticated_without_credentials_is_reported_as_is() {
         .mount(&vc.server)
         .await;
     let err = client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect_err("no session");
@@ -357,6 +362,7 @@ async fn an_idempotent_call_is_retried_after_a_503() {
         .mount(&vc.server)
         .await;
     client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect("retried, then answered");
@@ -379,6 +385,7 @@ async fn a_non_idempotent_call_is_not_retried_after_a_503() {
         .mount(&vc.server)
         .await;
     let err = client
+        .vim()
         .power_on_vm_task(&vm(), None)
         .await
         .expect_err("not retried");
@@ -399,6 +406,7 @@ async fn an_html_error_page_is_a_clear_error_and_retries_are_bounded() {
         .mount(&vc.server)
         .await;
     let err = client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect_err("503 page");
@@ -431,6 +439,7 @@ async fn a_200_html_page_is_not_soap() {
         .mount(&vc.server)
         .await;
     let err = client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect_err("not SOAP");
@@ -473,6 +482,7 @@ async fn a_truncated_body_is_a_decode_error() {
         .mount(&vc.server)
         .await;
     let err = client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect_err("truncated");
@@ -502,6 +512,7 @@ async fn a_body_over_the_limit_is_refused() {
         .mount(&vc.server)
         .await;
     let err = client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect_err("too large");
@@ -594,6 +605,7 @@ async fn a_slow_server_times_out_with_bounded_retries() {
         .await;
     let started = Instant::now();
     let err = client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect_err("slow");
@@ -622,6 +634,7 @@ async fn a_slow_non_idempotent_call_times_out_without_retry() {
         .mount(&vc.server)
         .await;
     let err = client
+        .vim()
         .power_on_vm_task(&vm(), None)
         .await
         .expect_err("slow");
@@ -665,6 +678,7 @@ async fn an_expired_session_is_renewed_transparently() {
     let client = connected(&vc).await;
     expire_session(&vc).await;
     client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect("re-login and retry");
@@ -683,7 +697,7 @@ async fn fifty_concurrent_calls_on_an_expired_session_log_in_once() {
     expire_session(&vc).await;
     let calls = (0..50).map(|_| {
         let client = client.clone();
-        tokio::spawn(async move { client.current_time(&service_instance()).await })
+        tokio::spawn(async move { client.vim().current_time(&service_instance()).await })
     });
     let results = futures_join_all(calls).await;
     for result in &results {
@@ -732,7 +746,7 @@ async fn concurrent_callers_behind_a_failed_relogin_do_not_storm() {
         .await;
     let calls = (0..20).map(|_| {
         let client = client.clone();
-        tokio::spawn(async move { client.current_time(&service_instance()).await })
+        tokio::spawn(async move { client.vim().current_time(&service_instance()).await })
     });
     let results = futures_join_all(calls).await;
     assert!(results.iter().all(|r| r.is_err()));
@@ -799,6 +813,7 @@ async fn close_logs_out_and_stops_relogging_in() {
         Some(format!("vmware_soap_session={COOKIE_1}").as_str())
     );
     let err = client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect_err("closed");
@@ -872,6 +887,7 @@ async fn secrets_never_appear_in_trace_output_errors_or_debug() {
     let client = connected(&vc).await;
     expire_session(&vc).await;
     client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect("re-login");
@@ -884,6 +900,7 @@ async fn secrets_never_appear_in_trace_output_errors_or_debug() {
         .mount(&vc.server)
         .await;
     let err = client
+        .vim()
         .power_on_vm_task(&vm(), None)
         .await
         .expect_err("fault");
@@ -954,6 +971,7 @@ async fn gzip_responses_are_asked_for_and_decoded() {
         .mount(&vc.server)
         .await;
     let time = client
+        .vim()
         .current_time(&service_instance())
         .await
         .expect("gzip body decoded");
@@ -981,7 +999,7 @@ async fn the_concurrency_limit_queues_calls() {
     let calls: Vec<_> = (0..6)
         .map(|_| {
             let client = client.clone();
-            tokio::spawn(async move { client.current_time(&service_instance()).await })
+            tokio::spawn(async move { client.vim().current_time(&service_instance()).await })
         })
         .collect();
     for result in futures_join_all(calls.into_iter()).await {

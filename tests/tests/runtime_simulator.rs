@@ -42,7 +42,11 @@ fn chain(err: &vsphere_client::Error) -> String {
 /// A call that needs a session on vcsim (anonymous callers get
 /// NotAuthenticated), so success proves we are logged in.
 async fn authenticated_call(client: &Client) -> Result<(), vsphere_client::Error> {
-    client.current_time(&service_instance()).await.map(|_| ())
+    client
+        .vim()
+        .current_time(&service_instance())
+        .await
+        .map(|_| ())
 }
 
 #[tokio::test]
@@ -81,7 +85,7 @@ async fn a_wrong_password_is_invalid_login() {
         .connect()
         .await
         .expect_err("wrong password");
-    assert_eq!(err.kind(), ErrorKind::Fault);
+    assert_eq!(err.kind(), ErrorKind::InvalidLogin);
     assert_eq!(
         err.fault().and_then(|f| f.type_name()),
         Some("InvalidLogin"),

@@ -166,6 +166,7 @@ async fn the_sdk_at_trace_level_never_shows_a_secret() {
     assert!(!vms.is_empty());
     tokio::time::sleep(Duration::from_millis(2500)).await;
     client
+        .vim()
         .current_time(&ManagedObjectReference::new(
             "ServiceInstance",
             "ServiceInstance",
@@ -195,6 +196,7 @@ async fn the_sdk_at_trace_level_never_shows_a_secret() {
     // A fault from the server.
     let gone = ManagedObjectReference::new("VirtualMachine", "vm-does-not-exist");
     let fault = client
+        .vim()
         .power_on_vm_task(&gone, None)
         .await
         .expect_err("no such VM");
@@ -235,6 +237,7 @@ async fn the_sdk_at_trace_level_never_shows_a_secret() {
     .await
     .expect("join");
     let dead = client
+        .vim()
         .current_time(&ManagedObjectReference::new(
             "ServiceInstance",
             "ServiceInstance",

@@ -44,7 +44,7 @@ async fn a_successful_task_gives_its_final_info() {
     let sim = simulator(SimulatorOptions::default()).await;
     let client = connect(&sim).await;
     let vm = vms(&client).await.remove(0);
-    let task = client.task(client.power_off_vm_task(&vm).await.unwrap());
+    let task = client.task(client.vim().power_off_vm_task(&vm).await.unwrap());
     let mut seen = Vec::new();
     let info = task
         .wait_with_progress(Some(std::time::Duration::from_secs(30)), |info| {
@@ -72,7 +72,7 @@ async fn a_failed_task_is_an_error_with_the_typed_fault() {
     let client = connect(&sim).await;
     let vm = vms(&client).await.remove(0);
     // Already powered on: the task fails with InvalidPowerState.
-    let task = client.task(client.power_on_vm_task(&vm, None).await.unwrap());
+    let task = client.task(client.vim().power_on_vm_task(&vm, None).await.unwrap());
     let err = task.wait().await.expect_err("the VM is already on");
     assert_eq!(err.kind(), ErrorKind::Fault);
     let fault = err.fault().expect("fault");
@@ -99,7 +99,7 @@ async fn many_concurrent_waits_share_one_filter() {
         let client = client.clone();
         let vm = vm.clone();
         waits.push(tokio::spawn(async move {
-            let task = client.task(client.power_off_vm_task(&vm).await?);
+            let task = client.task(client.vim().power_off_vm_task(&vm).await?);
             task.wait_timeout(std::time::Duration::from_secs(60)).await
         }));
     }
@@ -122,7 +122,7 @@ async fn many_concurrent_waits_share_one_filter() {
     );
 
     // A later burst reuses the same collector and filter.
-    let task = client.task(client.power_on_vm_task(&vms[0], None).await.unwrap());
+    let task = client.task(client.vim().power_on_vm_task(&vms[0], None).await.unwrap());
     task.wait().await.expect("power on");
     assert_eq!(calls(&client, "CreateFilter"), 1);
     // The new VM the clone task returns is its result.
@@ -137,6 +137,7 @@ async fn many_concurrent_waits_share_one_filter() {
     let spec = vsphere_client::types::VirtualMachineCloneSpec::default();
     let clone = client.task(
         client
+            .vim()
             .clone_vm_task(&vms[0], &folder, "clone-1", &spec)
             .await
             .unwrap(),
@@ -171,13 +172,13 @@ async fn the_task_watcher_survives_a_lost_session() {
     .await;
     let client = connect(&sim).await;
     let vms = vms(&client).await;
-    let task = client.task(client.power_off_vm_task(&vms[0]).await.unwrap());
+    let task = client.task(client.vim().power_off_vm_task(&vms[0]).await.unwrap());
     task.wait_timeout(std::time::Duration::from_secs(30))
         .await
         .expect("first wait");
     // The session (and the watcher's collector and view with it) expires.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let task = client.task(client.power_off_vm_task(&vms[1]).await.unwrap());
+    let task = client.task(client.vim().power_off_vm_task(&vms[1]).await.unwrap());
     let info = task
         .wait_timeout(std::time::Duration::from_secs(30))
         .await

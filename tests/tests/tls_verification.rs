@@ -41,6 +41,7 @@ fn chain(err: &vsphere_client::Error) -> String {
 
 async fn authenticated_call(client: &Client) {
     client
+        .vim()
         .current_time(&ManagedObjectReference::new(
             "ServiceInstance",
             "ServiceInstance",

@@ -7,7 +7,8 @@
 
 use std::fmt;
 
-use crate::types::AnyMethodFault;
+use crate::types::{AnyMethodFault, InvalidLogin};
+use crate::xml::{DataObject, SchemaType};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -28,8 +29,14 @@ pub enum ErrorKind {
     /// The server answered with an HTTP status that is neither success nor a
     /// SOAP fault (for example a 503 from a proxy, or a 404 on a wrong path).
     HttpStatus(u16),
-    /// The server answered with a SOAP fault; see [`Error::fault`].
+    /// The server answered with a SOAP fault; see [`Error::fault`] and
+    /// [`Error::is_fault`].
     Fault,
+    /// The server refused the user name or password: vim25's `InvalidLogin`
+    /// fault (or its subtype `PasswordExpired`), on connect or when the
+    /// client logged in again. [`Error::fault`] holds the fault. Never
+    /// retried: a wrong password stays wrong.
+    InvalidLogin,
     /// The response looked like SOAP but could not be decoded (malformed or
     /// truncated XML, an unexpected element).
     Decode,
@@ -105,9 +112,31 @@ impl Fault {
     }
 
     /// Whether the server's fault type is `name` (the vim25 name, e.g.
-    /// `"NotAuthenticated"`).
+    /// `"NotAuthenticated"`), exactly. [`is_a`](Self::is_a) also accepts
+    /// subtypes.
     pub fn is(&self, name: &str) -> bool {
         self.type_name.as_deref() == Some(name)
+    }
+
+    /// Whether the fault is a `T` or a subtype of `T`
+    /// (`is_a::<FileFault>()` holds for `FileNotFound`). A fault type newer
+    /// than this crate counts as its nearest known base, the type its
+    /// [`detail`](Self::detail) decoded as.
+    pub fn is_a<T: SchemaType>(&self) -> bool {
+        let registry = &crate::generated::REGISTRY;
+        let known = |name: &str| registry.get(name).is_some();
+        if let Some(name) = self.type_name.as_deref().filter(|n| known(n)) {
+            return registry.is_subtype_of(name, T::TYPE_NAME);
+        }
+        self.detail
+            .as_ref()
+            .is_some_and(|d| registry.is_subtype_of(d.type_name(), T::TYPE_NAME))
+    }
+
+    /// The fault's detail as a `T`, when it is exactly a `T`:
+    /// `fault.detail_as::<DuplicateName>().map(|d| &d.object)`.
+    pub fn detail_as<T: DataObject>(&self) -> Option<&T> {
+        self.detail.as_ref()?.as_data_object().downcast_ref()
     }
 }
 
@@ -191,8 +220,16 @@ impl Error {
         self
     }
 
+    /// The error for a fault the server sent: of kind
+    /// [`ErrorKind::InvalidLogin`] for a refused login, else
+    /// [`ErrorKind::Fault`].
     pub(crate) fn from_fault(fault: Fault) -> Self {
-        let mut err = Error::new(ErrorKind::Fault, String::new());
+        let kind = if fault.is_a::<InvalidLogin>() {
+            ErrorKind::InvalidLogin
+        } else {
+            ErrorKind::Fault
+        };
+        let mut err = Error::new(kind, String::new());
         err.inner.fault = Some(fault);
         err
     }
@@ -221,9 +258,35 @@ impl Error {
         self.inner.kind
     }
 
-    /// The SOAP fault, when [`kind`](Error::kind) is [`ErrorKind::Fault`].
+    /// The SOAP fault, when [`kind`](Error::kind) is [`ErrorKind::Fault`]
+    /// or [`ErrorKind::InvalidLogin`] (and for a failed task: the task's
+    /// fault).
     pub fn fault(&self) -> Option<&Fault> {
         self.inner.fault.as_ref()
+    }
+
+    /// Whether the error carries a fault of type `T` or of a subtype of `T`:
+    ///
+    /// ```
+    /// # fn demo(err: &vsphere_client::Error) {
+    /// use vsphere_client::types::{DuplicateName, FileFault, ManagedObjectNotFound};
+    /// if err.is_fault::<DuplicateName>() { /* the name is taken */ }
+    /// if err.is_fault::<FileFault>() { /* FileNotFound, FileLocked, ... */ }
+    /// if err.is_fault::<ManagedObjectNotFound>() { /* the object is gone */ }
+    /// # }
+    /// ```
+    pub fn is_fault<T: SchemaType>(&self) -> bool {
+        self.fault().is_some_and(Fault::is_a::<T>)
+    }
+
+    /// The fault's detail as a `T`, when the error carries exactly a `T`.
+    pub fn fault_as<T: DataObject>(&self) -> Option<&T> {
+        self.fault()?.detail_as()
+    }
+
+    /// The error with its whole chain of causes, on one line (see [`report`]).
+    pub fn report(&self) -> Report<'_> {
+        Report(self)
     }
 
     /// The SOAP method that failed, when the error came from a call.
@@ -292,6 +355,47 @@ impl std::error::Error for Error {
             .source
             .as_deref()
             .map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Formats an error and its causes ([`std::error::Error::source`]) on one
+/// line, joined with `: `, leaving out a cause whose text the line already
+/// holds: `cannot connect to https://vc/sdk: tcp connect error: Connection
+/// refused (os error 111)`. For any error type, so that a program's own errors
+/// wrapping this crate's print the same way.
+///
+/// ```
+/// let err = std::io::Error::other("disk full");
+/// assert_eq!(vsphere_client::report(&err).to_string(), "disk full");
+/// ```
+pub fn report<'a>(err: &'a (dyn std::error::Error + 'static)) -> Report<'a> {
+    Report(err)
+}
+
+/// An error with its chain of causes, on one line; made by [`report`] or
+/// [`Error::report`].
+#[derive(Clone, Copy)]
+pub struct Report<'a>(&'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut line = self.0.to_string();
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !text.is_empty() && !line.contains(&text) {
+                line.push_str(": ");
+                line.push_str(&text);
+            }
+            source = cause.source();
+        }
+        f.write_str(&line.replace(['\r', '\n'], " "))
+    }
+}
+
+impl fmt::Debug for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
@@ -449,7 +553,99 @@ mod tests {
             None,
         );
         let err = Error::from_fault(fault).in_method("Login");
-        assert_eq!(err.kind(), ErrorKind::Fault);
         assert_eq!(err.to_string(), "Login: InvalidLogin: Login failure");
+    }
+
+    fn fault_error(type_name: &str, detail: Option<AnyMethodFault>) -> Error {
+        Error::from_fault(Fault::new(
+            "ServerFaultCode",
+            "message",
+            Some(type_name.into()),
+            detail,
+        ))
+    }
+
+    #[test]
+    fn a_refused_login_has_its_own_kind() {
+        use crate::types::{NotAuthenticated, PasswordExpired};
+        let wrong_password = fault_error("InvalidLogin", None);
+        assert_eq!(wrong_password.kind(), ErrorKind::InvalidLogin);
+        assert!(wrong_password.is_fault::<InvalidLogin>());
+        assert!(!wrong_password.is_not_authenticated());
+        // PasswordExpired is an InvalidLogin.
+        let expired = fault_error(
+            "PasswordExpired",
+            Some(AnyMethodFault::PasswordExpired(Box::default())),
+        );
+        assert_eq!(expired.kind(), ErrorKind::InvalidLogin);
+        assert!(expired.fault_as::<PasswordExpired>().is_some());
+        let gone = fault_error("NotAuthenticated", None);
+        assert_eq!(gone.kind(), ErrorKind::Fault);
+        assert!(gone.is_not_authenticated() && gone.is_fault::<NotAuthenticated>());
+    }
+
+    #[test]
+    fn typed_fault_checks_accept_subtypes() {
+        use crate::types::{
+            DuplicateName, FileFault, FileNotFound, InvalidState, MethodFault, VimFault,
+        };
+        let missing = fault_error(
+            "FileNotFound",
+            Some(AnyMethodFault::FileNotFound(Box::new(FileNotFound {
+                file: "[ds] vm/vm.vmx".into(),
+                ..Default::default()
+            }))),
+        );
+        assert!(missing.is_fault::<FileNotFound>());
+        assert!(missing.is_fault::<FileFault>());
+        assert!(missing.is_fault::<VimFault>() && missing.is_fault::<MethodFault>());
+        assert!(!missing.is_fault::<DuplicateName>() && !missing.is_fault::<InvalidState>());
+        assert_eq!(
+            missing.fault_as::<FileNotFound>().map(|f| f.file.as_str()),
+            Some("[ds] vm/vm.vmx")
+        );
+        // Exactly a T: a FileNotFound is not handed out as a FileFault.
+        assert!(missing.fault_as::<FileFault>().is_none());
+        // A fault type newer than the crate counts as the base it decoded as.
+        let newer = fault_error(
+            "FileBrandNewFault",
+            Some(AnyMethodFault::FileFault(Box::default())),
+        );
+        assert!(newer.is_fault::<FileFault>() && !newer.is_fault::<FileNotFound>());
+        // Not a fault at all.
+        let timeout = Error::new(ErrorKind::Timeout, "slow");
+        assert!(!timeout.is_fault::<MethodFault>() && timeout.fault_as::<MethodFault>().is_none());
+    }
+
+    #[test]
+    fn a_report_holds_every_cause_once_on_one_line() {
+        #[derive(Debug)]
+        struct Wrapper(Error);
+        impl fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("provisioning web-1")
+            }
+        }
+        impl std::error::Error for Wrapper {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let io = std::io::Error::other("connection refused\n(os error 111)");
+        let err =
+            Error::new(ErrorKind::Transport, "cannot connect to https://vc/sdk").with_source(io);
+        assert_eq!(
+            err.report().to_string(),
+            "cannot connect to https://vc/sdk: connection refused (os error 111)"
+        );
+        let wrapped = Wrapper(err);
+        assert_eq!(
+            report(&wrapped).to_string(),
+            "provisioning web-1: cannot connect to https://vc/sdk: connection refused (os error 111)"
+        );
+        // A cause the message already quotes is not repeated.
+        let quoted = Error::new(ErrorKind::Transport, "failed: disk full")
+            .with_source(std::io::Error::other("disk full"));
+        assert_eq!(quoted.report().to_string(), "failed: disk full");
     }
 }

@@ -87,7 +87,8 @@ impl Client {
         path: &str,
     ) -> Result<Option<ManagedObjectReference>, Error> {
         let index = search_index(self)?;
-        self.find_by_inventory_path(&index, path.trim_start_matches('/'))
+        self.vim()
+            .find_by_inventory_path(&index, path.trim_start_matches('/'))
             .await
     }
 
@@ -103,7 +104,8 @@ impl Client {
     ) -> Result<Option<ManagedObjectReference>, Error> {
         check_uuid(uuid)?;
         let index = search_index(self)?;
-        self.find_by_uuid(&index, datacenter, uuid, true, Some(instance_uuid))
+        self.vim()
+            .find_by_uuid(&index, datacenter, uuid, true, Some(instance_uuid))
             .await
     }
 
@@ -116,7 +118,8 @@ impl Client {
     ) -> Result<Vec<ManagedObjectReference>, Error> {
         check_uuid(uuid)?;
         let index = search_index(self)?;
-        self.find_all_by_uuid(&index, datacenter, uuid, true, Some(instance_uuid))
+        self.vim()
+            .find_all_by_uuid(&index, datacenter, uuid, true, Some(instance_uuid))
             .await
     }
 }

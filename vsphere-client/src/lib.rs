@@ -3,15 +3,24 @@
 // Generated bindings (src/generated, by vsphere-codegen) and the XML runtime they use.
 #[rustfmt::skip]
 mod generated;
+/// The XML runtime of the generated bindings: public for the generated code,
+/// the test kit, benchmarks and fuzz targets, not API (it changes without
+/// notice). What users need of it is re-exported at the crate root
+/// ([`Request`], [`Value`], [`DataObject`], [`DateTime`], [`SchemaType`]) and
+/// in [`codec`].
+#[doc(hidden)]
 pub mod xml;
 
 /// The generated `xsi:type` registry, for the fuzz targets in `fuzz/` only.
-#[cfg(feature = "fuzzing")]
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub fn fuzzing_registry() -> &'static xml::Registry {
     &generated::REGISTRY
 }
 pub use generated::{mo, types};
+pub use xml::{DataObject, DateTime, FromValue, Request, SchemaType, Value, ValueTypeError};
+
+pub mod codec;
 
 // Hand-written runtime: transport, TLS, sessions, errors.
 mod client;
@@ -26,10 +35,10 @@ mod transport;
 mod version;
 
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE,
+    Client, ClientBuilder, Vim, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE,
     DEFAULT_MAX_RESPONSE_SIZE,
 };
-pub use error::{Error, ErrorKind, Fault};
+pub use error::{report, Error, ErrorKind, Fault, Report};
 
 // The everyday API: typed property retrieval, views, tasks, inventory, VMs.
 pub mod inventory;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 
 /// Counts of one SOAP method (`RetrievePropertiesEx`, `Login`...).
 ///
@@ -35,7 +35,7 @@ impl CallStats {
             stats.calls += 1;
             match result {
                 Ok(_) => {}
-                Err(e) if e.kind() == ErrorKind::Fault => stats.faults += 1,
+                Err(e) if e.fault().is_some() => stats.faults += 1,
                 Err(_) => stats.errors += 1,
             }
         }
@@ -49,6 +49,7 @@ impl CallStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     #[test]
     fn counts_calls_faults_and_errors_per_method() {

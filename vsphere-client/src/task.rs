@@ -163,7 +163,7 @@ impl Task {
 
     /// Asks the server to cancel the task (only cancelable tasks can be).
     pub async fn cancel(&self) -> Result<(), Error> {
-        self.client.cancel_task(&self.reference).await
+        self.client.vim().cancel_task(&self.reference).await
     }
 }
 
@@ -285,7 +285,7 @@ fn lock_poisoned() -> Error {
 }
 
 fn is_object_gone(err: &Error) -> bool {
-    err.fault().is_some_and(|f| f.is("ManagedObjectNotFound"))
+    err.is_fault::<crate::types::ManagedObjectNotFound>()
 }
 
 impl TaskWatcher {
@@ -334,6 +334,7 @@ impl TaskWatcher {
         for _ in 0..2 {
             let (view, generation) = ensure_setup(client, &self.shared).await?;
             match client
+                .vim()
                 .modify_list_view(&view, std::slice::from_ref(task), &[])
                 .await
             {
@@ -392,7 +393,7 @@ async fn ensure_setup(
     let watch = match Watch::<mo::Task>::create(client, &spec).await {
         Ok(watch) => watch,
         Err(err) => {
-            let _ = client.destroy_view(&view).await;
+            let _ = client.vim().destroy_view(&view).await;
             return Err(err);
         }
     };
@@ -431,7 +432,7 @@ impl Client {
         let manager = self.service_content().view_manager.clone().ok_or_else(|| {
             Error::new(ErrorKind::InvalidArgument, "the server has no ViewManager")
         })?;
-        self.create_list_view(&manager, objects).await
+        self.vim().create_list_view(&manager, objects).await
     }
 }
 
@@ -484,7 +485,7 @@ async fn watch_loop(client: Client, shared: Arc<Shared>) {
                 if !finished.is_empty() {
                     // Finished tasks change no more; a failure here only
                     // leaves them in the view.
-                    if let Err(err) = client.modify_list_view(&view, &[], &finished).await {
+                    if let Err(err) = client.vim().modify_list_view(&view, &[], &finished).await {
                         tracing::debug!(error = %err, "removing finished tasks from the watcher's view failed");
                     }
                 }

@@ -64,6 +64,7 @@ impl ContainerView {
         let manager = view_manager(client)?;
         let types: Vec<String> = types.iter().map(|t| t.to_string()).collect();
         let view = client
+            .vim()
             .create_container_view(&manager, container, &types, recursive)
             .await?;
         Ok(ContainerView {
@@ -82,7 +83,7 @@ impl ContainerView {
     /// Destroys the view on the server.
     pub async fn destroy(mut self) -> Result<(), Error> {
         self.destroyed = true;
-        self.client.destroy_view(&self.view).await
+        self.client.vim().destroy_view(&self.view).await
     }
 
     /// Drops the handle without destroying the view (it is already gone
@@ -97,7 +98,7 @@ impl Drop for ContainerView {
         if !self.destroyed {
             let client = self.client.clone();
             let view = self.view.clone();
-            spawn_cleanup(async move { client.destroy_view(&view).await });
+            spawn_cleanup(async move { client.vim().destroy_view(&view).await });
         }
     }
 }
@@ -117,7 +118,7 @@ impl ListView {
         objects: &[ManagedObjectReference],
     ) -> Result<ListView, Error> {
         let manager = view_manager(client)?;
-        let view = client.create_list_view(&manager, objects).await?;
+        let view = client.vim().create_list_view(&manager, objects).await?;
         Ok(ListView {
             client: client.clone(),
             view,
@@ -136,7 +137,10 @@ impl ListView {
         &self,
         objects: &[ManagedObjectReference],
     ) -> Result<Vec<ManagedObjectReference>, Error> {
-        self.client.modify_list_view(&self.view, objects, &[]).await
+        self.client
+            .vim()
+            .modify_list_view(&self.view, objects, &[])
+            .await
     }
 
     /// Removes objects; returns those that were not in the view.
@@ -144,7 +148,10 @@ impl ListView {
         &self,
         objects: &[ManagedObjectReference],
     ) -> Result<Vec<ManagedObjectReference>, Error> {
-        self.client.modify_list_view(&self.view, &[], objects).await
+        self.client
+            .vim()
+            .modify_list_view(&self.view, &[], objects)
+            .await
     }
 
     /// Replaces the list; returns the objects the server could not add.
@@ -152,13 +159,13 @@ impl ListView {
         &self,
         objects: &[ManagedObjectReference],
     ) -> Result<Vec<ManagedObjectReference>, Error> {
-        self.client.reset_list_view(&self.view, objects).await
+        self.client.vim().reset_list_view(&self.view, objects).await
     }
 
     /// Destroys the view on the server.
     pub async fn destroy(mut self) -> Result<(), Error> {
         self.destroyed = true;
-        self.client.destroy_view(&self.view).await
+        self.client.vim().destroy_view(&self.view).await
     }
 }
 
@@ -167,7 +174,7 @@ impl Drop for ListView {
         if !self.destroyed {
             let client = self.client.clone();
             let view = self.view.clone();
-            spawn_cleanup(async move { client.destroy_view(&view).await });
+            spawn_cleanup(async move { client.vim().destroy_view(&view).await });
         }
     }
 }

@@ -800,6 +800,7 @@ impl VirtualMachine {
         let vim = self.clone_spec_vim(spec).await?;
         let task = self
             .client
+            .vim()
             .clone_vm_task(&self.reference, &spec.folder, name, &vim)
             .await?;
         Ok(self.client.task(task))
@@ -835,37 +836,45 @@ impl VirtualMachine {
             .map(|c| c.hardware.device.as_slice())
             .unwrap_or_default();
         let spec = config.to_vim(devices)?;
-        let task = self.client.reconfig_vm_task(&self.reference, &spec).await?;
+        let task = self
+            .client
+            .vim()
+            .reconfig_vm_task(&self.reference, &spec)
+            .await?;
         self.client.task(task).wait().await.map(|_| ())
     }
 
     /// Powers on and waits.
     pub async fn power_on(&self) -> Result<(), Error> {
-        let task = self.client.power_on_vm_task(&self.reference, None).await?;
+        let task = self
+            .client
+            .vim()
+            .power_on_vm_task(&self.reference, None)
+            .await?;
         self.client.task(task).wait().await.map(|_| ())
     }
 
     /// Powers off (hard) and waits.
     pub async fn power_off(&self) -> Result<(), Error> {
-        let task = self.client.power_off_vm_task(&self.reference).await?;
+        let task = self.client.vim().power_off_vm_task(&self.reference).await?;
         self.client.task(task).wait().await.map(|_| ())
     }
 
     /// Resets (hard) and waits.
     pub async fn reset(&self) -> Result<(), Error> {
-        let task = self.client.reset_vm_task(&self.reference).await?;
+        let task = self.client.vim().reset_vm_task(&self.reference).await?;
         self.client.task(task).wait().await.map(|_| ())
     }
 
     /// Suspends and waits.
     pub async fn suspend(&self) -> Result<(), Error> {
-        let task = self.client.suspend_vm_task(&self.reference).await?;
+        let task = self.client.vim().suspend_vm_task(&self.reference).await?;
         self.client.task(task).wait().await.map(|_| ())
     }
 
     /// Asks the guest to shut down (VMware tools needed); returns at once.
     pub async fn shutdown_guest(&self) -> Result<(), Error> {
-        self.client.shutdown_guest(&self.reference).await
+        self.client.vim().shutdown_guest(&self.reference).await
     }
 
     /// Shuts the guest down and waits until the VM is off; after `timeout`
@@ -912,13 +921,13 @@ impl VirtualMachine {
 
     /// Destroys the VM (it must be off) and waits.
     pub async fn destroy(&self) -> Result<(), Error> {
-        let task = self.client.destroy_task(&self.reference).await?;
+        let task = self.client.vim().destroy_task(&self.reference).await?;
         self.client.task(task).wait().await.map(|_| ())
     }
 
     /// Marks the VM (powered off) as a template.
     pub async fn mark_as_template(&self) -> Result<(), Error> {
-        self.client.mark_as_template(&self.reference).await
+        self.client.vim().mark_as_template(&self.reference).await
     }
 
     /// Power state, guest IP and template flag (one call).

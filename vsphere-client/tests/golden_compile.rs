@@ -12,7 +12,11 @@ mod xml {
     pub use vsphere_client::xml::*;
 }
 
-/// Stand-in for the runtime's `Client`: encodes the request and answers from a canned body.
+/// Stand-in for the runtime's `Vim` (the generated methods' home): encodes
+/// the request and answers from a canned body.
+pub struct Vim<'a>(&'a Client);
+
+/// What the stand-in `Vim` answers and records.
 pub struct Client {
     response: String,
     sent: std::sync::Mutex<Vec<String>>,
@@ -22,14 +26,15 @@ pub struct Client {
 #[derive(Debug)]
 pub struct Error(#[allow(dead_code)] String);
 
-impl Client {
+impl Vim<'_> {
     pub async fn invoke<R: xml::Request>(&self, request: &R) -> Result<R::Response, Error> {
         let body = xml::soap::encode_request_envelope(request);
-        self.sent
+        self.0
+            .sent
             .lock()
             .expect("lock")
             .push(String::from_utf8_lossy(&body).into_owned());
-        xml::soap::decode_response_with::<R>(self.response.as_bytes(), &generated::REGISTRY)
+        xml::soap::decode_response_with::<R>(self.0.response.as_bytes(), &generated::REGISTRY)
             .map_err(|e| Error(e.to_string()))
     }
 }
@@ -115,7 +120,7 @@ fn golden_methods_build_requests_and_decode_responses() {
         sent: Default::default(),
     };
     let this = ManagedObjectReference::new("Canvas", "canvas-1");
-    let shapes = block_on(client.get_shapes(&this, Some("all"))).expect("shapes");
+    let shapes = block_on(Vim(&client).get_shapes(&this, Some("all"))).expect("shapes");
     assert_eq!(shapes.len(), 2);
     assert_eq!(
         shapes[0].downcast_ref::<Square>().map(|s| s.side_length),

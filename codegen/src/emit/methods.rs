@@ -1,4 +1,5 @@
-//! A typed async method on `Client` per operation. Each is `#[inline]`: it is
+//! A typed async method on `Vim` (the client's handle for raw operations)
+//! per operation. Each is `#[inline]`: it is
 //! compiled into a program only if the program calls it.
 
 use std::fmt::Write as _;
@@ -67,14 +68,14 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         }
 
         // Formatted inside an impl block, which `emit` strips: a file gets one
-        // `impl Client` block for all its methods.
+        // `impl Vim` block for all its methods.
         let code = format!(
-            "impl crate::Client {{\n{doc}#[inline]\npub async fn {method}({params}) -> Result<{response}, crate::Error> {{\n    \
+            "impl crate::Vim<'_> {{\n{doc}#[inline]\npub async fn {method}({params}) -> Result<{response}, crate::Error> {{\n    \
              self.invoke(&{request_rust} {{ {build} }}).await\n}}\n}}\n"
         );
         let code = format(&code)?;
         let code = code
-            .strip_prefix("impl crate::Client {\n")
+            .strip_prefix("impl crate::Vim<'_> {\n")
             .and_then(|c| c.trim_end().strip_suffix('}'))
             .map(str::to_string)
             .ok_or_else(|| crate::error::Error::new("unexpected method layout"))?;

@@ -229,16 +229,16 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     out.files.insert("registry/mod.rs".into(), registry_mod);
     modules.push("mod registry;".into());
 
-    // methods/: one typed async method per operation on `Client`.
+    // methods/: one typed async method per operation on `Vim`, the client's
+    // handle for raw operations (`client.vim().clone_vm_task(..)`).
     let method_items = methods::emit(model, plan, &mut out.counts)?;
-    let mut methods_mod =
-        format!("{header}//! A typed method on `Client` for every operation.\n\n");
+    let mut methods_mod = format!("{header}//! A typed method on `Vim` for every operation.\n\n");
     for (name, codes) in pack(method_items) {
         writeln!(methods_mod, "mod {name};").ok();
         out.files.insert(
             format!("methods/{name}.rs"),
             format!(
-                "{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\n// Parameters mirror the operation's.\n#[allow(clippy::too_many_arguments)]\nimpl crate::Client {{\n{}}}\n",
+                "{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\n// Parameters mirror the operation's.\n#[allow(clippy::too_many_arguments)]\nimpl crate::Vim<'_> {{\n{}}}\n",
                 codes.concat()
             ),
         );

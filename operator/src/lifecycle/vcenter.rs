@@ -14,7 +14,8 @@ use std::time::Duration;
 use vsphere_client::inventory::NetworkInfo;
 use vsphere_client::mo;
 use vsphere_client::types::{
-    AnyVirtualDevice, ManagedObjectReference, TaskInfo, TaskInfoState, VirtualMachineCloneSpec,
+    AnyVirtualDevice, DuplicateName, InvalidPowerState, ManagedObjectNotFound,
+    ManagedObjectReference, TaskInfo, TaskInfoState, VirtualMachineCloneSpec,
     VirtualMachineRelocateSpec,
 };
 use vsphere_client::vm::{
@@ -229,16 +230,14 @@ impl VCenterSession {
         let parent = self
             .required(&format!("{}/vm", escape(datacenter)), "VM folder")
             .await?;
-        match self.client().create_folder(&parent, folder).await {
+        match self.client().vim().create_folder(&parent, folder).await {
             Ok(made) => {
                 if let Ok(mut paths) = self.placement().paths.lock() {
                     paths.insert(path, made.clone());
                 }
                 Ok(made)
             }
-            Err(e) if e.fault().is_some_and(|f| f.is("DuplicateName")) => {
-                self.required(&path, "VM folder").await
-            }
+            Err(e) if e.is_fault::<DuplicateName>() => self.required(&path, "VM folder").await,
             Err(e) => Err(error(&format!("creating folder {path}"), &e)),
         }
     }
@@ -406,7 +405,7 @@ impl Machines for VCenterSession {
             .map_err(|e| error("reading the VM", &e))?;
         match query.get(&vm_ref(mo_ref)).await {
             Ok(vm) => Ok(Some(facts_of(&vm))),
-            Err(e) if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) => Ok(None),
+            Err(e) if e.is_fault::<ManagedObjectNotFound>() => Ok(None),
             Err(e) => Err(error(&format!("reading {mo_ref}"), &e)),
         }
     }
@@ -418,7 +417,7 @@ impl Machines for VCenterSession {
         });
         match task.info().await {
             Ok(info) => Ok(Some(task_facts(&info))),
-            Err(e) if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) => Ok(None),
+            Err(e) if e.is_fault::<ManagedObjectNotFound>() => Ok(None),
             Err(e) => Err(error(&format!("reading task {mo_ref}"), &e)),
         }
     }
@@ -501,10 +500,11 @@ impl Machines for VCenterSession {
         };
         let task = self
             .client()
+            .vim()
             .clone_vm_task(&template, &folder, &request.name, &spec)
             .await
             .map_err(|e| {
-                if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) {
+                if e.is_fault::<ManagedObjectNotFound>() {
                     // A folder, pool, datastore or template cached earlier is gone
                     // (removed, or re-created by an administrator): resolve anew next time.
                     self.placement().clear();
@@ -534,6 +534,7 @@ impl Machines for VCenterSession {
             .map_err(|e| error("the configuration", &e))?;
         let task = self
             .client()
+            .vim()
             .reconfig_vm_task(&vm_ref(vm), &spec)
             .await
             .map_err(|e| error(&format!("reconfiguring {vm}"), &e))?;
@@ -543,6 +544,7 @@ impl Machines for VCenterSession {
     async fn start_power_on(&self, vm: &str) -> Result<String, MachineError> {
         let task = self
             .client()
+            .vim()
             .power_on_vm_task(&vm_ref(vm), None)
             .await
             .map_err(|e| error(&format!("powering {vm} on"), &e))?;
@@ -558,7 +560,7 @@ impl Machines for VCenterSession {
         match result {
             Ok(()) => Ok(()),
             // Already off (raced with the guest or a user): what we wanted.
-            Err(e) if e.fault().is_some_and(|f| f.is("InvalidPowerState")) => Ok(()),
+            Err(e) if e.is_fault::<InvalidPowerState>() => Ok(()),
             Err(e) => Err(error(&format!("powering {vm} off"), &e)),
         }
     }
@@ -566,6 +568,7 @@ impl Machines for VCenterSession {
     async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {
         let task = self
             .client()
+            .vim()
             .destroy_task(&vm_ref(vm))
             .await
             .map_err(|e| error(&format!("destroying {vm}"), &e))?;

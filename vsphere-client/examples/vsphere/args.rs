@@ -24,19 +24,7 @@ impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CliError::Usage(message) | CliError::Other(message) => f.write_str(message),
-            CliError::Client(err) => {
-                let mut line = err.to_string();
-                let mut source = std::error::Error::source(err);
-                while let Some(cause) = source {
-                    let text = cause.to_string();
-                    if !text.is_empty() && !line.contains(&text) {
-                        line.push_str(": ");
-                        line.push_str(&text);
-                    }
-                    source = cause.source();
-                }
-                f.write_str(&line.replace('\n', " "))
-            }
+            CliError::Client(err) => write!(f, "{}", err.report()),
         }
     }
 }

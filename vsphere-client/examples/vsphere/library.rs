@@ -77,7 +77,7 @@ async fn list_items(
     for item in items {
         let path = format!("/{}/{}", library.name, item.name);
         if long {
-            let kind = item.type_.as_deref().unwrap_or("-");
+            let kind = item.type_.as_ref().map_or("-", |t| t.as_str());
             let size = item
                 .size
                 .map(|s| s.to_string())

@@ -93,6 +93,7 @@ pub async fn resolve_path(client: &Client, path: &str) -> Result<ManagedObjectRe
         .ok_or_else(|| CliError::Other("the server has no SearchIndex".into()))?;
     let trimmed = path.trim_start_matches('/');
     client
+        .vim()
         .find_by_inventory_path(&search_index, trimmed)
         .await?
         .ok_or_else(|| CliError::Other(format!("{path}: not found")))

@@ -1,7 +1,8 @@
 //! The vSphere client: configuration, calls, session upkeep.
 
 mod builder;
-mod response;
+pub(crate) mod response;
+mod vim;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ pub use builder::{
     ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE,
     DEFAULT_MAX_RESPONSE_SIZE,
 };
+pub use vim::Vim;
 
 use crate::error::{Error, ErrorKind};
 use crate::redact::Secret;
@@ -289,13 +291,14 @@ impl Client {
         // which calls this (an async cycle needs one boxed link).
         Box::pin(async move {
             let session_manager = self.session_manager()?;
-            self.login(
-                &session_manager,
-                &credentials.username,
-                credentials.password.expose(),
-                None,
-            )
-            .await?;
+            self.vim()
+                .login(
+                    &session_manager,
+                    &credentials.username,
+                    credentials.password.expose(),
+                    None,
+                )
+                .await?;
             Ok(())
         })
     }
@@ -322,7 +325,10 @@ impl Client {
             type_: "ServiceInstance".into(),
             value: "ServiceInstance".into(),
         };
-        let content = self.retrieve_service_content(&service_instance).await?;
+        let content = self
+            .vim()
+            .retrieve_service_content(&service_instance)
+            .await?;
         if !version_negotiated {
             // No vimServiceVersions.xml: go by what the server says it is.
             let server = content.about.api_version.clone();
@@ -391,6 +397,7 @@ impl Client {
             ..Default::default()
         };
         let result = self
+            .vim()
             .retrieve_properties_ex(
                 &content.property_collector,
                 &[spec],
@@ -422,7 +429,7 @@ impl Client {
             return Ok(());
         }
         let session_manager = self.session_manager()?;
-        let result = self.logout(&session_manager).await;
+        let result = self.vim().logout(&session_manager).await;
         self.inner.session.clear_cookie();
         match result {
             Ok(()) => Ok(()),

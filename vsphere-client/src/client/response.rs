@@ -14,14 +14,28 @@ use crate::xml::Request;
 ///   with a short excerpt of the body to say what the server meant (an HTML
 ///   "503 Service Unavailable" page, a proxy's message...).
 pub(crate) fn decode<R: Request>(reply: &SoapReply, url: &str) -> Result<R::Response, Error> {
-    let status = reply.status;
-    if !looks_like_soap(&reply.body) {
-        return Err(not_soap(reply, url));
+    decode_body::<R>(
+        &reply.body,
+        reply.status,
+        reply.content_type.as_deref(),
+        url,
+    )
+}
+
+/// [`decode`] for a body with its status and content type.
+pub(crate) fn decode_body<R: Request>(
+    body: &[u8],
+    status: StatusCode,
+    content_type: Option<&str>,
+    url: &str,
+) -> Result<R::Response, Error> {
+    if !looks_like_soap(body) {
+        return Err(not_soap(body, status, content_type, url));
     }
-    match crate::xml::soap::decode_response::<R>(&reply.body) {
+    match crate::xml::soap::decode_response::<R>(body) {
         Ok(response) => Ok(response),
         Err(SoapError::Fault(fault)) => {
-            let type_name = fault_type_name(&reply.body);
+            let type_name = fault_type_name(body);
             Err(Error::from_fault(Fault::new(
                 fault.faultcode,
                 fault.faultstring,
@@ -46,17 +60,16 @@ pub(crate) fn decode<R: Request>(reply: &SoapReply, url: &str) -> Result<R::Resp
     }
 }
 
-fn not_soap(reply: &SoapReply, url: &str) -> Error {
-    let status = reply.status;
-    let what = match reply.content_type.as_deref() {
+fn not_soap(body: &[u8], status: StatusCode, content_type: Option<&str>, url: &str) -> Error {
+    let what = match content_type {
         Some(ct) => format!(
             "not a SOAP response ({})",
             ct.split(';').next().unwrap_or(ct).trim()
         ),
-        None if reply.body.is_empty() => "not a SOAP response (empty body)".to_owned(),
+        None if body.is_empty() => "not a SOAP response (empty body)".to_owned(),
         None => "not a SOAP response".to_owned(),
     };
-    let excerpt = text_excerpt(&reply.body, 160);
+    let excerpt = text_excerpt(body, 160);
     let tail = if excerpt.is_empty() {
         String::new()
     } else {

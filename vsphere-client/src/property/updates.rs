@@ -39,6 +39,23 @@ pub enum UpdateKind {
     Leave,
 }
 
+impl UpdateKind {
+    /// `enter`, `modify` or `leave`, as vim25's `ObjectUpdateKind` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateKind::Enter => "enter",
+            UpdateKind::Modify => "modify",
+            UpdateKind::Leave => "leave",
+        }
+    }
+}
+
+impl std::fmt::Display for UpdateKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One object's change.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectChange<T> {
@@ -154,11 +171,11 @@ impl<T: ManagedObject> Watch<T> {
     /// Creates a collector and its filter.
     pub async fn create(client: &Client, spec: &PropertyFilterSpec) -> Result<Watch<T>, Error> {
         let root = client.service_content().property_collector.clone();
-        let collector = client.create_property_collector(&root).await?;
-        let filter = match client.create_filter(&collector, spec, false).await {
+        let collector = client.vim().create_property_collector(&root).await?;
+        let filter = match client.vim().create_filter(&collector, spec, false).await {
             Ok(filter) => filter,
             Err(err) => {
-                let _ = client.destroy_property_collector(&collector).await;
+                let _ = client.vim().destroy_property_collector(&collector).await;
                 return Err(err);
             }
         };
@@ -267,7 +284,10 @@ impl<T: ManagedObject> Watch<T> {
 
     /// Destroys the collector (and with it the filter).
     pub async fn destroy(&self, client: &Client) -> Result<(), Error> {
-        client.destroy_property_collector(&self.collector).await
+        client
+            .vim()
+            .destroy_property_collector(&self.collector)
+            .await
     }
 }
 
@@ -361,7 +381,7 @@ impl<T: ManagedObject> UpdateStream<T> {
             self.pending = None;
             let set = match result {
                 Ok(Err(err))
-                    if !remade && err.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) =>
+                    if !remade && err.is_fault::<crate::types::ManagedObjectNotFound>() =>
                 {
                     tracing::debug!(error = %err, "update stream: collector gone, making it again");
                     self.remake().await?;
@@ -435,7 +455,7 @@ impl<T: ManagedObject> Drop for UpdateStream<T> {
             let collector = self.watch.collector.clone();
             // Destroying the collector ends a wait in flight and its filter.
             crate::view::spawn_cleanup(async move {
-                client.destroy_property_collector(&collector).await
+                client.vim().destroy_property_collector(&collector).await
             });
         }
     }

@@ -1,4 +1,5 @@
-//! Entry points for the fuzz targets in `fuzz/` (feature `fuzzing` only):
+//! Entry points for the fuzz targets in `fuzz/` (built only with
+//! `--cfg fuzzing`, which cargo-fuzz sets; not API):
 //! the body-to-value and body-to-error paths of the REST transport, which
 //! are otherwise private.
 

@@ -21,13 +21,54 @@ const UPDATE_SESSION: &str = "content/library/item/update-session";
 const UPDATE_SESSION_FILE: &str = "content/library/item/updatesession/file";
 const OVF_LIBRARY_ITEM: &str = "vcenter/ovf/library-item";
 
+super::open_enum! {
+    /// What kind of library: its own content, or a subscription to another's.
+    LibraryType {
+        Local = "LOCAL",
+        Subscribed = "SUBSCRIBED",
+    }
+}
+
+super::open_enum! {
+    /// Where a library's storage backing is.
+    StorageBackingType {
+        /// A datastore ([`StorageBacking::datastore_id`]).
+        Datastore = "DATASTORE",
+        /// A file system URI ([`StorageBacking::storage_uri`]).
+        Other = "OTHER",
+    }
+}
+
+super::open_enum! {
+    /// What a library item holds. Open: libraries hold any file type.
+    LibraryItemType {
+        /// An OVF template.
+        Ovf = "ovf",
+        /// A VM template (vCenter 6.7 U1 and later).
+        VmTemplate = "vm-template",
+        /// An ISO image.
+        Iso = "iso",
+    }
+}
+
+super::open_enum! {
+    /// How the disks of a VM deployed from an OVF are allocated.
+    StorageProvisioning {
+        /// Blocks allocated as they are written.
+        Thin = "thin",
+        /// All blocks allocated up front.
+        Thick = "thick",
+        /// All blocks allocated and zeroed up front.
+        EagerZeroedThick = "eagerZeroedThick",
+    }
+}
+
 /// Where a library keeps its content.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StorageBacking {
-    /// `DATASTORE` or `OTHER`.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: StorageBackingType,
     /// The datastore's managed object id (`datastore-12`), for `DATASTORE`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub datastore_id: Option<String>,
@@ -40,7 +81,7 @@ impl StorageBacking {
     /// Content kept on this datastore.
     pub fn datastore(datastore: &ManagedObjectReference) -> Self {
         StorageBacking {
-            type_: "DATASTORE".into(),
+            type_: StorageBackingType::Datastore,
             datastore_id: Some(datastore.value.clone()),
             storage_uri: None,
         }
@@ -54,9 +95,8 @@ pub struct Library {
     pub id: String,
     pub name: String,
     pub description: Option<String>,
-    /// `LOCAL` or `SUBSCRIBED`.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: LibraryType,
     pub storage_backings: Vec<StorageBacking>,
     pub version: Option<String>,
     /// RFC 3339 time stamps, as sent.
@@ -74,9 +114,8 @@ pub struct LibraryItem {
     pub library_id: String,
     pub name: String,
     pub description: Option<String>,
-    /// `ovf`, `vm-template`, `iso`, or another type the library knows.
     #[serde(rename = "type")]
-    pub type_: Option<String>,
+    pub type_: Option<LibraryItemType>,
     pub size: Option<i64>,
     pub cached: Option<bool>,
     pub content_version: Option<String>,
@@ -94,9 +133,8 @@ pub struct LibraryFind {
     /// The name, compared without regard to case.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// `LOCAL` or `SUBSCRIBED`.
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
+    pub type_: Option<LibraryType>,
 }
 
 /// Criteria to find library items; unset criteria match everything.
@@ -107,7 +145,7 @@ pub struct ItemFind {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub library_id: Option<String>,
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
+    pub type_: Option<LibraryItemType>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,7 +160,7 @@ pub struct LocalLibrarySpec {
     pub description: Option<String>,
     /// Always `LOCAL`.
     #[serde(rename = "type")]
-    type_: &'static str,
+    type_: LibraryType,
     pub storage_backings: Vec<StorageBacking>,
 }
 
@@ -132,7 +170,7 @@ impl LocalLibrarySpec {
         LocalLibrarySpec {
             name: name.into(),
             description: None,
-            type_: "LOCAL",
+            type_: LibraryType::Local,
             storage_backings: vec![StorageBacking::datastore(datastore)],
         }
     }
@@ -145,22 +183,22 @@ pub struct ItemSpec {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// `ovf`, `iso`...; unset lets the server decide from the files.
+    /// Unset lets the server decide from the files.
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
+    pub type_: Option<LibraryItemType>,
 }
 
 impl ItemSpec {
     pub fn new(
         library_id: impl Into<String>,
         name: impl Into<String>,
-        type_: Option<&str>,
+        type_: Option<LibraryItemType>,
     ) -> Self {
         ItemSpec {
             library_id: library_id.into(),
             name: name.into(),
             description: None,
-            type_: type_.map(str::to_owned),
+            type_,
         }
     }
 }
@@ -191,8 +229,7 @@ pub struct OvfDeploySpec {
     /// Accept the OVF's end-user license agreements (needed when it has any).
     pub accept_all_eula: bool,
     pub network_mappings: Vec<NetworkMapping>,
-    /// `thin`, `thick` or `eagerZeroedThick`.
-    pub storage_provisioning: Option<String>,
+    pub storage_provisioning: Option<StorageProvisioning>,
 }
 
 impl OvfDeploySpec {
@@ -228,7 +265,7 @@ struct WireDeploymentSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     network_mappings: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    storage_provisioning: Option<String>,
+    storage_provisioning: Option<StorageProvisioning>,
 }
 
 #[derive(Serialize)]
@@ -367,6 +404,7 @@ impl<'a> ContentLibrary<'a> {
     pub async fn create_local(&self, spec: &LocalLibrarySpec) -> Result<String, Error> {
         self.client
             .request("create local library", Method::POST, LOCAL_LIBRARY)
+            .subject(&spec.name)
             .spec("create_spec", spec)
             .send()
             .await
@@ -449,6 +487,7 @@ impl<'a> ContentLibrary<'a> {
     pub async fn create_item(&self, spec: &ItemSpec) -> Result<String, Error> {
         self.client
             .request("create library item", Method::POST, ITEM)
+            .subject(&spec.name)
             .spec("create_spec", spec)
             .send()
             .await

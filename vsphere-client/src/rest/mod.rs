@@ -34,8 +34,70 @@
 //! fails with 401 logs in again (once, however many calls hit the expired
 //! session together) and is retried transparently.
 
+/// An open enumeration of the Automation API: the known values as variants,
+/// anything else kept as `Unknown(name)`; (de)serialized as its wire name.
+/// The first variant is the `Default`.
+macro_rules! open_enum {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $(#[$fmeta:meta])* $first:ident = $first_wire:literal, $( $(#[$vmeta:meta])* $variant:ident = $wire:literal, )* }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+        pub enum $name {
+            $(#[$fmeta])*
+            #[default]
+            $first,
+            $( $(#[$vmeta])* $variant, )*
+            /// A value this crate does not know, as the server spelled it.
+            Unknown(String),
+        }
+
+        impl $name {
+            /// The wire name.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $name::$first => $first_wire,
+                    $( $name::$variant => $wire, )*
+                    $name::Unknown(name) => name,
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(name: &str) -> Self {
+                match name {
+                    $first_wire => $name::$first,
+                    $( $wire => $name::$variant, )*
+                    other => $name::Unknown(other.to_owned()),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let name = String::deserialize(deserializer)?;
+                Ok($name::from(name.as_str()))
+            }
+        }
+    };
+}
+pub(crate) use open_enum;
+
 mod error;
-#[cfg(feature = "fuzzing")]
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
 mod library;
@@ -55,8 +117,9 @@ use tracing::Instrument;
 
 pub use error::{LocalizableMessage, RestError, RestErrorType};
 pub use library::{
-    ContentLibrary, ItemFind, ItemSpec, Library, LibraryFind, LibraryItem, LocalLibrarySpec,
-    NetworkMapping, OvfDeploySpec, StorageBacking,
+    ContentLibrary, ItemFind, ItemSpec, Library, LibraryFind, LibraryItem, LibraryItemType,
+    LibraryType, LocalLibrarySpec, NetworkMapping, OvfDeploySpec, StorageBacking,
+    StorageBackingType, StorageProvisioning,
 };
 pub use tagging::{
     AttachedObjects, AttachedTags, BatchResult, Cardinality, Category, CategorySpec,
@@ -252,7 +315,7 @@ impl RestClient {
                 .send(&call, seen.cookie.as_ref())
                 .await?;
             tracing::Span::current().record("status", reply.status.as_u16());
-            match check_status(call.operation, reply) {
+            match check_status(&call.label(), reply) {
                 Err(err)
                     if err.is_rest_error(&RestErrorType::Unauthenticated) && self.may_relogin() =>
                 {
@@ -267,7 +330,7 @@ impl RestClient {
                         .send(&call, self.inner.session.cookie().as_ref())
                         .await?;
                     tracing::Span::current().record("status", reply.status.as_u16());
-                    check_status(call.operation, reply)
+                    check_status(&call.label(), reply)
                 }
                 other => other,
             }
@@ -303,6 +366,9 @@ impl RequestBuilder<'_> {
 
     /// Appends an object id to the path (`/{id}`, or `/id:{id}` on `/rest`).
     pub(crate) fn id(mut self, id: &str) -> Self {
+        if self.call.subject.is_none() {
+            self.call.subject = Some(id.to_owned());
+        }
         let segment = match self.flavor() {
             ApiFlavor::Api => id.to_owned(),
             ApiFlavor::Rest => format!("id:{id}"),
@@ -310,6 +376,13 @@ impl RequestBuilder<'_> {
         if let Ok(mut segments) = self.call.url.path_segments_mut() {
             segments.push(&segment);
         }
+        self
+    }
+
+    /// Names what the call acts on in its errors (`create category "zone"`);
+    /// [`id`](Self::id) names the id unless this was given.
+    pub(crate) fn subject(mut self, subject: &str) -> Self {
+        self.call.subject = Some(subject.to_owned());
         self
     }
 
@@ -415,9 +488,9 @@ impl RequestBuilder<'_> {
     pub(crate) async fn send<T: DeserializeOwned>(self) -> Result<T, Error> {
         let client = self.client;
         let (call, flavor) = self.finish()?;
-        let operation = call.operation;
+        let operation = call.label();
         let reply = client.execute(call).await?;
-        decode_json(operation, flavor, &reply)
+        decode_json(&operation, flavor, &reply)
     }
 
     /// Sends, ignoring the reply's body.

@@ -102,7 +102,7 @@ pub(super) async fn probe(
             status if status.is_success() => return Ok(Some(flavor)),
             StatusCode::NOT_FOUND if i + 1 < order.len() => continue,
             StatusCode::UNAUTHORIZED => return Ok(None),
-            _ => return Err(error_from_reply(call.operation, &reply)),
+            _ => return Err(error_from_reply(&call.label(), &reply)),
         }
     }
     Ok(None)

@@ -6,7 +6,7 @@
 use std::fmt;
 
 use http::Method;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use super::{DynamicId, LocalizableMessage, RestClient};
 use crate::error::Error;
@@ -16,55 +16,14 @@ const CATEGORY: &str = "cis/tagging/category";
 const TAG: &str = "cis/tagging/tag";
 const ASSOCIATION: &str = "cis/tagging/tag-association";
 
-/// How many tags of a category an object may carry. Open: a value this
-/// crate does not know is kept as [`Cardinality::Unknown`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub enum Cardinality {
-    /// At most one tag of the category per object.
-    #[default]
-    Single,
-    /// Any number of tags of the category per object.
-    Multiple,
-    Unknown(String),
-}
-
-impl Cardinality {
-    /// The wire name (`SINGLE`, `MULTIPLE`).
-    pub fn as_str(&self) -> &str {
-        match self {
-            Cardinality::Single => "SINGLE",
-            Cardinality::Multiple => "MULTIPLE",
-            Cardinality::Unknown(name) => name,
-        }
-    }
-}
-
-impl From<&str> for Cardinality {
-    fn from(name: &str) -> Self {
-        match name {
-            "SINGLE" => Cardinality::Single,
-            "MULTIPLE" => Cardinality::Multiple,
-            other => Cardinality::Unknown(other.to_owned()),
-        }
-    }
-}
-
-impl fmt::Display for Cardinality {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for Cardinality {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Cardinality {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
-        Ok(Cardinality::from(name.as_str()))
+super::open_enum! {
+    /// How many tags of a category an object may carry. Open: a value this
+    /// crate does not know is kept as [`Cardinality::Unknown`].
+    Cardinality {
+        /// At most one tag of the category per object.
+        Single = "SINGLE",
+        /// Any number of tags of the category per object.
+        Multiple = "MULTIPLE",
     }
 }
 
@@ -290,6 +249,7 @@ impl<'a> Tagging<'a> {
     pub async fn create_category(&self, spec: &CategorySpec) -> Result<String, Error> {
         self.client
             .request("create category", Method::POST, CATEGORY)
+            .subject(&spec.name)
             .spec("create_spec", spec)
             .send()
             .await
@@ -396,6 +356,7 @@ impl<'a> Tagging<'a> {
     pub async fn create_tag(&self, spec: &TagSpec) -> Result<String, Error> {
         self.client
             .request("create tag", Method::POST, TAG)
+            .subject(&spec.name)
             .spec("create_spec", spec)
             .send()
             .await

@@ -45,6 +45,9 @@ pub(crate) struct Transport {
 pub(crate) struct Call {
     /// What the call does, for spans and error messages (`create category`).
     pub operation: &'static str,
+    /// What it acts on (a name, an id), for error messages:
+    /// `create category "zone": ALREADY_EXISTS`.
+    pub subject: Option<String>,
     pub method: Method,
     pub url: url::Url,
     pub body: Option<Bytes>,
@@ -64,6 +67,7 @@ impl Call {
     pub(crate) fn new(operation: &'static str, method: Method, url: url::Url) -> Call {
         Call {
             operation,
+            subject: None,
             method,
             url,
             body: None,
@@ -72,6 +76,17 @@ impl Call {
             basic_auth: None,
             log_request_body: true,
             log_response_body: true,
+        }
+    }
+}
+
+impl Call {
+    /// The operation and its subject, as errors name them
+    /// (`create category "zone"`).
+    pub(crate) fn label(&self) -> String {
+        match &self.subject {
+            Some(subject) => format!("{} {subject:?}", self.operation),
+            None => self.operation.to_owned(),
         }
     }
 }

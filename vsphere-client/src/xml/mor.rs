@@ -6,7 +6,9 @@ use super::reader::XmlReader;
 use super::{Decode, DecodeError, Encode, XmlWriter};
 
 /// A reference to a server-side managed object: `<obj type="VirtualMachine">vm-42</obj>`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+///
+/// Shown as `VirtualMachine:vm-42` by both `Display` and `Debug`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ManagedObjectReference {
     /// The managed object type (`VirtualMachine`), the XML `type` attribute.
     pub type_: String,
@@ -27,6 +29,12 @@ impl ManagedObjectReference {
 impl fmt::Display for ManagedObjectReference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.type_, self.value)
+    }
+}
+
+impl fmt::Debug for ManagedObjectReference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

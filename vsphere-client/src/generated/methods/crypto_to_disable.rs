@@ -6,7 +6,7 @@ use crate::xml as x;
 
 // Parameters mirror the operation's.
 #[allow(clippy::too_many_arguments)]
-impl crate::Client {
+impl crate::Vim<'_> {
     /// Invokes `CryptoManagerHostDisable` on `CryptoManagerHost`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.

@@ -6,7 +6,7 @@ use crate::xml as x;
 
 // Parameters mirror the operation's.
 #[allow(clippy::too_many_arguments)]
-impl crate::Client {
+impl crate::Vim<'_> {
     /// Invokes `IncreaseDirectorySize` on `DatastoreNamespaceManager`.
     ///
     /// Since vSphere API 8.0.1.0.

@@ -6,7 +6,7 @@ use crate::xml as x;
 
 // Parameters mirror the operation's.
 #[allow(clippy::too_many_arguments)]
-impl crate::Client {
+impl crate::Vim<'_> {
     /// Invokes `RevertToCurrentSnapshot_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `InsufficientResourcesFault`, `InvalidState`, `NotFound`, `RuntimeFault`, `SnapshotFault`, `TaskInProgress`, `VmConfigFault`.
