@@ -12,7 +12,7 @@
 //! # async fn demo(client: vsphere_client::Client, vm: vsphere_client::types::ManagedObjectReference)
 //! # -> Result<(), vsphere_client::Error> {
 //! use std::time::Duration;
-//! let task = client.task(client.power_on_vm_task(&vm, None).await?);
+//! let task = client.task(client.vim().power_on_vm_task(&vm, None).await?);
 //! let info = task
 //!     .wait_with_progress(Some(Duration::from_secs(300)), |info| {
 //!         println!("{:?} {}%", info.state, info.progress.unwrap_or(0));

@@ -26,9 +26,10 @@ use crate::xml::Request;
 
 /// An async vSphere (vim25 SOAP) client.
 ///
-/// Cheap to clone: clones share one connection pool and one session. Every
-/// operation of the API is a typed method (`client.power_on_vm_task(..)`);
-/// [`invoke`](Client::invoke) is what they call.
+/// Cheap to clone: clones share one connection pool and one session. The
+/// methods here are the everyday API; every raw operation of vim25 is a typed
+/// method of [`client.vim()`](Client::vim) (`client.vim().power_on_vm_task(..)`),
+/// and [`invoke`](Client::invoke) is what they call.
 ///
 /// The session is kept alive: a keepalive checks it while idle, and a call
 /// that fails with `NotAuthenticated` logs in again (once, however many

@@ -22,16 +22,15 @@ use crate::Client;
 /// for anything else:
 ///
 /// ```no_run
-/// # async fn demo(client: vsphere_client::Client) -> Result<(), vsphere_client::Error> {
-/// let content = client.service_content();
-/// let about = client.vim().retrieve_service_content(&content.root_folder).await;
-/// let time = client.vim().current_time(&vsphere_client::types::ManagedObjectReference::new(
-///     "ServiceInstance",
-///     "ServiceInstance",
-/// ))
-/// .await?;
-/// println!("server time {time:?}");
-/// # let _ = about;
+/// # async fn demo(client: vsphere_client::Client, vm: vsphere_client::types::ManagedObjectReference)
+/// # -> Result<(), vsphere_client::Error> {
+/// use vsphere_client::types::ManagedObjectReference;
+/// let instance = ManagedObjectReference::new("ServiceInstance", "ServiceInstance");
+/// let now = client.vim().current_time(&instance).await?;
+/// // A task-returning operation: wait for it with `Client::task`.
+/// let task = client.vim().power_on_vm_task(&vm, None).await?;
+/// client.task(task).wait().await?;
+/// println!("server time {now:?}");
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Copy)]
