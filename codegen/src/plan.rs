@@ -34,16 +34,9 @@ const RESERVED_TYPE_NAMES: &[&str] = &[
     "Vec",
 ];
 
-/// Methods `Client` has by hand; an operation with one of these names would clash.
-const RESERVED_CLIENT_METHODS: &[&str] = &[
-    "builder",
-    "invoke",
-    "clone",
-    "service_content",
-    "relogin",
-    "session",
-    "fmt",
-];
+/// Methods `Vim` (the home of the generated methods) has by hand or by
+/// derive; an operation with one of these names would clash.
+const RESERVED_CLIENT_METHODS: &[&str] = &["invoke", "client", "clone", "clone_from", "fmt"];
 
 /// Everything decided about the model before emitting.
 #[derive(Debug)]
@@ -190,7 +183,7 @@ pub fn plan(model: &Model) -> Result<Plan> {
     for op in model.operations.keys() {
         let rust = naming::method_name(op);
         if RESERVED_CLIENT_METHODS.contains(&rust.as_str()) {
-            bail!("operation {op} maps to {rust}, a hand-written Client method");
+            bail!("operation {op} maps to {rust}, a hand-written Vim method");
         }
         if let Some(other) = methods_taken.insert(rust.clone(), op.clone()) {
             bail!("operations {other} and {op} both map to the method {rust}");
