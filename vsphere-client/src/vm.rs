@@ -1,6 +1,7 @@
 //! The VM lifecycle: clone (from a template or a VM, full or linked, with a
 //! config spec and an instance UUID), reconfigure, power, guest shutdown,
-//! destroy, wait for an IP address, mark as template.
+//! destroy, wait for an IP address, mark as template; snapshots in
+//! [`snapshot`].
 //!
 //! ```no_run
 //! # async fn demo(client: vsphere_client::Client) -> Result<(), vsphere_client::Error> {
@@ -29,6 +30,8 @@
 //! ```
 
 use std::time::Duration;
+
+pub mod snapshot;
 
 use crate::error::{Error, ErrorKind};
 use crate::inventory::{NetworkInfo, NetworkKind};
