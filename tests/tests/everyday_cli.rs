@@ -259,3 +259,183 @@ async fn walk_counts_every_vm_of_every_round() {
     assert_eq!(code, 1);
     assert!(err.contains("runtime.nope"), "{err}");
 }
+
+/// The snapshot tree as the SDK reads it: (path, id, created) in tree order.
+async fn snapshot_rows(sim: &Simulator, vm: &str) -> Vec<(String, String, String)> {
+    let client = vsphere_client::Client::builder(&sim.sdk_url())
+        .credentials(sim.username(), sim.password())
+        .insecure(true)
+        .keepalive(None)
+        .connect()
+        .await
+        .expect("connect");
+    let object = client.finder().virtual_machine(vm).await.expect("vm");
+    let tree = client
+        .vm(object.reference)
+        .snapshot_tree()
+        .await
+        .expect("tree");
+    let rows = tree
+        .iter()
+        .map(|(path, s)| (path, s.reference.value.clone(), s.created.to_string()))
+        .collect();
+    let _ = client.close().await;
+    rows
+}
+
+#[tokio::test]
+async fn snapshot_commands_print_what_govc_prints() {
+    let sim = simulator(SimulatorOptions::default()).await;
+    let cli = Cli { sim: &sim };
+    fn with_vm<'a>(args: &[&'a str]) -> Vec<&'a str> {
+        let mut all = args.to_vec();
+        all.extend(["-vm", "DC0_H0_VM0"]);
+        all
+    }
+    // No snapshot: no output, exit 0.
+    assert!(cli.ok(&with_vm(&["snapshot.tree"])).is_empty());
+    assert!(cli
+        .ok(&with_vm(&["snapshot.create", "-d", "first one", "base"]))
+        .is_empty());
+    cli.ok(&with_vm(&["snapshot.create", "app"]));
+    cli.ok(&with_vm(&["snapshot.create", "-m=false", "-q", "app"]));
+    cli.ok(&with_vm(&["snapshot.revert", "base"]));
+    cli.ok(&with_vm(&["snapshot.create", "-d", "<db> & co", "db"]));
+
+    // govc's layout: two spaces per level, a "." line after the current one.
+    assert_eq!(
+        cli.ok(&with_vm(&["snapshot.tree"])),
+        ["base", "  app", "    app", "  db", "  ."]
+    );
+    assert_eq!(
+        cli.ok(&with_vm(&["snapshot.tree", "-c=false", "-f"])),
+        ["base", "  base/app", "    base/app/app", "  base/db"]
+    );
+    assert_eq!(cli.ok(&with_vm(&["snapshot.tree", "-C"])), ["db"]);
+    assert_eq!(
+        cli.ok(&with_vm(&["snapshot.tree", "-C", "-f"])),
+        ["base/db"]
+    );
+    // -d: " - " and the description padded to 4 (Go's %4s).
+    assert_eq!(
+        cli.ok(&with_vm(&["snapshot.tree", "-d"])),
+        [
+            "base - first one",
+            "  app -     ",
+            "    app -     ",
+            "  db - <db> & co",
+            "  . - <db> & co"
+        ]
+    );
+    // -s -i -D: "[size id date]  " before the name; the simulator's files
+    // are empty, so every size is 0B.
+    let rows = snapshot_rows(&sim, "DC0_H0_VM0").await;
+    let date = |created: &str| {
+        assert!(
+            created.ends_with('Z'),
+            "the simulator runs in UTC: {created}"
+        );
+        format!("{}Z", &created[..19])
+    };
+    let expected: Vec<String> = rows
+        .iter()
+        .zip(["base", "  app", "    app", "  db"])
+        .map(|((_, id, created), name)| {
+            let indent = name.len() - name.trim_start().len();
+            format!(
+                "{}[0B {id} {}]  {}",
+                &name[..indent],
+                date(created),
+                name.trim_start()
+            )
+        })
+        .collect();
+    let mut expected_with_dot = expected.clone();
+    expected_with_dot.push(expected[3].replace("]  db", "]  ."));
+    assert_eq!(
+        cli.ok(&with_vm(&["snapshot.tree", "-s", "-i", "-D"])),
+        expected_with_dot
+    );
+
+    // -json: govc's records (MarshalIndent, fields in its order, an empty
+    // child list as null, <, > and & escaped).
+    let json = cli
+        .ok(&with_vm(&["snapshot.tree", "-json", "-i", "-d"]))
+        .join("\n");
+    let id = |i: usize| rows[i].1.as_str();
+    let expected_json = format!(
+        r#"[
+  {{
+    "id": "{}",
+    "name": "base",
+    "description": "first one",
+    "current": false,
+    "childSnapshotList": [
+      {{
+        "id": "{}",
+        "name": "app",
+        "description": "",
+        "current": false,
+        "childSnapshotList": [
+          {{
+            "id": "{}",
+            "name": "app",
+            "description": "",
+            "current": false,
+            "childSnapshotList": null
+          }}
+        ]
+      }},
+      {{
+        "id": "{}",
+        "name": "db",
+        "description": "\u003cdb\u003e \u0026 co",
+        "current": true,
+        "childSnapshotList": null
+      }}
+    ]
+  }}
+]"#,
+        id(0),
+        id(1),
+        id(2),
+        id(3)
+    );
+    assert_eq!(json, expected_json);
+
+    // An ambiguous name is refused, naming both matches; a path is not.
+    let (code, err) = cli.fails(&with_vm(&["snapshot.revert", "app"]));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("base/app ({})", id(1)))
+            && err.contains(&format!("base/app/app ({})", id(2))),
+        "{err}"
+    );
+    cli.ok(&with_vm(&["snapshot.revert", "-s", "base/app/app"]));
+    assert_eq!(
+        cli.ok(&with_vm(&["snapshot.tree"])),
+        ["base", "  app", "    app", "    .", "  db"]
+    );
+    cli.ok(&with_vm(&["snapshot.revert"]));
+    cli.ok(&with_vm(&["snapshot.revert", id(3)]));
+
+    // -r removes the subtree; without it the children move up.
+    cli.ok(&with_vm(&["snapshot.remove", "-r", "base/app"]));
+    assert_eq!(
+        cli.ok(&with_vm(&["snapshot.tree"])),
+        ["base", "  db", "  ."]
+    );
+    cli.ok(&with_vm(&["snapshot.remove", "-c=false", "base"]));
+    assert_eq!(cli.ok(&with_vm(&["snapshot.tree"])), ["db", "."]);
+    let (_, err) = cli.fails(&with_vm(&["snapshot.remove", "nope"]));
+    assert!(err.contains("snapshot \"nope\" not found"), "{err}");
+    cli.ok(&with_vm(&["snapshot.create", "db"]));
+    cli.ok(&with_vm(&["snapshot.remove", "*"]));
+    assert!(cli.ok(&with_vm(&["snapshot.tree"])).is_empty());
+
+    let (code, err) = cli.fails(&with_vm(&["snapshot.create"]));
+    assert_eq!(code, 2, "usage error: {err}");
+    let (code, err) = cli.fails(&["snapshot.tree"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("-vm VM is required"), "{err}");
+}

@@ -89,7 +89,13 @@ impl Args {
 
     /// Removes a boolean flag: `-name`, `-name=true`, `-name=false`.
     pub fn flag(&mut self, name: &str) -> Result<bool, CliError> {
-        let mut found = false;
+        self.flag_or(name, false)
+    }
+
+    /// Removes a boolean flag that is `default` when absent (govc's `-m`
+    /// of `snapshot.create` is on unless `-m=false`).
+    pub fn flag_or(&mut self, name: &str, default: bool) -> Result<bool, CliError> {
+        let mut found = default;
         let mut i = 0;
         while i < self.rest.len() {
             match split_flag(&self.rest[i], name) {

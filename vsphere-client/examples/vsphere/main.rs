@@ -19,6 +19,7 @@ mod args;
 mod config;
 mod inventory;
 mod library;
+mod snapshot;
 mod tags;
 mod vm;
 mod walk;
@@ -45,6 +46,7 @@ fn command_table() -> Vec<&'static Command> {
     table.extend(library::COMMANDS);
     table.extend(inventory::COMMANDS);
     table.extend(vm::COMMANDS);
+    table.extend(snapshot::COMMANDS);
     table.extend(walk::COMMANDS);
     table
 }
