@@ -20,7 +20,6 @@ pub mod schema;
 #[cfg(test)]
 mod testutil;
 pub mod validate;
-pub mod vcenter;
 pub mod vsphere;
 
 /// Errors of the operator's roles.

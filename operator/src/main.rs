@@ -11,7 +11,7 @@ use tracing::{error, info};
 use banlieue::check::{self, Output};
 use banlieue::health::{self, Metrics};
 use banlieue::provider_role;
-use banlieue::vcenter::VCenter;
+use banlieue::vsphere::vcenter::{self, VCenter};
 
 #[derive(Parser)]
 #[command(
@@ -151,7 +151,7 @@ async fn main() -> ExitCode {
                 }
             };
             info!(%namespace, resync = ?resync_interval, "vSphere provider starting");
-            let vcenter = Arc::new(VCenter::new(banlieue::vcenter::Options {
+            let vcenter = Arc::new(VCenter::new(vcenter::Options {
                 watch_vms: true,
                 ..Default::default()
             }));
@@ -180,7 +180,7 @@ async fn main() -> ExitCode {
             };
             // With --apply, VM changes (power, IPs) arrive through one update
             // stream per Provider instead of a read per VM per pass.
-            let vcenter = VCenter::new(banlieue::vcenter::Options {
+            let vcenter = VCenter::new(vcenter::Options {
                 watch_vms: apply,
                 ..Default::default()
             });

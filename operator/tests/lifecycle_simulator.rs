@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use banlieue::api::{PowerState, VSphereMachine};
 use banlieue::check::{self, parse_documents, World};
 use banlieue::conditions;
-use banlieue::lifecycle::backend::MachineError;
 use banlieue::lifecycle::driver::{self, Checkpoint, Hooks, Outcome};
 use banlieue::lifecycle::{guestinfo, identity};
-use banlieue::vcenter::VCenter;
+use banlieue::vsphere;
+use banlieue::vsphere::vcenter::VCenter;
 use banlieue::vsphere::VSphere;
 use vsphere_client::types::{AnyOptionValue, AnyVirtualDevice, AnyVirtualDeviceBackingInfo};
 use vsphere_client::xml::Value;
@@ -419,14 +419,16 @@ struct Store {
 }
 
 impl Hooks for Store {
-    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), MachineError> {
+    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), vsphere::Error> {
         self.persisted = Some(machine.clone());
         Ok(())
     }
 
-    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), MachineError> {
+    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), vsphere::Error> {
         match self.crash_at {
-            Some(p) if p == point => Err(MachineError::new(format!("crashed at {point:?}"))),
+            Some(p) if p == point => {
+                Err(vsphere::Error::operation(format!("crashed at {point:?}")))
+            }
             _ => Ok(()),
         }
     }
@@ -438,7 +440,7 @@ async fn run_fresh(
     machine: &mut VSphereMachine,
     deleting: bool,
     hooks: &mut Store,
-) -> Result<Outcome, MachineError> {
+) -> Result<Outcome, vsphere::Error> {
     let vcenter = VCenter::default();
     let provider = &world.providers[0];
     let params = banlieue::provider::connect_params(provider, world).expect("params");
@@ -734,7 +736,7 @@ fn check_apply_twice_leaves_one_vm_per_virtual_machine() {
 async fn one_update_stream_per_provider_reports_vm_changes_and_serves_resyncs_without_calls() {
     let sim = simulator(small()).await;
     let mut world = world_of(&manifests(&sim, "immediate", &["web-1"]));
-    let vcenter = VCenter::new(banlieue::vcenter::Options {
+    let vcenter = VCenter::new(banlieue::vsphere::vcenter::Options {
         watch_vms: true,
         ..Default::default()
     });

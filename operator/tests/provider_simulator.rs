@@ -13,7 +13,7 @@ use banlieue::check::{self, parse_documents, Output, World};
 use banlieue::conditions;
 use banlieue::provider::failure_domain_name;
 use banlieue::validate::is_dns1123_label;
-use banlieue::vcenter::{Options, VCenter};
+use banlieue::vsphere::vcenter::{Options, VCenter};
 use vsphere_client::mo;
 use vsphere_tests::{Simulator, SimulatorOptions, Template, TestCa};
 

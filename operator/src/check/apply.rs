@@ -7,10 +7,10 @@ use kube::ResourceExt;
 use super::{mirror, World};
 use crate::api::VSphereMachine;
 use crate::conditions::{self, READY};
-use crate::lifecycle::backend::{MachineError, Machines};
 use crate::lifecycle::controller::cloud_config_secrets;
 use crate::lifecycle::driver::{self, Hooks, Outcome};
 use crate::provider;
+use crate::vsphere;
 use crate::vsphere::VSphere;
 
 /// Where a check's lifecycle writes go: nowhere but the machine itself
@@ -21,7 +21,7 @@ impl Hooks for CheckHooks {
     async fn persist(
         &mut self,
         _machine: &VSphereMachine,
-    ) -> std::result::Result<(), MachineError> {
+    ) -> std::result::Result<(), vsphere::Error> {
         Ok(())
     }
 
@@ -42,7 +42,6 @@ impl Hooks for CheckHooks {
 pub async fn apply<V>(world: &mut World, vsphere: &V, deadline: std::time::Instant, now: &Time)
 where
     V: VSphere,
-    V::Session: Machines,
 {
     let mut pending: Vec<usize> = (0..world.machines.len()).collect();
     while !pending.is_empty() {
@@ -90,10 +89,9 @@ async fn apply_one<V>(
     world: &mut World,
     i: usize,
     vsphere: &V,
-) -> std::result::Result<Outcome, MachineError>
+) -> std::result::Result<Outcome, vsphere::Error>
 where
     V: VSphere,
-    V::Session: Machines,
 {
     let machine = world.machines[i].clone();
     let provider_ref = &machine.spec.provider_ref;
@@ -104,11 +102,11 @@ where
             p.namespace().as_deref() == Some(provider_ref.namespace.as_str())
                 && p.name_any() == provider_ref.name
         })
-        .ok_or_else(|| MachineError::new(format!("Provider {provider_ref} not found")))?;
+        .ok_or_else(|| vsphere::Error::operation(format!("Provider {provider_ref} not found")))?;
     let params = provider::connect_params(provider, &*world)
-        .map_err(|(reason, message)| MachineError::new(format!("{reason}: {message}")))?;
+        .map_err(|(reason, message)| vsphere::Error::operation(format!("{reason}: {message}")))?;
     let session = vsphere.connect(&params).await?;
-    let secrets = cloud_config_secrets(&machine, &*world).map_err(MachineError::new)?;
+    let secrets = cloud_config_secrets(&machine, &*world).map_err(vsphere::Error::operation)?;
     let mut machine = machine;
     let result = driver::reconcile(
         &mut machine,

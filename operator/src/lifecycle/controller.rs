@@ -16,13 +16,13 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::backend::{MachineError, Machines};
 use super::driver::{self, Hooks, Outcome};
 use super::FINALIZER;
 use crate::api::{VSphereMachine, API_VERSION};
 use crate::provider::{self, Objects};
 use crate::provider_role::Context;
 use crate::vsphere::VSphere;
+use crate::vsphere::{self, Machines};
 use crate::{Error, Result};
 
 /// How often a machine waiting on its guest (an IP) is looked at again when
@@ -38,7 +38,7 @@ pub struct KubeHooks {
 }
 
 impl Hooks for KubeHooks {
-    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), MachineError> {
+    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), vsphere::Error> {
         let patch = json!({ "apiVersion": API_VERSION, "kind": "VSphereMachine", "status": machine.status });
         self.api
             .patch_status(
@@ -47,7 +47,7 @@ impl Hooks for KubeHooks {
                 &Patch::Apply(&patch),
             )
             .await
-            .map_err(|e| MachineError::new(format!("writing the status: {e}")))?;
+            .map_err(|e| vsphere::Error::operation(format!("writing the status: {e}")))?;
         self.metrics.status_written("VSphereMachine");
         Ok(())
     }
@@ -113,7 +113,6 @@ pub async fn reconcile_machine<V>(
 ) -> Result<Action>
 where
     V: VSphere,
-    V::Session: Machines,
 {
     if machine.spec.provider_ref.namespace != ctx.namespace {
         return Ok(Action::await_change());
@@ -155,24 +154,23 @@ async fn lifecycle<V>(
     deleting: bool,
     ctx: &Context<V>,
     api: &Api<VSphereMachine>,
-) -> Result<Action, MachineError>
+) -> Result<Action, vsphere::Error>
 where
     V: VSphere,
-    V::Session: Machines,
 {
     let key = machine_key(machine);
     let provider_ref = &machine.spec.provider_ref;
     let provider = ctx
         .providers
         .get(&ObjectRef::new(&provider_ref.name).within(&provider_ref.namespace))
-        .ok_or_else(|| MachineError::new(format!("Provider {provider_ref} not found")))?;
+        .ok_or_else(|| vsphere::Error::operation(format!("Provider {provider_ref} not found")))?;
     let params = provider::connect_params(&provider, ctx)
-        .map_err(|(reason, message)| MachineError::new(format!("{reason}: {message}")))?;
+        .map_err(|(reason, message)| vsphere::Error::operation(format!("{reason}: {message}")))?;
     let session = ctx.vsphere.connect(&params).await?;
     let secrets = if deleting {
         Vec::new()
     } else {
-        cloud_config_secrets(machine, ctx).map_err(MachineError::new)?
+        cloud_config_secrets(machine, ctx).map_err(vsphere::Error::operation)?
     };
     let mut hooks = KubeHooks {
         api: api.clone(),
@@ -195,7 +193,7 @@ where
         // Anything but a confirmed absence keeps the finalizer (an error here does).
         return match outcome {
             Outcome::Released => Ok(Action::await_change()),
-            other => Err(MachineError::new(format!(
+            other => Err(vsphere::Error::operation(format!(
                 "the VM is not confirmed gone yet: {other:?}"
             ))),
         };

@@ -9,7 +9,6 @@ use futures::FutureExt;
 use kube::runtime::controller::Action;
 use serde_json::{json, Value};
 
-use super::backend::MachineError;
 use super::controller::reconcile_machine;
 use super::driver::{self, Hooks};
 use super::testing::machine;
@@ -17,6 +16,7 @@ use super::FINALIZER;
 use crate::api::VSphereMachine;
 use crate::provider_role::fixtures::{credentials, with_server, World, RESYNC};
 use crate::testutil;
+use crate::vsphere;
 use crate::vsphere::mock::{MockVSphere, Script};
 
 const MACHINE: &str = "/apis/banlieue.io/v1alpha1/namespaces/ns/vspheremachines/web";
@@ -158,14 +158,14 @@ async fn a_machine_is_cloned_powered_on_and_its_status_patched() {
 struct Quiet;
 
 impl Hooks for Quiet {
-    async fn persist(&mut self, _machine: &VSphereMachine) -> Result<(), MachineError> {
+    async fn persist(&mut self, _machine: &VSphereMachine) -> Result<(), vsphere::Error> {
         Ok(())
     }
 }
 
 #[tokio::test]
 async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
-    let machines = crate::lifecycle::mock::MockMachines::new();
+    let machines = crate::vsphere::mock::MockMachines::new();
     let vsphere = MockVSphere::new(Script {
         password: Some("REPLACE-ME".into()),
         machines: machines.clone(),
@@ -188,7 +188,7 @@ async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
     // vCenter refuses the destroy: the finalizer stays, the reconcile fails (and is retried).
     machines.fail_next(
         "destroy",
-        MachineError::fault("NotAuthenticated", "the session is gone"),
+        vsphere::Error::fault("NotAuthenticated", "the session is gone"),
     );
     let (result, seen) = reconcile(m.clone(), &vsphere).await;
     assert!(result.is_err(), "{result:?}");

@@ -9,10 +9,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use tracing::{debug, info};
 
-use super::backend::{MachineError, Machines, TaskFacts, TaskState};
 use super::step::{self, operation, Action, Observation, Step};
 use super::{clone_request, identity};
 use crate::api::{TaskStatus, VSphereMachine};
+use crate::vsphere::{self, Machines, TaskFacts, TaskState};
 
 /// Points where a test can stop the driver, as a crash would.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub trait Hooks: Send {
     fn persist(
         &mut self,
         machine: &VSphereMachine,
-    ) -> impl Future<Output = Result<(), MachineError>> + Send;
+    ) -> impl Future<Output = Result<(), vsphere::Error>> + Send;
 
     /// A lifecycle step happened (for Kubernetes events and logs).
     fn event(
@@ -51,7 +51,7 @@ pub trait Hooks: Send {
     }
 
     /// Called at each [`Checkpoint`]; an error stops the driver there.
-    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), MachineError> {
+    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), vsphere::Error> {
         let _ = point;
         Ok(())
     }
@@ -105,7 +105,7 @@ pub async fn reconcile<M: Machines, H: Hooks>(
     backend: &M,
     hooks: &mut H,
     options: &Options,
-) -> Result<Outcome, MachineError> {
+) -> Result<Outcome, vsphere::Error> {
     let uuid = identity::instance_uuid(machine);
     let server = backend.server();
     // The last task we saw finish, so it is not read again.
@@ -253,7 +253,7 @@ async fn settle<M: Machines, H: Hooks>(
     hooks: &mut H,
     task: &str,
     options: &Options,
-) -> Result<TaskFacts, MachineError> {
+) -> Result<TaskFacts, vsphere::Error> {
     hooks.tasks_in_flight(1);
     let result = match backend.task(task).await {
         Ok(Some(facts)) if !facts.state.in_progress() => Ok(facts),
@@ -272,7 +272,7 @@ async fn wait<M: Machines, H: Hooks>(
     hooks: &mut H,
     task: &str,
     options: &Options,
-) -> Result<TaskFacts, MachineError> {
+) -> Result<TaskFacts, vsphere::Error> {
     let deadline = tokio::time::Instant::now() + options.task_timeout;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -283,7 +283,7 @@ async fn wait<M: Machines, H: Hooks>(
             })
             .await
         {
-            Err(e) if e.timed_out && !left.is_zero() && left > options.progress_interval => {
+            Err(e) if e.timed_out() && !left.is_zero() && left > options.progress_interval => {
                 let progress = latest.map(|f| (f.state, f.progress));
                 let recorded = machine
                     .status
@@ -320,7 +320,7 @@ async fn observe<M: Machines>(
     backend: &M,
     finished: Option<&TaskFacts>,
     fresh: bool,
-) -> Result<(Observation, bool), MachineError> {
+) -> Result<(Observation, bool), vsphere::Error> {
     let status = machine.status.as_ref();
     // A clone just finished names its VM in its result.
     let known = status
@@ -353,7 +353,7 @@ async fn apply<H: Hooks>(
     machine: &mut VSphereMachine,
     step: &Step,
     hooks: &mut H,
-) -> Result<(), MachineError> {
+) -> Result<(), vsphere::Error> {
     let changed = machine.status.as_ref() != Some(&step.status);
     machine.status = Some(step.status.clone());
     if changed {
@@ -373,7 +373,7 @@ async fn record<H: Hooks>(
     hooks: &mut H,
     task: &str,
     op: &str,
-) -> Result<(), MachineError> {
+) -> Result<(), vsphere::Error> {
     let status = machine.status.get_or_insert_with(Default::default);
     status.task = Some(TaskStatus {
         mo_ref: task.to_string(),
@@ -388,7 +388,7 @@ async fn fail<H: Hooks>(
     machine: &mut VSphereMachine,
     hooks: &mut H,
     message: String,
-) -> Result<Outcome, MachineError> {
+) -> Result<Outcome, vsphere::Error> {
     let status = machine.status.get_or_insert_with(Default::default);
     let observed = crate::conditions::Observed::new(
         crate::conditions::READY,

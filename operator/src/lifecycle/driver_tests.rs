@@ -1,13 +1,13 @@
 //! The driver against the mock: the whole lifecycle, crashes at each step
 //! (a fresh driver from the last persisted status), deletes that meet faults.
 
-use super::backend::MachineError;
 use super::driver::{reconcile, Checkpoint, Hooks, Options, Outcome};
-use super::mock::MockMachines;
 use super::step::reason;
 use super::testing::machine;
 use crate::api::{PowerState, VSphereMachine};
 use crate::conditions;
+use crate::vsphere;
+use crate::vsphere::mock::MockMachines;
 
 /// Persists like the API server would (the last written copy survives a
 /// crash), records events, and crashes at one checkpoint.
@@ -21,9 +21,9 @@ struct Store {
 }
 
 impl Hooks for Store {
-    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), MachineError> {
+    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), vsphere::Error> {
         if self.fail_writes {
-            return Err(MachineError::new("API server unavailable"));
+            return Err(vsphere::Error::operation("API server unavailable"));
         }
         self.writes += 1;
         self.persisted = Some(machine.clone());
@@ -34,9 +34,9 @@ impl Hooks for Store {
         self.events.push(reason.to_string());
     }
 
-    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), MachineError> {
+    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), vsphere::Error> {
         if self.crash_at == Some(point) {
-            return Err(MachineError::new(format!("crashed at {point:?}")));
+            return Err(vsphere::Error::operation(format!("crashed at {point:?}")));
         }
         Ok(())
     }
@@ -47,7 +47,7 @@ async fn run(
     deleting: bool,
     mock: &MockMachines,
     store: &mut Store,
-) -> Result<Outcome, MachineError> {
+) -> Result<Outcome, vsphere::Error> {
     reconcile(m, deleting, &[], mock, store, &Options::default()).await
 }
 
@@ -283,7 +283,7 @@ async fn a_delete_that_meets_a_fault_keeps_the_machine_and_a_retry_finishes() {
         ("destroy", "NotAuthenticated"),
         ("vm", "RequestTimeout"),
     ] {
-        mock.fail_next(operation, MachineError::fault(fault, "injected"));
+        mock.fail_next(operation, vsphere::Error::fault(fault, "injected"));
         let result = run(&mut m, true, &mock, &mut store).await;
         assert!(
             !matches!(result, Ok(Outcome::Released)),
@@ -336,7 +336,7 @@ async fn a_failed_clone_reports_the_fault_then_retries() {
     let mut store = Store::default();
     mock.fail_next(
         "clone",
-        MachineError::fault("NotFound", "template golden not found"),
+        vsphere::Error::fault("NotFound", "template golden not found"),
     );
     let outcome = run(&mut m, false, &mock, &mut store)
         .await
@@ -359,7 +359,7 @@ struct Progress {
 }
 
 impl Hooks for Progress {
-    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), MachineError> {
+    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), vsphere::Error> {
         if let Some(t) = machine.status.as_ref().and_then(|s| s.task.as_ref()) {
             self.seen.push((t.state.clone(), t.progress));
         }

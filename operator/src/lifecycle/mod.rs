@@ -2,9 +2,9 @@
 //! deletion, without ever making a second VM or leaking one.
 //!
 //! - [`step`]: the pure core (machine + what vCenter says -> next action + status);
-//! - [`driver`]: performs the actions through [`backend::Machines`], writing the
-//!   status (a clone's task reference first of all) through [`driver::Hooks`];
-//! - [`vcenter`]: `Machines` on the real session; [`mock`]: a scripted one;
+//! - [`driver`]: performs the actions through [`Machines`](crate::vsphere::Machines),
+//!   writing the status (a clone's task reference first of all) through
+//!   [`driver::Hooks`];
 //! - [`controller`]: the provider role's VSphereMachine controller (finalizer,
 //!   status patches, events); `check --apply` runs the same driver.
 //!
@@ -13,20 +13,16 @@
 //! folder, so even a clone request lost in flight and sent again fails with
 //! `DuplicateName` instead of making a twin.
 
-pub mod backend;
 pub mod controller;
 pub mod driver;
 pub mod guestinfo;
 pub mod identity;
-pub mod mock;
 pub mod step;
-pub mod vcenter;
-pub mod watch;
 
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::api::VSphereMachine;
-use backend::{CloneRequest, ExtraDisk, Nic, Shape};
+use crate::vsphere::{CloneRequest, ExtraDisk, Nic, Shape};
 
 /// The finalizer that keeps a VSphereMachine until its VM is confirmed gone.
 pub const FINALIZER: &str = "banlieue.io/vm-cleanup";

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::backend::{ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
 use super::identity;
 use crate::api::{InstallMode, PowerState, TaskStatus, VSphereMachine, VSphereMachineStatus};
 use crate::conditions::{self, Observed, Status, READY};
+use crate::vsphere::{ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
 
 /// `Ready` condition reasons.
 pub mod reason {
@@ -389,8 +389,8 @@ fn ip_suffix(vm: &VmFacts) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::backend::MachineError;
     use crate::lifecycle::testing::machine;
+    use crate::vsphere;
 
     fn server() -> ServerIdentity {
         ServerIdentity {
@@ -522,7 +522,7 @@ mod tests {
             ..Default::default()
         });
         let mut failed = task(TaskState::Error);
-        failed.error = Some(MachineError::fault(
+        failed.error = Some(vsphere::Error::fault(
             "InsufficientResourcesFault",
             "not enough CPU",
         ));

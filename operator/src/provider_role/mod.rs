@@ -38,7 +38,6 @@ use crate::caches::{self, CacheSync};
 use crate::conditions::{self, Observed, Status, READY};
 use crate::controller::log_loop_result;
 use crate::health::Metrics;
-use crate::lifecycle::backend::Machines;
 use crate::lifecycle::controller::{machine_error_policy, reconcile_machine};
 use crate::provider::{self, reason, Objects, ProviderOutcome};
 use crate::vsphere::VSphere;
@@ -484,7 +483,6 @@ pub async fn run<V>(
 ) -> Result<()>
 where
     V: VSphere,
-    V::Session: Machines,
 {
     let config = watcher::Config::default().any_semantic();
     let (secrets, secret_writer) = reflector::store::<Secret>();

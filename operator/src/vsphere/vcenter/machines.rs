@@ -15,18 +15,16 @@ use vsphere_client::inventory::NetworkInfo;
 use vsphere_client::mo;
 use vsphere_client::types::{
     AnyVirtualDevice, DuplicateName, InvalidPowerState, ManagedObjectNotFound,
-    ManagedObjectReference, TaskInfo, TaskInfoState, VirtualMachineCloneSpec,
-    VirtualMachineRelocateSpec,
+    ManagedObjectReference, VirtualMachineCloneSpec, VirtualMachineRelocateSpec,
 };
 use vsphere_client::vm::{
     ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec,
 };
 
-use super::backend::{
-    CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts,
-};
+use super::facts::{error, facts_of, task_facts, VM_PROPERTIES};
+use super::VCenterSession;
 use crate::api::{Firmware, Provisioning};
-use crate::vcenter::VCenterSession;
+use crate::vsphere::{CloneRequest, Error, Machines, ServerIdentity, Shape, TaskFacts, VmFacts};
 
 /// What a session resolved once: inventory paths to references, port groups.
 #[derive(Default)]
@@ -57,16 +55,6 @@ impl std::fmt::Debug for PlacementCache {
     }
 }
 
-pub(crate) fn error(context: &str, e: &vsphere_client::Error) -> MachineError {
-    match e.fault() {
-        Some(fault) => MachineError::fault(
-            fault.type_name().unwrap_or("Fault"),
-            format!("{context}: {e}"),
-        ),
-        None => MachineError::new(format!("{context}: {e}")),
-    }
-}
-
 fn vm_ref(value: &str) -> ManagedObjectReference {
     ManagedObjectReference {
         type_: "VirtualMachine".into(),
@@ -79,102 +67,6 @@ fn escape(name: &str) -> String {
     name.replace('%', "%25").replace('/', "%2f")
 }
 
-pub(crate) const VM_PROPERTIES: &[&str] = &[
-    "name",
-    "config.instanceUuid",
-    "runtime.powerState",
-    "config.hardware.numCPU",
-    "config.hardware.memoryMB",
-    "config.firmware",
-    "config.bootOptions.efiSecureBootEnabled",
-    "config.cpuHotAddEnabled",
-    "config.memoryHotAddEnabled",
-    "guest.ipAddress",
-    "guest.net",
-];
-
-pub(crate) fn facts_of(vm: &mo::VirtualMachine) -> VmFacts {
-    let guest = vm.guest.as_ref();
-    let mut ips: Vec<String> = guest
-        .and_then(|g| g.ip_address.clone())
-        .filter(|ip| !ip.is_empty())
-        .into_iter()
-        .collect();
-    for nic in guest.map(|g| g.net.as_slice()).unwrap_or_default() {
-        for ip in &nic.ip_address {
-            if !ips.contains(ip) {
-                ips.push(ip.clone());
-            }
-        }
-    }
-    VmFacts {
-        mo_ref: vm.mo_ref.value.clone(),
-        name: vm.name.clone().unwrap_or_default(),
-        instance_uuid: vm
-            .config
-            .as_ref()
-            .and_then(|c| c.instance_uuid.clone())
-            .unwrap_or_default(),
-        power_state: vm
-            .runtime
-            .as_ref()
-            .map(|r| r.power_state.as_str().to_string())
-            .unwrap_or_default(),
-        cpus: vm
-            .config
-            .as_ref()
-            .map(|c| c.hardware.num_cpu)
-            .unwrap_or_default(),
-        memory_mib: vm
-            .config
-            .as_ref()
-            .map(|c| i64::from(c.hardware.memory_mb))
-            .unwrap_or_default(),
-        ip_addresses: ips,
-        firmware: vm
-            .config
-            .as_ref()
-            .and_then(|c| c.firmware.clone())
-            .unwrap_or_else(|| "bios".into()),
-        secure_boot: vm
-            .config
-            .as_ref()
-            .and_then(|c| c.boot_options.as_ref())
-            .and_then(|b| b.efi_secure_boot_enabled)
-            .unwrap_or(false),
-        cpu_hot_add: vm
-            .config
-            .as_ref()
-            .and_then(|c| c.cpu_hot_add_enabled)
-            .unwrap_or(false),
-        memory_hot_add: vm
-            .config
-            .as_ref()
-            .and_then(|c| c.memory_hot_add_enabled)
-            .unwrap_or(false),
-    }
-}
-
-pub(crate) fn task_facts(info: &TaskInfo) -> TaskFacts {
-    let state = match info.state {
-        TaskInfoState::Queued => TaskState::Queued,
-        TaskInfoState::Running => TaskState::Running,
-        TaskInfoState::Success => TaskState::Success,
-        _ => TaskState::Error,
-    };
-    let error = (state == TaskState::Error).then(|| {
-        let e = vsphere_client::task::task_error(info);
-        error("the task failed", &e)
-    });
-    TaskFacts {
-        mo_ref: info.task.value.clone(),
-        state,
-        progress: info.progress,
-        error,
-        result: vsphere_client::task::task_result_reference(info).map(|r| r.value),
-    }
-}
-
 fn firmware(firmware: Firmware) -> VmFirmware {
     match firmware {
         Firmware::Bios => VmFirmware::Bios,
@@ -185,7 +77,7 @@ fn firmware(firmware: Firmware) -> VmFirmware {
 
 impl VCenterSession {
     /// The object at an inventory path, cached for the session.
-    async fn path(&self, path: &str) -> Result<Option<ManagedObjectReference>, MachineError> {
+    async fn path(&self, path: &str) -> Result<Option<ManagedObjectReference>, Error> {
         if let Some(found) = self
             .placement()
             .paths
@@ -206,14 +98,10 @@ impl VCenterSession {
         Ok(found)
     }
 
-    async fn required(
-        &self,
-        path: &str,
-        what: &str,
-    ) -> Result<ManagedObjectReference, MachineError> {
+    async fn required(&self, path: &str, what: &str) -> Result<ManagedObjectReference, Error> {
         self.path(path)
             .await?
-            .ok_or_else(|| MachineError::fault("NotFound", format!("{what} {path} not found")))
+            .ok_or_else(|| Error::fault("NotFound", format!("{what} {path} not found")))
     }
 
     /// The failure domain's VM folder, made when missing (two makers racing:
@@ -222,7 +110,7 @@ impl VCenterSession {
         &self,
         datacenter: &str,
         folder: &str,
-    ) -> Result<ManagedObjectReference, MachineError> {
+    ) -> Result<ManagedObjectReference, Error> {
         let path = format!("{}/vm/{}", escape(datacenter), escape(folder));
         if let Some(found) = self.path(&path).await? {
             return Ok(found);
@@ -247,7 +135,7 @@ impl VCenterSession {
     async fn template_devices(
         &self,
         template: &ManagedObjectReference,
-    ) -> Result<Vec<AnyVirtualDevice>, MachineError> {
+    ) -> Result<Vec<AnyVirtualDevice>, Error> {
         if let Some(found) = self
             .placement()
             .devices
@@ -271,11 +159,7 @@ impl VCenterSession {
         Ok(devices)
     }
 
-    async fn network(
-        &self,
-        datacenter: &str,
-        port_group: &str,
-    ) -> Result<NetworkInfo, MachineError> {
+    async fn network(&self, datacenter: &str, port_group: &str) -> Result<NetworkInfo, Error> {
         let key = (datacenter.to_string(), port_group.to_string());
         if let Some(found) = self
             .placement()
@@ -305,7 +189,7 @@ impl VCenterSession {
         datacenter: &str,
         shape: &Shape,
         instance_uuid: &str,
-    ) -> Result<ConfigSpec, MachineError> {
+    ) -> Result<ConfigSpec, Error> {
         let mut config = ConfigSpec::new()
             .cpus(shape.cpus)
             .memory_mb(shape.memory_mib)
@@ -367,11 +251,7 @@ impl VCenterSession {
 }
 
 impl Machines for VCenterSession {
-    async fn find_vm(
-        &self,
-        instance_uuid: &str,
-        fresh: bool,
-    ) -> Result<Option<VmFacts>, MachineError> {
+    async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, Error> {
         if let Some(found) = self
             .watch()
             .filter(|_| !fresh)
@@ -391,7 +271,7 @@ impl Machines for VCenterSession {
         self.vm(&found.value, true).await
     }
 
-    async fn vm(&self, mo_ref: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+    async fn vm(&self, mo_ref: &str, fresh: bool) -> Result<Option<VmFacts>, Error> {
         if let Some(found) = self
             .watch()
             .filter(|_| !fresh)
@@ -410,7 +290,7 @@ impl Machines for VCenterSession {
         }
     }
 
-    async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
+    async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, Error> {
         let task = self.client().task(ManagedObjectReference {
             type_: "Task".into(),
             value: mo_ref.into(),
@@ -427,7 +307,7 @@ impl Machines for VCenterSession {
         mo_ref: &str,
         timeout: Duration,
         mut on_progress: impl FnMut(&TaskFacts) + Send,
-    ) -> Result<TaskFacts, MachineError> {
+    ) -> Result<TaskFacts, Error> {
         let task = self.client().task(ManagedObjectReference {
             type_: "Task".into(),
             value: mo_ref.into(),
@@ -442,14 +322,14 @@ impl Machines for VCenterSession {
                 .task(mo_ref)
                 .await?
                 .ok_or_else(|| error(&format!("task {mo_ref}"), &e)),
-            Err(e) if e.kind() == vsphere_client::ErrorKind::Timeout => Err(MachineError::timeout(
-                format!("waiting for task {mo_ref}: {e}"),
-            )),
+            Err(e) if e.kind() == vsphere_client::ErrorKind::Timeout => {
+                Err(Error::timeout(format!("waiting for task {mo_ref}: {e}")))
+            }
             Err(e) => Err(error(&format!("waiting for task {mo_ref}"), &e)),
         }
     }
 
-    async fn start_clone(&self, request: &CloneRequest) -> Result<String, MachineError> {
+    async fn start_clone(&self, request: &CloneRequest) -> Result<String, Error> {
         let dc = escape(&request.datacenter);
         let template = match &request.template_mo_ref {
             Some(r) => vm_ref(r),
@@ -517,7 +397,7 @@ impl Machines for VCenterSession {
         Ok(task.value)
     }
 
-    async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, MachineError> {
+    async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
         // Configuration only: no device is touched, so no device list is needed.
         let mut config = ConfigSpec::new()
             .cpus(shape.cpus)
@@ -541,7 +421,7 @@ impl Machines for VCenterSession {
         Ok(task.value)
     }
 
-    async fn start_power_on(&self, vm: &str) -> Result<String, MachineError> {
+    async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
         let task = self
             .client()
             .vim()
@@ -551,7 +431,7 @@ impl Machines for VCenterSession {
         Ok(task.value)
     }
 
-    async fn power_off(&self, vm: &str, graceful: Option<Duration>) -> Result<(), MachineError> {
+    async fn power_off(&self, vm: &str, graceful: Option<Duration>) -> Result<(), Error> {
         let handle = self.client().vm(vm_ref(vm));
         let result = match graceful {
             Some(timeout) => handle.shutdown(timeout).await.map(|_| ()),
@@ -565,7 +445,7 @@ impl Machines for VCenterSession {
         }
     }
 
-    async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {
+    async fn start_destroy(&self, vm: &str) -> Result<String, Error> {
         let task = self
             .client()
             .vim()

@@ -1,13 +1,19 @@
-//! A scripted, in-memory vCenter for the lifecycle: VMs by instance UUID,
-//! tasks that stay running until waited for (so a "clone in flight" exists),
-//! faults injected per operation, and counters to assert "exactly one clone".
+//! A scripted vCenter for tests (compiled only under `cfg(test)` or the
+//! `testing` feature, so it never ships in the binary):
+//!
+//! - [`MockVSphere`] and its [`Script`]: a fixed inventory, templates per
+//!   datacenter, failures to inject, the parameters of every connect;
+//! - [`MockMachines`]: VMs by instance UUID, tasks that stay running until
+//!   waited for (so a "clone in flight" exists), faults injected per
+//!   operation, and counters to assert "exactly one clone".
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::backend::{
-    CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts,
+use super::{
+    CloneRequest, ConnectParams, Error, ErrorKind, FoundTemplate, Inventory, Machines,
+    ServerIdentity, Session, Shape, TaskFacts, TaskState, VSphere, VmFacts,
 };
 
 #[derive(Debug)]
@@ -23,7 +29,7 @@ struct State {
     vms: BTreeMap<String, VmFacts>,
     tasks: HashMap<String, (TaskFacts, Option<Pending>)>,
     next_id: u32,
-    faults: HashMap<&'static str, MachineError>,
+    faults: HashMap<&'static str, Error>,
     calls: BTreeMap<&'static str, u32>,
     /// Clones keep the template's 1 CPU / 32 MiB, like the simulator.
     clone_ignores_shape: bool,
@@ -52,7 +58,7 @@ impl MockMachines {
 
     /// Makes the next call of `operation` (`clone`, `destroy`, `powerOff`,
     /// `find`...) fail with `error` (once).
-    pub fn fail_next(&self, operation: &'static str, error: MachineError) {
+    pub fn fail_next(&self, operation: &'static str, error: Error) {
         self.with(|s| s.faults.insert(operation, error));
     }
 
@@ -98,7 +104,7 @@ impl MockMachines {
         });
     }
 
-    fn enter(&self, operation: &'static str) -> Result<(), MachineError> {
+    fn enter(&self, operation: &'static str) -> Result<(), Error> {
         self.with(|s| {
             *s.calls.entry(operation).or_default() += 1;
             match s.faults.remove(operation) {
@@ -160,7 +166,7 @@ impl MockMachines {
                 Pending::Clone(request) => {
                     if s.vms.values().any(|v| v.name == request.name) {
                         facts.state = TaskState::Error;
-                        facts.error = Some(MachineError::fault(
+                        facts.error = Some(Error::fault(
                             "DuplicateName",
                             format!("{} exists", request.name),
                         ));
@@ -211,18 +217,14 @@ impl MockMachines {
 
 fn not_found(facts: &mut TaskFacts, vm: &str) {
     facts.state = TaskState::Error;
-    facts.error = Some(MachineError::fault(
+    facts.error = Some(Error::fault(
         "ManagedObjectNotFound",
         format!("{vm} is gone"),
     ));
 }
 
 impl Machines for MockMachines {
-    async fn find_vm(
-        &self,
-        instance_uuid: &str,
-        fresh: bool,
-    ) -> Result<Option<VmFacts>, MachineError> {
+    async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, Error> {
         let lookup = |s: &mut State| {
             s.vms
                 .values()
@@ -239,7 +241,7 @@ impl Machines for MockMachines {
         Ok(self.with(lookup))
     }
 
-    async fn vm(&self, mo_ref: &str, _fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+    async fn vm(&self, mo_ref: &str, _fresh: bool) -> Result<Option<VmFacts>, Error> {
         self.enter("vm")?;
         Ok(self.with(|s| s.vms.get(mo_ref).cloned()))
     }
@@ -248,7 +250,7 @@ impl Machines for MockMachines {
         self.with(|s| s.stream_cache)
     }
 
-    async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
+    async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, Error> {
         self.enter("task")?;
         Ok(self.with(|s| s.tasks.get(mo_ref).map(|(f, _)| f.clone())))
     }
@@ -258,7 +260,7 @@ impl Machines for MockMachines {
         mo_ref: &str,
         _timeout: Duration,
         mut on_progress: impl FnMut(&TaskFacts) + Send,
-    ) -> Result<TaskFacts, MachineError> {
+    ) -> Result<TaskFacts, Error> {
         self.enter("wait")?;
         let still_running = self.with(|s| {
             if s.slow_waits == 0 {
@@ -271,21 +273,19 @@ impl Machines for MockMachines {
         });
         if let Some(facts) = still_running {
             on_progress(&facts);
-            return Err(MachineError::timeout(format!(
-                "task {mo_ref} still running"
-            )));
+            return Err(Error::timeout(format!("task {mo_ref} still running")));
         }
         self.finish(mo_ref);
         let facts = self
             .with(|s| s.tasks.get(mo_ref).map(|(f, _)| f.clone()))
             .ok_or_else(|| {
-                MachineError::fault("ManagedObjectNotFound", format!("task {mo_ref} is gone"))
+                Error::fault("ManagedObjectNotFound", format!("task {mo_ref} is gone"))
             })?;
         on_progress(&facts);
         Ok(facts)
     }
 
-    async fn start_clone(&self, request: &CloneRequest) -> Result<String, MachineError> {
+    async fn start_clone(&self, request: &CloneRequest) -> Result<String, Error> {
         self.enter("clone")?;
         let taken = |s: &State| {
             s.vms.values().any(|v| v.name == request.name)
@@ -294,7 +294,7 @@ impl Machines for MockMachines {
                     .any(|(_, p)| matches!(p, Some(Pending::Clone(r)) if r.name == request.name))
         };
         if self.with(|s| taken(s)) {
-            return Err(MachineError::fault(
+            return Err(Error::fault(
                 "DuplicateName",
                 format!("{} exists", request.name),
             ));
@@ -302,31 +302,31 @@ impl Machines for MockMachines {
         Ok(self.start(Pending::Clone(request.clone())))
     }
 
-    async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, MachineError> {
+    async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
         self.enter("reconfigure")?;
         Ok(self.start(Pending::Reconfigure(vm.into(), shape.clone())))
     }
 
-    async fn start_power_on(&self, vm: &str) -> Result<String, MachineError> {
+    async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
         self.enter("powerOn")?;
         Ok(self.start(Pending::PowerOn(vm.into())))
     }
 
-    async fn power_off(&self, vm: &str, _graceful: Option<Duration>) -> Result<(), MachineError> {
+    async fn power_off(&self, vm: &str, _graceful: Option<Duration>) -> Result<(), Error> {
         self.enter("powerOff")?;
         self.with(|s| match s.vms.get_mut(vm) {
             Some(v) => {
                 v.power_state = "poweredOff".into();
                 Ok(())
             }
-            None => Err(MachineError::fault(
+            None => Err(Error::fault(
                 "ManagedObjectNotFound",
                 format!("{vm} is gone"),
             )),
         })
     }
 
-    async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {
+    async fn start_destroy(&self, vm: &str) -> Result<String, Error> {
         self.enter("destroy")?;
         Ok(self.start(Pending::Destroy(vm.into())))
     }
@@ -355,5 +355,153 @@ impl VmFacts {
         self.cpu_hot_add = shape.hot_add_cpu;
         self.memory_hot_add = shape.hot_add_memory;
         self
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Script {
+    pub inventory: Inventory,
+    /// (template name, datacenter) -> managed object reference.
+    pub templates: BTreeMap<(String, String), String>,
+    /// The password `connect` accepts; `None` accepts any.
+    pub password: Option<String>,
+    pub connect_error: Option<Error>,
+    pub inventory_error: Option<Error>,
+    pub lookup_error: Option<Error>,
+    /// The VMs and tasks of the lifecycle (shared by every session).
+    pub machines: MockMachines,
+}
+
+/// Scripted backend; the script can be changed between reconciles, and the
+/// parameters of every connect are recorded.
+#[derive(Clone, Debug, Default)]
+pub struct MockVSphere {
+    script: Arc<Mutex<Script>>,
+    connects: Arc<Mutex<Vec<ConnectParams>>>,
+}
+
+impl MockVSphere {
+    pub fn new(script: Script) -> Self {
+        MockVSphere {
+            script: Arc::new(Mutex::new(script)),
+            ..Default::default()
+        }
+    }
+
+    pub fn set_script(&self, script: Script) {
+        if let Ok(mut s) = self.script.lock() {
+            *s = script;
+        }
+    }
+
+    /// The parameters of every `connect` so far.
+    pub fn connects(&self) -> Vec<ConnectParams> {
+        self.connects.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    fn script(&self) -> Script {
+        self.script.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct MockSession {
+    script: Script,
+}
+
+impl VSphere for MockVSphere {
+    type Session = MockSession;
+
+    async fn connect(&self, params: &ConnectParams) -> Result<MockSession, Error> {
+        if let Ok(mut c) = self.connects.lock() {
+            c.push(params.clone());
+        }
+        let script = self.script();
+        if let Some(e) = script.connect_error.clone() {
+            return Err(e);
+        }
+        if let Some(expected) = &script.password {
+            if params.password.expose() != expected {
+                return Err(Error::new(
+                    ErrorKind::Connect,
+                    "login failed: incorrect user name or password",
+                ));
+            }
+        }
+        Ok(MockSession { script })
+    }
+}
+
+impl Session for MockSession {
+    async fn inventory(&self) -> Result<Inventory, Error> {
+        match &self.script.inventory_error {
+            Some(e) => Err(e.clone()),
+            None => Ok(self.script.inventory.clone()),
+        }
+    }
+
+    async fn find_template(
+        &self,
+        name: &str,
+        datacenters: &[String],
+    ) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
+        if let Some(e) = &self.script.lookup_error {
+            return Err(e.clone());
+        }
+        Ok(datacenters
+            .iter()
+            .map(|dc| {
+                let found = self
+                    .script
+                    .templates
+                    .get(&(name.to_string(), dc.clone()))
+                    .map(|mo_ref| FoundTemplate {
+                        mo_ref: mo_ref.clone(),
+                    });
+                (dc.clone(), found)
+            })
+            .collect())
+    }
+}
+
+/// The lifecycle on the script's [`MockMachines`].
+impl Machines for MockSession {
+    async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, Error> {
+        self.script.machines.find_vm(instance_uuid, fresh).await
+    }
+    async fn vm(&self, mo_ref: &str, fresh: bool) -> Result<Option<VmFacts>, Error> {
+        self.script.machines.vm(mo_ref, fresh).await
+    }
+    async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, Error> {
+        self.script.machines.task(mo_ref).await
+    }
+    async fn wait_task(
+        &self,
+        mo_ref: &str,
+        timeout: Duration,
+        on_progress: impl FnMut(&TaskFacts) + Send,
+    ) -> Result<TaskFacts, Error> {
+        self.script
+            .machines
+            .wait_task(mo_ref, timeout, on_progress)
+            .await
+    }
+    async fn start_clone(&self, request: &CloneRequest) -> Result<String, Error> {
+        self.script.machines.start_clone(request).await
+    }
+    async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
+        self.script.machines.start_reconfigure(vm, shape).await
+    }
+    async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
+        self.script.machines.start_power_on(vm).await
+    }
+    async fn power_off(&self, vm: &str, graceful: Option<Duration>) -> Result<(), Error> {
+        self.script.machines.power_off(vm, graceful).await
+    }
+    async fn start_destroy(&self, vm: &str) -> Result<String, Error> {
+        self.script.machines.start_destroy(vm).await
+    }
+    fn server(&self) -> ServerIdentity {
+        self.script.machines.server()
     }
 }

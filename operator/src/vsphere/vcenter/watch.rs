@@ -18,8 +18,8 @@ use tracing::{debug, warn};
 use vsphere_client::mo;
 use vsphere_client::property::UpdateKind;
 
-use super::backend::VmFacts;
-use super::vcenter::{facts_of, VM_PROPERTIES};
+use super::facts::{facts_of, VM_PROPERTIES};
+use crate::vsphere::VmFacts;
 
 #[derive(Default)]
 struct Cache {

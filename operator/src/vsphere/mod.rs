@@ -1,0 +1,459 @@
+//! The vSphere boundary: everything the operator asks of vCenter, as plain
+//! data and one trait family, with no Kubernetes type in it.
+//!
+//! - [`VSphere`] opens (or reuses) a Provider's [`Session`];
+//! - [`Session`] reads the inventory and finds templates;
+//! - [`Machines`] (a supertrait of every session) creates, changes and
+//!   destroys VMs, and reports their facts and tasks;
+//! - [`Error`] is the one error of the boundary, with an [`ErrorKind`] whose
+//!   [`label`](ErrorKind::label) is stable (metrics, condition reasons).
+//!
+//! The real backend is [`vcenter`] (on `vsphere-client`); `mock` (only under
+//! `cfg(test)` or the `testing` feature) is a scripted one, so the same
+//! reconcile code runs in a cluster, in tests and in `check`.
+//!
+//! Contract for implementations:
+//! - `connect` is called on every Provider reconcile. It returns the Provider's
+//!   live session, logging in only when there is none yet or when the
+//!   connection parameters changed (rotated credentials or CA): one session per
+//!   Provider, never a login per reconcile.
+//! - Errors carry an [`ErrorKind`] the roles map onto condition reasons, and a
+//!   message that names the cause (TLS, login, fault) and never a secret.
+//! - Every started VM operation returns its task's reference at once, so it is
+//!   recorded before it is waited for.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use crate::api::{Firmware, NamespacedReference, Provisioning};
+
+#[cfg(any(test, feature = "testing"))]
+pub mod mock;
+pub mod vcenter;
+
+/// A password or other secret: never printed, not even by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    pub fn new(value: impl Into<String>) -> Self {
+        SecretString(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// How to verify vCenter's certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tls {
+    /// The system roots.
+    SystemRoots,
+    /// A private CA (PEM, one or more certificates).
+    CaBundle(String),
+    /// No verification (`insecureSkipTLSVerify`).
+    Insecure,
+}
+
+/// Everything needed to open a session for one Provider.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectParams {
+    pub provider: NamespacedReference,
+    /// The SDK URL, e.g. `https://vcenter.example.com/sdk`.
+    pub endpoint: String,
+    pub username: String,
+    pub password: SecretString,
+    pub tls: Tls,
+}
+
+/// What a vCenter holds that failure domains are made of: datacenters, their
+/// clusters with the datastores mounted on each, and their portgroups.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inventory {
+    pub datacenters: Vec<Datacenter>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Datacenter {
+    pub name: String,
+    pub clusters: Vec<Cluster>,
+    /// Names of the standard and distributed portgroups of the datacenter.
+    pub portgroups: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cluster {
+    pub name: String,
+    /// Names of the datastores mounted on (every host of) the cluster.
+    pub datastores: Vec<String>,
+}
+
+/// A template found in one datacenter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundTemplate {
+    /// Managed object reference value (`vm-42`).
+    pub mo_ref: String,
+}
+
+/// What failed at the boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// TLS, network or login failure, or a session lost during a call.
+    Connect,
+    /// Logged in, but walking the inventory failed.
+    Inventory,
+    /// A lookup (templates, VMs) failed.
+    Lookup,
+    /// A VM or task operation failed; vCenter's fault type, when it sent one,
+    /// is in [`Error::fault`].
+    Operation,
+    /// A wait gave up (the operation itself goes on in vCenter).
+    Timeout,
+}
+
+impl ErrorKind {
+    /// A stable name for metrics and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Inventory => "inventory",
+            ErrorKind::Lookup => "lookup",
+            ErrorKind::Operation => "operation",
+            ErrorKind::Timeout => "timeout",
+        }
+    }
+}
+
+/// A failure reaching or changing vCenter: its kind, the fault type when
+/// vCenter returned one (`DuplicateName`, `ManagedObjectNotFound`...), and a
+/// message that names the cause and never holds a secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub fault: Option<String>,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            fault: None,
+            message: message.into(),
+        }
+    }
+
+    /// An operation that failed without a fault of vCenter's.
+    pub fn operation(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Operation, message)
+    }
+
+    /// An operation vCenter refused with `fault`.
+    pub fn fault(fault: impl Into<String>, message: impl Into<String>) -> Self {
+        Error {
+            kind: ErrorKind::Operation,
+            fault: Some(fault.into()),
+            message: message.into(),
+        }
+    }
+
+    /// A wait that gave up.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Timeout, message)
+    }
+
+    pub fn timed_out(&self) -> bool {
+        self.kind == ErrorKind::Timeout
+    }
+
+    pub fn is_fault(&self, name: &str) -> bool {
+        self.fault.as_deref() == Some(name)
+    }
+
+    /// The object is gone: the one answer that lets a delete finish.
+    pub fn is_not_found(&self) -> bool {
+        self.is_fault("ManagedObjectNotFound")
+    }
+
+    /// The stable metric label of the error's kind.
+    pub fn label(&self) -> &'static str {
+        self.kind.label()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.fault {
+            Some(fault) if !self.message.contains(fault.as_str()) => {
+                write!(f, "{fault}: {}", self.message)
+            }
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Opens (or reuses) the session of a Provider.
+pub trait VSphere: Send + Sync + 'static {
+    type Session: Session;
+
+    fn connect(
+        &self,
+        params: &ConnectParams,
+    ) -> impl Future<Output = Result<Self::Session, Error>> + Send;
+
+    /// The instance UUIDs of VMs that changed (from the Providers' update
+    /// streams), when the implementation watches them.
+    fn machine_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
+
+    /// Ends the sessions of Providers not in `keep` (deleted ones; all of
+    /// them when `keep` is empty, as the role stops).
+    fn retain_sessions(
+        &self,
+        keep: &BTreeSet<NamespacedReference>,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = keep;
+        async {}
+    }
+}
+
+/// A logged-in vCenter session: the inventory and templates, and (through
+/// [`Machines`]) the VMs. Cheap to clone.
+pub trait Session: Machines {
+    /// Datacenters, clusters, mounted datastores and portgroups, in as few
+    /// round trips as the PropertyCollector allows.
+    fn inventory(&self) -> impl Future<Output = Result<Inventory, Error>> + Send;
+
+    /// For each datacenter in `datacenters`, the template named `name` there
+    /// (a template, not a plain VM), or `None` when it has none.
+    fn find_template(
+        &self,
+        name: &str,
+        datacenters: &[String],
+    ) -> impl Future<Output = Result<BTreeMap<String, Option<FoundTemplate>>, Error>> + Send;
+}
+
+/// A VM as vCenter reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VmFacts {
+    /// Managed object reference value (`vm-42`).
+    pub mo_ref: String,
+    pub name: String,
+    pub instance_uuid: String,
+    /// `poweredOn`, `poweredOff` or `suspended` (vSphere's spelling).
+    pub power_state: String,
+    pub cpus: i32,
+    pub memory_mib: i64,
+    /// The guest's addresses (VMware tools), primary first.
+    pub ip_addresses: Vec<String>,
+    /// `bios` or `efi`.
+    pub firmware: String,
+    pub secure_boot: bool,
+    pub cpu_hot_add: bool,
+    pub memory_hot_add: bool,
+}
+
+impl VmFacts {
+    pub fn powered_on(&self) -> bool {
+        self.power_state == "poweredOn"
+    }
+
+    /// Does the VM have what `shape` asks of its configuration (CPUs,
+    /// memory, firmware, secure boot, hot add)? Devices are set at clone
+    /// time; these are what a clone may not take (a simulator does not).
+    pub fn has_shape(&self, shape: &Shape) -> bool {
+        let (firmware, secure_boot) = match shape.firmware {
+            Firmware::Bios => ("bios", false),
+            Firmware::Efi => ("efi", false),
+            Firmware::EfiSecure => ("efi", true),
+        };
+        self.cpus == shape.cpus
+            && self.memory_mib == shape.memory_mib
+            && self.firmware == firmware
+            && self.secure_boot == secure_boot
+            && (!shape.hot_add_cpu || self.cpu_hot_add)
+            && (!shape.hot_add_memory || self.memory_hot_add)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    Queued,
+    Running,
+    Success,
+    Error,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Queued => "queued",
+            TaskState::Running => "running",
+            TaskState::Success => "success",
+            TaskState::Error => "error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TaskState> {
+        Some(match s {
+            "queued" => TaskState::Queued,
+            "running" => TaskState::Running,
+            "success" => TaskState::Success,
+            "error" => TaskState::Error,
+            _ => return None,
+        })
+    }
+
+    pub fn in_progress(self) -> bool {
+        matches!(self, TaskState::Queued | TaskState::Running)
+    }
+}
+
+/// A vSphere task as vCenter reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskFacts {
+    pub mo_ref: String,
+    pub state: TaskState,
+    pub progress: Option<i32>,
+    /// The fault's type and message, when the task failed.
+    pub error: Option<Error>,
+    /// The task's result when it is a reference (a clone's new VM).
+    pub result: Option<String>,
+}
+
+/// A disk added to the clone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtraDisk {
+    pub size_gib: u64,
+    pub provisioning: Provisioning,
+    pub datastore: String,
+}
+
+/// A NIC of the clone (the template's NICs are replaced).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nic {
+    pub port_group: String,
+    /// A fixed MAC in VMware's manual range, so the guest's network config
+    /// can match it before the VM exists.
+    pub mac_address: String,
+}
+
+/// The hardware and guest configuration the clone gets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shape {
+    pub cpus: i32,
+    pub memory_mib: i64,
+    /// The template's first disk grown to this size.
+    pub root_disk_gib: Option<u64>,
+    pub extra_disks: Vec<ExtraDisk>,
+    pub nics: Vec<Nic>,
+    pub firmware: Firmware,
+    pub vtpm: bool,
+    pub hot_add_cpu: bool,
+    pub hot_add_memory: bool,
+    /// `extraConfig` keys: the `guestinfo.*` cloud-init data.
+    pub extra_config: Vec<(String, String)>,
+}
+
+/// Everything a clone needs, resolved from the VSphereMachine.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CloneRequest {
+    pub name: String,
+    pub instance_uuid: String,
+    pub datacenter: String,
+    pub cluster: String,
+    /// The VM folder (under the datacenter's VM folder), made when missing.
+    pub folder: String,
+    pub template_name: String,
+    pub template_mo_ref: Option<String>,
+    /// Where the VM's files and root disk go (the template's datastore when `None`).
+    pub datastore: Option<String>,
+    pub shape: Shape,
+}
+
+/// The vCenter a console URL points at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerIdentity {
+    /// Host (and port, if not 443) of the vCenter.
+    pub host: String,
+    /// `AboutInfo.instanceUuid`: the server GUID in the vSphere Client's URLs.
+    pub server_guid: String,
+}
+
+/// VM operations of one Provider's session. Every started operation returns
+/// its task's reference at once, so it is recorded before it is waited for.
+/// The mock's VM store implements it alone (the driver's tests need no
+/// inventory); every [`Session`] implements it.
+pub trait Machines: Clone + Send + Sync + 'static {
+    /// The VM with this instance UUID. `fresh` asks vCenter directly; otherwise
+    /// an implementation may answer from the Provider's update stream, but
+    /// only with a VM it has: `None` is always vCenter's own answer (the
+    /// driver clones on it without asking again).
+    fn find_vm(
+        &self,
+        instance_uuid: &str,
+        fresh: bool,
+    ) -> impl Future<Output = Result<Option<VmFacts>, Error>> + Send;
+
+    /// The VM by its reference (one read); `None` when it is gone. `fresh`
+    /// as for [`find_vm`](Self::find_vm).
+    fn vm(
+        &self,
+        mo_ref: &str,
+        fresh: bool,
+    ) -> impl Future<Output = Result<Option<VmFacts>, Error>> + Send;
+
+    /// Whether `find_vm(_, false)` may answer from a cache (an update stream)
+    /// rather than vCenter itself.
+    fn cached(&self) -> bool {
+        false
+    }
+
+    /// A task's state; `None` when vCenter no longer knows it (old tasks expire).
+    fn task(&self, mo_ref: &str) -> impl Future<Output = Result<Option<TaskFacts>, Error>> + Send;
+
+    /// Waits (up to `timeout`) for a task to finish; `on_progress` sees each change.
+    fn wait_task(
+        &self,
+        mo_ref: &str,
+        timeout: Duration,
+        on_progress: impl FnMut(&TaskFacts) + Send,
+    ) -> impl Future<Output = Result<TaskFacts, Error>> + Send;
+
+    fn start_clone(
+        &self,
+        request: &CloneRequest,
+    ) -> impl Future<Output = Result<String, Error>> + Send;
+
+    /// Applies CPUs and memory to an existing VM (a clone whose shape differs).
+    fn start_reconfigure(
+        &self,
+        vm: &str,
+        shape: &Shape,
+    ) -> impl Future<Output = Result<String, Error>> + Send;
+
+    fn start_power_on(&self, vm: &str) -> impl Future<Output = Result<String, Error>> + Send;
+
+    /// Powers off: asks the guest first when `graceful` is set and waits for
+    /// it that long, then hard. Returns once the VM is off.
+    fn power_off(
+        &self,
+        vm: &str,
+        graceful: Option<Duration>,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    fn start_destroy(&self, vm: &str) -> impl Future<Output = Result<String, Error>> + Send;
+
+    fn server(&self) -> ServerIdentity;
+}
