@@ -96,6 +96,11 @@ vsphere=(cargo run -q -p vsphere-client --example vsphere --)
 step "about: product and API version (like govc about)" \
     vsphere-client/examples/vsphere/main.rs "${vsphere[@]}" about
 
+# The crate's quick start (its README and front page) as a program: connect,
+# list VMs, clone the template, power on, watch, a typed fault, clean up.
+step "quick start: connect, list VMs, clone 'golden', power on, watch, DuplicateName, destroy" \
+    vsphere-client/examples/quickstart.rs cargo run -q -p vsphere-client --example quickstart -- DC0 golden DC0_C0
+
 # Tags over the vSphere Automation (REST) API, like govc tags.*: a category
 # for VMs, a tag in it, attached to a VM found by its inventory path.
 tags_demo() {

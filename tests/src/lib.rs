@@ -11,6 +11,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+/// The repository README's code, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct RootReadmeDoctests;
+
 mod binaries;
 mod ca;
 mod kube_emulator;

@@ -1,4 +1,102 @@
-//! Async, typed VMware vSphere client.
+//! An async, typed client for VMware vSphere: the whole vim25 SOAP API
+//! (every operation, data object, fault and enumeration, generated from the
+//! WSDL), a hand-written everyday API over it (inventory, properties, views,
+//! tasks, the VM lifecycle), and the Automation REST API (tags, content
+//! libraries). Runs on Tokio.
+//!
+//! # Quick start
+//!
+//! Connect, list VMs with a few properties, clone a template, power the clone
+//! on, watch it change, and tell errors apart (`examples/quickstart.rs` is
+//! this as a program; `make demo` runs it against a vCenter simulator):
+//!
+//! ```no_run
+//! use vsphere_client::property::UpdateKind;
+//! use vsphere_client::types::InvalidPowerState;
+//! use vsphere_client::vm::{CloneSpec, ConfigSpec};
+//! use vsphere_client::{mo, Client};
+//!
+//! # async fn quickstart() -> Result<(), vsphere_client::Error> {
+//! // Connect, verifying vCenter's certificate against its CA bundle
+//! // (`.insecure(true)` instead accepts any certificate: a lab only).
+//! let client = Client::builder("vcenter.example.com")
+//!     .credentials("administrator@vsphere.local", "secret")
+//!     .ca_bundle_file("/etc/ssl/vcenter-ca.pem")?
+//!     .connect()
+//!     .await?;
+//!
+//! // Every VM with a few properties: one round trip per page of objects.
+//! let root = client.service_content().root_folder.clone();
+//! let vms = client
+//!     .properties::<mo::VirtualMachine>(&["name", "runtime.powerState", "summary.config.numCpu"])?
+//!     .in_container(&root)
+//!     .collect_all()
+//!     .await?;
+//! for vm in &vms {
+//!     let power = vm.runtime.as_ref().map(|r| r.power_state.as_str());
+//!     println!("{:?} {power:?}", vm.name);
+//! }
+//!
+//! // Clone a template with its own shape, wait for the task, power on.
+//! let finder = client.finder().datacenter("DC0");
+//! let template = client.vm(finder.virtual_machine("golden").await?.reference);
+//! let folder = finder.find_one("vm").await?.reference;
+//! let pool = finder.find_one("host/DC0_C0/Resources").await?.reference;
+//! let spec = CloneSpec::new(folder)
+//!     .pool(pool)
+//!     .config(ConfigSpec::new().cpus(2).memory_mb(2048));
+//! let vm = template.clone_vm("web-1", &spec).await?;
+//! vm.power_on().await?;
+//!
+//! // Watch: the VM as it is (Enter), then each change as it happens.
+//! let mut changes = client
+//!     .properties::<mo::VirtualMachine>(&["name", "runtime.powerState"])?
+//!     .watch(std::slice::from_ref(vm.reference()))
+//!     .await?;
+//! let change = changes.next().await?;
+//! assert_eq!(change.kind, UpdateKind::Enter);
+//!
+//! // Errors: typed faults (subtypes included), a stable kind, the whole chain.
+//! vm.power_off().await?;
+//! match vm.power_off().await {
+//!     Err(err) if err.is_fault::<InvalidPowerState>() => println!("web-1 is off already"),
+//!     Err(err) => eprintln!("{} ({:?})", err.report(), err.kind()),
+//!     Ok(()) => {}
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Where to start
+//!
+//! | to | start at |
+//! |---|---|
+//! | connect: URL, credentials, timeouts, proxy | [`Client::builder`], [`ClientBuilder`] |
+//! | trust vCenter's certificate: CA bundle, thumbprint, insecure | [`ClientBuilder::ca_bundle_file`], [`ClientBuilder::thumbprint`], [`tls`] |
+//! | find objects by inventory path, name or UUID | [`Client::finder`], [`inventory`] |
+//! | read properties of many objects, page by page | [`Client::properties`], [`property`] |
+//! | watch objects change (`WaitForUpdatesEx`) | [`property::PropertyQuery::watch`], [`property::UpdateStream`] |
+//! | server-side lists of objects | [`view`] |
+//! | wait for a task, with progress | [`Client::task`], [`task`] |
+//! | clone, reconfigure, power, destroy a VM | [`Client::vm`], [`vm`] |
+//! | snapshots | [`vm::snapshot`] |
+//! | tags and content libraries (REST) | [`Client::rest`], [`rest`] |
+//! | any vim25 operation, typed | [`Client::vim`] ([`Vim`]), the types in [`types`], managed objects in [`mo`] |
+//! | sessions: keepalive, re-login, logout | [`ClientBuilder::keepalive`], [`Client::check_session`], [`Client::close`] |
+//! | retries, timeouts, concurrency | [`ClientBuilder::retry`] ([`RetryConfig`]), [`ClientBuilder::call_timeout`], [`Client::with_call_timeout`], [`ClientBuilder::concurrency_limit`] |
+//! | tracing: calls as spans, the wire log | [`WIRE_LOG_TARGET`], [`Client::call_stats`] |
+//! | errors: kinds, typed faults, the chain | [`Error`], [`ErrorKind`], [`Error::is_fault`], [`report`] |
+//! | encode a request or decode a captured response, no server | [`codec`] |
+//!
+//! Every call is a span (`soap_call`, with the method and the object it is
+//! called on) on the [`tracing`](https://docs.rs/tracing) crate; request and
+//! response bodies go to [`WIRE_LOG_TARGET`] at trace level, with passwords
+//! and the session cookie redacted. Nothing this crate logs or puts in an
+//! error or `Debug` output holds a password or a session cookie.
+
+/// The README's code, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 // Generated bindings (src/generated, by vsphere-codegen) and the XML runtime they use.
 #[rustfmt::skip]
