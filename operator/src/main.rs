@@ -1,94 +1,21 @@
-//! `banlieue`: one binary, roles by subcommand.
+//! `banlieue`: one binary, roles by subcommand (see `lib.rs` for the module map).
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use tracing::{error, info};
 
-use banlieue::check::{self, Output};
-use banlieue::health::{self, Metrics};
-use banlieue::provider_role;
+use banlieue::check;
+use banlieue::cli::{Backend, Cli, Command};
+use banlieue::health::Metrics;
+use banlieue::roles;
 use banlieue::vsphere::vcenter::{self, VCenter};
-
-#[derive(Parser)]
-#[command(
-    name = "banlieue",
-    version,
-    about = "Kubernetes operator for banlieue.io/v1alpha1 VMs on vSphere"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Schedule VirtualMachines onto Providers and create their VSphereMachines.
-    Controller {
-        /// Address of /healthz, /readyz and /metrics.
-        #[arg(long, default_value = "0.0.0.0:8080", env = "BANLIEUE_HEALTH_ADDR")]
-        health_addr: SocketAddr,
-    },
-    /// Run a backend provider role.
-    Provider {
-        #[command(subcommand)]
-        backend: Backend,
-    },
-    /// Write the CRDs generated from the API types.
-    Crdgen {
-        /// Directory to write `<plural>.yaml` files into.
-        #[arg(long, default_value = "deploy/crds")]
-        out: PathBuf,
-    },
-    /// Run the operator's reconcile code over manifests, without a cluster.
-    Check {
-        /// Manifest files or directories (multi-document YAML; Secrets and ConfigMaps included).
-        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
-        files: Vec<PathBuf>,
-        /// Also create the VMs in vCenter and wait for them to be Ready.
-        #[arg(long)]
-        apply: bool,
-        /// With --apply: how long to wait for every VirtualMachine to be Ready (30s, 10m...).
-        #[arg(long, default_value = "10m", value_parser = provider_role::parse_interval)]
-        timeout: std::time::Duration,
-        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-        output: Output,
-    },
-}
-
-#[derive(Subcommand)]
-enum Backend {
-    /// Reconcile the Providers of one namespace against vCenter.
-    Vsphere {
-        /// The install namespace: its Providers are served and its Secrets read.
-        #[arg(long, env = "BANLIEUE_NAMESPACE")]
-        namespace: String,
-        #[arg(long, default_value = "0.0.0.0:8080", env = "BANLIEUE_HEALTH_ADDR")]
-        health_addr: SocketAddr,
-        /// How often every Provider and VMImage is re-verified against vCenter (`30s`, `5m`, `1h`).
-        #[arg(long, default_value = "5m", env = "BANLIEUE_RESYNC_INTERVAL", value_parser = provider_role::parse_interval)]
-        resync_interval: std::time::Duration,
-    },
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    banlieue::telemetry::init();
     match cli.command {
         Command::Crdgen { out } => match banlieue::crdgen::write(&out) {
             Ok(()) => {
@@ -102,23 +29,15 @@ async fn main() -> ExitCode {
         },
         Command::Controller { health_addr } => {
             let metrics = Arc::new(Metrics::default());
-            let listener = match tokio::net::TcpListener::bind(health_addr).await {
-                Ok(l) => l,
-                Err(e) => {
-                    error!(%health_addr, error = %e, "cannot listen");
-                    return ExitCode::FAILURE;
-                }
-            };
-            tokio::spawn(health::serve(listener, metrics.clone()));
-            let client = match kube::Client::try_default().await {
+            let client = match roles::start(health_addr, metrics.clone()).await {
                 Ok(c) => c,
                 Err(e) => {
-                    error!(error = %e, "cannot build a Kubernetes client");
+                    error!(error = %e, "controller cannot start");
                     return ExitCode::FAILURE;
                 }
             };
             info!("controller starting");
-            match banlieue::controller::run(client, metrics).await {
+            match roles::controller::run(client, metrics).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     error!(error = %e, "controller failed");
@@ -135,18 +54,10 @@ async fn main() -> ExitCode {
                 },
         } => {
             let metrics = Arc::new(Metrics::default());
-            let listener = match tokio::net::TcpListener::bind(health_addr).await {
-                Ok(l) => l,
-                Err(e) => {
-                    error!(%health_addr, error = %e, "cannot listen");
-                    return ExitCode::FAILURE;
-                }
-            };
-            tokio::spawn(health::serve(listener, metrics.clone()));
-            let client = match kube::Client::try_default().await {
+            let client = match roles::start(health_addr, metrics.clone()).await {
                 Ok(c) => c,
                 Err(e) => {
-                    error!(error = %e, "cannot build a Kubernetes client");
+                    error!(error = %e, "provider cannot start");
                     return ExitCode::FAILURE;
                 }
             };
@@ -157,7 +68,8 @@ async fn main() -> ExitCode {
             }));
             let sessions = vcenter.clone();
             metrics.set_vsphere_source(Arc::new(move || sessions.call_stats()));
-            match provider_role::run(client, &namespace, resync_interval, vcenter, metrics).await {
+            match roles::provider::run(client, &namespace, resync_interval, vcenter, metrics).await
+            {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     error!(error = %e, "provider failed");

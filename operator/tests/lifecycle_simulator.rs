@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use banlieue::api::{PowerState, VSphereMachine};
 use banlieue::check::{self, parse_documents, World};
 use banlieue::conditions;
-use banlieue::lifecycle::driver::{self, Checkpoint, Hooks, Outcome};
-use banlieue::lifecycle::{guestinfo, identity};
-use banlieue::vsphere;
+use banlieue::controllers::vspheremachine::driver::{self, Checkpoint, Hooks, Outcome};
+use banlieue::controllers::vspheremachine::{guestinfo, identity};
 use banlieue::vsphere::vcenter::VCenter;
 use banlieue::vsphere::VSphere;
 use vsphere_client::types::{AnyOptionValue, AnyVirtualDevice, AnyVirtualDeviceBackingInfo};
@@ -419,16 +418,14 @@ struct Store {
 }
 
 impl Hooks for Store {
-    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), vsphere::Error> {
+    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), banlieue::Error> {
         self.persisted = Some(machine.clone());
         Ok(())
     }
 
-    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), vsphere::Error> {
+    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), banlieue::Error> {
         match self.crash_at {
-            Some(p) if p == point => {
-                Err(vsphere::Error::operation(format!("crashed at {point:?}")))
-            }
+            Some(p) if p == point => Err(banlieue::Error::Stopped(format!("crashed at {point:?}"))),
             _ => Ok(()),
         }
     }
@@ -440,13 +437,14 @@ async fn run_fresh(
     machine: &mut VSphereMachine,
     deleting: bool,
     hooks: &mut Store,
-) -> Result<Outcome, vsphere::Error> {
+) -> Result<Outcome, banlieue::Error> {
     let vcenter = VCenter::default();
     let provider = &world.providers[0];
-    let params = banlieue::provider::connect_params(provider, world).expect("params");
+    let params = banlieue::controllers::provider::readiness::connect_params(provider, world)
+        .expect("params");
     let session = vcenter.connect(&params).await.expect("connect");
-    let secrets =
-        banlieue::lifecycle::controller::cloud_config_secrets(machine, world).expect("secrets");
+    let secrets = banlieue::controllers::vspheremachine::cloud_config_secrets(machine, world)
+        .expect("secrets");
     let result = driver::reconcile(
         machine,
         deleting,
@@ -477,8 +475,11 @@ async fn power_off_and_on_again_then_delete_removes_the_vm() {
     let uuid = identity::instance_uuid(&m);
     let mut store = Store::default();
     assert_eq!(
-        run_fresh(&world, &mut m, false, &mut store).await,
-        Ok(Outcome::Ready)
+        run_fresh(&world, &mut m, false, &mut store)
+            .await
+            .as_ref()
+            .ok(),
+        Some(&Outcome::Ready)
     );
     let client = connect(&sim).await;
     let power = |vms: Vec<mo::VirtualMachine>| {
@@ -491,8 +492,11 @@ async fn power_off_and_on_again_then_delete_removes_the_vm() {
 
     m.spec.desired_power_state = PowerState::PoweredOff;
     assert_eq!(
-        run_fresh(&world, &mut m, false, &mut store).await,
-        Ok(Outcome::Ready)
+        run_fresh(&world, &mut m, false, &mut store)
+            .await
+            .as_ref()
+            .ok(),
+        Some(&Outcome::Ready)
     );
     assert_eq!(power(all_vms(&client).await).as_deref(), Some("poweredOff"));
     assert_eq!(
@@ -501,15 +505,21 @@ async fn power_off_and_on_again_then_delete_removes_the_vm() {
     );
     m.spec.desired_power_state = PowerState::PoweredOn;
     assert_eq!(
-        run_fresh(&world, &mut m, false, &mut store).await,
-        Ok(Outcome::Ready)
+        run_fresh(&world, &mut m, false, &mut store)
+            .await
+            .as_ref()
+            .ok(),
+        Some(&Outcome::Ready)
     );
     assert_eq!(power(all_vms(&client).await).as_deref(), Some("poweredOn"));
     assert_eq!(count(&client, &uuid, "team-a-web-1").await, (1, 1));
 
     assert_eq!(
-        run_fresh(&world, &mut m, true, &mut store).await,
-        Ok(Outcome::Released)
+        run_fresh(&world, &mut m, true, &mut store)
+            .await
+            .as_ref()
+            .ok(),
+        Some(&Outcome::Released)
     );
     assert_eq!(
         count(&client, &uuid, "team-a-web-1").await,
@@ -562,7 +572,7 @@ async fn a_crash_after_each_step_leaves_exactly_one_vm() {
                 .expect("machine")
         });
         let outcome = run_fresh(&world, &mut restarted, false, &mut Store::default()).await;
-        assert_eq!(outcome, Ok(Outcome::Ready), "{point:?}");
+        assert_eq!(outcome.as_ref().ok(), Some(&Outcome::Ready), "{point:?}");
         assert_eq!(
             count(&client, &uuid, &vm_name).await,
             (1, 1),
@@ -603,13 +613,13 @@ async fn a_clone_request_lost_in_flight_and_sent_again_makes_one_vm() {
     let mut second = original.clone();
     let mut outcome = run_fresh(&world, &mut second, false, &mut Store::default()).await;
     for _ in 0..5 {
-        if outcome == Ok(Outcome::Ready) {
+        if matches!(outcome, Ok(Outcome::Ready)) {
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         outcome = run_fresh(&world, &mut second, false, &mut Store::default()).await;
     }
-    assert_eq!(outcome, Ok(Outcome::Ready));
+    assert_eq!(outcome.as_ref().ok(), Some(&Outcome::Ready));
     let client = connect(&sim).await;
     assert_eq!(count(&client, &uuid, "team-a-web-1").await, (1, 1));
 }
@@ -742,12 +752,14 @@ async fn one_update_stream_per_provider_reports_vm_changes_and_serves_resyncs_wi
     });
     check::reconcile(&mut world, &vcenter, &conditions::now()).await;
     let mut changes = vcenter.machine_changes().expect("the VM watch is on");
-    let params = banlieue::provider::connect_params(&world.providers[0], &world).expect("params");
+    let params =
+        banlieue::controllers::provider::readiness::connect_params(&world.providers[0], &world)
+            .expect("params");
     let session = vcenter.connect(&params).await.expect("connect");
     let mut m = world.machines[0].clone();
     let uuid = identity::instance_uuid(&m);
     let secrets =
-        banlieue::lifecycle::controller::cloud_config_secrets(&m, &world).expect("secrets");
+        banlieue::controllers::vspheremachine::cloud_config_secrets(&m, &world).expect("secrets");
     let mut store = Store::default();
     let outcome = driver::reconcile(
         &mut m,
@@ -801,7 +813,7 @@ async fn one_update_stream_per_provider_reports_vm_changes_and_serves_resyncs_wi
         &driver::Options::default(),
     )
     .await;
-    assert_eq!(outcome, Ok(Outcome::Ready));
+    assert_eq!(outcome.as_ref().ok(), Some(&Outcome::Ready));
     assert_eq!(
         m.status.as_ref().map(|s| s.ip_addresses.clone()),
         Some(vec!["10.0.0.10".to_string()])
@@ -815,7 +827,7 @@ async fn one_update_stream_per_provider_reports_vm_changes_and_serves_resyncs_wi
         &driver::Options::default(),
     )
     .await;
-    assert_eq!(resync, Ok(Outcome::Ready));
+    assert_eq!(resync.as_ref().ok(), Some(&Outcome::Ready));
     let (calls, methods) = calls_since(session.client(), &before);
     let waits = methods.get("WaitForUpdatesEx").copied().unwrap_or(0);
     assert_eq!(

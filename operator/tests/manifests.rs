@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
+use banlieue::api::validate;
 use banlieue::api::{Provider, VMClass, VMImage, VirtualMachine};
+use banlieue::check::schema::{schema_of, validate_object};
 use banlieue::check::{parse_documents, World};
 use banlieue::crdgen;
-use banlieue::schema::{schema_of, validate_object};
-use banlieue::validate;
 use serde_json::{json, Value};
 
 fn examples() -> PathBuf {

@@ -1,4 +1,4 @@
-//! The provider role as it runs (`provider_role::run`): its watches,
+//! The provider role as it runs (`roles::provider::run`): its watches,
 //! triggers and status writes, against a fake API server that serves lists
 //! and open watch streams, and a scripted vCenter. A rotated password in
 //! the Secret takes effect through the Secret's watch, without a restart.
@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use banlieue::health::Metrics;
-use banlieue::provider_role;
+use banlieue::roles;
 use banlieue::vsphere::mock::{MockVSphere, Script};
 use banlieue::vsphere::{Cluster, Datacenter, Inventory};
 use bytes::Bytes;
@@ -259,7 +259,7 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
     let client = kube::Client::new(service, "default");
     let vsphere = MockVSphere::new(script("old-pw"));
     let metrics = Arc::new(Metrics::default());
-    let role = tokio::spawn(provider_role::run(
+    let role = tokio::spawn(roles::provider::run(
         client,
         NS,
         Duration::from_secs(3600),

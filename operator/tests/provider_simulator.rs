@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use banlieue::api::validate::is_dns1123_label;
 use banlieue::api::{FailureDomain, NamespacedReference, Provider};
 use banlieue::check::{self, parse_documents, Output, World};
 use banlieue::conditions;
-use banlieue::provider::failure_domain_name;
-use banlieue::validate::is_dns1123_label;
+use banlieue::controllers::provider::readiness::failure_domain_name;
 use banlieue::vsphere::vcenter::{Options, VCenter};
 use vsphere_client::mo;
 use vsphere_tests::{Simulator, SimulatorOptions, Template, TestCa};
@@ -482,7 +482,7 @@ async fn count_calls(sim: &Simulator, expected_domains: usize) -> Vec<BTreeMap<&
     let mut seen = Vec::new();
     let mut before = BTreeMap::new();
     for _ in 0..2 {
-        let outcome = banlieue::provider::reconcile_provider(
+        let outcome = banlieue::controllers::provider::readiness::reconcile_provider(
             &provider,
             &objects,
             &vcenter,
@@ -495,9 +495,13 @@ async fn count_calls(sim: &Simulator, expected_domains: usize) -> Vec<BTreeMap<&
         seen.push(difference(&now, &before));
         before = now;
     }
-    let entry =
-        banlieue::provider::image_on_provider(&world.images[0], &provider, &objects, &vcenter)
-            .await;
+    let entry = banlieue::controllers::provider::readiness::image_on_provider(
+        &world.images[0],
+        &provider,
+        &objects,
+        &vcenter,
+    )
+    .await;
     assert!(entry.ready, "{entry:?}");
     let now = calls(&vcenter, "prod-vsphere").await;
     seen.push(difference(&now, &before));
@@ -626,7 +630,13 @@ async fn a_session_is_reused_until_the_settings_change() {
     let reconcile = |p: Provider| {
         let (objects, vcenter) = (&objects, &vcenter);
         async move {
-            banlieue::provider::reconcile_provider(&p, objects, vcenter, &conditions::now()).await
+            banlieue::controllers::provider::readiness::reconcile_provider(
+                &p,
+                objects,
+                vcenter,
+                &conditions::now(),
+            )
+            .await
         }
     };
     for _ in 0..3 {

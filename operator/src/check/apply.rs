@@ -7,21 +7,18 @@ use kube::ResourceExt;
 use super::{mirror, World};
 use crate::api::VSphereMachine;
 use crate::conditions::{self, READY};
-use crate::lifecycle::controller::cloud_config_secrets;
-use crate::lifecycle::driver::{self, Hooks, Outcome};
-use crate::provider;
-use crate::vsphere;
+use crate::controllers::provider::readiness as provider;
+use crate::controllers::vspheremachine::cloud_config_secrets;
+use crate::controllers::vspheremachine::driver::{self, Hooks, Outcome};
 use crate::vsphere::VSphere;
+use crate::Error;
 
 /// Where a check's lifecycle writes go: nowhere but the machine itself
 /// (printed at the end), with each step on stderr.
 struct CheckHooks;
 
 impl Hooks for CheckHooks {
-    async fn persist(
-        &mut self,
-        _machine: &VSphereMachine,
-    ) -> std::result::Result<(), vsphere::Error> {
+    async fn persist(&mut self, _machine: &VSphereMachine) -> std::result::Result<(), Error> {
         Ok(())
     }
 
@@ -74,7 +71,7 @@ fn lifecycle_error(machine: &mut VSphereMachine, message: &str, now: &Time) {
     let observed = conditions::Observed::new(
         READY,
         conditions::Status::False,
-        crate::lifecycle::step::reason::FAILED,
+        crate::controllers::vspheremachine::step::reason::FAILED,
         message,
     );
     conditions::set(
@@ -89,7 +86,7 @@ async fn apply_one<V>(
     world: &mut World,
     i: usize,
     vsphere: &V,
-) -> std::result::Result<Outcome, vsphere::Error>
+) -> std::result::Result<Outcome, Error>
 where
     V: VSphere,
 {
@@ -102,11 +99,11 @@ where
             p.namespace().as_deref() == Some(provider_ref.namespace.as_str())
                 && p.name_any() == provider_ref.name
         })
-        .ok_or_else(|| vsphere::Error::operation(format!("Provider {provider_ref} not found")))?;
+        .ok_or_else(|| Error::ProviderNotFound(provider_ref.clone()))?;
     let params = provider::connect_params(provider, &*world)
-        .map_err(|(reason, message)| vsphere::Error::operation(format!("{reason}: {message}")))?;
+        .map_err(|(reason, message)| Error::ProviderUnusable { reason, message })?;
     let session = vsphere.connect(&params).await?;
-    let secrets = cloud_config_secrets(&machine, &*world).map_err(vsphere::Error::operation)?;
+    let secrets = cloud_config_secrets(&machine, &*world).map_err(Error::CloudConfig)?;
     let mut machine = machine;
     let result = driver::reconcile(
         &mut machine,

@@ -15,19 +15,22 @@ use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::api::validate::{self, FieldError};
 use crate::api::{
     ImageProviderStatus, NamespacedReference, Provider, VMClass, VMImage, VMImageStatus,
     VSphereMachine, VirtualMachine, API_VERSION,
 };
 use crate::conditions::{self, READY, SCHEDULED};
-use crate::controller::plan::{self, Cache};
-use crate::provider::{self, reason as provider_reason, Objects};
-use crate::schedule::{self, Load};
-use crate::validate::{self, FieldError};
+use crate::controllers::provider::readiness::{
+    self as provider, reason as provider_reason, Objects,
+};
+use crate::controllers::virtualmachine::plan::{self, Cache};
+use crate::controllers::virtualmachine::schedule::{self, Load};
 use crate::vsphere::VSphere;
 use crate::{Error, Result};
 
 mod apply;
+pub mod schema;
 pub use apply::apply;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -226,9 +229,9 @@ where
     let schema = crds
         .iter()
         .find(|(_, crd)| crd.spec.names.kind == kind)
-        .and_then(|(_, crd)| crate::schema::schema_of(crd));
+        .and_then(|(_, crd)| crate::check::schema::schema_of(crd));
     if let Some(schema) = schema {
-        let errors = crate::schema::validate_object(doc, schema);
+        let errors = crate::check::schema::validate_object(doc, schema);
         if !errors.is_empty() {
             reject(errors);
             return None;
@@ -313,7 +316,12 @@ impl Cache for Snapshot<'_> {
             .0
             .machines
             .iter()
-            .map(|m| (key(&m.metadata), crate::machine::placement_of(m)))
+            .map(|m| {
+                (
+                    key(&m.metadata),
+                    crate::controllers::virtualmachine::build::placement_of(m),
+                )
+            })
             .collect();
         schedule::load_of(
             self.0

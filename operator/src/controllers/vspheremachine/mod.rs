@@ -1,29 +1,51 @@
-//! The provider role's VSphereMachine controller: the finalizer, the
-//! lifecycle [`driver`](super::driver) on the Provider's session, status by
-//! server-side apply (only when changed, the task reference before waiting),
-//! an event on each lifecycle step.
+//! The VSphereMachine controller (provider role): the VM lifecycle (clone,
+//! reconfigure, power, status mirror, deletion) without ever making a second
+//! VM or leaking one. This file is the finalizer, status by server-side apply
+//! (only when changed, the task reference before waiting) and an event on
+//! each lifecycle step; the work is in the modules below.
+//!
+//! - [`step`]: the pure core (machine + what vCenter says -> next action + status);
+//! - [`driver`]: performs the actions through [`Machines`](crate::vsphere::Machines),
+//!   writing the status (a clone's task reference first of all) through
+//!   [`driver::Hooks`];
+//! - [`request`]: the clone a machine asks for; [`identity`]: its VM's name,
+//!   instance UUID and MACs; [`guestinfo`]: its cloud-init data;
+//! - `check --apply` runs the same driver with in-memory hooks.
+//!
+//! A VM is known by its instance UUID ([`identity::instance_uuid`]), set at
+//! clone time and looked up before any clone; its name is unique in its
+//! folder, so even a clone request lost in flight and sent again fails with
+//! `DuplicateName` instead of making a twin.
+
+pub mod driver;
+pub mod guestinfo;
+pub mod identity;
+pub mod request;
+pub mod step;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::finalizer::{finalizer, Error as FinalizerError, Event as FinalizerEvent};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 use tracing::{info, warn};
 
-use super::driver::{self, Hooks, Outcome};
-use super::FINALIZER;
-use crate::api::{VSphereMachine, API_VERSION};
-use crate::provider::{self, Objects};
-use crate::provider_role::Context;
-use crate::vsphere::VSphere;
-use crate::vsphere::{self, Machines};
+use super::context::Context;
+use super::provider::readiness::{self, Objects};
+use super::{apply_status, key, publish};
+use crate::api::VSphereMachine;
+use crate::health::Metrics;
+use crate::vsphere::{Machines, VSphere};
 use crate::{Error, Result};
+use driver::{Hooks, Outcome};
+
+/// The finalizer that keeps a VSphereMachine until its VM is confirmed gone.
+pub const FINALIZER: &str = "banlieue.io/vm-cleanup";
 
 /// How often a machine waiting on its guest (an IP) is looked at again when
 /// no update arrives first.
@@ -34,20 +56,14 @@ pub struct KubeHooks {
     pub api: Api<VSphereMachine>,
     pub field_manager: String,
     pub recorder: Recorder,
-    pub metrics: Arc<crate::health::Metrics>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Hooks for KubeHooks {
-    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), vsphere::Error> {
-        let patch = json!({ "apiVersion": API_VERSION, "kind": "VSphereMachine", "status": machine.status });
-        self.api
-            .patch_status(
-                &machine.name_any(),
-                &PatchParams::apply(&self.field_manager).force(),
-                &Patch::Apply(&patch),
-            )
+    async fn persist(&mut self, machine: &VSphereMachine) -> Result<()> {
+        apply_status(&self.api, machine, &self.field_manager, &machine.status)
             .await
-            .map_err(|e| vsphere::Error::operation(format!("writing the status: {e}")))?;
+            .map_err(|e| Error::StatusWrite(e.to_string()))?;
         self.metrics.status_written("VSphereMachine");
         Ok(())
     }
@@ -57,34 +73,16 @@ impl Hooks for KubeHooks {
     }
 
     async fn event(&mut self, machine: &VSphereMachine, reason: &str, message: &str) {
-        let warning = reason == super::step::reason::FAILED;
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_string(),
-            note: Some(crate::controller::truncate(message, 1000)),
-            action: "Lifecycle".to_string(),
-            secondary: None,
-        };
-        if let Err(e) = self
-            .recorder
-            .publish(&event, &machine.object_ref(&()))
-            .await
-        {
-            warn!(name = %machine.name_any(), error = %e, "could not publish event");
-        }
+        publish(
+            &self.recorder,
+            &machine.object_ref(&()),
+            reason == step::reason::FAILED,
+            reason,
+            message,
+            "Lifecycle",
+        )
+        .await;
     }
-}
-
-fn machine_key(machine: &VSphereMachine) -> String {
-    format!(
-        "VSphereMachine/{}/{}",
-        machine.namespace().unwrap_or_default(),
-        machine.name_any()
-    )
 }
 
 /// The cloud-config Secrets of a machine, from the Provider's namespace.
@@ -141,11 +139,9 @@ where
     let failed = result.is_err();
     ctx.metrics
         .observe_reconcile("VSphereMachine", started.elapsed(), failed);
-    result.map_err(|e| {
-        Error::Invalid(format!(
-            "VSphereMachine {namespace}/{}: {e}",
-            machine.name_any()
-        ))
+    result.map_err(|e| match e {
+        FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
+        other => Error::Finalizer(other.to_string()),
     })
 }
 
@@ -154,23 +150,23 @@ async fn lifecycle<V>(
     deleting: bool,
     ctx: &Context<V>,
     api: &Api<VSphereMachine>,
-) -> Result<Action, vsphere::Error>
+) -> Result<Action>
 where
     V: VSphere,
 {
-    let key = machine_key(machine);
+    let key = key(machine);
     let provider_ref = &machine.spec.provider_ref;
     let provider = ctx
         .providers
         .get(&ObjectRef::new(&provider_ref.name).within(&provider_ref.namespace))
-        .ok_or_else(|| vsphere::Error::operation(format!("Provider {provider_ref} not found")))?;
-    let params = provider::connect_params(&provider, ctx)
-        .map_err(|(reason, message)| vsphere::Error::operation(format!("{reason}: {message}")))?;
+        .ok_or_else(|| Error::ProviderNotFound(provider_ref.clone()))?;
+    let params = readiness::connect_params(&provider, ctx)
+        .map_err(|(reason, message)| Error::ProviderUnusable { reason, message })?;
     let session = ctx.vsphere.connect(&params).await?;
     let secrets = if deleting {
         Vec::new()
     } else {
-        cloud_config_secrets(machine, ctx).map_err(vsphere::Error::operation)?
+        cloud_config_secrets(machine, ctx).map_err(Error::CloudConfig)?
     };
     let mut hooks = KubeHooks {
         api: api.clone(),
@@ -193,9 +189,7 @@ where
         // Anything but a confirmed absence keeps the finalizer (an error here does).
         return match outcome {
             Outcome::Released => Ok(Action::await_change()),
-            other => Err(vsphere::Error::operation(format!(
-                "the VM is not confirmed gone yet: {other:?}"
-            ))),
+            other => Err(Error::NotGone(format!("{other:?}"))),
         };
     }
     Ok(match outcome {
@@ -216,7 +210,10 @@ pub fn machine_error_policy<V: VSphere>(
     error: &Error,
     ctx: Arc<Context<V>>,
 ) -> Action {
-    let delay = ctx.failed(machine_key(&machine));
+    let delay = ctx.failed(key(machine.as_ref()));
     warn!(namespace = machine.namespace().unwrap_or_default(), name = machine.name_any(), %error, ?delay, "VSphereMachine reconcile failed");
     Action::requeue(delay)
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,12 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::api::validate;
 use crate::api::{
     DatacenterTemplate, FailureDomain, ImageProviderStatus, NamespacedReference, Provider,
     ProviderStatus, SourceKind, VMImage,
 };
 use crate::conditions::{self, Observed, Status, READY};
-use crate::validate;
 use crate::vsphere::{ConnectParams, ErrorKind, Inventory, SecretString, Session, Tls, VSphere};
 
 /// Condition reasons of a Provider's `Ready`.
@@ -422,7 +422,7 @@ pub async fn image_on_provider<V: VSphere>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil;
+    use crate::fixtures;
     use serde_json::json;
 
     #[test]
@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn failure_domains_list_what_each_cluster_really_offers() {
-        let mut p = testutil::provider("prod-vsphere", json!({}), testutil::guide_capabilities());
+        let mut p = fixtures::provider("prod-vsphere", json!({}), fixtures::guide_capabilities());
         p.spec.failure_domain_name_overrides =
             serde_json::from_value(json!([{"datacenter": "DC-East", "cluster": "Compute-Cluster-A", "name": "cluster-01"}])).unwrap();
         let fds = failure_domains(&p, &inventory()).unwrap();
@@ -550,7 +550,7 @@ mod tests {
 
     #[test]
     fn duplicate_names_are_an_error_naming_both() {
-        let mut p = testutil::provider("prod-vsphere", json!({}), json!({}));
+        let mut p = fixtures::provider("prod-vsphere", json!({}), json!({}));
         p.spec.failure_domain_name_overrides = serde_json::from_value(json!([
             {"datacenter": "DC-East", "cluster": "B", "name": "zone"},
             {"datacenter": "DC-West", "cluster": "C", "name": "zone"},

@@ -1,34 +1,37 @@
-//! The controller role: schedules VirtualMachines onto Providers, creates their
-//! VSphereMachines and mirrors power and readiness back.
+//! The VirtualMachine controller (the controller role's one kind): schedules
+//! VirtualMachines onto Providers, creates their VSphereMachines and mirrors
+//! power and readiness back.
 //!
 //! Everything it reads comes from watch caches (one watch per kind, shared with
-//! the triggers); the decision itself is the pure [`plan::plan`].
+//! the triggers); the decision itself is the pure [`plan::plan`], which
+//! [`schedule`] (placement) and [`build`] (the VSphereMachine) serve.
 
+pub mod build;
 pub mod plan;
+pub mod schedule;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, Controller, WatchStreamExt};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::{apply_status, key, publish, Backoff};
 use crate::api::{
     NamespacedReference, Provider, ScheduledPlacement, VMClass, VMImage, VSphereMachine,
     VirtualMachine,
 };
 use crate::conditions::Status;
 use crate::health::Metrics;
-use crate::schedule::{self, Load};
 use crate::{Error, Result};
 use plan::Cache;
+use schedule::Load;
 
 /// Field manager of every write the controller makes.
 pub const MANAGER: &str = "banlieue-controller";
@@ -58,8 +61,8 @@ pub struct Context {
     /// controller reconciles VMs concurrently, and two decisions made on the
     /// same load would not spread.
     pub scheduling: tokio::sync::Mutex<()>,
-    /// Consecutive failures per object, for exponential backoff.
-    pub failures: Mutex<HashMap<ObjectRef<VirtualMachine>, u32>>,
+    /// Consecutive failures per VirtualMachine.
+    pub failures: Backoff,
     pub metrics: Arc<Metrics>,
 }
 
@@ -86,7 +89,7 @@ impl Context {
             vms,
             recent: Mutex::default(),
             scheduling: tokio::sync::Mutex::new(()),
-            failures: Mutex::default(),
+            failures: Backoff::default(),
             metrics,
         }
     }
@@ -119,7 +122,7 @@ impl Cache for Context {
         };
         let from_machines: Vec<_> = machines
             .iter()
-            .map(|m| (key(&m.metadata), crate::machine::placement_of(m)))
+            .map(|m| (key(&m.metadata), build::placement_of(m)))
             .collect();
         let placements = vms
             .iter()
@@ -138,9 +141,7 @@ pub async fn reconcile(vm: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Act
     ctx.metrics
         .observe_reconcile("VirtualMachine", started.elapsed(), result.is_err());
     if result.is_ok() {
-        if let Ok(mut failures) = ctx.failures.lock() {
-            failures.remove(&ObjectRef::from(vm.as_ref()));
-        }
+        ctx.failures.succeeded(&key(vm.as_ref()));
     }
     result
 }
@@ -186,17 +187,7 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
     }
     if vm.status.as_ref() != Some(&plan.status) {
         let api: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &namespace);
-        let patch = json!({
-            "apiVersion": crate::api::API_VERSION,
-            "kind": "VirtualMachine",
-            "status": plan.status,
-        });
-        api.patch_status(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
+        apply_status(&api, vm, MANAGER, &plan.status).await?;
         ctx.metrics.status_written("VirtualMachine");
     }
     // Once the status names the placement, the cache of recent ones is not needed.
@@ -213,165 +204,26 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
         }
     }
     for t in &plan.transitions {
-        let event = Event {
-            type_: if t.status == Status::False {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: t.reason.clone(),
-            note: Some(truncate(&t.message, 1000)),
-            action: t.type_.to_string(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &vm.object_ref(&())).await {
-            warn!(%namespace, %name, error = %e, "could not publish event");
-        }
+        publish(
+            &ctx.recorder,
+            &vm.object_ref(&()),
+            t.status == Status::False,
+            &t.reason,
+            &t.message,
+            t.type_,
+        )
+        .await;
     }
     // Everything that can change the plan is watched: wait for it.
     Ok(Action::await_change())
 }
 
-/// At most `max` bytes of `s`, cut on a character boundary (event notes are limited to 1 kB).
-pub(crate) fn truncate(s: &str, max: usize) -> String {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
-}
-
-/// Logs what a `Controller` loop yields besides successes: a queue or runner error
-/// at warn level; a failed reconcile at debug (its error policy warned already);
-/// a trigger for an object already deleted at debug (expected after a deletion).
-pub(crate) fn log_loop_result<T, E, Q>(
-    kind: &str,
-    result: std::result::Result<T, kube::runtime::controller::Error<E, Q>>,
-) where
-    E: std::error::Error,
-    Q: std::error::Error,
-{
-    use kube::runtime::controller::Error as LoopError;
-    match result {
-        Ok(_) => {}
-        Err(e @ (LoopError::ObjectNotFound(_) | LoopError::ReconcilerFailed(..))) => {
-            tracing::debug!(kind, error = %e, "reconcile loop");
-        }
-        Err(e) => warn!(kind, error = %e, "reconcile loop"),
-    }
-}
-
 /// Per-object exponential backoff: 5s, 10s, 20s ... up to 5 minutes.
 pub fn error_policy(vm: Arc<VirtualMachine>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failures = ctx
-        .failures
-        .lock()
-        .map(|mut f| {
-            let n = f.entry(ObjectRef::from(vm.as_ref())).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        })
-        .unwrap_or(1);
-    let delay = backoff(failures);
+    let delay = ctx.failures.failed(key(vm.as_ref()));
     warn!(namespace = vm.namespace().unwrap_or_default(), name = vm.name_any(), %error, ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 
-pub fn backoff(failures: u32) -> Duration {
-    let exponent = failures.saturating_sub(1).min(6);
-    Duration::from_secs(5 * (1u64 << exponent)).min(Duration::from_secs(300))
-}
-
-/// Runs the controller until a shutdown signal.
-pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
-    let config = watcher::Config::default().any_semantic();
-    let (classes, class_writer) = reflector::store::<VMClass>();
-    let (images, image_writer) = reflector::store::<VMImage>();
-    let (providers, provider_writer) = reflector::store::<Provider>();
-    let (machines, machine_writer) = reflector::store::<VSphereMachine>();
-
-    let class_stream = reflector::reflector(
-        class_writer,
-        watcher(Api::<VMClass>::all(client.clone()), config.clone()),
-    )
-    .default_backoff()
-    .touched_objects();
-    let image_stream = reflector::reflector(
-        image_writer,
-        watcher(Api::<VMImage>::all(client.clone()), config.clone()),
-    )
-    .default_backoff()
-    .touched_objects();
-    let provider_stream = reflector::reflector(
-        provider_writer,
-        watcher(Api::<Provider>::all(client.clone()), config.clone()),
-    )
-    .default_backoff()
-    .touched_objects();
-    let machine_stream = reflector::reflector(
-        machine_writer,
-        watcher(Api::<VSphereMachine>::all(client.clone()), config.clone()),
-    )
-    .default_backoff()
-    .touched_objects();
-
-    let controller = Controller::new(Api::<VirtualMachine>::all(client.clone()), config);
-    let vms = controller.store();
-    let ctx = Arc::new(Context::new(
-        client,
-        Caches {
-            classes: classes.clone(),
-            images: images.clone(),
-            providers: providers.clone(),
-            machines: machines.clone(),
-            vms: vms.clone(),
-        },
-        metrics.clone(),
-    ));
-
-    let (by_class, by_image, unscheduled) = (vms.clone(), vms.clone(), vms.clone());
-    let sync = crate::caches::CacheSync::new()
-        .with("VMClasses", classes.clone())
-        .with("VMImages", images.clone())
-        .with("Providers", providers.clone())
-        .with("VSphereMachines", machines.clone())
-        .with("VirtualMachines", vms.clone());
-    tokio::spawn(async move {
-        sync.wait().await;
-        metrics.set_ready();
-    });
-
-    controller
-        .owns_stream(machine_stream)
-        .watches_stream(class_stream, move |class: VMClass| {
-            referencing(&by_class, |vm| vm.spec.class_ref.name == class.name_any())
-        })
-        .watches_stream(image_stream, move |image: VMImage| {
-            referencing(&by_image, |vm| vm.spec.image_ref.name == image.name_any())
-        })
-        // A Provider change (readiness, failure domains) can make a waiting VM schedulable.
-        .watches_stream(provider_stream, move |_: Provider| {
-            referencing(&unscheduled, |vm| vm.scheduled().is_none())
-        })
-        .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move { log_loop_result("VirtualMachine", result) })
-        .await;
-    Ok(())
-}
-
-fn referencing(
-    vms: &Store<VirtualMachine>,
-    keep: impl Fn(&VirtualMachine) -> bool,
-) -> Vec<ObjectRef<VirtualMachine>> {
-    vms.state()
-        .iter()
-        .filter(|vm| keep(vm))
-        .map(|vm| ObjectRef::from(vm.as_ref()))
-        .collect()
-}
-
-#[cfg(test)]
-mod fixtures;
 #[cfg(test)]
 mod tests;

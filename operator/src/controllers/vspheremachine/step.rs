@@ -389,7 +389,7 @@ fn ip_suffix(vm: &VmFacts) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::testing::machine;
+    use crate::fixtures::machine;
     use crate::vsphere;
 
     fn server() -> ServerIdentity {

@@ -13,12 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::core::SelectorExt;
 
+use crate::api::validate;
 use crate::api::{
     FailureDomain, NamespacedReference, Provider, ResolvedNetwork, ResolvedStorage,
     ScheduledPlacement, TemplateRef, VMClass, VMImage, VirtualMachine,
 };
 use crate::conditions::{self, READY};
-use crate::validate;
 
 /// The feature a Provider advertises when vTPM (with a KMS) works on it.
 pub const VTPM_FEATURE: &str = "vtpm";
@@ -388,7 +388,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::testutil::*;
+    use crate::fixtures::*;
 
     fn guide_provider() -> Provider {
         ready(

@@ -5,9 +5,12 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde_json::json;
 
-use super::fixtures::*;
 use super::*;
-use crate::testutil;
+use crate::api::{VMImage, VMImageStatus};
+use crate::controllers::provider::readiness::Objects;
+use crate::controllers::vmimage::*;
+use crate::fixtures;
+use crate::fixtures::provider::*;
 use crate::vsphere::mock::{MockVSphere, Script};
 use crate::vsphere::{Cluster, Datacenter, ErrorKind, Inventory};
 
@@ -51,10 +54,10 @@ fn script() -> Script {
 }
 
 fn guide_provider() -> Provider {
-    testutil::provider(
+    fixtures::provider(
         "prod-vsphere",
         json!({"dc": "dc1"}),
-        testutil::guide_capabilities(),
+        fixtures::guide_capabilities(),
     )
 }
 
@@ -69,9 +72,14 @@ fn world(provider: Provider) -> World {
 /// The status a reconcile computes for `provider` against `vsphere`.
 async fn computed(provider: &Provider, vsphere: &MockVSphere) -> crate::api::ProviderStatus {
     let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
-    crate::provider::reconcile_provider(provider, ctx.as_ref(), vsphere, &conditions::now())
-        .await
-        .status
+    crate::controllers::provider::readiness::reconcile_provider(
+        provider,
+        ctx.as_ref(),
+        vsphere,
+        &conditions::now(),
+    )
+    .await
+    .status
 }
 
 #[tokio::test]
@@ -264,9 +272,13 @@ async fn a_rotated_password_is_used_on_the_next_reconcile() {
     let provider = guide_provider();
     let vsphere = MockVSphere::new(script());
     let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
-    let first =
-        crate::provider::reconcile_provider(&provider, ctx.as_ref(), &vsphere, &conditions::now())
-            .await;
+    let first = crate::controllers::provider::readiness::reconcile_provider(
+        &provider,
+        ctx.as_ref(),
+        &vsphere,
+        &conditions::now(),
+    )
+    .await;
     assert!(conditions::is_true(&first.status.conditions, READY));
 
     let mut rotated = script();
@@ -275,9 +287,13 @@ async fn a_rotated_password_is_used_on_the_next_reconcile() {
     let mut w = world(provider.clone());
     w.secrets = vec![credentials("rotated-pw")];
     let (ctx, _server) = w.context(vsphere.clone());
-    let second =
-        crate::provider::reconcile_provider(&provider, ctx.as_ref(), &vsphere, &conditions::now())
-            .await;
+    let second = crate::controllers::provider::readiness::reconcile_provider(
+        &provider,
+        ctx.as_ref(),
+        &vsphere,
+        &conditions::now(),
+    )
+    .await;
     assert!(
         conditions::is_true(&second.status.conditions, READY),
         "{:?}",
@@ -312,7 +328,7 @@ fn ready_provider(vsphere_status: crate::api::ProviderStatus) -> Provider {
 }
 
 fn image_with_entries(entries: serde_json::Value) -> VMImage {
-    let mut image = testutil::image(&[]);
+    let mut image = fixtures::image(&[]);
     image.metadata.generation = Some(2);
     image.status = Some(
         serde_json::from_value(json!({"perProvider": entries, "observedGeneration": 2})).unwrap(),
@@ -374,8 +390,14 @@ async fn image_not_rewritten_when_unchanged_and_template_not_found_named() {
     let vsphere = MockVSphere::new(script());
     let provider = ready_provider(computed(&guide_provider(), &vsphere).await);
     let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
-    let mut image = testutil::image(&[]);
-    let entry = crate::provider::image_on_provider(&image, &provider, ctx.as_ref(), &vsphere).await;
+    let mut image = fixtures::image(&[]);
+    let entry = crate::controllers::provider::readiness::image_on_provider(
+        &image,
+        &provider,
+        ctx.as_ref(),
+        &vsphere,
+    )
+    .await;
     assert!(entry.ready);
     let other = json!({"provider": "east", "namespace": "other-ns", "ready": false, "reason": "TemplateNotFound"});
     image.status = Some(VMImageStatus {
@@ -398,7 +420,13 @@ async fn image_not_rewritten_when_unchanged_and_template_not_found_named() {
         .remove(&("ubuntu-22.04-cloudinit".to_string(), "DC2".to_string()));
     vsphere.set_script(s);
     let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
-    let entry = crate::provider::image_on_provider(&image, &provider, ctx.as_ref(), &vsphere).await;
+    let entry = crate::controllers::provider::readiness::image_on_provider(
+        &image,
+        &provider,
+        ctx.as_ref(),
+        &vsphere,
+    )
+    .await;
     assert!(!entry.ready);
     assert_eq!(entry.reason.as_deref(), Some("TemplateNotFound"));
     assert_eq!(
@@ -417,7 +445,7 @@ async fn a_lookup_failure_backs_off() {
         "looking up template: RetrievePropertiesEx: SystemError",
     ));
     vsphere.set_script(s);
-    let image = testutil::image(&[]);
+    let image = fixtures::image(&[]);
     let (ctx, server) = world(provider).context(vsphere);
     let object = serde_json::to_value(&image).unwrap();
     let action = with_server(
@@ -485,17 +513,4 @@ async fn a_provider_waiting_for_the_caches_says_so_in_its_status() {
     )
     .await;
     assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(1)));
-}
-
-#[test]
-fn intervals() {
-    assert_eq!(parse_interval("5m"), Ok(Duration::from_secs(300)));
-    assert_eq!(parse_interval("90s"), Ok(Duration::from_secs(90)));
-    assert_eq!(parse_interval("1h"), Ok(Duration::from_secs(3600)));
-    assert_eq!(parse_interval("1m30s"), Ok(Duration::from_secs(90)));
-    assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
-    assert_eq!(parse_interval("120"), Ok(Duration::from_secs(120)));
-    for bad in ["", "5x", "m", "5m3", "0s"] {
-        assert!(parse_interval(bad).is_err(), "{bad}");
-    }
 }

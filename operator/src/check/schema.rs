@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde_json::Value;
 
-use crate::validate::FieldError;
+use crate::api::validate::FieldError;
 
 /// The served version's schema of `crd`.
 pub fn schema_of(crd: &CustomResourceDefinition) -> Option<&JSONSchemaProps> {
@@ -237,7 +237,7 @@ mod tests {
     fn errors(v: Value) -> String {
         let crd = Provider::crd();
         let schema = schema_of(&crd).unwrap();
-        crate::validate::describe(&validate_object(&v, schema))
+        crate::api::validate::describe(&validate_object(&v, schema))
     }
 
     #[test]
@@ -272,7 +272,7 @@ mod tests {
                 "disks": [{"name": "root", "sizeGiB": 10, "storageClass": "gold", "provisioning": "sparse"}]},
                 "firmware": "uefi"}});
         let crd = crate::api::VMClass::crd();
-        let e = crate::validate::describe(&validate_object(&class, schema_of(&crd).unwrap()));
+        let e = crate::api::validate::describe(&validate_object(&class, schema_of(&crd).unwrap()));
         assert!(
             e.contains("spec.hardware.cpus: must be greater than or equal to 1"),
             "{e}"

@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::build as machine;
+use super::schedule::{self, Load};
+use crate::api::validate;
 use crate::api::{
     NamespacedReference, PowerState, Provider, ScheduledPlacement, TemplateRef, VMClass, VMImage,
     VSphereMachine, VirtualMachine, VirtualMachineStatus,
 };
 use crate::conditions::{self, Observed, Status, READY, SCHEDULED};
-use crate::machine;
-use crate::schedule::{self, Load};
-use crate::validate;
 
 /// Reasons of the VirtualMachine conditions besides the scheduler's.
 pub mod reason {

@@ -9,13 +9,13 @@ use futures::FutureExt;
 use kube::runtime::controller::Action;
 use serde_json::{json, Value};
 
-use super::controller::reconcile_machine;
 use super::driver::{self, Hooks};
-use super::testing::machine;
+use super::reconcile_machine;
 use super::FINALIZER;
 use crate::api::VSphereMachine;
-use crate::provider_role::fixtures::{credentials, with_server, World, RESYNC};
-use crate::testutil;
+use crate::fixtures;
+use crate::fixtures::machine;
+use crate::fixtures::provider::{credentials, with_server, World, RESYNC};
 use crate::vsphere;
 use crate::vsphere::mock::{MockVSphere, Script};
 
@@ -32,10 +32,10 @@ fn vsphere() -> MockVSphere {
 
 fn world() -> World {
     World {
-        providers: vec![testutil::provider(
+        providers: vec![fixtures::provider(
             "vc",
             json!({}),
-            testutil::guide_capabilities(),
+            fixtures::guide_capabilities(),
         )],
         secrets: vec![credentials("REPLACE-ME")],
         ..Default::default()
@@ -158,7 +158,7 @@ async fn a_machine_is_cloned_powered_on_and_its_status_patched() {
 struct Quiet;
 
 impl Hooks for Quiet {
-    async fn persist(&mut self, _machine: &VSphereMachine) -> Result<(), vsphere::Error> {
+    async fn persist(&mut self, _machine: &VSphereMachine) -> Result<(), crate::Error> {
         Ok(())
     }
 }

@@ -153,7 +153,7 @@ pub fn decode(value: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::api::{Ipam, MachineNetworkInterface, StaticIp};
-    use crate::lifecycle::testing::machine;
+    use crate::fixtures::machine;
     use std::collections::BTreeMap;
 
     fn secret(name: &str, data: &[(&str, &str)]) -> Secret {

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use kube::api::ObjectMeta;
 use kube::Resource;
 
+use super::schedule::needs_tpm;
 use crate::api::{
     MachineDisk, MachineNetworkInterface, NamespacedReference, ResolvedNetwork, ResolvedStorage,
     ScheduledPlacement, TemplateRef, VMClass, VMImage, VSphereMachine, VSphereMachineSpec,
     VirtualMachine, MANAGED_BY_LABEL,
 };
-use crate::schedule::needs_tpm;
 
 pub const HOT_ADD_CPU: &str = "hotAddCPU";
 pub const HOT_ADD_MEMORY: &str = "hotAddMemory";

@@ -3,9 +3,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::fixtures::*;
 use super::*;
-use crate::testutil;
+use crate::controllers::backoff;
+use crate::fixtures;
+use crate::fixtures::virtualmachine::*;
 
 #[tokio::test]
 async fn schedules_and_creates_an_owned_labelled_machine() {
@@ -24,7 +25,7 @@ async fn schedules_and_creates_an_owned_labelled_machine() {
 #[tokio::test]
 async fn image_not_ready() {
     let mut world = World::guide();
-    world.images = vec![testutil::image(&[])];
+    world.images = vec![fixtures::image(&[])];
     let scenario = Scenario::Unschedulable {
         reason: "ImageNotReady",
         message_contains: "banlieue-system/prod-vsphere: VMImage",
@@ -34,7 +35,7 @@ async fn image_not_ready() {
 
 #[tokio::test]
 async fn no_provider_matched() {
-    let vm = testutil::vm(
+    let vm = fixtures::vm(
         "db-prod-01",
         json!({"providerSelector": {"matchLabels": {"dc": "dc9"}}}),
     );
@@ -72,7 +73,7 @@ async fn missing_class_is_reported_not_retried() {
 
 #[tokio::test]
 async fn invalid_spec_is_reported_and_waits_for_a_change() {
-    let vm = testutil::vm(
+    let vm = fixtures::vm(
         "db-prod-01",
         json!({"providerSelector": {"matchExpressions": [{"key": "dc", "operator": "Near", "values": ["x"]}]}}),
     );
@@ -90,7 +91,7 @@ async fn invalid_spec_is_reported_and_waits_for_a_change() {
 async fn no_write_when_nothing_changed() {
     // The status a previous reconcile wrote, unschedulable: recomputing it changes nothing.
     let mut world = World::guide();
-    world.images = vec![testutil::image(&[])];
+    world.images = vec![fixtures::image(&[])];
     let mut vm = guide_vm();
     let (ctx, _server) = World {
         images: world.images.clone(),
@@ -148,7 +149,7 @@ async fn existing_machine_is_adopted_not_recreated() {
 #[tokio::test]
 async fn machine_owned_by_someone_else_is_a_conflict() {
     let vm = guide_vm();
-    let mut stranger = testutil::vm("db-prod-01", json!({}));
+    let mut stranger = fixtures::vm("db-prod-01", json!({}));
     stranger.metadata.uid = Some("another-uid".into());
     let mut world = World::guide();
     world.machines = vec![machine_owned_by(&stranger)];
@@ -187,8 +188,8 @@ async fn desired_power_state_is_propagated_to_the_machine() {
 async fn errors_back_off_exponentially_per_object() {
     let (ctx, _server) = World::default().context();
     let vm = Arc::new(guide_vm());
-    let other = Arc::new(testutil::vm("other", json!({})));
-    let error = Error::Invalid("boom".into());
+    let other = Arc::new(fixtures::vm("other", json!({})));
+    let error = Error::Stopped("boom".into());
     let delays: Vec<Action> = (0..4)
         .map(|_| error_policy(vm.clone(), &error, ctx.clone()))
         .collect();
@@ -212,7 +213,9 @@ async fn spread_counts_machines_vms_and_recent_placements_once() {
     let machine = machine_owned_by(&vm);
     let mut scheduled_vm = guide_vm();
     scheduled_vm.status = Some(crate::api::VirtualMachineStatus {
-        scheduled: Some(crate::machine::placement_of(&machine)),
+        scheduled: Some(crate::controllers::virtualmachine::build::placement_of(
+            &machine,
+        )),
         ..Default::default()
     });
     let world = World {
@@ -245,11 +248,4 @@ async fn spread_counts_machines_vms_and_recent_placements_once() {
         "fd-recorded".to_string(),
     );
     assert_eq!(load.get(&key), Some(&2), "{load:?}");
-}
-
-#[test]
-fn event_notes_are_cut_on_character_boundaries() {
-    assert_eq!(super::truncate("héllo", 2), "h");
-    assert_eq!(super::truncate("héllo", 3), "hé");
-    assert_eq!(super::truncate("abc", 10), "abc");
 }

@@ -1,0 +1,98 @@
+//! The VMImage controller: an image's readiness on each Provider of the
+//! role's namespace (its template found in each failure domain's
+//! datacenter), written as this role's `perProvider` entries when they
+//! changed, re-verified every resync and sooner after a failed lookup.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+use tracing::warn;
+
+use super::context::{Context, NOT_READY_DELAY};
+use super::provider::readiness::{self, reason};
+use super::{apply_status, key};
+use crate::api::{ImageProviderStatus, VMImage, VMImageStatus};
+use crate::vsphere::VSphere;
+use crate::{Error, Result};
+
+/// One reconcile of a VMImage: its readiness on each Provider of the
+/// namespace, written as this role's `perProvider` entries if they changed.
+pub async fn reconcile_image<V: VSphere>(
+    image: Arc<VMImage>,
+    ctx: Arc<Context<V>>,
+) -> Result<Action> {
+    if !ctx.ready() {
+        return Ok(Action::requeue(NOT_READY_DELAY));
+    }
+    let started = Instant::now();
+    let result = image_inner(&image, &ctx).await;
+    let failed = !matches!(result, Ok((_, false)));
+    ctx.metrics
+        .observe_reconcile("VMImage", started.elapsed(), failed);
+    result.map(|(action, _)| action)
+}
+
+/// This namespace's entries of an image status, in order.
+pub fn entries_of<'a>(
+    status: Option<&'a VMImageStatus>,
+    namespace: &str,
+) -> Vec<&'a ImageProviderStatus> {
+    status
+        .iter()
+        .flat_map(|s| &s.per_provider)
+        .filter(|e| e.namespace == namespace)
+        .collect()
+}
+
+async fn image_inner<V: VSphere>(image: &VMImage, ctx: &Context<V>) -> Result<(Action, bool)> {
+    let mut providers = ctx.providers.state();
+    providers.retain(|p| p.namespace().as_deref() == Some(ctx.namespace.as_str()));
+    providers.sort_by_key(|p| p.name_any());
+    let mut mine = Vec::with_capacity(providers.len());
+    for p in &providers {
+        mine.push(readiness::image_on_provider(image, p, ctx, ctx.vsphere.as_ref()).await);
+    }
+    let current = entries_of(image.status.as_ref(), &ctx.namespace);
+    let generation = image.metadata.generation;
+    let unchanged = current.iter().copied().eq(mine.iter())
+        && (mine.is_empty()
+            || image.status.as_ref().and_then(|s| s.observed_generation) == generation);
+    if !unchanged {
+        let api: Api<VMImage> = Api::all(ctx.client.clone());
+        let status = VMImageStatus {
+            per_provider: mine.clone(),
+            observed_generation: generation,
+        };
+        apply_status(&api, image, &ctx.field_manager, &status).await?;
+        ctx.metrics.status_written("VMImage");
+    }
+    // A lookup that failed or a vCenter that was not reachable: try again
+    // sooner than the resync.
+    let transient = mine.iter().any(|e| {
+        !e.ready
+            && matches!(
+                e.reason.as_deref(),
+                Some(reason::LOOKUP_FAILED) | Some(reason::CONNECT_FAILED)
+            )
+    });
+    let key = key(image);
+    if transient {
+        Ok((Action::requeue(ctx.failed(key)), true))
+    } else {
+        ctx.succeeded(&key);
+        Ok((Action::requeue(ctx.resync), false))
+    }
+}
+
+pub fn image_error_policy<V: VSphere>(
+    image: Arc<VMImage>,
+    error: &Error,
+    ctx: Arc<Context<V>>,
+) -> Action {
+    let delay = ctx.failed(key(image.as_ref()));
+    warn!(name = image.name_any(), %error, ?delay, "VMImage reconcile failed");
+    Action::requeue(delay)
+}

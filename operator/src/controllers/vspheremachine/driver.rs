@@ -1,0 +1,815 @@
+//! Runs the lifecycle of one VSphereMachine: observe, [`step`], act, until
+//! there is nothing to do but wait for vCenter or the guest. The same code
+//! serves the provider role's controller, `check --apply` and the tests; what
+//! differs is in [`Hooks`] (where the status goes, events, crash points).
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use tracing::{debug, info};
+
+use super::identity;
+use super::request::clone_request;
+use super::step::{self, operation, Action, Observation, Step};
+use crate::api::{TaskStatus, VSphereMachine};
+use crate::vsphere::{Machines, TaskFacts, TaskState};
+use crate::Error;
+
+/// Points where a test can stop the driver, as a crash would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// `CloneVM_Task` returned its task, not yet written to the status.
+    CloneSent,
+    /// The clone's task reference is written to the status.
+    TaskRecorded,
+    /// A power-on task finished.
+    PoweredOn,
+}
+
+/// Where the driver's effects go.
+pub trait Hooks: Send {
+    /// Persists the machine's status (the caller may skip an unchanged one).
+    /// A failure stops the reconcile: nothing is done that the status does not record.
+    fn persist(
+        &mut self,
+        machine: &VSphereMachine,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// A lifecycle step happened (for Kubernetes events and logs).
+    fn event(
+        &mut self,
+        machine: &VSphereMachine,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (machine, reason, message);
+        async {}
+    }
+
+    /// A task is being waited for (+1) or no longer (-1).
+    fn tasks_in_flight(&mut self, delta: i64) {
+        let _ = delta;
+    }
+
+    /// Called at each [`Checkpoint`]; an error stops the driver there.
+    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), Error> {
+        let _ = point;
+        Ok(())
+    }
+}
+
+/// Driver settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long one task may run before the reconcile gives up waiting (the
+    /// task goes on, recorded in the status; the next reconcile waits again).
+    pub task_timeout: Duration,
+    /// Guest shutdown time before a hard power-off.
+    pub guest_shutdown_timeout: Duration,
+    /// At most this many steps per reconcile (a guard against a loop).
+    pub max_steps: usize,
+    /// While waiting for a task, its progress goes to the status this often.
+    pub progress_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            task_timeout: Duration::from_secs(30 * 60),
+            guest_shutdown_timeout: step::GUEST_SHUTDOWN_TIMEOUT,
+            max_steps: 16,
+            progress_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How a reconcile ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Ready (as asked: on, or off).
+    Ready,
+    /// Waiting for something vCenter or the guest will report (an IP).
+    Waiting(String),
+    /// Failed with the vSphere fault; retried after a backoff.
+    Failed(String),
+    /// Deleting, and the VM is confirmed gone: the finalizer may go.
+    Released,
+}
+
+/// Runs the machine's lifecycle until it is Ready, waits on the guest, failed,
+/// or (when `deleting`) the VM is gone. `machine.status` is updated in place
+/// and persisted through `hooks` before every action that depends on it.
+pub async fn reconcile<M: Machines, H: Hooks>(
+    machine: &mut VSphereMachine,
+    deleting: bool,
+    secrets: &[Secret],
+    backend: &M,
+    hooks: &mut H,
+    options: &Options,
+) -> Result<Outcome, Error> {
+    let uuid = identity::instance_uuid(machine);
+    let server = backend.server();
+    // The last task we saw finish, so it is not read again.
+    let mut finished: Option<TaskFacts> = None;
+    // The first look may come from the update stream's cache; after an
+    // action of ours, only vCenter itself knows its effect for sure.
+    let mut fresh = false;
+    for _ in 0..options.max_steps {
+        let (observation, authoritative) =
+            observe(machine, &uuid, backend, finished.as_ref(), fresh).await?;
+        fresh = true;
+        let step = step::step(
+            machine,
+            &observation,
+            deleting,
+            &server,
+            &crate::conditions::now(),
+        );
+        apply(machine, &step, hooks).await?;
+        debug!(machine = %name(machine), action = ?step.action, reason = %step.ready.reason, "lifecycle step");
+        match step.action {
+            Action::Idle => {
+                return Ok(match step.ready.status {
+                    crate::conditions::Status::True => Outcome::Ready,
+                    _ if step.failed() => Outcome::Failed(step.ready.message),
+                    _ => Outcome::Waiting(step.ready.message),
+                })
+            }
+            Action::RemoveFinalizer => {
+                // Gone by an update stream is not enough: vCenter must say so.
+                if authoritative || backend.find_vm(&uuid, true).await?.is_none() {
+                    hooks.event(machine, "Destroyed", "the VM is gone").await;
+                    return Ok(Outcome::Released);
+                }
+            }
+            Action::WaitTask(task) => {
+                // Seen running just now: wait for it, without reading it again first.
+                hooks.tasks_in_flight(1);
+                let waited = wait(machine, backend, hooks, &task, options).await;
+                hooks.tasks_in_flight(-1);
+                finished = Some(waited?);
+            }
+            Action::Clone => {
+                // The one action that must never be repeated: vCenter itself
+                // must say that no VM has this instance UUID.
+                if !authoritative && backend.find_vm(&uuid, true).await?.is_some() {
+                    continue;
+                }
+                let request = match clone_request(machine, secrets) {
+                    Ok(r) => r,
+                    Err(message) => return fail(machine, hooks, message).await,
+                };
+                let task = match backend.start_clone(&request).await {
+                    Ok(task) => task,
+                    // Its twin exists, or a lost request was carried out after all:
+                    // the next look-up by instance UUID finds it.
+                    Err(e) if e.is_fault("DuplicateName") || e.is_fault("FileAlreadyExists") => {
+                        info!(machine = %name(machine), error = %e, "clone refused as a duplicate; will look the VM up again");
+                        return Ok(Outcome::Waiting(format!(
+                            "a VM named {} exists or is being made (a clone sent before?); waiting to find it by instance UUID {uuid}",
+                            request.name
+                        )));
+                    }
+                    Err(e) if e.is_fault("NotFound") || e.is_fault("InvalidArgument") => {
+                        return fail(machine, hooks, e.to_string()).await
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                hooks.checkpoint(Checkpoint::CloneSent)?;
+                record(machine, hooks, &task, operation::CLONE).await?;
+                hooks
+                    .event(
+                        machine,
+                        "Cloning",
+                        &format!(
+                            "cloning {} as {} (task {task})",
+                            request.template_name, request.name
+                        ),
+                    )
+                    .await;
+                hooks.checkpoint(Checkpoint::TaskRecorded)?;
+                finished = Some(settle(machine, backend, hooks, &task, options).await?);
+            }
+            Action::Reconfigure(vm) => {
+                let shape = step::configured_shape(machine);
+                let task = backend.start_reconfigure(&vm, &shape).await?;
+                record(machine, hooks, &task, operation::RECONFIGURE).await?;
+                hooks
+                    .event(
+                        machine,
+                        "Reconfiguring",
+                        &format!(
+                            "setting {} CPUs and {} MiB on {vm}",
+                            shape.cpus, shape.memory_mib
+                        ),
+                    )
+                    .await;
+                finished = Some(settle(machine, backend, hooks, &task, options).await?);
+            }
+            Action::PowerOn(vm) => {
+                let task = backend.start_power_on(&vm).await?;
+                record(machine, hooks, &task, operation::POWER_ON).await?;
+                hooks
+                    .event(machine, "PoweringOn", &format!("powering {vm} on"))
+                    .await;
+                let done = settle(machine, backend, hooks, &task, options).await?;
+                let succeeded = done.state == TaskState::Success;
+                finished = Some(done);
+                if succeeded {
+                    hooks.checkpoint(Checkpoint::PoweredOn)?;
+                }
+            }
+            Action::PowerOff { vm, graceful } => {
+                hooks
+                    .event(machine, "PoweringOff", &format!("powering {vm} off"))
+                    .await;
+                backend
+                    .power_off(&vm, graceful.then_some(options.guest_shutdown_timeout))
+                    .await?;
+            }
+            Action::Destroy(vm) => match backend.start_destroy(&vm).await {
+                Ok(task) => {
+                    record(machine, hooks, &task, operation::DESTROY).await?;
+                    hooks
+                        .event(machine, "Destroying", &format!("destroying {vm}"))
+                        .await;
+                    finished = Some(settle(machine, backend, hooks, &task, options).await?);
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            },
+        }
+    }
+    Ok(Outcome::Waiting(format!(
+        "no settled state after {} steps",
+        options.max_steps
+    )))
+}
+
+/// A task just started: one read (quick tasks are done by then), and a
+/// wait through the shared task filter only when it is still running.
+async fn settle<M: Machines, H: Hooks>(
+    machine: &mut VSphereMachine,
+    backend: &M,
+    hooks: &mut H,
+    task: &str,
+    options: &Options,
+) -> Result<TaskFacts, Error> {
+    hooks.tasks_in_flight(1);
+    let result = match backend.task(task).await {
+        Ok(Some(facts)) if !facts.state.in_progress() => Ok(facts),
+        Ok(_) => wait(machine, backend, hooks, task, options).await,
+        Err(e) => Err(e.into()),
+    };
+    hooks.tasks_in_flight(-1);
+    result
+}
+
+/// Waits for a task through the shared task filter, writing its progress to
+/// the status every `progress_interval`, up to `task_timeout` in all.
+async fn wait<M: Machines, H: Hooks>(
+    machine: &mut VSphereMachine,
+    backend: &M,
+    hooks: &mut H,
+    task: &str,
+    options: &Options,
+) -> Result<TaskFacts, Error> {
+    let deadline = tokio::time::Instant::now() + options.task_timeout;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let mut latest: Option<TaskFacts> = None;
+        match backend
+            .wait_task(task, options.progress_interval.min(left), |f| {
+                latest = Some(f.clone())
+            })
+            .await
+        {
+            Err(e) if e.timed_out() && !left.is_zero() && left > options.progress_interval => {
+                let progress = latest.map(|f| (f.state, f.progress));
+                let recorded = machine
+                    .status
+                    .as_mut()
+                    .and_then(|s| s.task.as_mut())
+                    .filter(|t| t.mo_ref == task);
+                if let (Some(t), Some((state, pct))) = (recorded, progress) {
+                    if t.progress != pct || t.state != state.as_str() {
+                        t.progress = pct;
+                        t.state = state.as_str().to_string();
+                        hooks.persist(machine).await?;
+                    }
+                }
+            }
+            other => return other.map_err(Error::from),
+        }
+    }
+}
+
+fn name(machine: &VSphereMachine) -> String {
+    format!(
+        "{}/{}",
+        machine.metadata.namespace.as_deref().unwrap_or_default(),
+        machine.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The VM (by its recorded reference when there is one: one read; by
+/// instance UUID otherwise) and the recorded task (unless it is the one
+/// just seen finishing). Also whether the answer came from vCenter itself.
+async fn observe<M: Machines>(
+    machine: &VSphereMachine,
+    uuid: &str,
+    backend: &M,
+    finished: Option<&TaskFacts>,
+    fresh: bool,
+) -> Result<(Observation, bool), Error> {
+    let status = machine.status.as_ref();
+    // A clone just finished names its VM in its result.
+    let known = status
+        .and_then(|s| s.mo_ref.as_deref())
+        .or_else(|| finished.and_then(|f| f.result.as_deref()));
+    let by_ref = match known {
+        Some(mo_ref) => backend
+            .vm(mo_ref, fresh)
+            .await?
+            .filter(|vm| vm.instance_uuid.eq_ignore_ascii_case(uuid)),
+        None => None,
+    };
+    let vm = match by_ref {
+        Some(vm) => Some(vm),
+        None => backend.find_vm(uuid, fresh).await?,
+    };
+    // A cache only ever says "here it is": "no such VM" is vCenter's answer.
+    let authoritative = fresh || !backend.cached() || vm.is_none();
+    let task = match status.and_then(|s| s.task.as_ref()) {
+        None => None,
+        Some(t) => match finished.filter(|f| f.mo_ref == t.mo_ref) {
+            Some(f) => Some(f.clone()),
+            None => backend.task(&t.mo_ref).await?,
+        },
+    };
+    Ok((Observation { vm, task }, authoritative))
+}
+
+async fn apply<H: Hooks>(
+    machine: &mut VSphereMachine,
+    step: &Step,
+    hooks: &mut H,
+) -> Result<(), Error> {
+    let changed = machine.status.as_ref() != Some(&step.status);
+    machine.status = Some(step.status.clone());
+    if changed {
+        hooks.persist(machine).await?;
+    }
+    if step.transitioned {
+        hooks
+            .event(machine, &step.ready.reason, &step.ready.message)
+            .await;
+    }
+    Ok(())
+}
+
+/// Records a started task in the status, and persists it before anything else.
+async fn record<H: Hooks>(
+    machine: &mut VSphereMachine,
+    hooks: &mut H,
+    task: &str,
+    op: &str,
+) -> Result<(), Error> {
+    let status = machine.status.get_or_insert_with(Default::default);
+    status.task = Some(TaskStatus {
+        mo_ref: task.to_string(),
+        progress: None,
+        state: "running".into(),
+        operation: Some(op.into()),
+    });
+    hooks.persist(machine).await
+}
+
+async fn fail<H: Hooks>(
+    machine: &mut VSphereMachine,
+    hooks: &mut H,
+    message: String,
+) -> Result<Outcome, Error> {
+    let status = machine.status.get_or_insert_with(Default::default);
+    let observed = crate::conditions::Observed::new(
+        crate::conditions::READY,
+        crate::conditions::Status::False,
+        step::reason::FAILED,
+        message.clone(),
+    );
+    if crate::conditions::set(
+        &mut status.conditions,
+        observed,
+        machine.metadata.generation,
+        &crate::conditions::now(),
+    ) {
+        hooks.event(machine, step::reason::FAILED, &message).await;
+    }
+    hooks.persist(machine).await?;
+    Ok(Outcome::Failed(message))
+}
+
+// The driver against the mock: the whole lifecycle, crashes at each step
+// (a fresh driver from the last persisted status), deletes that meet faults.
+#[cfg(test)]
+mod tests {
+    use super::step::reason;
+    use super::{reconcile, Checkpoint, Hooks, Options, Outcome};
+    use crate::api::{PowerState, VSphereMachine};
+    use crate::conditions;
+    use crate::fixtures::machine;
+    use crate::vsphere;
+    use crate::vsphere::mock::MockMachines;
+    use crate::Error;
+
+    /// Persists like the API server would (the last written copy survives a
+    /// crash), records events, and crashes at one checkpoint.
+    #[derive(Default)]
+    struct Store {
+        persisted: Option<VSphereMachine>,
+        writes: usize,
+        events: Vec<String>,
+        crash_at: Option<Checkpoint>,
+        fail_writes: bool,
+    }
+
+    impl Hooks for Store {
+        async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), Error> {
+            if self.fail_writes {
+                return Err(Error::StatusWrite("API server unavailable".into()));
+            }
+            self.writes += 1;
+            self.persisted = Some(machine.clone());
+            Ok(())
+        }
+
+        async fn event(&mut self, _machine: &VSphereMachine, reason: &str, _message: &str) {
+            self.events.push(reason.to_string());
+        }
+
+        fn checkpoint(&mut self, point: Checkpoint) -> Result<(), Error> {
+            if self.crash_at == Some(point) {
+                return Err(Error::Stopped(format!("crashed at {point:?}")));
+            }
+            Ok(())
+        }
+    }
+
+    async fn run(
+        m: &mut VSphereMachine,
+        deleting: bool,
+        mock: &MockMachines,
+        store: &mut Store,
+    ) -> Result<Outcome, Error> {
+        reconcile(m, deleting, &[], mock, store, &Options::default()).await
+    }
+
+    fn ready_reason(m: &VSphereMachine) -> String {
+        m.status
+            .as_ref()
+            .and_then(|s| conditions::find(&s.conditions, conditions::READY))
+            .map(|c| c.reason.clone())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn clone_power_on_wait_for_ip_then_ready() {
+        let mock = MockMachines::new();
+        mock.clone_ignores_shape(true);
+        let mut m = machine("web");
+        let mut store = Store::default();
+        let outcome = run(&mut m, false, &mock, &mut store)
+            .await
+            .expect("reconcile");
+        assert!(matches!(outcome, Outcome::Waiting(_)), "{outcome:?}");
+        assert_eq!(ready_reason(&m), reason::WAITING_FOR_IP);
+        let vms = mock.vms();
+        assert_eq!(vms.len(), 1);
+        assert_eq!(
+            (vms[0].cpus, vms[0].memory_mib, vms[0].power_state.as_str()),
+            (2, 2048, "poweredOn"),
+            "reconfigured, then on"
+        );
+        assert_eq!(
+            (
+                mock.calls("clone"),
+                mock.calls("reconfigure"),
+                mock.calls("powerOn")
+            ),
+            (1, 1, 1)
+        );
+        for step in [reason::CLONING, reason::RECONFIGURING, reason::POWERING_ON] {
+            assert!(
+                store.events.iter().any(|e| e == step),
+                "event {step} in {:?}",
+                store.events
+            );
+        }
+
+        mock.set_ip(&vms[0].mo_ref, "10.0.0.7");
+        let outcome = run(&mut m, false, &mock, &mut store)
+            .await
+            .expect("reconcile");
+        assert_eq!(outcome, Outcome::Ready);
+        let status = m.status.clone().unwrap_or_default();
+        assert_eq!(status.ip_addresses, vec!["10.0.0.7"]);
+        assert_eq!(status.mo_ref.as_deref(), Some(vms[0].mo_ref.as_str()));
+        assert_eq!(
+            status.instance_uuid.as_deref(),
+            Some(vms[0].instance_uuid.as_str())
+        );
+        assert!(status.provisioned && status.task.is_none());
+        assert!(status
+            .console_url
+            .as_deref()
+            .is_some_and(|u| u.contains(&vms[0].mo_ref)));
+        let writes = store.writes;
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("again"),
+            Outcome::Ready
+        );
+        assert_eq!(store.writes, writes, "no status write when nothing changed");
+        assert_eq!(mock.calls("clone"), 1);
+    }
+
+    /// With an update stream, "no such VM" is still vCenter's answer (the cache
+    /// only ever says "here it is"), so a new machine costs one look-up by
+    /// instance UUID before its clone, not two.
+    #[tokio::test]
+    async fn a_new_machine_is_looked_up_once_before_its_clone() {
+        let mock = MockMachines::new();
+        mock.stream_cache(true);
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        let mut store = Store::default();
+        // The second reconcile is a resync of the Ready machine: no look-up at all.
+        for round in ["create", "resync"] {
+            assert_eq!(
+                run(&mut m, false, &mock, &mut store).await.expect(round),
+                Outcome::Ready
+            );
+            assert_eq!((mock.calls("find"), mock.calls("clone")), (1, 1), "{round}");
+        }
+    }
+
+    #[tokio::test]
+    async fn power_off_and_on_again() {
+        let mock = MockMachines::new();
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        let mut store = Store::default();
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("create"),
+            Outcome::Ready
+        );
+        m.spec.desired_power_state = PowerState::PoweredOff;
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("off"),
+            Outcome::Ready
+        );
+        assert_eq!(mock.vms()[0].power_state, "poweredOff");
+        assert_eq!(
+            m.status
+                .as_ref()
+                .and_then(|s| s.power_state.clone())
+                .as_deref(),
+            Some("PoweredOff")
+        );
+        m.spec.desired_power_state = PowerState::PoweredOn;
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("on"),
+            Outcome::Ready
+        );
+        assert_eq!(mock.vms()[0].power_state, "poweredOn");
+        assert_eq!(
+            (
+                mock.calls("clone"),
+                mock.calls("powerOn"),
+                mock.calls("powerOff")
+            ),
+            (1, 2, 1)
+        );
+    }
+
+    /// A crash at `point`, then a fresh driver from what was persisted.
+    async fn crash_and_restart(point: Checkpoint, vcenter_finishes_first: bool) -> MockMachines {
+        let mock = MockMachines::new();
+        let mut first = Store {
+            crash_at: Some(point),
+            ..Default::default()
+        };
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        let err = run(&mut m, false, &mock, &mut first)
+            .await
+            .expect_err("crashed");
+        assert!(err.to_string().contains("crashed"), "{err}");
+        if vcenter_finishes_first {
+            mock.finish_all();
+        }
+        // The new process knows only what the API server kept.
+        let mut restarted = first.persisted.clone().unwrap_or_else(|| machine("web"));
+        restarted.spec.guest_agent = Some("none".into());
+        let mut second = Store::default();
+        let mut outcome = run(&mut restarted, false, &mock, &mut second).await;
+        if !matches!(outcome, Ok(Outcome::Ready)) {
+            // The lost clone was still running and the retry was refused as a
+            // duplicate: once vCenter finishes it, the next reconcile adopts it.
+            mock.finish_all();
+            outcome = run(&mut restarted, false, &mock, &mut second).await;
+        }
+        assert_eq!(outcome.as_ref().ok(), Some(&Outcome::Ready), "{point:?}");
+        assert_eq!(mock.vms().len(), 1, "{point:?}: exactly one VM");
+        mock
+    }
+
+    #[tokio::test]
+    async fn crash_after_the_clone_request_is_sent_never_clones_twice() {
+        let mock = crash_and_restart(Checkpoint::CloneSent, true).await;
+        assert_eq!(
+            mock.calls("clone"),
+            1,
+            "found by instance UUID, not cloned again"
+        );
+        // Restarted while the lost clone is still running: the second request is
+        // refused by name, and the first VM is adopted.
+        let mock = crash_and_restart(Checkpoint::CloneSent, false).await;
+        assert_eq!(mock.vms().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn crash_after_the_task_ref_is_written_waits_for_that_task() {
+        let mock = crash_and_restart(Checkpoint::TaskRecorded, false).await;
+        assert_eq!(
+            mock.calls("clone"),
+            1,
+            "the recorded clone is waited for, not repeated"
+        );
+    }
+
+    #[tokio::test]
+    async fn crash_after_power_on_does_not_power_on_or_clone_again() {
+        let mock = crash_and_restart(Checkpoint::PoweredOn, false).await;
+        assert_eq!((mock.calls("clone"), mock.calls("powerOn")), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_status_that_cannot_be_written_stops_before_the_clone_is_waited_for() {
+        let mock = MockMachines::new();
+        let mut m = machine("web");
+        let mut store = Store {
+            fail_writes: true,
+            ..Default::default()
+        };
+        assert!(run(&mut m, false, &mock, &mut store).await.is_err());
+        assert_eq!(
+            mock.calls("clone"),
+            0,
+            "nothing is started that the status cannot record"
+        );
+    }
+
+    #[tokio::test]
+    async fn delete_powers_off_destroys_and_releases() {
+        let mock = MockMachines::new();
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        let mut store = Store::default();
+        run(&mut m, false, &mock, &mut store).await.expect("create");
+        assert_eq!(
+            run(&mut m, true, &mock, &mut store).await.expect("delete"),
+            Outcome::Released
+        );
+        assert!(mock.vms().is_empty());
+        assert_eq!((mock.calls("powerOff"), mock.calls("destroy")), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_delete_that_meets_a_fault_keeps_the_machine_and_a_retry_finishes() {
+        let mock = MockMachines::new();
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        let mut store = Store::default();
+        run(&mut m, false, &mock, &mut store).await.expect("create");
+        for (operation, fault) in [
+            ("powerOff", "TaskInProgress"),
+            ("destroy", "NotAuthenticated"),
+            ("vm", "RequestTimeout"),
+        ] {
+            mock.fail_next(operation, vsphere::Error::fault(fault, "injected"));
+            let result = run(&mut m, true, &mock, &mut store).await;
+            assert!(
+                !matches!(result, Ok(Outcome::Released)),
+                "{operation} {fault}: {result:?}"
+            );
+            assert_eq!(mock.vms().len(), 1, "{operation}: the VM is still there");
+        }
+        assert_eq!(
+            run(&mut m, true, &mock, &mut store).await.expect("retry"),
+            Outcome::Released
+        );
+        assert!(mock.vms().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_delete_during_a_running_clone_waits_for_it_then_destroys() {
+        let mock = MockMachines::new();
+        let mut m = machine("web");
+        let mut store = Store {
+            crash_at: Some(Checkpoint::TaskRecorded),
+            ..Default::default()
+        };
+        run(&mut m, false, &mock, &mut store)
+            .await
+            .expect_err("stopped with the clone running");
+        let mut deleting = store.persisted.clone().expect("persisted");
+        assert!(deleting
+            .status
+            .as_ref()
+            .and_then(|s| s.task.as_ref())
+            .is_some());
+        let outcome = run(&mut deleting, true, &mock, &mut Store::default())
+            .await
+            .expect("delete");
+        assert_eq!(outcome, Outcome::Released);
+        assert_eq!(mock.calls("clone"), 1);
+        assert_eq!(
+            mock.calls("destroy"),
+            1,
+            "the clone finished, then was destroyed"
+        );
+        assert!(mock.vms().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failed_clone_reports_the_fault_then_retries() {
+        let mock = MockMachines::new();
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        let mut store = Store::default();
+        mock.fail_next(
+            "clone",
+            vsphere::Error::fault("NotFound", "template golden not found"),
+        );
+        let outcome = run(&mut m, false, &mock, &mut store)
+            .await
+            .expect("reconcile");
+        assert!(
+            matches!(&outcome, Outcome::Failed(msg) if msg.contains("golden")),
+            "{outcome:?}"
+        );
+        assert_eq!(ready_reason(&m), reason::FAILED);
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("retry"),
+            Outcome::Ready
+        );
+        assert_eq!(mock.vms().len(), 1);
+    }
+
+    #[derive(Default)]
+    struct Progress {
+        seen: Vec<(String, Option<i32>)>,
+    }
+
+    impl Hooks for Progress {
+        async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), Error> {
+            if let Some(t) = machine.status.as_ref().and_then(|s| s.task.as_ref()) {
+                self.seen.push((t.state.clone(), t.progress));
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_task_writes_its_progress_while_it_runs() {
+        let mock = MockMachines::new();
+        mock.slow_waits(2);
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        let mut hooks = Progress::default();
+        let options = Options {
+            progress_interval: std::time::Duration::from_millis(10),
+            ..Options::default()
+        };
+        let outcome = reconcile(&mut m, false, &[], &mock, &mut hooks, &options)
+            .await
+            .expect("reconcile");
+        assert_eq!(outcome, Outcome::Ready);
+        assert!(
+            hooks.seen.contains(&("running".to_string(), Some(30))),
+            "{:?}",
+            hooks.seen
+        );
+        assert!(
+            hooks.seen.contains(&("running".to_string(), Some(60))),
+            "{:?}",
+            hooks.seen
+        );
+        assert_eq!(
+            mock.calls("clone"),
+            1,
+            "a slow clone is waited for, not repeated"
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! What a VSphereMachine asks of vCenter, resolved: the clone request (VM
+//! name, instance UUID, folder, template, shape, cloud-init guestinfo).
+
+use k8s_openapi::api::core::v1::Secret;
+
+use super::{guestinfo, identity};
+use crate::api::VSphereMachine;
+use crate::vsphere::{CloneRequest, ExtraDisk, Nic, Shape};
+
+/// The clone of `machine`, with the cloud-config of `secrets` (its
+/// `cloudConfigSecretRefs`, in order). An error says what is wrong with the
+/// machine's inputs (bad metadata in a Secret).
+pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<CloneRequest, String> {
+    let spec = &machine.spec;
+    let uuid = identity::instance_uuid(machine);
+    let macs: Vec<String> = (0..spec.network_interfaces.len())
+        .map(|i| identity::mac_address(&uuid, i))
+        .collect();
+    let extra_config = guestinfo::extra_config(machine, &uuid, &macs, secrets)?;
+    let root = spec.disks.first();
+    let shape = Shape {
+        cpus: spec.cpus.min(i32::MAX as u32) as i32,
+        memory_mib: spec.memory_mib.min(i64::MAX as u64) as i64,
+        root_disk_gib: root.map(|d| d.size_gib),
+        extra_disks: spec
+            .disks
+            .iter()
+            .skip(1)
+            .map(|d| ExtraDisk {
+                size_gib: d.size_gib,
+                provisioning: d.provisioning,
+                datastore: d.datastore.clone(),
+            })
+            .collect(),
+        nics: spec
+            .network_interfaces
+            .iter()
+            .zip(&macs)
+            .map(|(n, mac)| Nic {
+                port_group: n.port_group.clone(),
+                mac_address: mac.clone(),
+            })
+            .collect(),
+        firmware: spec.firmware,
+        vtpm: spec.vtpm,
+        hot_add_cpu: spec.hot_add_cpu,
+        hot_add_memory: spec.hot_add_memory,
+        extra_config,
+    };
+    Ok(CloneRequest {
+        name: identity::vm_name(machine),
+        instance_uuid: uuid,
+        datacenter: spec.datacenter.clone(),
+        cluster: spec.cluster.clone(),
+        folder: identity::folder_name(&spec.failure_domain),
+        template_name: spec.template.name.clone(),
+        template_mo_ref: spec.template.mo_ref.clone(),
+        datastore: root.map(|d| d.datastore.clone()).filter(|d| !d.is_empty()),
+        shape,
+    })
+}

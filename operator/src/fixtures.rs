@@ -1,0 +1,760 @@
+//! Test support, in one place (compiled for unit tests only): object
+//! builders shaped like the guide's manifests, and a mocked API server
+//! (tower-test) per role whose handlers assert, in order, the requests a
+//! reconcile makes and answer them.
+//!
+//! - top level: builders ([`provider()`], [`guide_class`], [`vm`], [`machine`]...);
+//! - [`virtualmachine`]: the controller role's `Scenario`s and `World`;
+//! - [`mod@provider`]: the provider role's `ApiServer`, `World` and
+//!   [`with_server`](provider::with_server).
+
+use http::Request;
+use kube::client::Body;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use kube::Resource;
+use serde_json::{json, Value};
+
+use crate::api::{
+    MachineDisk, NamespacedReference, Provider, TemplateRef, VMClass, VMImage, VSphereMachine,
+    VSphereMachineSpec, VirtualMachine,
+};
+
+pub fn provider(name: &str, labels: Value, capabilities: Value) -> Provider {
+    serde_json::from_value(json!({
+        "apiVersion": "banlieue.io/v1alpha1", "kind": "Provider",
+        "metadata": {"name": name, "namespace": "banlieue-system", "labels": labels, "generation": 1},
+        "spec": {
+            "providerClassRef": {"name": "vsphere"},
+            "connection": {"endpoint": "https://vc.example/sdk", "credentialsRef": {"name": "vsphere-creds"}},
+            "capabilities": capabilities,
+        }
+    }))
+    .expect("test provider")
+}
+
+/// The guide's capabilities: gold on ds-fast-01, prod on vmnet-prod, three features.
+pub fn guide_capabilities() -> Value {
+    json!({
+        "storageClasses": [{"name": "gold", "target": {"datastore": "ds-fast-01"}}],
+        "networkClasses": [{"name": "prod", "target": {"portGroup": "vmnet-prod"}}],
+        "features": ["hotAddCPU", "hotAddMemory", "efiSecureBoot"],
+    })
+}
+
+/// A failure domain offering gold and prod.
+pub fn failure_domain(name: &str, datacenter: &str, cluster: &str) -> Value {
+    json!({
+        "name": name, "datacenter": datacenter, "cluster": cluster,
+        "labels": {"name": name, "datacenter": datacenter, "cluster": cluster},
+        "storageClasses": ["gold"], "networkClasses": ["prod"],
+    })
+}
+
+/// Marks `provider` Ready with these failure domains.
+pub fn ready(mut provider: Provider, failure_domains: Vec<Value>) -> Provider {
+    provider.status = Some(
+        serde_json::from_value(json!({
+            "failureDomains": failure_domains,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Connected", "message": "ok",
+                            "lastTransitionTime": "2025-01-01T00:00:00Z"}],
+        }))
+        .expect("test provider status"),
+    );
+    provider
+}
+
+pub fn guide_class() -> VMClass {
+    serde_json::from_value(json!({
+        "apiVersion": "banlieue.io/v1alpha1", "kind": "VMClass", "metadata": {"name": "db-prod-large"},
+        "spec": {
+            "hardware": {"cpus": 8, "memoryMiB": 32768, "disks": [
+                {"name": "root", "sizeGiB": 80, "storageClass": "gold", "provisioning": "thin"},
+                {"name": "data", "sizeGiB": 500, "storageClass": "gold", "provisioning": "eagerZeroed"}]},
+            "network": {"interfaces": [{"name": "eth0", "networkClass": "prod", "ipam": {}}]},
+            "firmware": "efi-secure",
+            "features": ["hotAddCPU", "hotAddMemory", "efiSecureBoot"],
+        }
+    }))
+    .expect("test class")
+}
+
+pub fn tpm_class() -> VMClass {
+    serde_json::from_value(json!({
+        "apiVersion": "banlieue.io/v1alpha1", "kind": "VMClass", "metadata": {"name": "tpm-encrypted"},
+        "spec": {
+            "hardware": {"cpus": 4, "memoryMiB": 8192, "disks": [{"name": "root", "sizeGiB": 60, "storageClass": "gold"}]},
+            "network": {"interfaces": [{"name": "eth0", "networkClass": "prod", "ipam": {}}]},
+            "firmware": "efi", "features": ["vtpm"], "tpmEnabled": true,
+        }
+    }))
+    .expect("test class")
+}
+
+/// The guide's image, ready on the given providers (namespace banlieue-system).
+pub fn image(ready_on: &[&str]) -> VMImage {
+    let per_provider: Vec<Value> = ready_on
+        .iter()
+        .map(|p| json!({"provider": p, "namespace": "banlieue-system", "ready": true, "reason": "TemplateFound",
+                        "templates": [{"datacenter": "DC1", "name": "ubuntu-22.04-cloudinit", "moRef": "vm-42"}]}))
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "banlieue.io/v1alpha1", "kind": "VMImage", "metadata": {"name": "ubuntu-22.04-cloudinit"},
+        "spec": {"osFamily": "linux", "sources": [{"providerClass": "vsphere", "kind": "Template", "ref": "ubuntu-22.04-cloudinit"}]},
+        "status": {"perProvider": per_provider},
+    }))
+    .expect("test image")
+}
+
+pub fn vm(name: &str, placement: Value) -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": "banlieue-system", "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {"classRef": {"name": "db-prod-large"}, "imageRef": {"name": "ubuntu-22.04-cloudinit"},
+                 "placement": placement, "desiredPowerState": "PoweredOn"},
+    }))
+    .expect("test vm")
+}
+
+/// A machine `name` in namespace `ns`: 2 CPUs, 2048 MiB, a 20 GiB root disk.
+pub fn machine(name: &str) -> VSphereMachine {
+    let mut m = VSphereMachine::new(
+        name,
+        VSphereMachineSpec {
+            provider_ref: NamespacedReference {
+                namespace: "banlieue-system".into(),
+                name: "vc".into(),
+            },
+            failure_domain: "vc-dc0-c0".into(),
+            datacenter: "DC0".into(),
+            cluster: "DC0_C0".into(),
+            template: TemplateRef {
+                name: "golden".into(),
+                mo_ref: Some("vm-1".into()),
+            },
+            cpus: 2,
+            memory_mib: 2048,
+            disks: vec![MachineDisk {
+                name: "root".into(),
+                size_gib: 20,
+                storage_class: "fast".into(),
+                datastore: "LocalDS_0".into(),
+                provisioning: Default::default(),
+            }],
+            network_interfaces: vec![],
+            firmware: Default::default(),
+            vtpm: false,
+            hot_add_cpu: false,
+            hot_add_memory: false,
+            desired_power_state: Default::default(),
+            install_mode: Default::default(),
+            guest_agent: None,
+            cloud_config_secret_refs: vec![],
+        },
+    );
+    m.metadata.namespace = Some("ns".into());
+    m
+}
+
+pub(crate) async fn body_json(request: Request<Body>) -> Value {
+    let bytes = request
+        .into_body()
+        .collect_bytes()
+        .await
+        .expect("request body");
+    serde_json::from_slice(&bytes).expect("request body is JSON")
+}
+
+pub(crate) fn store_of<K>(objects: Vec<K>) -> Store<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, mut writer) = reflector::store();
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(o));
+    }
+    store
+}
+
+/// The controller role's reconcile against a mocked API server.
+pub mod virtualmachine {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use http::{Request, Response};
+    use kube::client::Body;
+    use kube::Client;
+    use serde_json::{json, Value};
+
+    use kube::runtime::controller::Action;
+
+    use super::{body_json, store_of};
+    use crate::api::{
+        Provider, ScheduledPlacement, VMClass, VMImage, VSphereMachine, VirtualMachine,
+    };
+    use crate::controllers::virtualmachine::{reconcile, Caches, Context};
+    use crate::Result;
+
+    type ApiServerHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    /// The request sequences of the test cases.
+    pub enum Scenario {
+        /// VSphereMachine POST, status PATCH, then one event per transition.
+        Schedules { events: Vec<&'static str> },
+        /// No machine; status PATCH with `Scheduled=False` and this reason, then events.
+        Unschedulable {
+            reason: &'static str,
+            message_contains: &'static str,
+        },
+        /// Nothing at all: the status is already what the reconcile computes.
+        NoRequests,
+        /// The POST answers 409: no status write.
+        CreateConflict,
+        /// The POST answers 500.
+        CreateFails,
+        /// Status PATCH adopting the existing machine's placement and mirroring it.
+        Adopts,
+        /// Merge PATCH of the machine's desired power state, then the status PATCH.
+        PowerChange,
+    }
+
+    pub struct ApiServerVerifier(ApiServerHandle);
+
+    fn vm_path() -> &'static str {
+        "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/virtualmachines/db-prod-01/status"
+    }
+
+    impl ApiServerVerifier {
+        pub fn run(
+            mut self,
+            scenario: Scenario,
+            vm: VirtualMachine,
+        ) -> tokio::task::JoinHandle<()> {
+            tokio::spawn(async move {
+                match scenario {
+                    Scenario::Schedules { events } => {
+                        let this = self.handle_machine_create(201).await;
+                        let (this, status) = this.handle_status_patch(&vm).await;
+                        assert_eq!(
+                            status.pointer("/status/conditions/0/status"),
+                            Some(&json!("True"))
+                        );
+                        this.handle_events(&events).await;
+                    }
+                    Scenario::Unschedulable {
+                        reason,
+                        message_contains,
+                    } => {
+                        let (this, status) = self.handle_status_patch(&vm).await;
+                        let scheduled = &status["status"]["conditions"][0];
+                        assert_eq!(scheduled["type"], "Scheduled");
+                        assert_eq!(scheduled["status"], "False");
+                        assert_eq!(scheduled["reason"], reason);
+                        let message = scheduled["message"].as_str().unwrap_or_default();
+                        assert!(message.contains(message_contains), "{message}");
+                        assert!(
+                            status["status"].get("scheduled").is_none(),
+                            "not scheduled: {status}"
+                        );
+                        this.handle_events(&[reason, "NotScheduled"]).await;
+                    }
+                    Scenario::NoRequests => self.expect_nothing().await,
+                    Scenario::CreateConflict => {
+                        self.handle_machine_create(409).await.expect_nothing().await
+                    }
+                    Scenario::CreateFails => {
+                        self.handle_machine_create(500).await.expect_nothing().await
+                    }
+                    Scenario::Adopts => {
+                        let (this, status) = self.handle_status_patch(&vm).await;
+                        let s = &status["status"];
+                        assert_eq!(
+                            s["scheduled"]["failureDomain"], "fd-recorded",
+                            "placement comes from the machine: {s}"
+                        );
+                        assert_eq!(s["powerState"], "PoweredOn");
+                        assert_eq!(s["conditions"][1]["type"], "Ready");
+                        assert_eq!(s["conditions"][1]["status"], "True");
+                        assert_eq!(s["conditions"][1]["reason"], "Provisioned");
+                        this.handle_events(&["Scheduled", "Provisioned"]).await;
+                    }
+                    Scenario::PowerChange => {
+                        let (request, send) = self.next().await;
+                        assert_eq!(request.method(), http::Method::PATCH);
+                        assert!(
+                            request
+                                .uri()
+                                .path()
+                                .ends_with("/vspheremachines/db-prod-01"),
+                            "{}",
+                            request.uri()
+                        );
+                        let body = body_json(request).await;
+                        assert_eq!(body, json!({"spec": {"desiredPowerState": "PoweredOff"}}));
+                        let machine =
+                            serde_json::to_vec(&machine_owned_by(&vm)).unwrap_or_default();
+                        send.send_response(Response::builder().body(Body::from(machine)).unwrap());
+                        let (this, status) = self.handle_status_patch(&vm).await;
+                        assert_eq!(
+                            status["status"]["scheduled"]["failureDomain"],
+                            "fd-recorded"
+                        );
+                        this.handle_events(&["Scheduled", "WaitingForProvider"])
+                            .await;
+                    }
+                }
+            })
+        }
+
+        async fn next(
+            &mut self,
+        ) -> (
+            Request<Body>,
+            tower_test::mock::SendResponse<Response<Body>>,
+        ) {
+            self.0
+                .next_request()
+                .await
+                .expect("the reconcile made no further request")
+        }
+
+        async fn handle_machine_create(mut self, code: u16) -> Self {
+            let (request, send) = self.next().await;
+            assert_eq!(request.method(), http::Method::POST);
+            assert_eq!(
+                request.uri().path(),
+                "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/vspheremachines"
+            );
+            let body = body_json(request).await;
+            assert_machine_body(&body);
+            let response = if code == 201 {
+                Response::builder()
+                    .status(201)
+                    .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+            } else {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "nope",
+                                    "reason": if code == 409 { "AlreadyExists" } else { "InternalError" }, "code": code});
+                Response::builder()
+                    .status(code)
+                    .body(Body::from(serde_json::to_vec(&status).unwrap_or_default()))
+            };
+            send.send_response(response.unwrap());
+            self
+        }
+
+        async fn handle_status_patch(mut self, vm: &VirtualMachine) -> (Self, Value) {
+            let (request, send) = self.next().await;
+            assert_eq!(request.method(), http::Method::PATCH);
+            assert_eq!(request.uri().path(), vm_path());
+            let query = request.uri().query().unwrap_or_default().to_string();
+            assert!(
+                query.contains("fieldManager=banlieue-controller") && query.contains("force=true"),
+                "server-side apply: {query}"
+            );
+            assert_eq!(
+                request
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok()),
+                Some("application/apply-patch+yaml")
+            );
+            let body = body_json(request).await;
+            assert_eq!(body["apiVersion"], "banlieue.io/v1alpha1");
+            assert_eq!(body["kind"], "VirtualMachine");
+            let mut updated = serde_json::to_value(vm).unwrap_or_default();
+            updated["status"] = body["status"].clone();
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&updated).unwrap_or_default()))
+                    .unwrap(),
+            );
+            (self, body)
+        }
+
+        async fn handle_events(mut self, reasons: &[&str]) {
+            for reason in reasons {
+                let (request, send) = self.next().await;
+                assert_eq!(request.method(), http::Method::POST);
+                assert_eq!(
+                    request.uri().path(),
+                    "/apis/events.k8s.io/v1/namespaces/banlieue-system/events"
+                );
+                let body = body_json(request).await;
+                assert_eq!(body["reason"], *reason, "{body}");
+                assert_eq!(body["regarding"]["kind"], "VirtualMachine");
+                send.send_response(
+                    Response::builder()
+                        .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+                        .unwrap(),
+                );
+            }
+            self.expect_nothing().await;
+        }
+
+        /// Passes when the client is dropped without another request.
+        async fn expect_nothing(mut self) {
+            if let Some((request, _)) = self.0.next_request().await {
+                panic!("unexpected request {} {}", request.method(), request.uri());
+            }
+        }
+    }
+
+    /// The machine of the guide's VM on the guide's Provider.
+    fn assert_machine_body(body: &Value) {
+        let owner = &body["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["kind"], "VirtualMachine");
+        assert_eq!(owner["name"], "db-prod-01");
+        assert_eq!(owner["uid"], "uid-db-prod-01");
+        assert_eq!(owner["controller"], true);
+        assert_eq!(
+            body["metadata"]["labels"]["app.kubernetes.io/name"],
+            "banlieue"
+        );
+        assert_eq!(body["metadata"]["name"], "db-prod-01");
+        assert_eq!(body["metadata"]["namespace"], "banlieue-system");
+        let spec = &body["spec"];
+        assert_eq!(
+            spec["providerRef"],
+            json!({"namespace": "banlieue-system", "name": "prod-vsphere"})
+        );
+        assert_eq!(spec["failureDomain"], "prod-vsphere-dc1-c1");
+        assert_eq!(spec["datacenter"], "DC1");
+        assert_eq!(spec["cluster"], "C1");
+        assert_eq!(
+            spec["template"],
+            json!({"name": "ubuntu-22.04-cloudinit", "moRef": "vm-42"})
+        );
+        assert_eq!(spec["cpus"], 8);
+        assert_eq!(spec["memoryMiB"], 32768);
+        assert_eq!(spec["firmware"], "efi-secure");
+        assert_eq!(spec["vtpm"], false);
+        assert_eq!(spec["hotAddCPU"], true);
+        assert_eq!(spec["hotAddMemory"], true);
+        assert_eq!(spec["desiredPowerState"], "PoweredOn");
+        assert_eq!(
+            spec["disks"],
+            json!([
+                {"name": "root", "sizeGiB": 80, "storageClass": "gold", "datastore": "ds-fast-01", "provisioning": "thin"},
+                {"name": "data", "sizeGiB": 500, "storageClass": "gold", "datastore": "ds-fast-01", "provisioning": "eagerZeroed"},
+            ])
+        );
+        assert_eq!(
+            spec["networkInterfaces"],
+            json!([{"name": "eth0", "networkClass": "prod", "portGroup": "vmnet-prod", "ipam": {}}])
+        );
+    }
+
+    /// What the caches hold in a test.
+    #[derive(Default)]
+    pub struct World {
+        pub classes: Vec<VMClass>,
+        pub images: Vec<VMImage>,
+        pub providers: Vec<Provider>,
+        pub machines: Vec<VSphereMachine>,
+        pub vms: Vec<VirtualMachine>,
+    }
+
+    impl World {
+        /// The guide's objects, with the Provider Ready and the image ready on it.
+        pub fn guide() -> Self {
+            World {
+                classes: vec![super::guide_class(), super::tpm_class()],
+                images: vec![super::image(&["prod-vsphere"])],
+                providers: vec![super::ready(
+                    super::provider(
+                        "prod-vsphere",
+                        json!({"dc": "dc1", "env": "prod"}),
+                        super::guide_capabilities(),
+                    ),
+                    vec![super::failure_domain("prod-vsphere-dc1-c1", "DC1", "C1")],
+                )],
+                ..Default::default()
+            }
+        }
+
+        pub fn context(self) -> (Arc<Context>, ApiServerVerifier) {
+            let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let client = Client::new(service, "default");
+            let caches = Caches {
+                classes: store_of(self.classes),
+                images: store_of(self.images),
+                providers: store_of(self.providers),
+                machines: store_of(self.machines),
+                vms: store_of(self.vms),
+            };
+            (
+                Arc::new(Context::new(client, caches, Arc::default())),
+                ApiServerVerifier(handle),
+            )
+        }
+    }
+
+    pub fn guide_vm() -> VirtualMachine {
+        super::vm(
+            "db-prod-01",
+            json!({"providerSelector": {"matchLabels": {"dc": "dc1", "env": "prod"}}}),
+        )
+    }
+
+    pub fn machine_owned_by(vm: &VirtualMachine) -> VSphereMachine {
+        let class = super::guide_class();
+        let image = super::image(&["prod-vsphere"]);
+        let placement = ScheduledPlacement {
+            provider: "prod-vsphere".into(),
+            provider_namespace: "banlieue-system".into(),
+            failure_domain: "fd-recorded".into(),
+            datacenter: "DC1".into(),
+            cluster: "C1".into(),
+            ..Default::default()
+        };
+        crate::controllers::virtualmachine::build::build(
+            vm,
+            &class,
+            &image,
+            &placement,
+            Default::default(),
+        )
+    }
+
+    /// Runs one reconcile against the scenario; the scenario must finish within a second.
+    pub async fn reconcile_with(
+        world: World,
+        vm: VirtualMachine,
+        scenario: Scenario,
+    ) -> Result<Action> {
+        let (ctx, server) = world.context();
+        let mocked = server.run(scenario, vm.clone());
+        let result = reconcile(Arc::new(vm), ctx.clone()).await;
+        // Dropping the client ends the scenario's wait for further requests.
+        drop(ctx);
+        tokio::time::timeout(Duration::from_secs(1), mocked)
+            .await
+            .expect("mock API server finished in time")
+            .expect("scenario passed");
+        result
+    }
+}
+
+/// The provider role's reconciles against a mocked API server and a scripted vCenter.
+pub mod provider {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use http::{Request, Response};
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::client::Body;
+    use kube::Client;
+    use serde_json::{json, Value};
+
+    use super::{body_json, store_of};
+    use crate::api::Provider;
+    use crate::controllers::context::{Caches, Context};
+    use crate::vsphere::mock::MockVSphere;
+
+    type ApiServerHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    pub const NAMESPACE: &str = "banlieue-system";
+    pub const RESYNC: Duration = Duration::from_secs(300);
+
+    pub struct ApiServer(ApiServerHandle);
+
+    impl ApiServer {
+        async fn next(
+            &mut self,
+        ) -> (
+            Request<Body>,
+            tower_test::mock::SendResponse<Response<Body>>,
+        ) {
+            self.0
+                .next_request()
+                .await
+                .expect("the reconcile made no further request")
+        }
+
+        /// A server-side apply of a status at `path`: checks the patch is one,
+        /// by this role's field manager, and answers with `object` carrying the
+        /// applied status. Returns the patch body.
+        pub async fn status_apply(&mut self, path: &str, object: Value) -> Value {
+            let (request, send) = self.next().await;
+            assert_eq!(request.method(), http::Method::PATCH);
+            assert_eq!(request.uri().path(), path);
+            let query = request.uri().query().unwrap_or_default().to_string();
+            assert!(
+                query.contains("fieldManager=banlieue-provider-vsphere-banlieue-system")
+                    && query.contains("force=true"),
+                "server-side apply by the role's manager: {query}"
+            );
+            assert_eq!(
+                request
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok()),
+                Some("application/apply-patch+yaml")
+            );
+            let body = body_json(request).await;
+            let mut updated = object;
+            updated["status"] = body["status"].clone();
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&updated).unwrap_or_default()))
+                    .unwrap(),
+            );
+            body
+        }
+
+        /// An event about `kind` with `reason`.
+        pub async fn event(&mut self, kind: &str, reason: &str) -> Value {
+            let (request, send) = self.next().await;
+            assert_eq!(request.method(), http::Method::POST);
+            assert_eq!(
+                request.uri().path(),
+                "/apis/events.k8s.io/v1/namespaces/banlieue-system/events"
+            );
+            let body = body_json(request).await;
+            assert_eq!(body["reason"], reason, "{body}");
+            assert_eq!(body["regarding"]["kind"], kind);
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+                    .unwrap(),
+            );
+            body
+        }
+
+        /// Answers every request until the client is dropped: a PATCH or POST
+        /// with `object` merged with what was sent (status, metadata), anything
+        /// else with `object`. Returns (method, path, content type, body) of each.
+        pub async fn serve_all(mut self, object: Value) -> Vec<(String, String, String, Value)> {
+            let mut seen = Vec::new();
+            let mut current = object;
+            while let Some((request, send)) = self.0.next_request().await {
+                let method = request.method().to_string();
+                let path = request.uri().path().to_string();
+                let content_type = request
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                let body = if method == "GET" {
+                    Value::Null
+                } else {
+                    body_json(request).await
+                };
+                let response = if path.contains("/events") {
+                    body.clone()
+                } else {
+                    if let Some(status) = body.get("status") {
+                        current["status"] = status.clone();
+                    }
+                    if content_type.contains("json-patch") {
+                        // A finalizer added or removed: answer with the list it leaves.
+                        for op in body.as_array().into_iter().flatten() {
+                            match (op["op"].as_str(), op["path"].as_str()) {
+                                (Some("add"), Some("/metadata/finalizers"))
+                                | (Some("replace"), Some("/metadata/finalizers")) => {
+                                    current["metadata"]["finalizers"] = op["value"].clone()
+                                }
+                                (Some("add"), Some("/metadata/finalizers/-")) => {
+                                    let mut list = current["metadata"]["finalizers"]
+                                        .as_array()
+                                        .cloned()
+                                        .unwrap_or_default();
+                                    list.push(op["value"].clone());
+                                    current["metadata"]["finalizers"] = Value::Array(list);
+                                }
+                                (Some("remove"), Some(p))
+                                    if p.starts_with("/metadata/finalizers") =>
+                                {
+                                    current["metadata"]["finalizers"] = json!([]);
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    current.clone()
+                };
+                send.send_response(
+                    Response::builder()
+                        .body(Body::from(
+                            serde_json::to_vec(&response).unwrap_or_default(),
+                        ))
+                        .unwrap(),
+                );
+                seen.push((method, path, content_type, body));
+            }
+            seen
+        }
+
+        /// Passes when the client is dropped without another request.
+        pub async fn nothing_more(mut self) {
+            if let Some((request, _)) = self.0.next_request().await {
+                panic!("unexpected request {} {}", request.method(), request.uri());
+            }
+        }
+    }
+
+    /// What the caches hold in a test.
+    #[derive(Default)]
+    pub struct World {
+        pub providers: Vec<Provider>,
+        pub secrets: Vec<Secret>,
+        pub config_maps: Vec<ConfigMap>,
+    }
+
+    pub fn credentials(password: &str) -> Secret {
+        serde_json::from_value(json!({
+            "metadata": {"name": "vsphere-creds", "namespace": NAMESPACE},
+            "stringData": {"username": "administrator@vsphere.local", "password": password},
+        }))
+        .expect("test secret")
+    }
+
+    impl World {
+        /// A context over these caches with a scripted vCenter, and the API server's handle.
+        pub fn context(self, vsphere: MockVSphere) -> (Arc<Context<MockVSphere>>, ApiServer) {
+            let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let client = Client::new(service, "default");
+            let caches = Caches {
+                providers: store_of(self.providers),
+                secrets: store_of(self.secrets),
+                config_maps: store_of(self.config_maps),
+                images: store_of(Vec::new()),
+            };
+            let ctx = Context::new(
+                client,
+                NAMESPACE,
+                RESYNC,
+                Arc::new(vsphere),
+                caches,
+                Arc::default(),
+            );
+            ctx.caches.set_synced(true);
+            (Arc::new(ctx), ApiServer(handle))
+        }
+    }
+
+    /// Runs `reconcile` while `server` plays its part; the server's part must
+    /// end within a second of the reconcile.
+    pub async fn with_server<F, T, S>(
+        ctx: Arc<Context<MockVSphere>>,
+        server: ApiServer,
+        script: S,
+        reconcile: F,
+    ) -> T
+    where
+        F: std::future::Future<Output = T>,
+        S: FnOnce(ApiServer) -> futures::future::BoxFuture<'static, ()>,
+    {
+        let mocked = tokio::spawn(script(server));
+        let result = reconcile.await;
+        // Dropping the client ends the server's wait for further requests.
+        drop(ctx);
+        tokio::time::timeout(Duration::from_secs(1), mocked)
+            .await
+            .expect("mock API server finished in time")
+            .expect("the API server saw what it expected");
+        result
+    }
+}

@@ -1,0 +1,230 @@
+//! `banlieue provider vsphere --namespace NS`: one `Controller` per kind the
+//! provider role reconciles (Provider, VMImage, VSphereMachine), the
+//! triggers between them (a rotated Secret, a Provider change, a VM changed
+//! in vCenter), and the sweeper that logs out of deleted Providers'
+//! sessions. Wiring only: the decisions are in [`crate::controllers`].
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::Predicate;
+use kube::runtime::{predicates, watcher, Controller, WatchStreamExt};
+use kube::{Client, ResourceExt};
+use tracing::info;
+
+use super::log_loop_result;
+use crate::api::{NamespacedReference, Provider, VMImage, VSphereMachine};
+use crate::caches;
+use crate::controllers::context::{Caches, Context};
+use crate::controllers::provider::{
+    provider_error_policy, reconcile_provider, references, Referenced,
+};
+use crate::controllers::vmimage::{image_error_policy, reconcile_image};
+use crate::controllers::vspheremachine::{machine_error_policy, reconcile_machine};
+use crate::health::Metrics;
+use crate::vsphere::VSphere;
+use crate::Result;
+
+fn providers_referencing(
+    providers: &Store<Provider>,
+    kind: Referenced,
+    name: &str,
+) -> Vec<ObjectRef<Provider>> {
+    providers
+        .state()
+        .iter()
+        .filter(|p| references(p, kind, name))
+        .map(|p| ObjectRef::from(p.as_ref()))
+        .collect()
+}
+
+/// Runs the role until a shutdown signal, then logs out of every vCenter.
+pub async fn run<V>(
+    client: Client,
+    namespace: &str,
+    resync: Duration,
+    vsphere: Arc<V>,
+    metrics: Arc<Metrics>,
+) -> Result<()>
+where
+    V: VSphere,
+{
+    let config = watcher::Config::default().any_semantic();
+    let (secrets, secret_writer) = reflector::store::<Secret>();
+    let (config_maps, config_map_writer) = reflector::store::<ConfigMap>();
+    let (providers, provider_writer) = reflector::store::<Provider>();
+    let (images, image_writer) = reflector::store::<VMImage>();
+    let (machines, machine_writer) = reflector::store::<VSphereMachine>();
+
+    let secret_stream = reflector::reflector(
+        secret_writer,
+        watcher(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            config.clone(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let config_map_stream = reflector::reflector(
+        config_map_writer,
+        watcher(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            config.clone(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    // Our own status writes do not change the generation: they do not
+    // trigger a reconcile (and a walk of the inventory) again.
+    let provider_stream = reflector::reflector(
+        provider_writer,
+        watcher(
+            Api::<Provider>::namespaced(client.clone(), namespace),
+            config.clone(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    let image_stream = reflector::reflector(
+        image_writer,
+        watcher(Api::<VMImage>::all(client.clone()), config.clone()),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    // VSphereMachines of every namespace (those of this namespace's Providers
+    // are served): spec changes, deletion (it bumps the generation) and the
+    // finalizer trigger a reconcile; our own status writes do not.
+    let machine_stream = reflector::reflector(
+        machine_writer,
+        watcher(Api::<VSphereMachine>::all(client.clone()), config.clone()),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(
+        predicates::generation.combine(predicates::finalizers),
+        Default::default(),
+    );
+    // Any Provider change (its status included: readiness, failure domains)
+    // re-verifies the images.
+    let provider_changes = watcher(
+        Api::<Provider>::namespaced(client.clone(), namespace),
+        config,
+    )
+    .default_backoff()
+    .touched_objects();
+
+    let ctx = Arc::new(Context::new(
+        client,
+        namespace,
+        resync,
+        vsphere.clone(),
+        Caches {
+            providers: providers.clone(),
+            secrets: secrets.clone(),
+            config_maps: config_maps.clone(),
+            images: images.clone(),
+        },
+        metrics.clone(),
+    ));
+
+    {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            ctx.caches.wait().await;
+            ctx.metrics.set_ready();
+        });
+    }
+    // Sessions of deleted Providers are logged out at each resync.
+    let sweeper = {
+        let (vsphere, providers) = (vsphere.clone(), providers.clone());
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(resync);
+            loop {
+                ticker.tick().await;
+                if !caches::is_synced(&providers) {
+                    continue;
+                }
+                let keep: BTreeSet<NamespacedReference> = providers
+                    .state()
+                    .iter()
+                    .map(|p| NamespacedReference {
+                        namespace: p.namespace().unwrap_or_default(),
+                        name: p.name_any(),
+                    })
+                    .collect();
+                vsphere.retain_sessions(&keep).await;
+            }
+        })
+    };
+
+    let (by_secret, by_config_map) = (providers.clone(), providers.clone());
+    let provider_controller = Controller::for_stream(provider_stream, providers)
+        .watches_stream(secret_stream, move |s: Secret| {
+            providers_referencing(&by_secret, Referenced::Secret, &s.name_any())
+        })
+        .watches_stream(config_map_stream, move |c: ConfigMap| {
+            providers_referencing(&by_config_map, Referenced::ConfigMap, &c.name_any())
+        })
+        .shutdown_on_signal()
+        .run(reconcile_provider, provider_error_policy, ctx.clone())
+        .for_each(|result| async move { log_loop_result("Provider", result) });
+    let all_images = images.clone();
+    let image_controller = Controller::for_stream(image_stream, images)
+        .watches_stream(provider_changes, move |_: Provider| {
+            all_images
+                .state()
+                .iter()
+                .map(|i| ObjectRef::from(i.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .shutdown_on_signal()
+        .run(reconcile_image, image_error_policy, ctx.clone())
+        .for_each(|result| async move { log_loop_result("VMImage", result) });
+    // A VM that changed in vCenter (from the Providers' update streams: an IP
+    // reported, a power change, a clone done) reconciles its VSphereMachine.
+    let vm_changes = {
+        let machines = machines.clone();
+        let changes = vsphere.machine_changes();
+        futures::stream::unfold(changes, |changes| async move {
+            let mut receiver = changes?;
+            loop {
+                match receiver.recv().await {
+                    Ok(uuid) => return Some((uuid, Some(receiver))),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .flat_map(move |uuid: String| {
+            let owners: Vec<ObjectRef<VSphereMachine>> = machines
+                .state()
+                .iter()
+                .filter(|m| {
+                    m.status
+                        .as_ref()
+                        .and_then(|s| s.instance_uuid.as_deref())
+                        .is_some_and(|u| u.eq_ignore_ascii_case(&uuid))
+                })
+                .map(|m| ObjectRef::from(m.as_ref()))
+                .collect();
+            futures::stream::iter(owners)
+        })
+    };
+    let machine_controller = Controller::for_stream(machine_stream, machines)
+        .reconcile_on(vm_changes)
+        .shutdown_on_signal()
+        .run(reconcile_machine, machine_error_policy, ctx.clone())
+        .for_each(|result| async move { log_loop_result("VSphereMachine", result) });
+    futures::join!(provider_controller, image_controller, machine_controller);
+    sweeper.abort();
+    info!("stopping: logging out of vCenter");
+    vsphere.retain_sessions(&BTreeSet::new()).await;
+    Ok(())
+}
