@@ -44,7 +44,7 @@ test: deps
 	fi; \
 	cargo fmt --all -- --check >/dev/null || { cargo fmt --all -- --check | head -n 40; echo "make test: not formatted; run: cargo fmt --all"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
-	cargo test --doc -p vsphere-client -p vsphere-tests
+	cargo test --doc -p vsphere-client -p vsphere-testkit -p vsphere-tests
 
 # Verifies the bundle against its SHA256SUMS, then fills $(GENERATED) with a
 # fresh generation (stale files disappear) and records the bundle's sums.

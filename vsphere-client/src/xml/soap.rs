@@ -4,8 +4,9 @@ use std::fmt;
 
 use super::reader::{DecodeErrorKind, XmlReader};
 use super::schema::Registry;
-use super::{response_element_name, Decode, DecodeError, Request, XmlWriter};
+use super::{response_element_name, Decode, DecodeError, Encode, Request, Structure, XmlWriter};
 use crate::types::AnyMethodFault;
+use crate::xml::{DateTime, ManagedObjectReference};
 
 /// A SOAP fault returned by the server.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -101,16 +102,123 @@ pub fn decode_fault(document: &[u8]) -> Result<SoapFault, SoapError> {
     match open_body(&mut r, "") {
         Err(SoapError::Fault(fault)) => Ok(fault),
         Err(e) => Err(e),
-        Ok(()) => Err(SoapError::Decode(r.error(
+        Ok(_) => Err(SoapError::Decode(r.error(
             DecodeErrorKind::UnexpectedContent,
             "the SOAP body holds no fault",
         ))),
     }
 }
 
+// The server side of the envelope: what a scripted vCenter (the test kit,
+// `vsphere-testkit`) sends and reads. Each is the mirror of a client-side
+// function above and decodes with the same reader.
+
+/// A response's content as its `returnval` elements: nothing (`()`), one
+/// (a value), at most one (`Option`) or one per item (`Vec`), as the
+/// generated `Request::decode_response` reads them.
+pub trait ReturnValue {
+    /// Writes the `returnval` elements of `self`.
+    fn encode_returnval(&self, w: &mut XmlWriter);
+}
+
+impl ReturnValue for () {
+    fn encode_returnval(&self, _: &mut XmlWriter) {}
+}
+
+impl<T: Encode> ReturnValue for Option<T> {
+    fn encode_returnval(&self, w: &mut XmlWriter) {
+        w.write_opt("returnval", self);
+    }
+}
+
+impl<T: Encode> ReturnValue for Vec<T> {
+    fn encode_returnval(&self, w: &mut XmlWriter) {
+        w.write_vec("returnval", self);
+    }
+}
+
+impl<T: Structure> ReturnValue for T {
+    fn encode_returnval(&self, w: &mut XmlWriter) {
+        w.write("returnval", self);
+    }
+}
+
+macro_rules! single_return_value {
+    ($($ty:ty),*) => {$(
+        impl ReturnValue for $ty {
+            fn encode_returnval(&self, w: &mut XmlWriter) {
+                w.write("returnval", self);
+            }
+        }
+    )*};
+}
+
+single_return_value!(
+    ManagedObjectReference,
+    String,
+    bool,
+    i32,
+    i64,
+    DateTime,
+    crate::types::AnyApplyProfile,
+    crate::types::AnyGuestAuthentication,
+    crate::types::AnyProfileExecuteResult
+);
+
+/// The SOAP response document a server sends for a request of type `R`
+/// that returned `response`.
+pub fn encode_response_envelope<R: Request>(response: &R::Response) -> Vec<u8>
+where
+    R::Response: ReturnValue,
+{
+    let mut w = XmlWriter::new();
+    w.envelope_start();
+    let name = response_element_name(R::NAME);
+    w.start_with_attribute(&name, None, Some(("xmlns", "urn:vim25")));
+    response.encode_returnval(&mut w);
+    w.end(&name);
+    w.envelope_end();
+    w.into_bytes()
+}
+
+/// The SOAP fault document a server sends (with HTTP status 500): code,
+/// message and the typed fault as `<detail><TypeFault xsi:type="Type">`.
+pub fn encode_fault_envelope(fault: &SoapFault) -> Vec<u8> {
+    let mut w = XmlWriter::new();
+    w.envelope_start();
+    w.start("soapenv:Fault", None);
+    w.text_element("faultcode", None, &fault.faultcode);
+    w.text_element("faultstring", None, &fault.faultstring);
+    if let Some(detail) = &fault.detail {
+        w.start("detail", None);
+        detail.encode(&mut w, &format!("{}Fault", detail.type_name()));
+        w.end("detail");
+    }
+    w.end("soapenv:Fault");
+    w.envelope_end();
+    w.into_bytes()
+}
+
+/// The operation a SOAP request document invokes: the name of its body
+/// element (`CloneVM_Task`).
+pub fn request_operation(document: &[u8]) -> Result<&str, SoapError> {
+    let mut r = XmlReader::new(document, &crate::generated::REGISTRY);
+    open_body(&mut r, "")
+}
+
+/// Decodes a SOAP request document into its typed request (what a server
+/// receives): an error if it is no envelope or invokes another operation.
+pub fn decode_request_envelope<R: Request + Decode>(document: &[u8]) -> Result<R, SoapError> {
+    let mut r = XmlReader::new(document, &crate::generated::REGISTRY);
+    open_body(&mut r, R::NAME)?;
+    let request = R::decode(&mut r)?;
+    r.finish()?;
+    Ok(request)
+}
+
 /// Enters Envelope and Body and the body's first element, which must be
 /// `expected`; a `Fault` there is decoded and returned as the error.
-fn open_body(r: &mut XmlReader<'_>, expected: &str) -> Result<(), SoapError> {
+fn open_body<'a>(r: &mut XmlReader<'a>, expected: &str) -> Result<&'a str, SoapError> {
     let root = r.root()?;
     if root != "Envelope" {
         return Err(SoapError::Decode(r.error(
@@ -145,7 +253,7 @@ fn open_body(r: &mut XmlReader<'_>, expected: &str) -> Result<(), SoapError> {
             format!("expected <{expected}>, found <{name}>"),
         )));
     }
-    Ok(())
+    Ok(name)
 }
 
 fn read_fault(r: &mut XmlReader<'_>) -> Result<SoapFault, DecodeError> {

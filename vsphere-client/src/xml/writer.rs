@@ -149,9 +149,20 @@ impl XmlWriter {
 
     /// A whole SOAP request: envelope, body, request element.
     pub(crate) fn write_request_envelope(&mut self, name: &str, fields: &dyn Fields) {
+        self.envelope_start();
+        self.write_request_body(name, fields);
+        self.envelope_end();
+    }
+
+    /// The start of a SOAP document, up to and including `<soapenv:Body>`:
+    /// what follows is one body element (a response, a fault).
+    pub(crate) fn envelope_start(&mut self) {
         self.buf.extend_from_slice(ENVELOPE_START.as_bytes());
         self.xsi_declared = true;
-        self.write_request_body(name, fields);
+    }
+
+    /// The end of a SOAP document (`</soapenv:Body></soapenv:Envelope>`).
+    pub(crate) fn envelope_end(&mut self) {
         self.buf.extend_from_slice(ENVELOPE_END.as_bytes());
     }
 
