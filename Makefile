@@ -25,7 +25,7 @@ help:
 	@echo "make pyvmomi-archives   download the pyvmomi releases wsdl/*.json are extracted from (then check-generated re-extracts them)"
 	@echo "make fuzz               run each fuzz target FUZZ_SECONDS (default 60) s; fails on a crash"
 	@echo "make bench              decode/encode throughput, walk vs govmomi and pyvmomi; one table (BENCH_BUILD=1: build times too)"
-	@echo "make bench-build        clean debug and release builds of vsphere-client, timed (minutes)"
+	@echo "make bench-build        a program's build from the user's seat on vsphere-client, vim_rs and govmomi (tens of minutes)"
 
 # golang-go + Debian's govmomi (simulator launcher) and cargo-nextest.
 deps:
@@ -35,6 +35,8 @@ deps:
 vcsim: deps
 	@tests/vcsim/build
 
+# Doc tests with --workspace: the features nextest --workspace built the crates
+# with (with -p, dependencies got other features: vsphere-client compiled twice).
 test: deps
 	@vcsim_bin="$$(tests/vcsim/build)"; echo "simulator launcher: $$vcsim_bin"; \
 	if [ -n "$(WSDL_DIR)" ] && [ -d "$(WSDL_DIR)" ]; then \
@@ -44,7 +46,7 @@ test: deps
 	fi; \
 	cargo fmt --all -- --check >/dev/null || { cargo fmt --all -- --check | head -n 40; echo "make test: not formatted; run: cargo fmt --all"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
-	cargo test --doc -p vsphere-client -p vsphere-testkit -p vsphere-tests
+	cargo test --doc --workspace
 
 # Verifies the bundle against its SHA256SUMS, then fills $(GENERATED) with a
 # fresh generation (stale files disappear) and records the bundle's sums.
@@ -118,8 +120,9 @@ fuzz:
 bench: deps
 	@benches/run
 
-bench-build:
-	@benches/build-time
+# A fresh project outside the workspace per SDK, default profiles: see benches/build-time/run.
+bench-build: deps
+	@benches/build-time/run
 
 define require_bundle
 if [ -z "$(WSDL_DIR)" ] || [ ! -f "$(WSDL_DIR)/vimService.wsdl" ]; then \

@@ -1,0 +1,17 @@
+//! The seat's test, built by `cargo test --no-run` to see what a test kit adds to the build:
+//! a refused login is an error, not a session.
+
+use vsphere_client::Client;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+#[tokio::test]
+async fn a_server_error_is_no_session() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    let url = format!("{}/sdk", server.uri().replace("http://", "http://user:pass@"));
+    assert!(Client::builder(&url).connect().await.is_err());
+}
