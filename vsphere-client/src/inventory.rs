@@ -24,10 +24,8 @@ use std::collections::HashMap;
 
 use crate::error::{Error, ErrorKind};
 use crate::mo;
-use crate::property::ManagedObject;
-use crate::types::{
-    AnySelectionSpec, ManagedObjectReference, ObjectSpec, SelectionSpec, TraversalSpec,
-};
+use crate::property::{traversal_spec, ManagedObject};
+use crate::types::{AnySelectionSpec, ManagedObjectReference, ObjectSpec};
 use crate::Client;
 
 /// An inventory object with its name and inventory path.
@@ -146,6 +144,58 @@ fn check_uuid(uuid: &str) -> Result<(), Error> {
     }
 }
 
+/// An entity name as vCenter stores it and inventory paths spell it: `%`,
+/// `/` and `\` escaped as `%25`, `%2f` and `%5c` (so `/` only ever separates
+/// path components). [`unescape_name`] is its inverse.
+///
+/// ```
+/// use vsphere_client::inventory::{escape_name, unescape_name};
+/// assert_eq!(escape_name("DC/Paris 100%"), "DC%2fParis 100%25");
+/// assert_eq!(unescape_name("DC%2fParis 100%25"), "DC/Paris 100%");
+/// ```
+pub fn escape_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '/' => out.push_str("%2f"),
+            '\\' => out.push_str("%5c"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An entity name as people write it, from vCenter's spelling (`%2f`, `%5c`
+/// and `%25`, either case, become `/`, `\` and `%`); any other `%` stays as
+/// it is.
+pub fn unescape_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let code = rest.get(i + 1..i + 3).map(str::to_ascii_lowercase);
+        let decoded = match code.as_deref() {
+            Some("2f") => Some('/'),
+            Some("5c") => Some('\\'),
+            Some("25") => Some('%'),
+            _ => None,
+        };
+        match decoded {
+            Some(c) => {
+                out.push(c);
+                rest = &rest[i + 3..];
+            }
+            None => {
+                out.push('%');
+                rest = &rest[i + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Whether `name` matches the glob `pattern` (`*` any run, `?` one
 /// character; everything else literal).
 pub fn glob_match(pattern: &str, name: &str) -> bool {
@@ -184,13 +234,7 @@ fn join(parent: &str, name: &str) -> String {
 }
 
 fn hop(name: &str, type_: &str, path: &str) -> AnySelectionSpec {
-    AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
-        name: Some(name.to_string()),
-        type_: type_.to_string(),
-        path: path.to_string(),
-        skip: Some(false),
-        select_set: Vec::new(),
-    }))
+    traversal_spec(name, type_, path, &[])
 }
 
 /// One step from an object to its inventory children (what a path
@@ -276,15 +320,7 @@ impl Finder {
     /// one round trip through the folders above them.
     pub async fn datacenter_objects(&self) -> Result<Vec<InventoryObject>, Error> {
         let root = self.root();
-        let folders = AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
-            name: Some("folders".to_string()),
-            type_: "Folder".to_string(),
-            path: "childEntity".to_string(),
-            skip: Some(false),
-            select_set: vec![AnySelectionSpec::SelectionSpec(Box::new(SelectionSpec {
-                name: Some("folders".to_string()),
-            }))],
-        }));
+        let folders = traversal_spec("folders", "Folder", "childEntity", &["folders"]);
         let entities = self
             .client
             .properties::<mo::ManagedEntity>(&["name", "parent"])?
@@ -505,15 +541,7 @@ impl Finder {
         if objects.is_empty() {
             return Ok(Vec::new());
         }
-        let up = AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
-            name: Some("up".to_string()),
-            type_: "ManagedEntity".to_string(),
-            path: "parent".to_string(),
-            skip: Some(false),
-            select_set: vec![AnySelectionSpec::SelectionSpec(Box::new(SelectionSpec {
-                name: Some("up".to_string()),
-            }))],
-        }));
+        let up = traversal_spec("up", "ManagedEntity", "parent", &["up"]);
         let object_set = objects
             .iter()
             .map(|obj| ObjectSpec {
@@ -934,6 +962,22 @@ fn path_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_escape_and_unescape() {
+        assert_eq!(escape_name("a/b\\c%d"), "a%2fb%5cc%25d");
+        assert_eq!(unescape_name("a%2fb%5cc%25d"), "a/b\\c%d");
+        assert_eq!(unescape_name("a%2Fb%5Cc"), "a/b\\c");
+        // Escaped once only: an escaped "%2f" stays a literal "%2f".
+        assert_eq!(unescape_name("%252f"), "%2f");
+        assert_eq!(unescape_name(&escape_name("%2f")), "%2f");
+        // A lone or unknown escape, or one cut short, is kept as written.
+        assert_eq!(unescape_name("100% %zz %2"), "100% %zz %2");
+        assert_eq!(unescape_name("é%2fü"), "é/ü");
+        for name in ["", "plain", "DC/Paris", "a\\b", "50%", "%", "/%/\\"] {
+            assert_eq!(unescape_name(&escape_name(name)), name);
+        }
+    }
 
     #[test]
     fn globs() {

@@ -711,6 +711,66 @@ impl CloneSpec {
         self.config = Some(config.instance_uuid(uuid));
         self
     }
+
+    /// The `CloneVM_Task` spec for cloning `source`, whose devices are
+    /// `devices` (the configuration's device changes are computed from
+    /// them) and whose current snapshot is `snapshot` (needed by a linked
+    /// clone only). No call: [`VirtualMachine::clone_spec_vim`] reads both.
+    pub fn to_vim(
+        &self,
+        source: &ManagedObjectReference,
+        devices: &[AnyVirtualDevice],
+        snapshot: Option<&ManagedObjectReference>,
+    ) -> Result<VirtualMachineCloneSpec, Error> {
+        let mut location = VirtualMachineRelocateSpec {
+            folder: Some(self.folder.clone()),
+            pool: self.pool.clone(),
+            datastore: self.datastore.clone(),
+            host: self.host.clone(),
+            ..Default::default()
+        };
+        let mut linked_snapshot = None;
+        if self.linked {
+            let Some(snapshot) = snapshot else {
+                return Err(invalid(format!(
+                    "a linked clone of {source} needs a snapshot of it, and it has none"
+                )));
+            };
+            linked_snapshot = Some(snapshot.clone());
+            location.disk_move_type = Some("createNewChildDiskBacking".to_string());
+        }
+        let config = self
+            .config
+            .as_ref()
+            .map(|c| c.to_vim(devices))
+            .transpose()?;
+        Ok(VirtualMachineCloneSpec {
+            location,
+            template: self.template,
+            config,
+            power_on: self.power_on,
+            snapshot: linked_snapshot,
+            ..Default::default()
+        })
+    }
+}
+
+/// What a clone request must satisfy before anything is sent: a VM name of
+/// 1 to 80 characters, an instance UUID (when set) that is one.
+fn check_clone(name: &str, spec: &CloneSpec) -> Result<(), Error> {
+    if name.is_empty() || name.len() > 80 {
+        return Err(invalid(format!(
+            "{name:?}: a VM name has 1 to 80 characters"
+        )));
+    }
+    if let Some(uuid) = spec
+        .config
+        .as_ref()
+        .and_then(|c| c.instance_uuid.as_deref())
+    {
+        check_uuid(uuid)?;
+    }
+    Ok(())
 }
 
 /// A VM's power state and guest state, as [`VirtualMachine::state`] reads them.
@@ -749,62 +809,52 @@ impl VirtualMachine {
             .as_ref()
             .map(|c| c.hardware.device.as_slice())
             .unwrap_or_default();
-        let mut location = VirtualMachineRelocateSpec {
-            folder: Some(spec.folder.clone()),
-            pool: spec.pool.clone(),
-            datastore: spec.datastore.clone(),
-            host: spec.host.clone(),
-            ..Default::default()
-        };
-        let mut snapshot = None;
-        if spec.linked {
-            snapshot = source
-                .snapshot
-                .as_ref()
-                .and_then(|s| s.current_snapshot.clone());
-            if snapshot.is_none() {
-                return Err(invalid(format!(
-                    "a linked clone of {} needs a snapshot of it, and it has none",
-                    self.reference
-                )));
-            }
-            location.disk_move_type = Some("createNewChildDiskBacking".to_string());
-        }
-        let config = spec
-            .config
+        let snapshot = source
+            .snapshot
             .as_ref()
-            .map(|c| c.to_vim(devices))
-            .transpose()?;
-        Ok(VirtualMachineCloneSpec {
-            location,
-            template: spec.template,
-            config,
-            power_on: spec.power_on,
-            snapshot,
-            ..Default::default()
-        })
+            .and_then(|s| s.current_snapshot.as_ref());
+        spec.to_vim(&self.reference, devices, snapshot)
     }
 
     /// Starts cloning this VM or template as `name`; returns the task (for
     /// callers that record it before waiting).
     pub async fn start_clone(&self, name: &str, spec: &CloneSpec) -> Result<Task, Error> {
-        if name.is_empty() || name.len() > 80 {
+        check_clone(name, spec)?;
+        let vim = self.clone_spec_vim(spec).await?;
+        self.send_clone(name, spec, &vim).await
+    }
+
+    /// [`start_clone`](Self::start_clone) with the source's devices already
+    /// known (read once with `config.hardware.device` and kept: a template's
+    /// devices do not change under its clones), so the clone is one call.
+    /// Not for linked clones, which need the source's current snapshot.
+    pub async fn start_clone_with_devices(
+        &self,
+        name: &str,
+        spec: &CloneSpec,
+        devices: &[AnyVirtualDevice],
+    ) -> Result<Task, Error> {
+        check_clone(name, spec)?;
+        if spec.linked {
             return Err(invalid(format!(
-                "{name:?}: a VM name has 1 to 80 characters"
+                "a linked clone of {} needs its current snapshot: use start_clone",
+                self.reference
             )));
         }
-        if let Some(uuid) = spec
-            .config
-            .as_ref()
-            .and_then(|c| c.instance_uuid.as_deref())
-        {
-            check_uuid(uuid)?;
-        }
-        let vim = self.clone_spec_vim(spec).await?;
+        let vim = spec.to_vim(&self.reference, devices, None)?;
+        self.send_clone(name, spec, &vim).await
+    }
+
+    async fn send_clone(
+        &self,
+        name: &str,
+        spec: &CloneSpec,
+        vim: &VirtualMachineCloneSpec,
+    ) -> Result<Task, Error> {
         let task = self
             .client
             .vim()
-            .clone_vm_task(&self.reference, &spec.folder, name, &vim)
+            .clone_vm_task(&self.reference, &spec.folder, name, vim)
             .await?;
         Ok(self.client.task(task))
     }
@@ -1048,6 +1098,68 @@ mod tests {
             reference: ManagedObjectReference::new("Network", "network-7"),
             kind: NetworkKind::Standard,
         }
+    }
+
+    #[test]
+    fn a_clone_spec_from_cached_devices() {
+        let folder = ManagedObjectReference::new("Folder", "group-v3");
+        let pool = ManagedObjectReference::new("ResourcePool", "resgroup-9");
+        let datastore = ManagedObjectReference::new("Datastore", "datastore-1");
+        let template = ManagedObjectReference::new("VirtualMachine", "vm-1");
+        let spec = CloneSpec::new(folder.clone())
+            .pool(pool.clone())
+            .datastore(datastore.clone())
+            .config(ConfigSpec::new().cpus(2).grow_disk(0, 20 * 1024 * 1024))
+            .instance_uuid("0b5c1e2a-6f00-4d7e-9c59-7a9f3c3c1d11");
+        let vim = spec.to_vim(&template, &template_devices(), None).unwrap();
+        assert_eq!(vim.location.folder.as_ref(), Some(&folder));
+        assert_eq!(vim.location.pool.as_ref(), Some(&pool));
+        assert_eq!(vim.location.datastore.as_ref(), Some(&datastore));
+        assert!(!vim.power_on && !vim.template && vim.snapshot.is_none());
+        assert_eq!(vim.location.disk_move_type, None);
+        let config = vim.config.expect("configuration");
+        assert_eq!(config.num_cpus, Some(2));
+        assert_eq!(
+            config.instance_uuid.as_deref(),
+            Some("0b5c1e2a-6f00-4d7e-9c59-7a9f3c3c1d11")
+        );
+        // The root disk grown is the template's first disk (key 2000), edited in place.
+        let edited: Vec<(i32, i64)> = config
+            .device_change
+            .iter()
+            .filter_map(|c| match c {
+                AnyVirtualDeviceConfigSpec::VirtualDeviceConfigSpec(c) => match &c.device {
+                    AnyVirtualDevice::VirtualDisk(d) => Some((d.key, d.capacity_in_kb)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(edited, [(2000, 20 * 1024 * 1024)]);
+    }
+
+    #[test]
+    fn a_linked_clone_needs_the_snapshot() {
+        let template = ManagedObjectReference::new("VirtualMachine", "vm-1");
+        let spec = CloneSpec::new(ManagedObjectReference::new("Folder", "f")).linked();
+        let e = spec.to_vim(&template, &[], None).unwrap_err();
+        assert!(e.to_string().contains("needs a snapshot"), "{e}");
+        let snapshot = ManagedObjectReference::new("VirtualMachineSnapshot", "snapshot-4");
+        let vim = spec.to_vim(&template, &[], Some(&snapshot)).unwrap();
+        assert_eq!(vim.snapshot, Some(snapshot));
+        assert_eq!(
+            vim.location.disk_move_type.as_deref(),
+            Some("createNewChildDiskBacking")
+        );
+    }
+
+    #[test]
+    fn clone_names_and_uuids_are_checked_before_sending() {
+        let spec = CloneSpec::new(ManagedObjectReference::new("Folder", "f"));
+        assert!(check_clone("web", &spec).is_ok());
+        assert!(check_clone("", &spec).is_err());
+        assert!(check_clone(&"x".repeat(81), &spec).is_err());
+        assert!(check_clone("web", &spec.clone().instance_uuid("not-a-uuid")).is_err());
     }
 
     #[test]

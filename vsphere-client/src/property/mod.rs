@@ -51,7 +51,7 @@ pub(crate) mod traversal;
 pub(crate) mod updates;
 
 pub use object::ManagedObject;
-pub use traversal::inventory_traversal;
+pub use traversal::{inventory_traversal, traversal_spec};
 pub use updates::{ObjectChange, UpdateKind, UpdateStream, UpdateStreamOptions};
 
 pub(crate) use decode::{ObjectBuilder, PathCache, RawValue};

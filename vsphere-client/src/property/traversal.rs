@@ -3,7 +3,18 @@
 
 use crate::types::{AnySelectionSpec, SelectionSpec, TraversalSpec};
 
-fn traversal(name: &str, type_: &str, path: &str, next: &[&str]) -> AnySelectionSpec {
+/// One traversal step: from objects of `type_` along their property `path`,
+/// named `name` so other steps can come back to it, then on to the steps
+/// named in `next` (by name; recursive walks name themselves). Never skips
+/// the objects it reaches.
+///
+/// ```
+/// use vsphere_client::property::traversal_spec;
+/// // Every folder below a folder, at any depth.
+/// let folders = traversal_spec("folders", "Folder", "childEntity", &["folders"]);
+/// # let _ = folders;
+/// ```
+pub fn traversal_spec(name: &str, type_: &str, path: &str, next: &[&str]) -> AnySelectionSpec {
     AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
         name: Some(name.to_string()),
         type_: type_.to_string(),
@@ -51,44 +62,44 @@ pub fn inventory_traversal() -> Vec<AnySelectionSpec> {
         "vappVms",
     ];
     vec![
-        traversal("folderChildren", "Folder", "childEntity", ALL),
-        traversal(
+        traversal_spec("folderChildren", "Folder", "childEntity", ALL),
+        traversal_spec(
             "datacenterVmFolder",
             "Datacenter",
             "vmFolder",
             &["folderChildren"],
         ),
-        traversal(
+        traversal_spec(
             "datacenterHostFolder",
             "Datacenter",
             "hostFolder",
             &["folderChildren"],
         ),
-        traversal(
+        traversal_spec(
             "datacenterDatastoreFolder",
             "Datacenter",
             "datastoreFolder",
             &["folderChildren"],
         ),
-        traversal(
+        traversal_spec(
             "datacenterNetworkFolder",
             "Datacenter",
             "networkFolder",
             &["folderChildren"],
         ),
-        traversal("computeResourceHosts", "ComputeResource", "host", &[]),
-        traversal(
+        traversal_spec("computeResourceHosts", "ComputeResource", "host", &[]),
+        traversal_spec(
             "computeResourcePool",
             "ComputeResource",
             "resourcePool",
             &["poolChildren", "vappVms"],
         ),
-        traversal(
+        traversal_spec(
             "poolChildren",
             "ResourcePool",
             "resourcePool",
             &["poolChildren", "vappVms"],
         ),
-        traversal("vappVms", "VirtualApp", "vm", &[]),
+        traversal_spec("vappVms", "VirtualApp", "vm", &[]),
     ]
 }

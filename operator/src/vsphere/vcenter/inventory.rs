@@ -5,11 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use vsphere_client::inventory::unescape_name;
 use vsphere_client::mo;
-use vsphere_client::types::{
-    AnySelectionSpec, HostSystemConnectionState, ManagedObjectReference, SelectionSpec,
-    TraversalSpec,
-};
+use vsphere_client::property::traversal_spec;
+use vsphere_client::types::{AnySelectionSpec, HostSystemConnectionState, ManagedObjectReference};
 
 use super::facts::call_error;
 use super::VCenterSession;
@@ -136,23 +135,6 @@ impl Session for VCenterSession {
     }
 }
 
-fn traversal(name: &str, type_: &str, path: &str, next: &[&str]) -> AnySelectionSpec {
-    AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
-        name: Some(name.to_string()),
-        type_: type_.to_string(),
-        path: path.to_string(),
-        skip: Some(false),
-        select_set: next
-            .iter()
-            .map(|n| {
-                AnySelectionSpec::SelectionSpec(Box::new(SelectionSpec {
-                    name: Some(n.to_string()),
-                }))
-            })
-            .collect(),
-    }))
-}
-
 /// From the root folder: folders, datacenters, their host, network and
 /// datastore folders with what they hold (clusters, networks, datastores,
 /// nested folders and storage pods), and the clusters' hosts. Not the VM
@@ -166,26 +148,26 @@ fn failure_domain_traversal() -> Vec<AnySelectionSpec> {
         "computeHosts",
     ];
     vec![
-        traversal("folderChildren", "Folder", "childEntity", NEXT),
-        traversal(
+        traversal_spec("folderChildren", "Folder", "childEntity", NEXT),
+        traversal_spec(
             "datacenterHosts",
             "Datacenter",
             "hostFolder",
             &["folderChildren"],
         ),
-        traversal(
+        traversal_spec(
             "datacenterNetworks",
             "Datacenter",
             "networkFolder",
             &["folderChildren"],
         ),
-        traversal(
+        traversal_spec(
             "datacenterDatastores",
             "Datacenter",
             "datastoreFolder",
             &["folderChildren"],
         ),
-        traversal("computeHosts", "ComputeResource", "host", &[]),
+        traversal_spec("computeHosts", "ComputeResource", "host", &[]),
     ]
 }
 
@@ -193,13 +175,13 @@ fn failure_domain_traversal() -> Vec<AnySelectionSpec> {
 /// (VMs, templates, nested folders).
 fn vm_folder_traversal() -> Vec<AnySelectionSpec> {
     vec![
-        traversal(
+        traversal_spec(
             "folderChildren",
             "Folder",
             "childEntity",
             &["folderChildren", "datacenterVms"],
         ),
-        traversal(
+        traversal_spec(
             "datacenterVms",
             "Datacenter",
             "vmFolder",
@@ -257,16 +239,6 @@ impl<'a> Tree<'a> {
         }
         None
     }
-}
-
-/// vCenter escapes `%`, `/` and `\` in entity names; names are shown and
-/// matched unescaped.
-fn unescape_name(name: &str) -> String {
-    name.replace("%2f", "/")
-        .replace("%2F", "/")
-        .replace("%5c", "\\")
-        .replace("%5C", "\\")
-        .replace("%25", "%")
 }
 
 /// The inventory from the walk's entities and hosts: per datacenter, its
@@ -492,10 +464,5 @@ mod tests {
             entity("Folder", "b", "b", Some(&a)),
         ];
         assert_eq!(Tree::new(&entities).datacenter_of(&a), None);
-    }
-
-    #[test]
-    fn names_are_unescaped() {
-        assert_eq!(unescape_name("a%2fb%5cc%25d"), "a/b\\c%d");
     }
 }

@@ -1,24 +1,26 @@
 //! [`Machines`] on a real vCenter session, with `vsphere-client`.
 //!
 //! Calls per VM: the lookup by instance UUID is `FindByUuid` (plus one
-//! `RetrievePropertiesEx` when it finds the VM); a clone reads the template's devices and calls
-//! `CloneVM_Task`; each power or reconfigure operation is one task call; tasks
-//! are waited for through the client's one shared task filter. Placement
-//! (folder, resource pool, datastores, port groups) is resolved once per
-//! session and cached, so it is amortised over every VM of the Provider.
+//! `RetrievePropertiesEx` when it finds the VM); a clone is one `CloneVM_Task`
+//! through the SDK's clone with the template's devices, read once per session;
+//! each power or reconfigure operation is one task call; tasks are waited for
+//! through the client's one shared task filter. Placement (folder, resource
+//! pool, datastores, port groups) is resolved once per session and cached, so
+//! it is amortised over every VM of the Provider.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use vsphere_client::inventory::NetworkInfo;
+use vsphere_client::inventory::{escape_name, NetworkInfo};
 use vsphere_client::mo;
 use vsphere_client::types::{
     AnyVirtualDevice, DuplicateName, InvalidPowerState, ManagedObjectNotFound,
-    ManagedObjectReference, VirtualMachineCloneSpec, VirtualMachineRelocateSpec,
+    ManagedObjectReference,
 };
 use vsphere_client::vm::{
-    ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec,
+    CloneSpec, ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter,
+    NicSpec,
 };
 
 use super::facts::{error, facts_of, task_facts, VM_PROPERTIES};
@@ -60,11 +62,6 @@ fn vm_ref(value: &str) -> ManagedObjectReference {
         type_: "VirtualMachine".into(),
         value: value.into(),
     }
-}
-
-/// An inventory path element: `/` in a name is written `%2f`.
-fn escape(name: &str) -> String {
-    name.replace('%', "%25").replace('/', "%2f")
 }
 
 fn firmware(firmware: Firmware) -> VmFirmware {
@@ -111,12 +108,12 @@ impl VCenterSession {
         datacenter: &str,
         folder: &str,
     ) -> Result<ManagedObjectReference, Error> {
-        let path = format!("{}/vm/{}", escape(datacenter), escape(folder));
+        let path = format!("{}/vm/{}", escape_name(datacenter), escape_name(folder));
         if let Some(found) = self.path(&path).await? {
             return Ok(found);
         }
         let parent = self
-            .required(&format!("{}/vm", escape(datacenter)), "VM folder")
+            .required(&format!("{}/vm", escape_name(datacenter)), "VM folder")
             .await?;
         match self.client().vim().create_folder(&parent, folder).await {
             Ok(made) => {
@@ -170,7 +167,9 @@ impl VCenterSession {
         {
             return Ok(found);
         }
-        let dc = self.required(&escape(datacenter), "datacenter").await?;
+        let dc = self
+            .required(&escape_name(datacenter), "datacenter")
+            .await?;
         let found = self
             .client()
             .finder()
@@ -212,8 +211,8 @@ impl VCenterSession {
                 .required(
                     &format!(
                         "{}/datastore/{}",
-                        escape(datacenter),
-                        escape(&disk.datastore)
+                        escape_name(datacenter),
+                        escape_name(&disk.datastore)
                     ),
                     "datastore",
                 )
@@ -330,12 +329,12 @@ impl Machines for VCenterSession {
     }
 
     async fn start_clone(&self, request: &CloneRequest) -> Result<String, Error> {
-        let dc = escape(&request.datacenter);
+        let dc = escape_name(&request.datacenter);
         let template = match &request.template_mo_ref {
             Some(r) => vm_ref(r),
             None => {
                 self.required(
-                    &format!("{dc}/vm/{}", escape(&request.template_name)),
+                    &format!("{dc}/vm/{}", escape_name(&request.template_name)),
                     "template",
                 )
                 .await?
@@ -344,13 +343,13 @@ impl Machines for VCenterSession {
         let folder = self.folder(&request.datacenter, &request.folder).await?;
         let pool = self
             .required(
-                &format!("{dc}/host/{}/Resources", escape(&request.cluster)),
+                &format!("{dc}/host/{}/Resources", escape_name(&request.cluster)),
                 "resource pool",
             )
             .await?;
         let datastore = match &request.datastore {
             Some(ds) => Some(
-                self.required(&format!("{dc}/datastore/{}", escape(ds)), "datastore")
+                self.required(&format!("{dc}/datastore/{}", escape_name(ds)), "datastore")
                     .await?,
             ),
             None => None,
@@ -358,30 +357,15 @@ impl Machines for VCenterSession {
         let devices = self.template_devices(&template).await?;
         let config = self
             .config_spec(&request.datacenter, &request.shape, &request.instance_uuid)
-            .await?
-            .to_vim(&devices)
-            .map_err(|e| {
-                error(
-                    &format!("the clone's configuration from {}", request.template_name),
-                    &e,
-                )
-            })?;
-        let spec = VirtualMachineCloneSpec {
-            location: VirtualMachineRelocateSpec {
-                folder: Some(folder.clone()),
-                pool: Some(pool),
-                datastore,
-                ..Default::default()
-            },
-            template: false,
-            config: Some(config),
-            power_on: false,
-            ..Default::default()
-        };
+            .await?;
+        let mut spec = CloneSpec::new(folder).pool(pool).config(config);
+        if let Some(datastore) = datastore {
+            spec = spec.datastore(datastore);
+        }
         let task = self
             .client()
-            .vim()
-            .clone_vm_task(&template, &folder, &request.name, &spec)
+            .vm(template)
+            .start_clone_with_devices(&request.name, &spec, &devices)
             .await
             .map_err(|e| {
                 if e.is_fault::<ManagedObjectNotFound>() {
@@ -394,7 +378,7 @@ impl Machines for VCenterSession {
                     &e,
                 )
             })?;
-        Ok(task.value)
+        Ok(task.reference().value.clone())
     }
 
     async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
