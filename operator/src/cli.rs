@@ -32,11 +32,14 @@ pub enum Command {
         #[command(subcommand)]
         backend: Backend,
     },
-    /// Write the CRDs generated from the API types.
+    /// Write the CRDs generated from the API types, and their API reference.
     Crdgen {
         /// Directory to write `<plural>.yaml` files into.
         #[arg(long, default_value = "deploy/crds")]
         out: PathBuf,
+        /// The API reference generated from the CRDs' schemas.
+        #[arg(long, default_value = crate::crdgen::REFERENCE)]
+        reference: PathBuf,
     },
     /// Run the operator's reconcile code over manifests, without a cluster.
     Check {

@@ -17,9 +17,11 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     banlieue::telemetry::init();
     match cli.command {
-        Command::Crdgen { out } => match banlieue::crdgen::write(&out) {
+        Command::Crdgen { out, reference } => match banlieue::crdgen::write(&out)
+            .and_then(|()| banlieue::crdgen::write_reference(&reference))
+        {
             Ok(()) => {
-                info!(dir = %out.display(), "CRDs written");
+                info!(dir = %out.display(), reference = %reference.display(), "CRDs written");
                 ExitCode::SUCCESS
             }
             Err(e) => {

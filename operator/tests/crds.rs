@@ -33,6 +33,46 @@ fn committed_crds_match_the_generator() {
     }
 }
 
+#[test]
+fn committed_api_reference_matches_the_generator() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(crdgen::REFERENCE);
+    let committed = std::fs::read_to_string(&path).expect("docs/crd-reference.md exists");
+    assert!(
+        committed == crdgen::reference(),
+        "{} is stale: run `cargo run -p banlieue -- crdgen` and commit the result",
+        crdgen::REFERENCE
+    );
+}
+
+#[test]
+fn the_api_reference_names_every_field_with_its_rules() {
+    let text = crdgen::reference();
+    for kind in [
+        "Provider",
+        "VMClass",
+        "VMImage",
+        "VirtualMachine",
+        "VSphereMachine",
+    ] {
+        assert!(text.contains(&format!("\n## {kind}\n")), "{kind}");
+    }
+    let line = |path: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("| `{path}` |")))
+            .unwrap_or_else(|| panic!("no row for {path}"))
+            .to_string()
+    };
+    assert!(line("spec.connection.caBundle.key").contains("Default `ca.crt`."));
+    assert!(line("spec.connection.caBundle")
+        .contains("set exactly one of inline, configMapRef or secretRef"));
+    assert!(line("spec.connection.endpoint").contains("| yes |"));
+    assert!(
+        line("spec.capabilities.storageClasses[].target.datastore").contains("Minimum length 1.")
+    );
+}
+
 fn schema(kind: &str) -> Value {
     let (_, crd) = crdgen::all()
         .into_iter()

@@ -93,6 +93,6 @@ pub fn image_error_policy<V: VSphere>(
     ctx: Arc<Context<V>>,
 ) -> Action {
     let delay = ctx.failed(key(image.as_ref()));
-    warn!(name = image.name_any(), %error, ?delay, "VMImage reconcile failed");
+    warn!(name = image.name_any(), %error, error_kind = error.label(), ?delay, "VMImage reconcile failed");
     Action::requeue(delay)
 }

@@ -144,7 +144,7 @@ pub fn provider_error_policy<V: VSphere>(
     ctx: Arc<Context<V>>,
 ) -> Action {
     let delay = ctx.failed(key(provider.as_ref()));
-    warn!(namespace = provider.namespace().unwrap_or_default(), name = provider.name_any(), %error, ?delay, "Provider reconcile failed");
+    warn!(namespace = provider.namespace().unwrap_or_default(), name = provider.name_any(), %error, error_kind = error.label(), ?delay, "Provider reconcile failed");
     Action::requeue(delay)
 }
 

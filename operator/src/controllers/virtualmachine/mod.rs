@@ -221,7 +221,7 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
 /// Per-object exponential backoff: 5s, 10s, 20s ... up to 5 minutes.
 pub fn error_policy(vm: Arc<VirtualMachine>, error: &Error, ctx: Arc<Context>) -> Action {
     let delay = ctx.failures.failed(key(vm.as_ref()));
-    warn!(namespace = vm.namespace().unwrap_or_default(), name = vm.name_any(), %error, ?delay, "reconcile failed");
+    warn!(namespace = vm.namespace().unwrap_or_default(), name = vm.name_any(), %error, error_kind = error.label(), ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 

@@ -211,7 +211,7 @@ pub fn machine_error_policy<V: VSphere>(
     ctx: Arc<Context<V>>,
 ) -> Action {
     let delay = ctx.failed(key(machine.as_ref()));
-    warn!(namespace = machine.namespace().unwrap_or_default(), name = machine.name_any(), %error, ?delay, "VSphereMachine reconcile failed");
+    warn!(namespace = machine.namespace().unwrap_or_default(), name = machine.name_any(), %error, error_kind = error.label(), ?delay, "VSphereMachine reconcile failed");
     Action::requeue(delay)
 }
 
