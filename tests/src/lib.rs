@@ -21,7 +21,7 @@ mod ca;
 mod kube_emulator;
 mod simulator;
 
-pub use binaries::banlieue_binary;
+pub use binaries::{banlieue_binary, vsphere_cli_binary};
 pub use ca::{thumbprint, ServerCertificate, TestCa};
 pub use kube_emulator::{kube_emulator_script, KubeEmulator, KubeEmulatorError};
 pub use simulator::{

@@ -24,7 +24,9 @@ pub enum ErrorKind {
     /// TLS failed: most often the server's certificate was not trusted
     /// (unknown CA, wrong host name, expired, thumbprint mismatch).
     Tls,
-    /// The call did not complete within the configured timeout.
+    /// The call did not complete in time; [`Error::timeout_cause`] says
+    /// which bound ended it (the call's deadline, an attempt's timeout, a
+    /// response body that stalled or came too slowly).
     Timeout,
     /// The server answered with an HTTP status that is neither success nor a
     /// SOAP fault (for example a 503 from a proxy, or a 404 on a wrong path).
@@ -60,6 +62,29 @@ pub enum ErrorKind {
     /// nothing, a UUID no VM has. (A managed object reference that no longer
     /// exists is the server's `ManagedObjectNotFound` fault instead.)
     NotFound,
+}
+
+/// Which bound ended a call of kind [`ErrorKind::Timeout`]
+/// ([`Error::timeout_cause`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TimeoutCause {
+    /// The call's deadline passed: the bound on the whole call, every
+    /// attempt and backoff included
+    /// ([`ClientBuilder::call_deadline`](crate::ClientBuilder::call_deadline)).
+    CallDeadline,
+    /// One attempt took longer than the per-attempt timeout
+    /// ([`ClientBuilder::call_timeout`](crate::ClientBuilder::call_timeout)).
+    AttemptTimeout,
+    /// The response body stopped: no byte for the body idle timeout
+    /// ([`ClientBuilder::body_idle_timeout`](crate::ClientBuilder::body_idle_timeout)).
+    BodyIdle,
+    /// The response body kept coming, but more slowly than the minimum
+    /// transfer rate ([`ClientBuilder::min_body_rate`](crate::ClientBuilder::min_body_rate)).
+    BodyTooSlow,
+    /// The TCP or TLS connection was not established within the connect
+    /// timeout.
+    Connect,
 }
 
 /// A SOAP fault returned by the server: the fault code and message, and the
@@ -190,6 +215,7 @@ struct Inner {
     method: Option<&'static str>,
     fault: Option<Fault>,
     source: Option<BoxError>,
+    timeout_cause: Option<TimeoutCause>,
 }
 
 impl Error {
@@ -201,8 +227,16 @@ impl Error {
                 method: None,
                 fault: None,
                 source: None,
+                timeout_cause: None,
             }),
         }
+    }
+
+    /// An error of kind [`ErrorKind::Timeout`] saying which bound ended the call.
+    pub(crate) fn timeout(cause: TimeoutCause, message: impl Into<String>) -> Self {
+        let mut err = Error::new(ErrorKind::Timeout, message);
+        err.inner.timeout_cause = Some(cause);
+        err
     }
 
     pub(crate) fn with_source(mut self, source: impl Into<BoxError>) -> Self {
@@ -289,6 +323,22 @@ impl Error {
         Report(self)
     }
 
+    /// For an error of kind [`ErrorKind::Timeout`], which bound ended the
+    /// call: its deadline, an attempt's timeout, a stalled or too slow
+    /// response body, the connect timeout.
+    ///
+    /// ```no_run
+    /// # fn demo(err: &vsphere_client::Error) {
+    /// use vsphere_client::TimeoutCause;
+    /// if err.timeout_cause() == Some(TimeoutCause::CallDeadline) {
+    ///     eprintln!("vCenter did not answer in time: {}", err.report());
+    /// }
+    /// # }
+    /// ```
+    pub fn timeout_cause(&self) -> Option<TimeoutCause> {
+        self.inner.timeout_cause
+    }
+
     /// The SOAP method that failed, when the error came from a call.
     pub fn method(&self) -> Option<&'static str> {
         self.inner.method
@@ -325,6 +375,9 @@ impl fmt::Debug for Error {
         }
         if let Some(method) = self.inner.method {
             d.field("method", &method);
+        }
+        if let Some(cause) = self.inner.timeout_cause {
+            d.field("timeout_cause", &cause);
         }
         if let Some(fault) = &self.inner.fault {
             d.field("fault", fault);
@@ -413,8 +466,20 @@ pub(crate) fn from_reqwest(err: reqwest::Error, url: &str) -> Error {
         return Error::new(ErrorKind::Tls, message).with_source(err);
     }
     if err.is_timeout() {
-        return Error::new(ErrorKind::Timeout, format!("request to {url} timed out"))
-            .with_source(err);
+        // The only reqwest timeout this crate sets on SOAP calls is the
+        // connect timeout; the REST side also sets a per-request one.
+        let (cause, message) = if err.is_connect() {
+            (
+                TimeoutCause::Connect,
+                format!("cannot connect to {url}: the connect timeout passed"),
+            )
+        } else {
+            (
+                TimeoutCause::AttemptTimeout,
+                format!("no complete answer from {url} within the call timeout"),
+            )
+        };
+        return Error::timeout(cause, message).with_source(err);
     }
     let message = if err.is_connect() {
         format!("cannot connect to {url}")

@@ -133,10 +133,11 @@ mod transport;
 mod version;
 
 pub use client::{
-    Client, ClientBuilder, Vim, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE,
-    DEFAULT_MAX_RESPONSE_SIZE,
+    Client, ClientBuilder, Vim, DEFAULT_BODY_IDLE_TIMEOUT, DEFAULT_CALL_DEADLINE,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_RESPONSE_SIZE,
+    DEFAULT_MIN_BODY_RATE, DEFAULT_MIN_BODY_RATE_WINDOW,
 };
-pub use error::{report, Error, ErrorKind, Fault, Report};
+pub use error::{report, Error, ErrorKind, Fault, Report, TimeoutCause};
 
 // The everyday API: typed property retrieval, views, tasks, inventory, VMs.
 pub mod inventory;
@@ -145,5 +146,5 @@ pub mod task;
 pub mod view;
 pub mod vm;
 pub use stats::MethodStats;
-pub use transport::{RetryConfig, WIRE_LOG_TARGET};
+pub use transport::{RetryConfig, MIN_ATTEMPT, WIRE_LOG_TARGET};
 pub use version::GENERATED_API_VERSION;

@@ -4,9 +4,13 @@
 //! [ConcurrencyLimit] -> Retry(RetryPolicy) -> MapErr -> Timeout -> HttpService (reqwest)
 //! ```
 //!
-//! `HttpService` posts one SOAP body and reads the reply with a size limit;
-//! the timeout bounds each attempt; the retry policy repeats an attempt only
-//! when that cannot run an operation twice (see [`RetryPolicy`]).
+//! `HttpService` posts one SOAP body and reads the reply with a size limit
+//! and a watch on the body's progress ([`BodyProgress`]); each attempt is
+//! bounded by the per-attempt timeout and by the call's deadline; the retry
+//! policy repeats an attempt only when that cannot run an operation twice,
+//! and only when another attempt fits before the deadline (see
+//! [`RetryPolicy`]). [`send`] bounds the whole call, the wait for a
+//! concurrency permit included, by the deadline.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,7 +26,7 @@ use tower::util::rng::HasherRng;
 use tower::util::BoxCloneSyncService;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-use crate::error::{from_reqwest, Error, ErrorKind};
+use crate::error::{from_reqwest, Error, ErrorKind, TimeoutCause};
 use crate::redact::{redact_body, Secret};
 
 /// The tracing target of the wire log (request and response bodies, at
@@ -69,6 +73,83 @@ pub(crate) struct SoapCall {
     pub secrets: Arc<[Secret]>,
     /// This call's per-attempt timeout, instead of the client's.
     pub timeout: Option<Duration>,
+    /// When the whole call (every attempt and backoff) must be over.
+    pub deadline: Option<Deadline>,
+}
+
+/// The end of a call: the instant, and the bound it came from (for errors).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deadline {
+    pub at: tokio::time::Instant,
+    pub bound: Duration,
+}
+
+impl Deadline {
+    /// A deadline `bound` from now.
+    pub(crate) fn after(bound: Duration) -> Deadline {
+        Deadline {
+            at: tokio::time::Instant::now() + bound,
+            bound,
+        }
+    }
+
+    /// The error of a call whose deadline passed, waiting for `url` (or
+    /// before it could be sent).
+    pub(crate) fn error(&self, url: Option<&str>) -> Error {
+        let bound = format_duration(self.bound);
+        Error::timeout(
+            TimeoutCause::CallDeadline,
+            match url {
+                Some(url) => format!("the call deadline ({bound}) passed before {url} answered"),
+                None => format!("the call deadline ({bound}) passed"),
+            },
+        )
+    }
+}
+
+/// The shortest attempt a retry must have room for before the deadline
+/// (after its backoff): a retry that would be cut at once is not started.
+pub const MIN_ATTEMPT: Duration = Duration::from_secs(1);
+
+/// A duration as a person writes it: `10m`, `30s`, `1.5s`, `400ms`.
+pub(crate) fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 && !d.is_zero() {
+        return format!("{}us", d.as_micros());
+    }
+    if ms % 1000 != 0 {
+        return if ms < 1000 {
+            format!("{ms}ms")
+        } else {
+            format!("{}s", d.as_secs_f64())
+        };
+    }
+    let secs = d.as_secs();
+    if secs >= 3600 && secs % 3600 == 0 {
+        format!("{}h", secs / 3600)
+    } else if secs >= 60 && secs % 60 == 0 {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+/// How a response body must keep coming once the headers are in: a body
+/// that stops (no byte for `idle`) or trickles (fewer than
+/// `min_bytes_per_second` over a `window`) fails the attempt with
+/// [`ErrorKind::Timeout`] and the cause named. A body that is complete
+/// within one window is never measured, however small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BodyProgress {
+    pub idle: Option<Duration>,
+    pub min_bytes_per_second: u64,
+    pub window: Duration,
+}
+
+impl BodyProgress {
+    fn measures_rate(&self) -> bool {
+        self.min_bytes_per_second > 0 && !self.window.is_zero()
+    }
 }
 
 /// The server's answer, body read in full (within the limit).
@@ -116,6 +197,10 @@ impl RetryConfig {
 pub(crate) struct TransportConfig {
     pub url: url::Url,
     pub call_timeout: Option<Duration>,
+    /// The bound on a whole call, retries and backoff included.
+    pub call_deadline: Option<Duration>,
+    /// The watch on response bodies.
+    pub body_progress: BodyProgress,
     pub max_response_size: u64,
     pub retry: RetryConfig,
     pub concurrency_limit: Option<usize>,
@@ -139,6 +224,7 @@ pub(crate) fn build_stack(
         url: Arc::new(config.url.clone()),
         max_response_size: config.max_response_size,
         default_timeout: config.call_timeout,
+        body_progress: config.body_progress,
         body_buffers: config.body_buffers.clone(),
     };
     let policy = RetryPolicy::new(&config.retry)?;
@@ -160,6 +246,10 @@ pub(crate) fn build_stack(
 /// - Any other transport error, a timeout, or HTTP 502/503/504: retried only
 ///   for idempotent operations, since the server may have started the work.
 /// - Everything else (faults, TLS, decoding, 500): never retried here.
+///
+/// A retry starts only when its backoff and [`MIN_ATTEMPT`] fit before the
+/// call's deadline; otherwise the last attempt's error is the call's, saying
+/// so.
 #[derive(Clone)]
 pub(crate) struct RetryPolicy {
     retries_left: u32,
@@ -201,6 +291,8 @@ impl tower::retry::Policy<SoapCall, SoapReply, Error> for RetryPolicy {
                             | StatusCode::GATEWAY_TIMEOUT
                     )
             }
+            // The call is over: nothing to retry in.
+            Err(err) if err.timeout_cause() == Some(TimeoutCause::CallDeadline) => false,
             Err(err) => {
                 err.request_not_sent()
                     || (req.idempotent
@@ -210,17 +302,34 @@ impl tower::retry::Policy<SoapCall, SoapReply, Error> for RetryPolicy {
         if !retry {
             return None;
         }
-        self.retries_left -= 1;
         let why = match result {
             Ok(reply) => format!("HTTP {}", reply.status.as_u16()),
             Err(err) => err.to_string(),
         };
+        let backoff = self.backoff.next_backoff();
+        if let Some(deadline) = req.deadline {
+            if backoff.deadline() + MIN_ATTEMPT > deadline.at {
+                tracing::debug!(
+                    method = req.method,
+                    "not retrying after {why}: no room for another attempt before the call deadline"
+                );
+                if let Err(err) = result {
+                    let taken = std::mem::replace(err, Error::new(ErrorKind::Timeout, ""));
+                    *err = taken.with_note(&format!(
+                        "not tried again: no room for another attempt before the call deadline ({})",
+                        format_duration(deadline.bound)
+                    ));
+                }
+                return None;
+            }
+        }
+        self.retries_left -= 1;
         tracing::debug!(
             method = req.method,
             retries_left = self.retries_left,
             "retrying after {why}"
         );
-        Some(self.backoff.next_backoff())
+        Some(backoff)
     }
 
     fn clone_request(&mut self, req: &SoapCall) -> Option<SoapCall> {
@@ -236,6 +345,7 @@ pub(crate) struct HttpService {
     max_response_size: u64,
     /// Per-attempt timeout of calls that bring none.
     default_timeout: Option<Duration>,
+    body_progress: BodyProgress,
     body_buffers: Arc<BodyBuffers>,
 }
 
@@ -252,18 +362,36 @@ impl Service<SoapCall> for HttpService {
         let this = self.clone();
         let limit = call.timeout.or(this.default_timeout);
         let idempotent = call.idempotent;
+        let deadline = call.deadline;
         Box::pin(async move {
-            let result = match limit {
+            let started = tokio::time::Instant::now();
+            // Whichever ends first: this attempt's timeout or the call's deadline.
+            let attempt_end = limit.map(|limit| started + limit);
+            let (end, by_deadline) = match (attempt_end, deadline) {
+                (Some(a), Some(d)) if d.at < a => (Some(d.at), true),
+                (Some(a), _) => (Some(a), false),
+                (None, Some(d)) => (Some(d.at), true),
+                (None, None) => (None, false),
+            };
+            if let Some(d) = deadline.filter(|d| d.at <= started) {
+                // Nothing sent: no note about the server having run it.
+                return Err(d.error(None));
+            }
+            let result = match end {
                 None => this.post(call).await,
-                Some(limit) => match tokio::time::timeout(limit, this.post(call)).await {
+                Some(end) => match tokio::time::timeout_at(end, this.post(call)).await {
                     Ok(result) => result,
-                    Err(_elapsed) => Err(Error::new(
-                        ErrorKind::Timeout,
-                        format!(
-                            "no complete answer from {} within the call timeout ({limit:?})",
-                            this.url
+                    Err(_elapsed) => Err(match deadline {
+                        Some(d) if by_deadline => d.error(Some(this.url.as_str())),
+                        _ => Error::timeout(
+                            TimeoutCause::AttemptTimeout,
+                            format!(
+                                "no complete answer from {} within the call timeout ({})",
+                                this.url,
+                                format_duration(limit.unwrap_or_default())
+                            ),
                         ),
-                    )),
+                    }),
                 },
             };
             result.map_err(|err| {
@@ -326,7 +454,14 @@ impl HttpService {
             .iter()
             .find_map(|v| v.to_str().ok().and_then(parse_session_cookie));
         let buffer = self.body_buffers.take();
-        let body = read_limited(response, buffer, self.max_response_size, url).await?;
+        let body = read_limited(
+            response,
+            buffer,
+            self.max_response_size,
+            url,
+            &self.body_progress,
+        )
+        .await?;
         if tracing::enabled!(target: WIRE_LOG_TARGET, tracing::Level::TRACE) {
             let mut secrets: Vec<&Secret> = call.secrets.iter().collect();
             secrets.extend(call.cookie.as_ref());
@@ -393,12 +528,14 @@ impl BodyBuffers {
 }
 
 /// Reads a body chunk by chunk into `body` (emptied first), failing as soon
-/// as it passes `limit`, so a huge or endless body never gets buffered.
+/// as it passes `limit`, so a huge or endless body never gets buffered, and
+/// as soon as it stops or trickles (`progress`).
 pub(crate) async fn read_limited(
     mut response: reqwest::Response,
     mut body: BytesMut,
     limit: u64,
     url: &str,
+    progress: &BodyProgress,
 ) -> Result<Bytes, Error> {
     let too_large = || {
         Error::new(
@@ -416,10 +553,63 @@ pub(crate) async fn read_limited(
         .min(1 << 20);
     body.clear();
     body.reserve(initial as usize);
-    while let Some(chunk) = response.chunk().await.map_err(|e| from_reqwest(e, url))? {
+    let mut window_start = tokio::time::Instant::now();
+    let mut window_bytes = 0u64;
+    loop {
+        let now = tokio::time::Instant::now();
+        let window_end = progress
+            .measures_rate()
+            .then(|| window_start + progress.window);
+        if let Some(end) = window_end.filter(|end| now >= *end) {
+            let least =
+                (progress.min_bytes_per_second as f64 * progress.window.as_secs_f64()) as u64;
+            if window_bytes < least {
+                return Err(Error::timeout(
+                    TimeoutCause::BodyTooSlow,
+                    format!(
+                        "the response body from {url} came too slowly: {window_bytes} bytes in {}, \
+                         under the minimum of {} bytes/s",
+                        format_duration(progress.window),
+                        progress.min_bytes_per_second
+                    ),
+                ));
+            }
+            window_start = end;
+            window_bytes = 0;
+            continue;
+        }
+        let idle_end = progress.idle.map(|idle| now + idle);
+        let wake = match (idle_end, window_end) {
+            (Some(i), Some(w)) => Some(i.min(w)),
+            (i, w) => i.or(w),
+        };
+        let next = match wake {
+            None => response.chunk().await,
+            // `chunk` only polls the body: dropping it when the timer wins
+            // loses nothing.
+            Some(wake) => match tokio::time::timeout_at(wake, response.chunk()).await {
+                Ok(next) => next,
+                Err(_elapsed) if Some(wake) == idle_end => {
+                    return Err(Error::timeout(
+                        TimeoutCause::BodyIdle,
+                        format!(
+                            "the response body from {url} stopped: no data for {} (after {} bytes)",
+                            format_duration(progress.idle.unwrap_or_default()),
+                            body.len()
+                        ),
+                    ));
+                }
+                // The window ended: measured at the top of the loop.
+                Err(_elapsed) => continue,
+            },
+        };
+        let Some(chunk) = next.map_err(|e| from_reqwest(e, url))? else {
+            break;
+        };
         if (body.len() + chunk.len()) as u64 > limit {
             return Err(too_large());
         }
+        window_bytes += chunk.len() as u64;
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
@@ -433,9 +623,16 @@ fn parse_session_cookie(header: &str) -> Option<Secret> {
     (name.trim() == SESSION_COOKIE && !value.is_empty()).then(|| Secret::new(value.trim()))
 }
 
-/// Sends a call through the stack.
+/// Sends a call through the stack, within its deadline (which also bounds
+/// the wait for a concurrency permit).
 pub(crate) async fn send(service: &SoapService, call: SoapCall) -> Result<SoapReply, Error> {
-    service.clone().oneshot(call).await
+    let Some(deadline) = call.deadline else {
+        return service.clone().oneshot(call).await;
+    };
+    match tokio::time::timeout_at(deadline.at, service.clone().oneshot(call)).await {
+        Ok(result) => result,
+        Err(_elapsed) => Err(deadline.error(None)),
+    }
 }
 
 #[cfg(test)]
@@ -493,5 +690,25 @@ mod tests {
         assert!(parse_session_cookie("other=1; Path=/").is_none());
         assert!(parse_session_cookie("vmware_soap_session=").is_none());
         assert!(parse_session_cookie("").is_none());
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        let cases = [
+            (Duration::from_secs(600), "10m"),
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_millis(400), "400ms"),
+            (Duration::from_secs(7200), "2h"),
+        ];
+        for (d, text) in cases {
+            assert_eq!(format_duration(d), text);
+        }
     }
 }

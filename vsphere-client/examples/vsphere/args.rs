@@ -1,5 +1,6 @@
 //! Go-style flag parsing (`-name`, `-name=value`, `-name value`), the
-//! global flags every command accepts (`-u URL`, `-k`), and the CLI error.
+//! global flags every command accepts (`-u URL`, `-k`, `-timeout D`), and
+//! the CLI error.
 
 use std::fmt;
 use std::sync::Mutex;
@@ -59,7 +60,7 @@ pub struct Args {
 }
 
 impl Args {
-    /// Takes `-u URL` and `-k` out of the arguments.
+    /// Takes `-u URL`, `-k` and `-timeout D` out of the arguments.
     pub fn new(raw: Vec<String>) -> Result<Args, CliError> {
         let mut args = Args {
             config: Config::default(),
@@ -67,7 +68,8 @@ impl Args {
         };
         let url = args.value("u")?;
         let insecure = args.flag("k")?;
-        args.config = Config::from_env_and_flags(url, insecure)?;
+        let timeout = args.value("timeout")?;
+        args.config = Config::from_env_and_flags(url, insecure, timeout)?;
         Ok(args)
     }
 

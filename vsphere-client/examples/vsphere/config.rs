@@ -7,8 +7,12 @@
 //! - `GOVC_TLS_CA_CERTS`: PEM file(s) of trusted CAs (`:`-separated).
 //! - `GOVC_TLS_KNOWN_HOSTS`: a file of `host thumbprint` lines, as govc
 //!   writes it; the thumbprint for the URL's host pins the certificate.
+//! - `GOVC_TIMEOUT` (or `-timeout`): the deadline of each vSphere call,
+//!   retries included, as a Go duration (`30s`, `5m`, `1m30s`, `500ms`);
+//!   default the client's (10 min).
 
 use std::fmt;
+use std::time::Duration;
 
 use vsphere_client::{Client, ClientBuilder};
 
@@ -22,6 +26,7 @@ pub struct Config {
     insecure: bool,
     ca_certs: Option<String>,
     known_hosts: Option<String>,
+    timeout: Option<Duration>,
 }
 
 impl fmt::Debug for Config {
@@ -39,6 +44,7 @@ impl fmt::Debug for Config {
             .field("insecure", &self.insecure)
             .field("ca_certs", &self.ca_certs)
             .field("known_hosts", &self.known_hosts)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -51,7 +57,20 @@ impl Config {
     pub fn from_env_and_flags(
         url_flag: Option<String>,
         insecure_flag: bool,
+        timeout_flag: Option<String>,
     ) -> Result<Config, CliError> {
+        let timeout = match (timeout_flag, env("GOVC_TIMEOUT")) {
+            (Some(flag), _) => Some(
+                parse_duration(&flag)
+                    .map_err(|why| CliError::Usage(format!("invalid -timeout {flag:?}: {why}")))?,
+            ),
+            (None, Some(var)) => {
+                Some(parse_duration(&var).map_err(|why| {
+                    CliError::Usage(format!("invalid GOVC_TIMEOUT={var:?}: {why}"))
+                })?)
+            }
+            (None, None) => None,
+        };
         let insecure_env = match env("GOVC_INSECURE").as_deref() {
             None => false,
             Some("1" | "true" | "TRUE" | "True" | "t" | "yes") => true,
@@ -69,6 +88,7 @@ impl Config {
             insecure: insecure_flag || insecure_env,
             ca_certs: env("GOVC_TLS_CA_CERTS"),
             known_hosts: env("GOVC_TLS_KNOWN_HOSTS"),
+            timeout,
         })
     }
 
@@ -80,6 +100,9 @@ impl Config {
             .ok_or_else(|| CliError::Usage("no vCenter URL: set GOVC_URL or pass -u URL".into()))?;
         let parts = split_url(url);
         let mut builder = Client::builder(&parts.without_credentials);
+        if let Some(timeout) = self.timeout {
+            builder = builder.call_deadline(Some(timeout));
+        }
         let username = self.username.clone().or(parts.username);
         let password = self.password.clone().or(parts.password);
         if let Some(username) = username {
@@ -194,4 +217,75 @@ fn known_thumbprint(file: &str, authority: &str) -> Result<Option<String>, CliEr
         }
     }
     Ok(None)
+}
+
+/// A Go duration (`time.ParseDuration`): a sequence of decimal numbers, each
+/// with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`): `30s`, `1m30s`,
+/// `1.5h`, `500ms`. Zero and negative durations are refused: a call with no
+/// time at all cannot succeed.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    const UNITS: &[(&str, f64)] = &[
+        ("ns", 1e-9),
+        ("us", 1e-6),
+        ("\u{b5}s", 1e-6),
+        ("\u{3bc}s", 1e-6),
+        ("ms", 1e-3),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("h", 3600.0),
+    ];
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    let mut seconds = 0f64;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(number_len);
+        let value: f64 = number
+            .parse()
+            .map_err(|_| "expected a number with a unit, like 30s or 5m".to_string())?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let Some((_, scale)) = UNITS.iter().find(|(name, _)| *name == unit) else {
+            return Err(if unit.is_empty() {
+                "missing unit (ns, us, ms, s, m, h)".into()
+            } else {
+                format!("unknown unit {unit:?} (ns, us, ms, s, m, h)")
+            });
+        };
+        seconds += value * scale;
+        rest = tail;
+    }
+    if seconds <= 0.0 || !seconds.is_finite() || seconds > 1e9 {
+        return Err("the duration must be positive".into());
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_as_go_does() {
+        let ok = [
+            ("30s", Duration::from_secs(30)),
+            ("5m", Duration::from_secs(300)),
+            ("1m30s", Duration::from_secs(90)),
+            ("1.5h", Duration::from_secs(5400)),
+            ("500ms", Duration::from_millis(500)),
+            ("2h45m", Duration::from_secs(9900)),
+        ];
+        for (text, expected) in ok {
+            assert_eq!(parse_duration(text), Ok(expected), "{text}");
+        }
+        for bad in ["", "30", "s", "5x", "0s", "-5s", "1..5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 }

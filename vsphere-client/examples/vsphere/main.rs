@@ -7,7 +7,8 @@
 //!
 //! Configured like govc (see `config.rs`): `GOVC_URL`, `GOVC_USERNAME`,
 //! `GOVC_PASSWORD`, `GOVC_INSECURE`, `GOVC_TLS_CA_CERTS`,
-//! `GOVC_TLS_KNOWN_HOSTS`, and the flags `-u URL` and `-k` on any command.
+//! `GOVC_TLS_KNOWN_HOSTS`, `GOVC_TIMEOUT`, and the flags `-u URL`, `-k` and
+//! `-timeout D` on any command.
 //! One module per command group; each exposes `COMMANDS` (name, usage,
 //! handler) and is listed in [`command_table`]. A handler gets [`Args`]
 //! with the global flags already taken: `args.flag("on")`,
@@ -53,9 +54,10 @@ fn command_table() -> Vec<&'static Command> {
 
 fn usage(table: &[&Command]) -> String {
     let mut out = String::from(
-        "Usage: vsphere <COMMAND> [-u URL] [-k] [ARGS]\n\n\
+        "Usage: vsphere <COMMAND> [-u URL] [-k] [-timeout D] [ARGS]\n\n\
          Configuration as govc: GOVC_URL, GOVC_USERNAME, GOVC_PASSWORD, GOVC_INSECURE,\n\
-         GOVC_TLS_CA_CERTS, GOVC_TLS_KNOWN_HOSTS. VSPHERE_LOG=warn|info|debug|trace logs to stderr\n\
+         GOVC_TLS_CA_CERTS, GOVC_TLS_KNOWN_HOSTS, GOVC_TIMEOUT (or -timeout: the deadline\n\
+         of each call, retries included, like 30s or 5m; default 10m). VSPHERE_LOG=warn|info|debug|trace logs to stderr\n\
          (trace includes the SOAP bodies, with passwords and session cookies redacted).\n\nCommands:\n",
     );
     for command in table {

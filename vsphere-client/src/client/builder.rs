@@ -10,7 +10,7 @@ use crate::error::{from_reqwest, Error, ErrorKind};
 use crate::redact::Secret;
 use crate::session::{Credentials, Session};
 use crate::tls::{self, Thumbprint, TlsMode};
-use crate::transport::{self, RetryConfig, TransportConfig};
+use crate::transport::{self, BodyProgress, RetryConfig, TransportConfig};
 use crate::version;
 
 /// Default limit on the size of one response body.
@@ -19,6 +19,15 @@ pub const DEFAULT_MAX_RESPONSE_SIZE: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(5 * 60);
 /// Default timeout of one call attempt.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Default deadline of a whole call: every attempt and backoff together.
+pub const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(10 * 60);
+/// Default longest pause in a response body once its headers are in.
+pub const DEFAULT_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default minimum transfer rate of a response body, in bytes per second,
+/// averaged over [`DEFAULT_MIN_BODY_RATE_WINDOW`].
+pub const DEFAULT_MIN_BODY_RATE: u64 = 1024;
+/// Default window over which the minimum body rate is measured.
+pub const DEFAULT_MIN_BODY_RATE_WINDOW: Duration = Duration::from_secs(45);
 /// Default timeout to establish a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -40,6 +49,8 @@ pub struct ClientBuilder {
     tls: TlsMode,
     connect_timeout: Duration,
     call_timeout: Option<Duration>,
+    call_deadline: Option<Duration>,
+    body_progress: BodyProgress,
     retry: RetryConfig,
     concurrency_limit: Option<usize>,
     keepalive: Option<Duration>,
@@ -60,6 +71,8 @@ impl fmt::Debug for ClientBuilder {
             .field("tls", &self.tls)
             .field("connect_timeout", &self.connect_timeout)
             .field("call_timeout", &self.call_timeout)
+            .field("call_deadline", &self.call_deadline)
+            .field("body_progress", &self.body_progress)
             .field("retry", &self.retry)
             .field("concurrency_limit", &self.concurrency_limit)
             .field("keepalive", &self.keepalive)
@@ -81,6 +94,12 @@ impl ClientBuilder {
             tls: TlsMode::SystemRoots,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             call_timeout: Some(DEFAULT_CALL_TIMEOUT),
+            call_deadline: Some(DEFAULT_CALL_DEADLINE),
+            body_progress: BodyProgress {
+                idle: Some(DEFAULT_BODY_IDLE_TIMEOUT),
+                min_bytes_per_second: DEFAULT_MIN_BODY_RATE,
+                window: DEFAULT_MIN_BODY_RATE_WINDOW,
+            },
             retry: RetryConfig::default(),
             concurrency_limit: None,
             keepalive: Some(DEFAULT_KEEPALIVE),
@@ -158,9 +177,49 @@ impl ClientBuilder {
     }
 
     /// Timeout of one call attempt, from sending the request to the end of
-    /// the response body (default 5 min). `None`: no limit.
+    /// the response body (default 5 min). `None`: no limit. The call's
+    /// [deadline](Self::call_deadline) bounds all attempts together.
     pub fn call_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+
+    /// Deadline of a whole call: every attempt, the backoff between them and
+    /// the wait for a [concurrency](Self::concurrency_limit) permit (default
+    /// 10 min). A retry starts only when its backoff and a minimum attempt
+    /// ([`MIN_ATTEMPT`](crate::MIN_ATTEMPT), 1 s) fit before it; a call
+    /// that runs out fails with [`ErrorKind::Timeout`] and
+    /// [`TimeoutCause::CallDeadline`](crate::TimeoutCause::CallDeadline).
+    /// `None`: only the per-attempt timeout and the retry count bound a call.
+    /// [`Client::with_call_deadline`] sets another for one handle.
+    ///
+    /// `WaitForUpdatesEx` with a `maxWaitSeconds` (update streams, task
+    /// waits) is bounded by its wait instead: each attempt by the wait plus
+    /// 30 s, the call by twice that.
+    pub fn call_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.call_deadline = deadline;
+        self
+    }
+
+    /// Longest pause in a response body once its headers are in (default
+    /// 30 s): a body that stops for longer fails the attempt with
+    /// [`TimeoutCause::BodyIdle`](crate::TimeoutCause::BodyIdle). `None`:
+    /// no limit.
+    pub fn body_idle_timeout(mut self, idle: Option<Duration>) -> Self {
+        self.body_progress.idle = idle.filter(|d| !d.is_zero());
+        self
+    }
+
+    /// Minimum transfer rate of a response body, in bytes per second
+    /// averaged over `window` (default 1 KiB/s over 45 s): a body that
+    /// brings less in a window fails the attempt with
+    /// [`TimeoutCause::BodyTooSlow`](crate::TimeoutCause::BodyTooSlow). A
+    /// body complete within one window is never measured; a 100-object page
+    /// (about 700 KB) fails only if it takes more than 45 s and brings less
+    /// than 45 KiB in one of them. `0` bytes per second: no minimum.
+    pub fn min_body_rate(mut self, bytes_per_second: u64, window: Duration) -> Self {
+        self.body_progress.min_bytes_per_second = bytes_per_second;
+        self.body_progress.window = window;
         self
     }
 
@@ -261,6 +320,8 @@ impl ClientBuilder {
         let transport_config = TransportConfig {
             url: url.clone(),
             call_timeout: self.call_timeout,
+            call_deadline: self.call_deadline,
+            body_progress: self.body_progress,
             max_response_size: self.max_response_size,
             retry: self.retry.clone(),
             concurrency_limit: self.concurrency_limit,
@@ -270,7 +331,7 @@ impl ClientBuilder {
 
         let (announced, negotiated) = match &self.version {
             Some(v) => (v.clone(), true),
-            None => match fetch_server_version(&http, &url, self.call_timeout).await? {
+            None => match fetch_server_version(&http, &url, &transport_config).await? {
                 Some(server) => (version::negotiate(&server), true),
                 None => (version::GENERATED_API_VERSION.to_owned(), false),
             },
@@ -301,6 +362,7 @@ impl ClientBuilder {
         let client = Client {
             inner,
             call_timeout: None,
+            call_deadline: None,
         };
         client.start(negotiated, self.keepalive).await?;
         Ok(client)
@@ -317,7 +379,7 @@ pub(crate) fn soap_action(version: &str) -> Arc<str> {
 async fn fetch_server_version(
     http: &reqwest::Client,
     sdk_url: &url::Url,
-    timeout: Option<Duration>,
+    config: &TransportConfig,
 ) -> Result<Option<String>, Error> {
     let mut versions_url = sdk_url.clone();
     let path = format!(
@@ -325,30 +387,47 @@ async fn fetch_server_version(
         sdk_url.path().trim_end_matches('/')
     );
     versions_url.set_path(&path);
-    let mut request = http.get(versions_url.clone());
-    if let Some(timeout) = timeout {
-        request = request.timeout(timeout);
-    }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| from_reqwest(e, sdk_url.as_str()))?;
-    if !response.status().is_success() {
-        tracing::debug!(
-            status = response.status().as_u16(),
-            "no vimServiceVersions.xml; using the service content's version"
-        );
-        return Ok(None);
-    }
-    // The document is a few hundred bytes; refuse to read a huge one.
-    let body =
-        match transport::read_limited(response, Default::default(), 1 << 20, versions_url.as_str())
+    let fetch = async {
+        let mut request = http.get(versions_url.clone());
+        if let Some(timeout) = config.call_timeout {
+            request = request.timeout(timeout);
+        }
+        let response = request
+            .send()
             .await
+            .map_err(|e| from_reqwest(e, sdk_url.as_str()))?;
+        if !response.status().is_success() {
+            tracing::debug!(
+                status = response.status().as_u16(),
+                "no vimServiceVersions.xml; using the service content's version"
+            );
+            return Ok(None);
+        }
+        // The document is a few hundred bytes; refuse to read a huge one.
+        match transport::read_limited(
+            response,
+            Default::default(),
+            1 << 20,
+            versions_url.as_str(),
+            &config.body_progress,
+        )
+        .await
         {
-            Ok(body) => body,
-            Err(e) if e.kind() == ErrorKind::BodyTooLarge => return Ok(None),
-            Err(e) => return Err(e),
-        };
+            Ok(body) => Ok(Some(body)),
+            Err(e) if e.kind() == ErrorKind::BodyTooLarge => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    // One attempt, within the call deadline like any call.
+    let body = match config.call_deadline.map(transport::Deadline::after) {
+        None => fetch.await?,
+        Some(deadline) => tokio::time::timeout_at(deadline.at, fetch)
+            .await
+            .unwrap_or_else(|_| Err(deadline.error(Some(versions_url.as_str()))))?,
+    };
+    let Some(body) = body else {
+        return Ok(None);
+    };
     let version = version::parse_service_versions(&String::from_utf8_lossy(&body));
     tracing::debug!(server_version = ?version, "read vimServiceVersions.xml");
     Ok(version)

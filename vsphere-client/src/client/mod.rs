@@ -11,15 +11,16 @@ use bytes::Bytes;
 use tracing::Instrument;
 
 pub use builder::{
-    ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE,
-    DEFAULT_MAX_RESPONSE_SIZE,
+    ClientBuilder, DEFAULT_BODY_IDLE_TIMEOUT, DEFAULT_CALL_DEADLINE, DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_RESPONSE_SIZE, DEFAULT_MIN_BODY_RATE,
+    DEFAULT_MIN_BODY_RATE_WINDOW,
 };
 pub use vim::Vim;
 
 use crate::error::{Error, ErrorKind};
 use crate::redact::Secret;
 use crate::session::{Credentials, LoginTurn, Session, Snapshot};
-use crate::transport::{self, SoapCall, SoapService};
+use crate::transport::{self, Deadline, SoapCall, SoapService};
 use crate::types::{ManagedObjectReference, ServiceContent};
 use crate::version;
 use crate::xml::Request;
@@ -34,12 +35,49 @@ use crate::xml::Request;
 /// The session is kept alive: a keepalive checks it while idle, and a call
 /// that fails with `NotAuthenticated` logs in again (once, however many
 /// calls hit the expired session together) and is retried transparently.
+///
+/// Every call ends by its deadline (10 min by default,
+/// [`ClientBuilder::call_deadline`], [`Client::with_call_deadline`]), retries
+/// included; each attempt by the call timeout (5 min); a response body that
+/// stops for 30 s or brings less than 1 KiB/s over 45 s fails its attempt
+/// ([`ClientBuilder::body_idle_timeout`], [`ClientBuilder::min_body_rate`]).
+/// [`Error::timeout_cause`] says which bound ended a call.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
     /// This handle's per-attempt timeout, instead of the builder's
     /// ([`Client::with_call_timeout`]).
     call_timeout: Option<Duration>,
+    /// This handle's call deadline, instead of the builder's
+    /// ([`Client::with_call_deadline`]).
+    call_deadline: Option<Duration>,
+}
+
+/// How much longer than its `maxWaitSeconds` one `WaitForUpdatesEx` attempt
+/// may take: vCenter answers at the end of the wait, and the update set it
+/// then sends must come in too.
+pub(crate) const LONG_POLL_MARGIN: Duration = Duration::from_secs(30);
+
+/// How long the keepalive's session check (and the logout on drop) may
+/// take: a server that does not answer within it is taken for dead.
+pub(crate) const KEEPALIVE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The `maxWaitSeconds` of a `WaitForUpdatesEx` envelope: the call is a
+/// long poll, bounded by its wait rather than by the client's deadline.
+/// Read from the envelope this crate encoded (the element is written
+/// exactly so; a unit test holds the encoder to it).
+fn long_poll_wait(method: &str, envelope: &[u8]) -> Option<Duration> {
+    if method != "WaitForUpdatesEx" {
+        return None;
+    }
+    const OPEN: &[u8] = b"<maxWaitSeconds>";
+    let start = memchr::memmem::find(envelope, OPEN)? + OPEN.len();
+    let digits = envelope[start..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let text = std::str::from_utf8(&envelope[start..start + digits]).ok()?;
+    text.parse::<u64>().ok().map(Duration::from_secs)
 }
 
 pub(crate) struct Inner {
@@ -75,6 +113,7 @@ impl std::fmt::Debug for Client {
             )
             .field("logged_in", &self.inner.session.cookie().is_some())
             .field("call_timeout", &self.call_timeout)
+            .field("call_deadline", &self.call_deadline)
             .finish_non_exhaustive()
     }
 }
@@ -106,14 +145,39 @@ impl Client {
     /// longer for one known-slow call, shorter to fail fast. The retries of
     /// a safe call each get the full timeout.
     ///
-    /// Streams and task waits started from this handle use it for their
-    /// calls too: keep it above their wait (`WaitForUpdatesEx` asks the
-    /// server to answer within 30 s, or half the builder's timeout).
+    /// The call's deadline still bounds all attempts together
+    /// ([`with_call_deadline`](Self::with_call_deadline)). The long polls of
+    /// streams and task waits (`WaitForUpdatesEx`) are bounded by their own
+    /// wait instead.
     pub fn with_call_timeout(&self, timeout: Duration) -> Client {
         Client {
             inner: self.inner.clone(),
             call_timeout: Some(timeout),
+            call_deadline: self.call_deadline,
         }
+    }
+
+    /// A handle on the same session whose calls each end within `deadline`,
+    /// every attempt and backoff included, instead of the builder's
+    /// [`call_deadline`](ClientBuilder::call_deadline) (10 min by default):
+    /// a reconcile loop or a command-line tool bounds its vSphere work with
+    /// it. A retry starts only when its backoff and a minimum attempt
+    /// ([`MIN_ATTEMPT`](crate::MIN_ATTEMPT)) fit before the deadline; a call
+    /// that runs out fails with [`ErrorKind::Timeout`] and
+    /// [`TimeoutCause::CallDeadline`](crate::TimeoutCause::CallDeadline).
+    /// Re-login on an expired session counts as a call of its own.
+    pub fn with_call_deadline(&self, deadline: Duration) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            call_timeout: self.call_timeout,
+            call_deadline: Some(deadline),
+        }
+    }
+
+    /// This handle's call deadline (its own, else the builder's).
+    pub fn call_deadline(&self) -> Option<Duration> {
+        self.call_deadline
+            .or(self.inner.transport_config.call_deadline)
     }
 
     /// The SDK endpoint (`https://host/sdk`), without credentials.
@@ -188,7 +252,20 @@ impl Client {
             duration_ms = tracing::field::Empty,
         );
         let started = Instant::now();
-        let result = self.call::<R>(body).instrument(span.clone()).await;
+        let bounds = match long_poll_wait(R::NAME, &body) {
+            Some(wait) => {
+                let attempt = wait + LONG_POLL_MARGIN;
+                Bounds {
+                    timeout: Some(attempt),
+                    deadline: Some(Deadline::after(attempt * 2)),
+                }
+            }
+            None => Bounds {
+                timeout: self.call_timeout,
+                deadline: self.call_deadline().map(Deadline::after),
+            },
+        };
+        let result = self.call::<R>(body, bounds).instrument(span.clone()).await;
         span.record("duration_ms", started.elapsed().as_millis() as u64);
         span.in_scope(|| match &result {
             Ok(_) => tracing::debug!("SOAP call done"),
@@ -214,13 +291,17 @@ impl Client {
         self.call_stats().values().map(|s| s.calls).sum()
     }
 
-    async fn call<R: Request>(&self, body: Bytes) -> Result<R::Response, Error> {
+    async fn call<R: Request>(&self, body: Bytes, bounds: Bounds) -> Result<R::Response, Error> {
         let seen = self.inner.session.snapshot();
-        match self.send_once::<R>(body.clone(), seen.cookie.clone()).await {
+        match self
+            .send_once::<R>(body.clone(), seen.cookie.clone(), bounds)
+            .await
+        {
             Err(err) if err.is_not_authenticated() && self.may_relogin(R::NAME) => {
                 tracing::info!("session expired or invalid: logging in again");
                 self.relogin(&seen).await?;
-                self.send_once::<R>(body, self.inner.session.cookie()).await
+                self.send_once::<R>(body, self.inner.session.cookie(), bounds)
+                    .await
             }
             other => other,
         }
@@ -234,6 +315,7 @@ impl Client {
         &self,
         body: Bytes,
         cookie: Option<Secret>,
+        bounds: Bounds,
     ) -> Result<R::Response, Error> {
         let soap_action = self
             .inner
@@ -248,7 +330,8 @@ impl Client {
             cookie,
             idempotent: R::IDEMPOTENT,
             secrets: self.inner.secrets.clone(),
-            timeout: self.call_timeout,
+            timeout: bounds.timeout,
+            deadline: bounds.deadline,
         };
         let reply = transport::send(&self.inner.service, call).await?;
         if let Some(cookie) = reply.new_cookie.clone() {
@@ -371,10 +454,16 @@ impl Client {
 
     /// Checks the session with a cheap authenticated read (the session
     /// manager's `currentSession`) and logs in again when it is gone.
-    /// The keepalive calls this; callers may too.
+    /// The keepalive calls this; callers may too. The read ends within 30 s
+    /// (or this handle's shorter deadline): a server that does not answer
+    /// by then is reported as a [`ErrorKind::Timeout`], and the connection
+    /// it held is dropped, so the next call opens a new one.
     pub async fn check_session(&self) -> Result<(), Error> {
         let seen = self.inner.session.snapshot();
-        if self.session_is_alive().await? {
+        let bound = self
+            .call_deadline()
+            .map_or(KEEPALIVE_DEADLINE, |d| d.min(KEEPALIVE_DEADLINE));
+        if self.with_call_deadline(bound).session_is_alive().await? {
             return Ok(());
         }
         tracing::info!("keepalive: the session is gone, logging in again");
@@ -441,6 +530,13 @@ impl Client {
     }
 }
 
+/// The bounds of one call: per attempt, and for the whole call.
+#[derive(Clone, Copy)]
+struct Bounds {
+    timeout: Option<Duration>,
+    deadline: Option<Deadline>,
+}
+
 /// The target object of a call, for its span. Some servers name
 /// session-scoped objects (views, collectors) after the session, and vcsim's
 /// session key is the cookie value (`session[<cookie>]<id>`): the cookie is
@@ -471,6 +567,7 @@ async fn keepalive_loop(client: Weak<Inner>, interval: Duration) {
         let client = Client {
             inner,
             call_timeout: None,
+            call_deadline: None,
         };
         if client.inner.session.is_closed() {
             return;
@@ -481,6 +578,10 @@ async fn keepalive_loop(client: Weak<Inner>, interval: Duration) {
         }
         match client.check_session().await {
             Ok(()) => tracing::trace!("keepalive: session alive"),
+            Err(err) if err.kind() == ErrorKind::Timeout => tracing::warn!(
+                error = %err,
+                "keepalive: vCenter did not answer; the next call opens a new connection"
+            ),
             Err(err) => tracing::warn!(error = %err, "keepalive failed; will try again"),
         }
     }
@@ -523,6 +624,7 @@ impl Drop for Inner {
             idempotent: true,
             secrets: self.secrets.clone(),
             timeout: None,
+            deadline: Some(Deadline::after(KEEPALIVE_DEADLINE)),
         };
         let service = self.service.clone();
         runtime.spawn(async move {
@@ -535,5 +637,42 @@ impl Drop for Inner {
                 Err(err) => tracing::debug!(error = %err, "logout on drop failed"),
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_poll_is_recognised_by_the_wait_it_encodes() {
+        let request = crate::types::WaitForUpdatesExRequestType {
+            this: ManagedObjectReference {
+                type_: "PropertyCollector".into(),
+                value: "pc".into(),
+            },
+            version: Some("7".into()),
+            options: Some(crate::types::WaitOptions {
+                max_wait_seconds: Some(45),
+                ..Default::default()
+            }),
+        };
+        let envelope = crate::xml::soap::encode_request_envelope(&request);
+        assert_eq!(
+            long_poll_wait("WaitForUpdatesEx", &envelope),
+            Some(Duration::from_secs(45))
+        );
+        // No maxWaitSeconds: the server may wait for good; the client's
+        // bounds apply.
+        let request = crate::types::WaitForUpdatesExRequestType {
+            options: None,
+            ..request
+        };
+        let envelope = crate::xml::soap::encode_request_envelope(&request);
+        assert_eq!(long_poll_wait("WaitForUpdatesEx", &envelope), None);
+        assert_eq!(
+            long_poll_wait("CurrentTime", b"<maxWaitSeconds>5</maxWaitSeconds>"),
+            None
+        );
     }
 }

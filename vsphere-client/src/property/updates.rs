@@ -74,8 +74,10 @@ pub struct ObjectChange<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UpdateStreamOptions {
     /// How long one `WaitForUpdatesEx` call waits for a change before it
-    /// returns empty (and the stream asks again). Keep it below the client's
-    /// call timeout. Default: 30 s, or less when the call timeout is shorter.
+    /// returns empty (and the stream asks again). Each such call is bounded
+    /// by this wait (plus 30 s per attempt, twice that for the call), not by
+    /// the client's call deadline. Default: 30 s, or less when the call
+    /// timeout is shorter.
     pub max_wait: Option<Duration>,
     /// At most this many object updates per call (the server may send
     /// fewer and say so with `truncated`; the stream then asks for the rest).

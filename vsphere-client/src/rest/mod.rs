@@ -678,6 +678,7 @@ fn transport_of(soap: &Client, credentials: Option<&Credentials>) -> Transport {
         base,
         call_timeout: config.call_timeout,
         max_response_size: config.max_response_size,
+        body_progress: config.body_progress,
         retry: config.retry.clone(),
         limit: config
             .concurrency_limit

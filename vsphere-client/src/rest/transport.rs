@@ -22,7 +22,7 @@ use crate::rest::error::{
 };
 use crate::rest::ApiFlavor;
 use crate::session::Credentials;
-use crate::transport::{read_limited, RetryConfig, WIRE_LOG_TARGET};
+use crate::transport::{read_limited, BodyProgress, RetryConfig, WIRE_LOG_TARGET};
 
 /// The session header of the Automation API.
 pub(crate) const SESSION_HEADER: &str = "vmware-api-session-id";
@@ -35,6 +35,7 @@ pub(crate) struct Transport {
     pub base: url::Url,
     pub call_timeout: Option<Duration>,
     pub max_response_size: u64,
+    pub body_progress: BodyProgress,
     pub retry: RetryConfig,
     pub limit: Option<Arc<tokio::sync::Semaphore>>,
     /// Values never to log (passwords).
@@ -201,7 +202,14 @@ impl Transport {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = read_limited(response, Default::default(), self.max_response_size, url).await?;
+        let body = read_limited(
+            response,
+            Default::default(),
+            self.max_response_size,
+            url,
+            &self.body_progress,
+        )
+        .await?;
         if wire {
             let text = if call.log_response_body {
                 self.redacted(&body, session)
