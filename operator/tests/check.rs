@@ -385,11 +385,17 @@ fn crdgen_writes_what_is_committed() {
     let status = Command::new(env!("CARGO_BIN_EXE_banlieue"))
         .args(["crdgen", "--out"])
         .arg(&dir)
+        .arg("--reference")
+        .arg(dir.join("crd-reference.md"))
         .status()
         .unwrap();
     assert!(status.success());
     for (file, contents) in banlieue::crdgen::render().unwrap() {
         assert_eq!(std::fs::read_to_string(dir.join(file)).unwrap(), contents);
     }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("crd-reference.md")).unwrap(),
+        banlieue::crdgen::reference()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
