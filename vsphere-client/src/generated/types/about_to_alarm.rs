@@ -175,14 +175,10 @@ impl x::Fields for AccountCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("spec", &self.spec);
         w.write("group", &self.group);
     }
@@ -274,14 +270,10 @@ impl x::Fields for AccountRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("account", &self.account);
         w.write("group", &self.group);
     }
@@ -376,14 +368,10 @@ impl x::Fields for AccountUpdatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("spec", &self.spec);
         w.write("group", &self.group);
         w.write_opt("prevDescription", &self.prev_description);
@@ -700,14 +688,10 @@ impl x::Fields for AdminPasswordNotChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `AffinityConfigured` (extends `MigrationFault`).
@@ -913,14 +897,10 @@ impl x::Fields for AlarmAcknowledgedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("source", &self.source);
         w.write("entity", &self.entity);
@@ -1035,14 +1015,10 @@ impl x::Fields for AlarmActionTriggeredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("source", &self.source);
         w.write("entity", &self.entity);
@@ -1141,14 +1117,10 @@ impl x::Fields for AlarmClearedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("source", &self.source);
         w.write("entity", &self.entity);
@@ -1242,14 +1214,10 @@ impl x::Fields for AlarmCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
     }
@@ -1418,14 +1386,10 @@ impl x::Fields for AlarmEmailCompletedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
         w.write("to", &self.to);
@@ -1524,14 +1488,10 @@ impl x::Fields for AlarmEmailFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
         w.write("to", &self.to);
@@ -1622,14 +1582,10 @@ impl x::Fields for AlarmEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
     }
 }
@@ -1887,14 +1843,10 @@ impl x::Fields for AlarmReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
         w.write_opt("configChanges", &self.config_changes);
@@ -1987,14 +1939,10 @@ impl x::Fields for AlarmRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
     }
@@ -2089,14 +2037,10 @@ impl x::Fields for AlarmScriptCompleteEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
         w.write("script", &self.script);
@@ -2195,14 +2139,10 @@ impl x::Fields for AlarmScriptFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
         w.write("script", &self.script);
@@ -2327,14 +2267,10 @@ impl x::Fields for AlarmSnmpCompletedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
     }
@@ -2429,14 +2365,10 @@ impl x::Fields for AlarmSnmpFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
         w.write("reason", &self.reason);
@@ -2662,14 +2594,10 @@ impl x::Fields for AlarmStatusChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("alarm", &self.alarm);
         w.write("source", &self.source);
         w.write("entity", &self.entity);

@@ -88,7 +88,6 @@ impl x::Fields for DpuStatusInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type DpuStatusInfo", true);
         w.write("name", &self.name);
         w.write("status", &self.status);
         w.write("dpuId", &self.dpu_id);
@@ -148,7 +147,6 @@ impl x::Fields for DpuStatusInfoOperationalInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type DpuStatusInfoOperationalInfo", true);
         w.write("sensorId", &self.sensor_id);
         w.write_opt("healthState", &self.health_state);
         w.write("reading", &self.reading);
@@ -241,14 +239,10 @@ impl x::Fields for DrsDisabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsDisabledOnVm` (extends `VimFault`).
@@ -366,14 +360,10 @@ impl x::Fields for DrsEnabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("behavior", &self.behavior);
     }
 }
@@ -458,14 +448,10 @@ impl x::Fields for DrsEnteredStandbyModeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsEnteringStandbyModeEvent` (extends `EnteringStandbyModeEvent`).
@@ -549,14 +535,10 @@ impl x::Fields for DrsEnteringStandbyModeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsExitStandbyModeFailedEvent` (extends `ExitStandbyModeFailedEvent`).
@@ -640,14 +622,10 @@ impl x::Fields for DrsExitStandbyModeFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsExitedStandbyModeEvent` (extends `ExitedStandbyModeEvent`).
@@ -731,14 +709,10 @@ impl x::Fields for DrsExitedStandbyModeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsExitingStandbyModeEvent` (extends `ExitingStandbyModeEvent`).
@@ -822,14 +796,10 @@ impl x::Fields for DrsExitingStandbyModeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsInvocationFailedEvent` (extends `ClusterEvent`).
@@ -913,14 +883,10 @@ impl x::Fields for DrsInvocationFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsRecoveredFromFailureEvent` (extends `ClusterEvent`).
@@ -1004,14 +970,10 @@ impl x::Fields for DrsRecoveredFromFailureEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsResourceConfigureFailedEvent` (extends `HostEvent`).
@@ -1098,14 +1060,10 @@ impl x::Fields for DrsResourceConfigureFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("reason", &self.reason);
     }
 }
@@ -1190,14 +1148,10 @@ impl x::Fields for DrsResourceConfigureSyncedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `DrsRuleComplianceEvent` (extends `VmEvent`).
@@ -1284,14 +1238,10 @@ impl x::Fields for DrsRuleComplianceEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
     }
 }
@@ -1379,14 +1329,10 @@ impl x::Fields for DrsRuleViolationEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
     }
 }
@@ -1474,14 +1420,10 @@ impl x::Fields for DrsSoftRuleViolationEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
     }
 }
@@ -1578,14 +1520,10 @@ impl x::Fields for DrsVmMigratedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write("sourceHost", &self.source_host);
         w.write_opt("sourceDatacenter", &self.source_datacenter);
@@ -1676,14 +1614,10 @@ impl x::Fields for DrsVmPoweredOnEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
     }
 }

@@ -601,9 +601,7 @@ impl x::Fields for DVSFilterSpecConnecteeSpec {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type DVSFilterSpecConnecteeSpec", true);
-    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `DVSFilterSpecPnicConnecteeSpec` (extends `DVSFilterSpecConnecteeSpec`).
 ///
@@ -633,7 +631,6 @@ impl x::Fields for DVSFilterSpecPnicConnecteeSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type DVSFilterSpecPnicConnecteeSpec", true);
         w.write_opt("pnicNameSpec", &self.pnic_name_spec);
     }
 }
@@ -665,7 +662,6 @@ impl x::Fields for DVSFilterSpecPvlanSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type DVSFilterSpecPvlanSpec", true);
         w.write_opt("pvlanId", &self.pvlan_id);
     }
 }
@@ -697,7 +693,6 @@ impl x::Fields for DVSFilterSpecTrunkVlanSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type DVSFilterSpecTrunkVlanSpec", true);
         w.write_opt("range", &self.range);
     }
 }
@@ -729,7 +724,6 @@ impl x::Fields for DVSFilterSpecVlanIdSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type DVSFilterSpecVlanIdSpec", true);
         w.write_opt("vlanId", &self.vlan_id);
     }
 }
@@ -750,9 +744,7 @@ impl x::Fields for DVSFilterSpecVlanSpec {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type DVSFilterSpecVlanSpec", true);
-    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `DVSFilterSpecVmConnecteeSpec` (extends `DVSFilterSpecConnecteeSpec`).
 ///
@@ -782,7 +774,6 @@ impl x::Fields for DVSFilterSpecVmConnecteeSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type DVSFilterSpecVmConnecteeSpec", true);
         w.write_opt("vmNameSpec", &self.vm_name_spec);
     }
 }
@@ -814,7 +805,6 @@ impl x::Fields for DVSFilterSpecVmknicConnecteeSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type DVSFilterSpecVmknicConnecteeSpec", true);
         w.write_opt("vmknicNameSpec", &self.vmknic_name_spec);
     }
 }
@@ -1063,7 +1053,6 @@ impl x::Fields for DVSManagerPhysicalNicsList {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type DVSManagerPhysicalNicsList", true);
         w.write("host", &self.host);
         w.write_vec("physicalNics", &self.physical_nics);
     }

@@ -208,9 +208,7 @@ impl x::Fields for IoFilterManagerSslTrust {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type IoFilterManagerSslTrust", true);
-    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `IoFilterQueryIssueResult` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]

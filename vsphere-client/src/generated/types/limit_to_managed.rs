@@ -299,14 +299,10 @@ impl x::Fields for LocalDatastoreCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("datastore", &self.datastore);
         w.write_opt("datastoreUrl", &self.datastore_url);
     }
@@ -386,33 +382,9 @@ impl x::Fields for LocalDatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.supportedVDiskFormats",
-                !self.supported_vdisk_formats.is_empty(),
-            )
-        {
-            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.logicalSectorSize",
-                self.logical_sector_size.is_some(),
-            )
-        {
-            w.write_opt("logicalSectorSize", &self.logical_sector_size);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "DatastoreInfo.physicalSectorSize",
-                self.physical_sector_size.is_some(),
-            )
-        {
-            w.write_opt("physicalSectorSize", &self.physical_sector_size);
-        }
+        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        w.write_opt("physicalSectorSize", &self.physical_sector_size);
         w.write_opt("path", &self.path);
     }
 }
@@ -524,14 +496,10 @@ impl x::Fields for LocalTSMEnabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `LocalizableMessage` (extends `DynamicData`).
@@ -747,14 +715,10 @@ impl x::Fields for LockerMisconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("datastore", &self.datastore);
     }
 }
@@ -845,14 +809,10 @@ impl x::Fields for LockerReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("oldDatastore", &self.old_datastore);
         w.write_opt("newDatastore", &self.new_datastore);
     }

@@ -300,14 +300,10 @@ impl x::Fields for NonVIWorkloadDetectedOnDatastoreEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -466,15 +462,7 @@ impl x::Fields for NotAuthenticated {
         w.write_vec("faultMessage", &self.fault_message);
         w.write("object", &self.object);
         w.write("privilegeId", &self.privilege_id);
-        if w
-            .since(
-                0x0700_0302,
-                "NoPermission.missingPrivileges",
-                !self.missing_privileges.is_empty(),
-            )
-        {
-            w.write_vec("missingPrivileges", &self.missing_privileges);
-        }
+        w.write_vec("missingPrivileges", &self.missing_privileges);
     }
 }
 /// `NotEnoughCpus` (extends `VirtualHardwareCompatibilityIssue`).
@@ -677,14 +665,10 @@ impl x::Fields for NotEnoughResourcesToStartVmEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("template", &self.template);
         w.write_opt("reason", &self.reason);
     }

@@ -766,7 +766,6 @@ impl x::Fields for DirectPathProfileManagerCreateRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "operation DirectPathProfileManagerCreate", true);
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
     }
@@ -817,7 +816,6 @@ impl x::Fields for DirectPathProfileManagerDeleteRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "operation DirectPathProfileManagerDelete", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
     }
@@ -868,7 +866,6 @@ impl x::Fields for DirectPathProfileManagerListRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "operation DirectPathProfileManagerList", true);
         w.write("_this", &self.this);
         w.write("filterSpec", &self.filter_spec);
     }
@@ -924,7 +921,6 @@ impl x::Fields for DirectPathProfileManagerQueryCapacityRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "operation DirectPathProfileManagerQueryCapacity", true);
         w.write("_this", &self.this);
         w.write("target", &self.target);
         w.write_vec("querySpec", &self.query_spec);
@@ -981,7 +977,6 @@ impl x::Fields for DirectPathProfileManagerUpdateRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "operation DirectPathProfileManagerUpdate", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("spec", &self.spec);
@@ -1292,7 +1287,6 @@ impl x::Fields for DisableNetworkBootRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "operation DisableNetworkBoot_Task", true);
         w.write("_this", &self.this);
     }
 }

@@ -92,14 +92,10 @@ impl x::Fields for TeamingMatchEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("switchUuid", &self.switch_uuid);
         w.write_opt("healthResult", &self.health_result);
     }
@@ -191,14 +187,10 @@ impl x::Fields for TeamingMisMatchEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("switchUuid", &self.switch_uuid);
         w.write_opt("healthResult", &self.health_result);
     }
@@ -287,14 +279,10 @@ impl x::Fields for TemplateBeingUpgradedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("legacyTemplate", &self.legacy_template);
     }
 }
@@ -464,14 +452,10 @@ impl x::Fields for TemplateUpgradeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("legacyTemplate", &self.legacy_template);
     }
 }
@@ -562,14 +546,10 @@ impl x::Fields for TemplateUpgradeFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("legacyTemplate", &self.legacy_template);
         w.write("reason", &self.reason);
     }
@@ -658,14 +638,10 @@ impl x::Fields for TemplateUpgradedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("legacyTemplate", &self.legacy_template);
     }
 }
@@ -700,7 +676,6 @@ impl x::Fields for TgwEventArgument {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type TgwEventArgument", true);
         w.write("name", &self.name);
         w.write("tgw", &self.tgw);
     }
@@ -860,14 +835,10 @@ impl x::Fields for TimedOutHostOperationEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `Timedout` (extends `VimFault`).

@@ -144,7 +144,6 @@ impl x::Fields for VStorageObjectAttachResult {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VStorageObjectAttachResult", true);
         w.write("volumeId", &self.volume_id);
         w.write_opt("diskUUID", &self.disk_uuid);
         w.write_opt("fault", &self.fault);
@@ -203,7 +202,6 @@ impl x::Fields for VStorageObjectAttachSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VStorageObjectAttachSpec", true);
         w.write("volumeId", &self.volume_id);
         w.write("datastore", &self.datastore);
         w.write_opt("diskMode", &self.disk_mode);
@@ -308,45 +306,13 @@ impl x::Fields for VStorageObjectConfigInfo {
         w.write_vec("metadata", &self.metadata);
         w.write_opt("vclock", &self.vclock);
         w.write_vec("iofilter", &self.iofilter);
-        if w
-            .since(
-                0x0800_0100,
-                "VStorageObjectConfigInfo.descriptorVersion",
-                self.descriptor_version.is_some(),
-            )
-        {
-            w.write_opt("descriptorVersion", &self.descriptor_version);
-        }
+        w.write_opt("descriptorVersion", &self.descriptor_version);
         w.write("capacityInMB", &self.capacity_in_mb);
         w.write_vec("consumptionType", &self.consumption_type);
         w.write_vec("consumerId", &self.consumer_id);
-        if w
-            .since(
-                0x0900_0000,
-                "VStorageObjectConfigInfo.virtualDiskFormat",
-                self.virtual_disk_format.is_some(),
-            )
-        {
-            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VStorageObjectConfigInfo.linkedCloneBasePath",
-                self.linked_clone_base_path.is_some(),
-            )
-        {
-            w.write_opt("linkedCloneBasePath", &self.linked_clone_base_path);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VStorageObjectConfigInfo.linkedCloneParentId",
-                self.linked_clone_parent_id.is_some(),
-            )
-        {
-            w.write_opt("linkedCloneParentId", &self.linked_clone_parent_id);
-        }
+        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        w.write_opt("linkedCloneBasePath", &self.linked_clone_base_path);
+        w.write_opt("linkedCloneParentId", &self.linked_clone_parent_id);
     }
 }
 /// `VStorageObjectReconcileResult` (extends `DynamicData`).
@@ -377,7 +343,6 @@ impl x::Fields for VStorageObjectReconcileResult {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type VStorageObjectReconcileResult", true);
         w.write_vec("reconcileDetails", &self.reconcile_details);
     }
 }
@@ -414,7 +379,6 @@ impl x::Fields for VStorageObjectReconcileResultInvalidDiskPath {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type VStorageObjectReconcileResultInvalidDiskPath", true);
         w.write("path", &self.path);
         w.write("reason", &self.reason);
     }
@@ -490,7 +454,6 @@ impl x::Fields for VStorageObjectReconcileResultReconcileDetail {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type VStorageObjectReconcileResultReconcileDetail", true);
         w.write_opt("hostName", &self.host_name);
         w.write_opt("reconcileReportPath", &self.reconcile_report_path);
         w.write_opt("isReconciled", &self.is_reconciled);
@@ -561,7 +524,6 @@ impl x::Fields for VStorageObjectReconcileSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type VStorageObjectReconcileSpec", true);
         w.write("datastore", &self.datastore);
         w.write_vec("includeDiskPaths", &self.include_disk_paths);
         w.write_vec("excludeDiskPaths", &self.exclude_disk_paths);
@@ -608,18 +570,9 @@ impl x::Fields for VStorageObjectSnapshot {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0200, "type VStorageObjectSnapshot", true);
         w.write("id", &self.id);
         w.write("vclock", &self.vclock);
-        if w
-            .since(
-                0x0900_0000,
-                "VStorageObjectSnapshot.usedCapacity",
-                self.used_capacity.is_some(),
-            )
-        {
-            w.write_opt("usedCapacity", &self.used_capacity);
-        }
+        w.write_opt("usedCapacity", &self.used_capacity);
     }
 }
 /// `VStorageObjectSnapshotDetails` (extends `DynamicData`).
@@ -893,15 +846,7 @@ impl x::Fields for VasaProviderContainerSpec {
         w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
         w.write("scId", &self.sc_id);
         w.write("deleted", &self.deleted);
-        if w
-            .since(
-                0x0800_0300,
-                "VasaProviderContainerSpec.stretched",
-                self.stretched.is_some(),
-            )
-        {
-            w.write_opt("stretched", &self.stretched);
-        }
+        w.write_opt("stretched", &self.stretched);
     }
 }
 /// `VcAgentUninstallFailedEvent` (extends `HostEvent`).
@@ -988,14 +933,10 @@ impl x::Fields for VcAgentUninstallFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("reason", &self.reason);
     }
 }
@@ -1080,14 +1021,10 @@ impl x::Fields for VcAgentUninstalledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }
 /// `VcAgentUpgradeFailedEvent` (extends `HostEvent`).
@@ -1174,14 +1111,10 @@ impl x::Fields for VcAgentUpgradeFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write_opt("reason", &self.reason);
     }
 }
@@ -1266,13 +1199,9 @@ impl x::Fields for VcAgentUpgradedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
     }
 }

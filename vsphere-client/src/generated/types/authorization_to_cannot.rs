@@ -5,6 +5,1022 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `AuthorizationDescription` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AuthorizationDescription {
+    /// `privilege`.
+    pub privilege: Vec<AnyElementDescription>,
+    /// `privilegeGroup`.
+    pub privilege_group: Vec<AnyElementDescription>,
+}
+impl x::SchemaType for AuthorizationDescription {
+    const TYPE_NAME: &'static str = "AuthorizationDescription";
+}
+impl x::Structure for AuthorizationDescription {}
+impl x::Fields for AuthorizationDescription {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "privilege" => r.read_push(&mut self.privilege),
+            "privilegeGroup" => r.read_push(&mut self.privilege_group),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("privilege", &self.privilege);
+        w.write_vec("privilegeGroup", &self.privilege_group);
+    }
+}
+/// `AuthorizationEvent` (extends `Event`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AuthorizationEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for AuthorizationEvent {
+    const TYPE_NAME: &'static str = "AuthorizationEvent";
+}
+impl x::Structure for AuthorizationEvent {}
+impl x::Fields for AuthorizationEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
+/// `AuthorizationPrivilege` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AuthorizationPrivilege {
+    /// `privId`.
+    pub priv_id: String,
+    /// `onParent`.
+    pub on_parent: bool,
+    /// `name`.
+    pub name: String,
+    /// `privGroupName`.
+    pub priv_group_name: String,
+}
+impl x::SchemaType for AuthorizationPrivilege {
+    const TYPE_NAME: &'static str = "AuthorizationPrivilege";
+}
+impl x::Structure for AuthorizationPrivilege {}
+impl x::Fields for AuthorizationPrivilege {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "privId" => r.read(&mut self.priv_id),
+            "onParent" => r.read(&mut self.on_parent),
+            "name" => r.read(&mut self.name),
+            "privGroupName" => r.read(&mut self.priv_group_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("privId", &self.priv_id);
+        w.write("onParent", &self.on_parent);
+        w.write("name", &self.name);
+        w.write("privGroupName", &self.priv_group_name);
+    }
+}
+impl x::ArrayItem for AuthorizationPrivilege {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfAuthorizationPrivilege";
+    const ITEM_TAG: &'static str = "AuthorizationPrivilege";
+}
+/// `AuthorizationRole` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AuthorizationRole {
+    /// `roleId`.
+    pub role_id: i32,
+    /// `system`.
+    pub system: bool,
+    /// `name`.
+    pub name: String,
+    /// `info`.
+    pub info: AnyDescription,
+    /// `privilege`.
+    pub privilege: Vec<String>,
+}
+impl x::SchemaType for AuthorizationRole {
+    const TYPE_NAME: &'static str = "AuthorizationRole";
+}
+impl x::Structure for AuthorizationRole {}
+impl x::Fields for AuthorizationRole {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "roleId" => r.read(&mut self.role_id),
+            "system" => r.read(&mut self.system),
+            "name" => r.read(&mut self.name),
+            "info" => r.read(&mut self.info),
+            "privilege" => r.read_push(&mut self.privilege),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("roleId", &self.role_id);
+        w.write("system", &self.system);
+        w.write("name", &self.name);
+        w.write("info", &self.info);
+        w.write_vec("privilege", &self.privilege);
+    }
+}
+impl x::ArrayItem for AuthorizationRole {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfAuthorizationRole";
+    const ITEM_TAG: &'static str = "AuthorizationRole";
+}
+/// `AutoStartDefaults` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AutoStartDefaults {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `startDelay`.
+    pub start_delay: Option<i32>,
+    /// `stopDelay`.
+    pub stop_delay: Option<i32>,
+    /// `waitForHeartbeat`.
+    pub wait_for_heartbeat: Option<bool>,
+    /// `stopAction`.
+    pub stop_action: Option<String>,
+}
+impl x::SchemaType for AutoStartDefaults {
+    const TYPE_NAME: &'static str = "AutoStartDefaults";
+}
+impl x::Structure for AutoStartDefaults {}
+impl x::Fields for AutoStartDefaults {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "startDelay" => r.read_opt(&mut self.start_delay),
+            "stopDelay" => r.read_opt(&mut self.stop_delay),
+            "waitForHeartbeat" => r.read_opt(&mut self.wait_for_heartbeat),
+            "stopAction" => r.read_opt(&mut self.stop_action),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("startDelay", &self.start_delay);
+        w.write_opt("stopDelay", &self.stop_delay);
+        w.write_opt("waitForHeartbeat", &self.wait_for_heartbeat);
+        w.write_opt("stopAction", &self.stop_action);
+    }
+}
+/// `AutoStartPowerInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AutoStartPowerInfo {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `startOrder`.
+    pub start_order: i32,
+    /// `startDelay`.
+    pub start_delay: i32,
+    /// `waitForHeartbeat`.
+    pub wait_for_heartbeat: AutoStartWaitHeartbeatSetting,
+    /// `startAction`.
+    pub start_action: String,
+    /// `stopDelay`.
+    pub stop_delay: i32,
+    /// `stopAction`.
+    pub stop_action: String,
+}
+impl x::SchemaType for AutoStartPowerInfo {
+    const TYPE_NAME: &'static str = "AutoStartPowerInfo";
+}
+impl x::Structure for AutoStartPowerInfo {}
+impl x::Fields for AutoStartPowerInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "startOrder" => r.read(&mut self.start_order),
+            "startDelay" => r.read(&mut self.start_delay),
+            "waitForHeartbeat" => r.read(&mut self.wait_for_heartbeat),
+            "startAction" => r.read(&mut self.start_action),
+            "stopDelay" => r.read(&mut self.stop_delay),
+            "stopAction" => r.read(&mut self.stop_action),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("startOrder", &self.start_order);
+        w.write("startDelay", &self.start_delay);
+        w.write("waitForHeartbeat", &self.wait_for_heartbeat);
+        w.write("startAction", &self.start_action);
+        w.write("stopDelay", &self.stop_delay);
+        w.write("stopAction", &self.stop_action);
+    }
+}
+impl x::ArrayItem for AutoStartPowerInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfAutoStartPowerInfo";
+    const ITEM_TAG: &'static str = "AutoStartPowerInfo";
+}
+/// `BackupBlobReadFailure` (extends `DvsFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BackupBlobReadFailure {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `entityName`.
+    pub entity_name: String,
+    /// `entityType`.
+    pub entity_type: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for BackupBlobReadFailure {
+    const TYPE_NAME: &'static str = "BackupBlobReadFailure";
+}
+impl x::Structure for BackupBlobReadFailure {}
+impl x::Fields for BackupBlobReadFailure {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "entityName" => r.read(&mut self.entity_name),
+            "entityType" => r.read(&mut self.entity_type),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("entityName", &self.entity_name);
+        w.write("entityType", &self.entity_type);
+        w.write("fault", &self.fault);
+    }
+}
+/// `BackupBlobWriteFailure` (extends `DvsFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BackupBlobWriteFailure {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `entityName`.
+    pub entity_name: String,
+    /// `entityType`.
+    pub entity_type: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for BackupBlobWriteFailure {
+    const TYPE_NAME: &'static str = "BackupBlobWriteFailure";
+}
+impl x::Structure for BackupBlobWriteFailure {}
+impl x::Fields for BackupBlobWriteFailure {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "entityName" => r.read(&mut self.entity_name),
+            "entityType" => r.read(&mut self.entity_type),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("entityName", &self.entity_name);
+        w.write("entityType", &self.entity_type);
+        w.write("fault", &self.fault);
+    }
+}
+/// `BadUsernameSessionEvent` (extends `SessionEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BadUsernameSessionEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `ipAddress`.
+    pub ip_address: String,
+}
+impl x::SchemaType for BadUsernameSessionEvent {
+    const TYPE_NAME: &'static str = "BadUsernameSessionEvent";
+}
+impl x::Structure for BadUsernameSessionEvent {}
+impl x::Fields for BadUsernameSessionEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "ipAddress" => r.read(&mut self.ip_address),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+        w.write("ipAddress", &self.ip_address);
+    }
+}
+/// `BaseConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BaseConfigInfo {
+    /// `id`.
+    pub id: ID,
+    /// `name`.
+    pub name: String,
+    /// `createTime`.
+    pub create_time: x::DateTime,
+    /// `keepAfterDeleteVm`.
+    pub keep_after_delete_vm: Option<bool>,
+    /// `relocationDisabled`.
+    pub relocation_disabled: Option<bool>,
+    /// `nativeSnapshotSupported`.
+    pub native_snapshot_supported: Option<bool>,
+    /// `changedBlockTrackingEnabled`.
+    pub changed_block_tracking_enabled: Option<bool>,
+    /// `backing`.
+    pub backing: AnyBaseConfigInfoBackingInfo,
+    /// `metadata`.
+    pub metadata: Vec<KeyValue>,
+    /// `vclock`.
+    pub vclock: Option<VslmVClockInfo>,
+    /// `iofilter`.
+    pub iofilter: Vec<String>,
+}
+impl x::SchemaType for BaseConfigInfo {
+    const TYPE_NAME: &'static str = "BaseConfigInfo";
+}
+impl x::Structure for BaseConfigInfo {}
+impl x::Fields for BaseConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "createTime" => r.read(&mut self.create_time),
+            "keepAfterDeleteVm" => r.read_opt(&mut self.keep_after_delete_vm),
+            "relocationDisabled" => r.read_opt(&mut self.relocation_disabled),
+            "nativeSnapshotSupported" => r.read_opt(&mut self.native_snapshot_supported),
+            "changedBlockTrackingEnabled" => {
+                r.read_opt(&mut self.changed_block_tracking_enabled)
+            }
+            "backing" => r.read(&mut self.backing),
+            "metadata" => r.read_push(&mut self.metadata),
+            "vclock" => r.read_opt(&mut self.vclock),
+            "iofilter" => r.read_push(&mut self.iofilter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("name", &self.name);
+        w.write("createTime", &self.create_time);
+        w.write_opt("keepAfterDeleteVm", &self.keep_after_delete_vm);
+        w.write_opt("relocationDisabled", &self.relocation_disabled);
+        w.write_opt("nativeSnapshotSupported", &self.native_snapshot_supported);
+        w.write_opt("changedBlockTrackingEnabled", &self.changed_block_tracking_enabled);
+        w.write("backing", &self.backing);
+        w.write_vec("metadata", &self.metadata);
+        w.write_opt("vclock", &self.vclock);
+        w.write_vec("iofilter", &self.iofilter);
+    }
+}
+/// `BaseConfigInfoBackingInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyBaseConfigInfoBackingInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BaseConfigInfoBackingInfo {
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+}
+impl x::SchemaType for BaseConfigInfoBackingInfo {
+    const TYPE_NAME: &'static str = "BaseConfigInfoBackingInfo";
+}
+impl x::Structure for BaseConfigInfoBackingInfo {}
+impl x::Fields for BaseConfigInfoBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("datastore", &self.datastore);
+    }
+}
+/// `BaseConfigInfoDiskFileBackingInfo` (extends `BaseConfigInfoFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BaseConfigInfoDiskFileBackingInfo {
+    /// `datastore`, from `BaseConfigInfoBackingInfo`.
+    pub datastore: x::ManagedObjectReference,
+    /// `filePath`, from `BaseConfigInfoFileBackingInfo`.
+    pub file_path: String,
+    /// `backingObjectId`, from `BaseConfigInfoFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+    /// `parent`, from `BaseConfigInfoFileBackingInfo`.
+    pub parent: Option<AnyBaseConfigInfoFileBackingInfo>,
+    /// `deltaSizeInMB`, from `BaseConfigInfoFileBackingInfo`.
+    pub delta_size_in_mb: Option<i64>,
+    /// `keyId`, from `BaseConfigInfoFileBackingInfo`.
+    pub key_id: Option<CryptoKeyId>,
+    /// `sharedFileBacking`, from `BaseConfigInfoFileBackingInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub shared_file_backing: Option<bool>,
+    /// `provisioningType`.
+    pub provisioning_type: String,
+}
+impl x::SchemaType for BaseConfigInfoDiskFileBackingInfo {
+    const TYPE_NAME: &'static str = "BaseConfigInfoDiskFileBackingInfo";
+}
+impl x::Structure for BaseConfigInfoDiskFileBackingInfo {}
+impl x::Fields for BaseConfigInfoDiskFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "filePath" => r.read(&mut self.file_path),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "parent" => r.read_opt(&mut self.parent),
+            "deltaSizeInMB" => r.read_opt(&mut self.delta_size_in_mb),
+            "keyId" => r.read_opt(&mut self.key_id),
+            "sharedFileBacking" => r.read_opt(&mut self.shared_file_backing),
+            "provisioningType" => r.read(&mut self.provisioning_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("datastore", &self.datastore);
+        w.write("filePath", &self.file_path);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write_opt("parent", &self.parent);
+        w.write_opt("deltaSizeInMB", &self.delta_size_in_mb);
+        w.write_opt("keyId", &self.key_id);
+        w.write_opt("sharedFileBacking", &self.shared_file_backing);
+        w.write("provisioningType", &self.provisioning_type);
+    }
+}
+/// `BaseConfigInfoFileBackingInfo` (extends `BaseConfigInfoBackingInfo`).
+///
+/// Fields of this type hold [`AnyBaseConfigInfoFileBackingInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BaseConfigInfoFileBackingInfo {
+    /// `datastore`, from `BaseConfigInfoBackingInfo`.
+    pub datastore: x::ManagedObjectReference,
+    /// `filePath`.
+    pub file_path: String,
+    /// `backingObjectId`.
+    pub backing_object_id: Option<String>,
+    /// `parent`.
+    pub parent: Option<AnyBaseConfigInfoFileBackingInfo>,
+    /// `deltaSizeInMB`.
+    pub delta_size_in_mb: Option<i64>,
+    /// `keyId`.
+    pub key_id: Option<CryptoKeyId>,
+    /// `sharedFileBacking`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub shared_file_backing: Option<bool>,
+}
+impl x::SchemaType for BaseConfigInfoFileBackingInfo {
+    const TYPE_NAME: &'static str = "BaseConfigInfoFileBackingInfo";
+}
+impl x::Structure for BaseConfigInfoFileBackingInfo {}
+impl x::Fields for BaseConfigInfoFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "filePath" => r.read(&mut self.file_path),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "parent" => r.read_opt(&mut self.parent),
+            "deltaSizeInMB" => r.read_opt(&mut self.delta_size_in_mb),
+            "keyId" => r.read_opt(&mut self.key_id),
+            "sharedFileBacking" => r.read_opt(&mut self.shared_file_backing),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("datastore", &self.datastore);
+        w.write("filePath", &self.file_path);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write_opt("parent", &self.parent);
+        w.write_opt("deltaSizeInMB", &self.delta_size_in_mb);
+        w.write_opt("keyId", &self.key_id);
+        w.write_opt("sharedFileBacking", &self.shared_file_backing);
+    }
+}
+/// `BaseConfigInfoRawDiskMappingBackingInfo` (extends `BaseConfigInfoFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BaseConfigInfoRawDiskMappingBackingInfo {
+    /// `datastore`, from `BaseConfigInfoBackingInfo`.
+    pub datastore: x::ManagedObjectReference,
+    /// `filePath`, from `BaseConfigInfoFileBackingInfo`.
+    pub file_path: String,
+    /// `backingObjectId`, from `BaseConfigInfoFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+    /// `parent`, from `BaseConfigInfoFileBackingInfo`.
+    pub parent: Option<AnyBaseConfigInfoFileBackingInfo>,
+    /// `deltaSizeInMB`, from `BaseConfigInfoFileBackingInfo`.
+    pub delta_size_in_mb: Option<i64>,
+    /// `keyId`, from `BaseConfigInfoFileBackingInfo`.
+    pub key_id: Option<CryptoKeyId>,
+    /// `sharedFileBacking`, from `BaseConfigInfoFileBackingInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub shared_file_backing: Option<bool>,
+    /// `lunUuid`.
+    pub lun_uuid: String,
+    /// `compatibilityMode`.
+    pub compatibility_mode: String,
+}
+impl x::SchemaType for BaseConfigInfoRawDiskMappingBackingInfo {
+    const TYPE_NAME: &'static str = "BaseConfigInfoRawDiskMappingBackingInfo";
+}
+impl x::Structure for BaseConfigInfoRawDiskMappingBackingInfo {}
+impl x::Fields for BaseConfigInfoRawDiskMappingBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "filePath" => r.read(&mut self.file_path),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "parent" => r.read_opt(&mut self.parent),
+            "deltaSizeInMB" => r.read_opt(&mut self.delta_size_in_mb),
+            "keyId" => r.read_opt(&mut self.key_id),
+            "sharedFileBacking" => r.read_opt(&mut self.shared_file_backing),
+            "lunUuid" => r.read(&mut self.lun_uuid),
+            "compatibilityMode" => r.read(&mut self.compatibility_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("datastore", &self.datastore);
+        w.write("filePath", &self.file_path);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write_opt("parent", &self.parent);
+        w.write_opt("deltaSizeInMB", &self.delta_size_in_mb);
+        w.write_opt("keyId", &self.key_id);
+        w.write_opt("sharedFileBacking", &self.shared_file_backing);
+        w.write("lunUuid", &self.lun_uuid);
+        w.write("compatibilityMode", &self.compatibility_mode);
+    }
+}
+/// `BatchResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BatchResult {
+    /// `result`.
+    pub result: String,
+    /// `hostKey`.
+    pub host_key: String,
+    /// `ds`.
+    pub ds: Option<x::ManagedObjectReference>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for BatchResult {
+    const TYPE_NAME: &'static str = "BatchResult";
+}
+impl x::Structure for BatchResult {}
+impl x::Fields for BatchResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "result" => r.read(&mut self.result),
+            "hostKey" => r.read(&mut self.host_key),
+            "ds" => r.read_opt(&mut self.ds),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("result", &self.result);
+        w.write("hostKey", &self.host_key);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("fault", &self.fault);
+    }
+}
+/// `BlockedByFirewall` (extends `HostConfigFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BlockedByFirewall {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for BlockedByFirewall {
+    const TYPE_NAME: &'static str = "BlockedByFirewall";
+}
+impl x::Structure for BlockedByFirewall {}
+impl x::Fields for BlockedByFirewall {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `BoolOption` (extends `OptionType`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BoolOption {
+    /// `valueIsReadonly`, from `OptionType`.
+    pub value_is_readonly: Option<bool>,
+    /// `supported`.
+    pub supported: bool,
+    /// `defaultValue`.
+    pub default_value: bool,
+}
+impl x::SchemaType for BoolOption {
+    const TYPE_NAME: &'static str = "BoolOption";
+}
+impl x::Structure for BoolOption {}
+impl x::Fields for BoolOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly),
+            "supported" => r.read(&mut self.supported),
+            "defaultValue" => r.read(&mut self.default_value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("valueIsReadonly", &self.value_is_readonly);
+        w.write("supported", &self.supported);
+        w.write("defaultValue", &self.default_value);
+    }
+}
+/// `BoolPolicy` (extends `InheritablePolicy`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BoolPolicy {
+    /// `inherited`, from `InheritablePolicy`.
+    pub inherited: bool,
+    /// `value`.
+    pub value: Option<bool>,
+}
+impl x::SchemaType for BoolPolicy {
+    const TYPE_NAME: &'static str = "BoolPolicy";
+}
+impl x::Structure for BoolPolicy {}
+impl x::Fields for BoolPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "value" => r.read_opt(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("inherited", &self.inherited);
+        w.write_opt("value", &self.value);
+    }
+}
+/// `CAMServerRefusedConnection` (extends `InvalidCAMServer`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CAMServerRefusedConnection {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `errorCode`, from `ActiveDirectoryFault`.
+    pub error_code: Option<i32>,
+    /// `camServer`, from `InvalidCAMServer`.
+    pub cam_server: String,
+}
+impl x::SchemaType for CAMServerRefusedConnection {
+    const TYPE_NAME: &'static str = "CAMServerRefusedConnection";
+}
+impl x::Structure for CAMServerRefusedConnection {}
+impl x::Fields for CAMServerRefusedConnection {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "errorCode" => r.read_opt(&mut self.error_code),
+            "camServer" => r.read(&mut self.cam_server),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write_opt("errorCode", &self.error_code);
+        w.write("camServer", &self.cam_server);
+    }
+}
+/// `CanceledHostOperationEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CanceledHostOperationEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for CanceledHostOperationEvent {
+    const TYPE_NAME: &'static str = "CanceledHostOperationEvent";
+}
+impl x::Structure for CanceledHostOperationEvent {}
+impl x::Fields for CanceledHostOperationEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("tgw", &self.tgw);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("auditId", &self.audit_id);
+    }
+}
 /// `CannotAccessFile` (extends `FileFault`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CannotAccessFile {

@@ -5,6 +5,1075 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `PinnedCertificate` (extends `IoFilterManagerSslTrust`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PinnedCertificate {
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub ssl_certificate: String,
+}
+impl x::SchemaType for PinnedCertificate {
+    const TYPE_NAME: &'static str = "PinnedCertificate";
+}
+impl x::Structure for PinnedCertificate {}
+impl x::Fields for PinnedCertificate {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sslCertificate" => r.read(&mut self.ssl_certificate),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sslCertificate", &self.ssl_certificate);
+    }
+}
+/// `PlaceVmsXClusterSpecCandidateNetworks` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlaceVmsXClusterSpecCandidateNetworks {
+    /// `networks`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub networks: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for PlaceVmsXClusterSpecCandidateNetworks {
+    const TYPE_NAME: &'static str = "PlaceVmsXClusterSpecCandidateNetworks";
+}
+impl x::Structure for PlaceVmsXClusterSpecCandidateNetworks {}
+impl x::Fields for PlaceVmsXClusterSpecCandidateNetworks {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "networks" => r.read_push(&mut self.networks),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("networks", &self.networks);
+    }
+}
+/// `PlacementAction` (extends `ClusterAction`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlacementAction {
+    /// `type`, from `ClusterAction`.
+    pub type_: String,
+    /// `target`, from `ClusterAction`.
+    pub target: Option<x::ManagedObjectReference>,
+    /// `vm`.
+    pub vm: Option<x::ManagedObjectReference>,
+    /// `targetHost`.
+    pub target_host: Option<x::ManagedObjectReference>,
+    /// `relocateSpec`.
+    pub relocate_spec: Option<VirtualMachineRelocateSpec>,
+}
+impl x::SchemaType for PlacementAction {
+    const TYPE_NAME: &'static str = "PlacementAction";
+}
+impl x::Structure for PlacementAction {}
+impl x::Fields for PlacementAction {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
+            "vm" => r.read_opt(&mut self.vm),
+            "targetHost" => r.read_opt(&mut self.target_host),
+            "relocateSpec" => r.read_opt(&mut self.relocate_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("target", &self.target);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("targetHost", &self.target_host);
+        w.write_opt("relocateSpec", &self.relocate_spec);
+    }
+}
+/// `PlacementAffinityRule` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlacementAffinityRule {
+    /// `ruleType`.
+    pub rule_type: String,
+    /// `ruleScope`.
+    pub rule_scope: String,
+    /// `vms`.
+    pub vms: Vec<x::ManagedObjectReference>,
+    /// `keys`.
+    pub keys: Vec<String>,
+}
+impl x::SchemaType for PlacementAffinityRule {
+    const TYPE_NAME: &'static str = "PlacementAffinityRule";
+}
+impl x::Structure for PlacementAffinityRule {}
+impl x::Fields for PlacementAffinityRule {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ruleType" => r.read(&mut self.rule_type),
+            "ruleScope" => r.read(&mut self.rule_scope),
+            "vms" => r.read_push(&mut self.vms),
+            "keys" => r.read_push(&mut self.keys),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("ruleType", &self.rule_type);
+        w.write("ruleScope", &self.rule_scope);
+        w.write_vec("vms", &self.vms);
+        w.write_vec("keys", &self.keys);
+    }
+}
+impl x::ArrayItem for PlacementAffinityRule {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfPlacementAffinityRule";
+    const ITEM_TAG: &'static str = "PlacementAffinityRule";
+}
+/// `PlacementRankResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlacementRankResult {
+    /// `key`.
+    pub key: String,
+    /// `candidate`.
+    pub candidate: x::ManagedObjectReference,
+    /// `reservedSpaceMB`.
+    pub reserved_space_mb: i64,
+    /// `usedSpaceMB`.
+    pub used_space_mb: i64,
+    /// `totalSpaceMB`.
+    pub total_space_mb: i64,
+    /// `utilization`.
+    pub utilization: f64,
+    /// `faults`.
+    pub faults: Vec<LocalizedMethodFault>,
+}
+impl x::SchemaType for PlacementRankResult {
+    const TYPE_NAME: &'static str = "PlacementRankResult";
+}
+impl x::Structure for PlacementRankResult {}
+impl x::Fields for PlacementRankResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "candidate" => r.read(&mut self.candidate),
+            "reservedSpaceMB" => r.read(&mut self.reserved_space_mb),
+            "usedSpaceMB" => r.read(&mut self.used_space_mb),
+            "totalSpaceMB" => r.read(&mut self.total_space_mb),
+            "utilization" => r.read(&mut self.utilization),
+            "faults" => r.read_push(&mut self.faults),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("candidate", &self.candidate);
+        w.write("reservedSpaceMB", &self.reserved_space_mb);
+        w.write("usedSpaceMB", &self.used_space_mb);
+        w.write("totalSpaceMB", &self.total_space_mb);
+        w.write("utilization", &self.utilization);
+        w.write_vec("faults", &self.faults);
+    }
+}
+/// `PlacementRankSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlacementRankSpec {
+    /// `specs`.
+    pub specs: Vec<PlacementSpec>,
+    /// `clusters`.
+    pub clusters: Vec<x::ManagedObjectReference>,
+    /// `rules`.
+    pub rules: Vec<PlacementAffinityRule>,
+    /// `placementRankByVm`.
+    pub placement_rank_by_vm: Vec<StorageDrsPlacementRankVmSpec>,
+}
+impl x::SchemaType for PlacementRankSpec {
+    const TYPE_NAME: &'static str = "PlacementRankSpec";
+}
+impl x::Structure for PlacementRankSpec {}
+impl x::Fields for PlacementRankSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "specs" => r.read_push(&mut self.specs),
+            "clusters" => r.read_push(&mut self.clusters),
+            "rules" => r.read_push(&mut self.rules),
+            "placementRankByVm" => r.read_push(&mut self.placement_rank_by_vm),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("specs", &self.specs);
+        w.write_vec("clusters", &self.clusters);
+        w.write_vec("rules", &self.rules);
+        w.write_vec("placementRankByVm", &self.placement_rank_by_vm);
+    }
+}
+/// `PlacementResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlacementResult {
+    /// `recommendations`.
+    pub recommendations: Vec<ClusterRecommendation>,
+    /// `drsFault`.
+    pub drs_fault: Option<ClusterDrsFaults>,
+}
+impl x::SchemaType for PlacementResult {
+    const TYPE_NAME: &'static str = "PlacementResult";
+}
+impl x::Structure for PlacementResult {}
+impl x::Fields for PlacementResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "recommendations" => r.read_push(&mut self.recommendations),
+            "drsFault" => r.read_opt(&mut self.drs_fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("recommendations", &self.recommendations);
+        w.write_opt("drsFault", &self.drs_fault);
+    }
+}
+/// `PlacementSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlacementSpec {
+    /// `priority`.
+    pub priority: Option<VirtualMachineMovePriority>,
+    /// `vm`.
+    pub vm: Option<x::ManagedObjectReference>,
+    /// `configSpec`.
+    pub config_spec: Option<VirtualMachineConfigSpec>,
+    /// `relocateSpec`.
+    pub relocate_spec: Option<VirtualMachineRelocateSpec>,
+    /// `hosts`.
+    pub hosts: Vec<x::ManagedObjectReference>,
+    /// `datastores`.
+    pub datastores: Vec<x::ManagedObjectReference>,
+    /// `storagePods`.
+    pub storage_pods: Vec<x::ManagedObjectReference>,
+    /// `disallowPrerequisiteMoves`.
+    pub disallow_prerequisite_moves: Option<bool>,
+    /// `rules`.
+    pub rules: Vec<AnyClusterRuleInfo>,
+    /// `key`.
+    pub key: Option<String>,
+    /// `placementType`.
+    pub placement_type: Option<String>,
+    /// `cloneSpec`.
+    pub clone_spec: Option<VirtualMachineCloneSpec>,
+    /// `cloneName`.
+    pub clone_name: Option<String>,
+}
+impl x::SchemaType for PlacementSpec {
+    const TYPE_NAME: &'static str = "PlacementSpec";
+}
+impl x::Structure for PlacementSpec {}
+impl x::Fields for PlacementSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "priority" => r.read_opt(&mut self.priority),
+            "vm" => r.read_opt(&mut self.vm),
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            "relocateSpec" => r.read_opt(&mut self.relocate_spec),
+            "hosts" => r.read_push(&mut self.hosts),
+            "datastores" => r.read_push(&mut self.datastores),
+            "storagePods" => r.read_push(&mut self.storage_pods),
+            "disallowPrerequisiteMoves" => {
+                r.read_opt(&mut self.disallow_prerequisite_moves)
+            }
+            "rules" => r.read_push(&mut self.rules),
+            "key" => r.read_opt(&mut self.key),
+            "placementType" => r.read_opt(&mut self.placement_type),
+            "cloneSpec" => r.read_opt(&mut self.clone_spec),
+            "cloneName" => r.read_opt(&mut self.clone_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("priority", &self.priority);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("configSpec", &self.config_spec);
+        w.write_opt("relocateSpec", &self.relocate_spec);
+        w.write_vec("hosts", &self.hosts);
+        w.write_vec("datastores", &self.datastores);
+        w.write_vec("storagePods", &self.storage_pods);
+        w.write_opt("disallowPrerequisiteMoves", &self.disallow_prerequisite_moves);
+        w.write_vec("rules", &self.rules);
+        w.write_opt("key", &self.key);
+        w.write_opt("placementType", &self.placement_type);
+        w.write_opt("cloneSpec", &self.clone_spec);
+        w.write_opt("cloneName", &self.clone_name);
+    }
+}
+impl x::ArrayItem for PlacementSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfPlacementSpec";
+    const ITEM_TAG: &'static str = "PlacementSpec";
+}
+/// `PlatformConfigFault` (extends `HostConfigFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlatformConfigFault {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `text`.
+    pub text: String,
+}
+impl x::SchemaType for PlatformConfigFault {
+    const TYPE_NAME: &'static str = "PlatformConfigFault";
+}
+impl x::Structure for PlatformConfigFault {}
+impl x::Fields for PlatformConfigFault {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "text" => r.read(&mut self.text),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("text", &self.text);
+    }
+}
+/// `PnicUplinkProfile` (extends `ApplyProfile`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PnicUplinkProfile {
+    /// `enabled`, from `ApplyProfile`.
+    pub enabled: bool,
+    /// `policy`, from `ApplyProfile`.
+    pub policy: Vec<ProfilePolicy>,
+    /// `profileTypeName`, from `ApplyProfile`.
+    pub profile_type_name: Option<String>,
+    /// `profileVersion`, from `ApplyProfile`.
+    pub profile_version: Option<String>,
+    /// `property`, from `ApplyProfile`.
+    pub property: Vec<ProfileApplyProfileProperty>,
+    /// `favorite`, from `ApplyProfile`.
+    pub favorite: Option<bool>,
+    /// `toBeMerged`, from `ApplyProfile`.
+    pub to_be_merged: Option<bool>,
+    /// `toReplaceWith`, from `ApplyProfile`.
+    pub to_replace_with: Option<bool>,
+    /// `toBeDeleted`, from `ApplyProfile`.
+    pub to_be_deleted: Option<bool>,
+    /// `copyEnableStatus`, from `ApplyProfile`.
+    pub copy_enable_status: Option<bool>,
+    /// `hidden`, from `ApplyProfile`.
+    pub hidden: Option<bool>,
+    /// `key`.
+    pub key: String,
+}
+impl x::SchemaType for PnicUplinkProfile {
+    const TYPE_NAME: &'static str = "PnicUplinkProfile";
+}
+impl x::Structure for PnicUplinkProfile {}
+impl x::Fields for PnicUplinkProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("enabled", &self.enabled);
+        w.write_vec("policy", &self.policy);
+        w.write_opt("profileTypeName", &self.profile_type_name);
+        w.write_opt("profileVersion", &self.profile_version);
+        w.write_vec("property", &self.property);
+        w.write_opt("favorite", &self.favorite);
+        w.write_opt("toBeMerged", &self.to_be_merged);
+        w.write_opt("toReplaceWith", &self.to_replace_with);
+        w.write_opt("toBeDeleted", &self.to_be_deleted);
+        w.write_opt("copyEnableStatus", &self.copy_enable_status);
+        w.write_opt("hidden", &self.hidden);
+        w.write("key", &self.key);
+    }
+}
+impl x::ArrayItem for PnicUplinkProfile {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfPnicUplinkProfile";
+    const ITEM_TAG: &'static str = "PnicUplinkProfile";
+}
+/// `PodDiskLocator` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodDiskLocator {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `diskMoveType`.
+    pub disk_move_type: Option<String>,
+    /// `diskBackingInfo`.
+    pub disk_backing_info: Option<AnyVirtualDeviceBackingInfo>,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+}
+impl x::SchemaType for PodDiskLocator {
+    const TYPE_NAME: &'static str = "PodDiskLocator";
+}
+impl x::Structure for PodDiskLocator {}
+impl x::Fields for PodDiskLocator {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info),
+            "profile" => r.read_push(&mut self.profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write_opt("diskMoveType", &self.disk_move_type);
+        w.write_opt("diskBackingInfo", &self.disk_backing_info);
+        w.write_vec("profile", &self.profile);
+    }
+}
+impl x::ArrayItem for PodDiskLocator {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfPodDiskLocator";
+    const ITEM_TAG: &'static str = "PodDiskLocator";
+}
+/// `PodStorageDrsEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodStorageDrsEntry {
+    /// `storageDrsConfig`.
+    pub storage_drs_config: StorageDrsConfigInfo,
+    /// `recommendation`.
+    pub recommendation: Vec<ClusterRecommendation>,
+    /// `drsFault`.
+    pub drs_fault: Vec<ClusterDrsFaults>,
+    /// `actionHistory`.
+    pub action_history: Vec<ClusterActionHistory>,
+}
+impl x::SchemaType for PodStorageDrsEntry {
+    const TYPE_NAME: &'static str = "PodStorageDrsEntry";
+}
+impl x::Structure for PodStorageDrsEntry {}
+impl x::Fields for PodStorageDrsEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "storageDrsConfig" => r.read(&mut self.storage_drs_config),
+            "recommendation" => r.read_push(&mut self.recommendation),
+            "drsFault" => r.read_push(&mut self.drs_fault),
+            "actionHistory" => r.read_push(&mut self.action_history),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("storageDrsConfig", &self.storage_drs_config);
+        w.write_vec("recommendation", &self.recommendation);
+        w.write_vec("drsFault", &self.drs_fault);
+        w.write_vec("actionHistory", &self.action_history);
+    }
+}
+/// `PodVMInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodVMInfo {
+    /// `hasPageSharingPodVM`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub has_page_sharing_pod_vm: bool,
+    /// `podVMOverheadInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pod_vm_overhead_info: PodVMOverheadInfo,
+}
+impl x::SchemaType for PodVMInfo {
+    const TYPE_NAME: &'static str = "PodVMInfo";
+}
+impl x::Structure for PodVMInfo {}
+impl x::Fields for PodVMInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hasPageSharingPodVM" => r.read(&mut self.has_page_sharing_pod_vm),
+            "podVMOverheadInfo" => r.read(&mut self.pod_vm_overhead_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hasPageSharingPodVM", &self.has_page_sharing_pod_vm);
+        w.write("podVMOverheadInfo", &self.pod_vm_overhead_info);
+    }
+}
+/// `PodVMOverheadInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodVMOverheadInfo {
+    /// `crxPageSharingSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub crx_page_sharing_supported: bool,
+    /// `podVMOverheadWithoutPageSharing`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pod_vm_overhead_without_page_sharing: i32,
+    /// `podVMOverheadWithPageSharing`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pod_vm_overhead_with_page_sharing: i32,
+}
+impl x::SchemaType for PodVMOverheadInfo {
+    const TYPE_NAME: &'static str = "PodVMOverheadInfo";
+}
+impl x::Structure for PodVMOverheadInfo {}
+impl x::Fields for PodVMOverheadInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "crxPageSharingSupported" => r.read(&mut self.crx_page_sharing_supported),
+            "podVMOverheadWithoutPageSharing" => {
+                r.read(&mut self.pod_vm_overhead_without_page_sharing)
+            }
+            "podVMOverheadWithPageSharing" => {
+                r.read(&mut self.pod_vm_overhead_with_page_sharing)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("crxPageSharingSupported", &self.crx_page_sharing_supported);
+        w.write(
+            "podVMOverheadWithoutPageSharing",
+            &self.pod_vm_overhead_without_page_sharing,
+        );
+        w.write("podVMOverheadWithPageSharing", &self.pod_vm_overhead_with_page_sharing);
+    }
+}
+/// `PolicyOption` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyPolicyOption`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PolicyOption {
+    /// `id`.
+    pub id: String,
+    /// `parameter`.
+    pub parameter: Vec<KeyAnyValue>,
+}
+impl x::SchemaType for PolicyOption {
+    const TYPE_NAME: &'static str = "PolicyOption";
+}
+impl x::Structure for PolicyOption {}
+impl x::Fields for PolicyOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "parameter" => r.read_push(&mut self.parameter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write_vec("parameter", &self.parameter);
+    }
+}
+/// `PortGroupProfile` (extends `ApplyProfile`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PortGroupProfile {
+    /// `enabled`, from `ApplyProfile`.
+    pub enabled: bool,
+    /// `policy`, from `ApplyProfile`.
+    pub policy: Vec<ProfilePolicy>,
+    /// `profileTypeName`, from `ApplyProfile`.
+    pub profile_type_name: Option<String>,
+    /// `profileVersion`, from `ApplyProfile`.
+    pub profile_version: Option<String>,
+    /// `property`, from `ApplyProfile`.
+    pub property: Vec<ProfileApplyProfileProperty>,
+    /// `favorite`, from `ApplyProfile`.
+    pub favorite: Option<bool>,
+    /// `toBeMerged`, from `ApplyProfile`.
+    pub to_be_merged: Option<bool>,
+    /// `toReplaceWith`, from `ApplyProfile`.
+    pub to_replace_with: Option<bool>,
+    /// `toBeDeleted`, from `ApplyProfile`.
+    pub to_be_deleted: Option<bool>,
+    /// `copyEnableStatus`, from `ApplyProfile`.
+    pub copy_enable_status: Option<bool>,
+    /// `hidden`, from `ApplyProfile`.
+    pub hidden: Option<bool>,
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `vlan`.
+    pub vlan: VlanProfile,
+    /// `vswitch`.
+    pub vswitch: VirtualSwitchSelectionProfile,
+    /// `networkPolicy`.
+    pub network_policy: NetworkPolicyProfile,
+}
+impl x::SchemaType for PortGroupProfile {
+    const TYPE_NAME: &'static str = "PortGroupProfile";
+}
+impl x::Structure for PortGroupProfile {}
+impl x::Fields for PortGroupProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "vlan" => r.read(&mut self.vlan),
+            "vswitch" => r.read(&mut self.vswitch),
+            "networkPolicy" => r.read(&mut self.network_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("enabled", &self.enabled);
+        w.write_vec("policy", &self.policy);
+        w.write_opt("profileTypeName", &self.profile_type_name);
+        w.write_opt("profileVersion", &self.profile_version);
+        w.write_vec("property", &self.property);
+        w.write_opt("favorite", &self.favorite);
+        w.write_opt("toBeMerged", &self.to_be_merged);
+        w.write_opt("toReplaceWith", &self.to_replace_with);
+        w.write_opt("toBeDeleted", &self.to_be_deleted);
+        w.write_opt("copyEnableStatus", &self.copy_enable_status);
+        w.write_opt("hidden", &self.hidden);
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("vlan", &self.vlan);
+        w.write("vswitch", &self.vswitch);
+        w.write("networkPolicy", &self.network_policy);
+    }
+}
+/// `PosixUserSearchResult` (extends `UserSearchResult`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PosixUserSearchResult {
+    /// `principal`, from `UserSearchResult`.
+    pub principal: String,
+    /// `fullName`, from `UserSearchResult`.
+    pub full_name: Option<String>,
+    /// `group`, from `UserSearchResult`.
+    pub group: bool,
+    /// `id`.
+    pub id: i32,
+    /// `shellAccess`.
+    pub shell_access: Option<bool>,
+    /// `lastPasswordChange`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub last_password_change: Option<i64>,
+    /// `maximumPasswordAge`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub maximum_password_age: Option<i64>,
+}
+impl x::SchemaType for PosixUserSearchResult {
+    const TYPE_NAME: &'static str = "PosixUserSearchResult";
+}
+impl x::Structure for PosixUserSearchResult {}
+impl x::Fields for PosixUserSearchResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "fullName" => r.read_opt(&mut self.full_name),
+            "group" => r.read(&mut self.group),
+            "id" => r.read(&mut self.id),
+            "shellAccess" => r.read_opt(&mut self.shell_access),
+            "lastPasswordChange" => r.read_opt(&mut self.last_password_change),
+            "maximumPasswordAge" => r.read_opt(&mut self.maximum_password_age),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("principal", &self.principal);
+        w.write_opt("fullName", &self.full_name);
+        w.write("group", &self.group);
+        w.write("id", &self.id);
+        w.write_opt("shellAccess", &self.shell_access);
+        w.write_opt("lastPasswordChange", &self.last_password_change);
+        w.write_opt("maximumPasswordAge", &self.maximum_password_age);
+    }
+}
+/// `PowerOnFtSecondaryFailed` (extends `VmFaultToleranceIssue`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PowerOnFtSecondaryFailed {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `vmName`.
+    pub vm_name: String,
+    /// `hostSelectionBy`.
+    pub host_selection_by: FtIssuesOnHostHostSelectionType,
+    /// `hostErrors`.
+    pub host_errors: Vec<LocalizedMethodFault>,
+    /// `rootCause`.
+    pub root_cause: LocalizedMethodFault,
+}
+impl x::SchemaType for PowerOnFtSecondaryFailed {
+    const TYPE_NAME: &'static str = "PowerOnFtSecondaryFailed";
+}
+impl x::Structure for PowerOnFtSecondaryFailed {}
+impl x::Fields for PowerOnFtSecondaryFailed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vm" => r.read(&mut self.vm),
+            "vmName" => r.read(&mut self.vm_name),
+            "hostSelectionBy" => r.read(&mut self.host_selection_by),
+            "hostErrors" => r.read_push(&mut self.host_errors),
+            "rootCause" => r.read(&mut self.root_cause),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("vm", &self.vm);
+        w.write("vmName", &self.vm_name);
+        w.write("hostSelectionBy", &self.host_selection_by);
+        w.write_vec("hostErrors", &self.host_errors);
+        w.write("rootCause", &self.root_cause);
+    }
+}
+/// `PowerOnFtSecondaryTimedout` (extends `Timedout`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PowerOnFtSecondaryTimedout {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `vmName`.
+    pub vm_name: String,
+    /// `timeout`.
+    pub timeout: i32,
+}
+impl x::SchemaType for PowerOnFtSecondaryTimedout {
+    const TYPE_NAME: &'static str = "PowerOnFtSecondaryTimedout";
+}
+impl x::Structure for PowerOnFtSecondaryTimedout {}
+impl x::Fields for PowerOnFtSecondaryTimedout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vm" => r.read(&mut self.vm),
+            "vmName" => r.read(&mut self.vm_name),
+            "timeout" => r.read(&mut self.timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("vm", &self.vm);
+        w.write("vmName", &self.vm_name);
+        w.write("timeout", &self.timeout);
+    }
+}
+/// `PowerSystemCapability` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PowerSystemCapability {
+    /// `availablePolicy`.
+    pub available_policy: Vec<HostPowerPolicy>,
+}
+impl x::SchemaType for PowerSystemCapability {
+    const TYPE_NAME: &'static str = "PowerSystemCapability";
+}
+impl x::Structure for PowerSystemCapability {}
+impl x::Fields for PowerSystemCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "availablePolicy" => r.read_push(&mut self.available_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("availablePolicy", &self.available_policy);
+    }
+}
+/// `PowerSystemInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PowerSystemInfo {
+    /// `currentPolicy`.
+    pub current_policy: HostPowerPolicy,
+}
+impl x::SchemaType for PowerSystemInfo {
+    const TYPE_NAME: &'static str = "PowerSystemInfo";
+}
+impl x::Structure for PowerSystemInfo {}
+impl x::Fields for PowerSystemInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "currentPolicy" => r.read(&mut self.current_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("currentPolicy", &self.current_policy);
+    }
+}
+/// `PrivilegeAvailability` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PrivilegeAvailability {
+    /// `privId`.
+    pub priv_id: String,
+    /// `isGranted`.
+    pub is_granted: bool,
+}
+impl x::SchemaType for PrivilegeAvailability {
+    const TYPE_NAME: &'static str = "PrivilegeAvailability";
+}
+impl x::Structure for PrivilegeAvailability {}
+impl x::Fields for PrivilegeAvailability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "privId" => r.read(&mut self.priv_id),
+            "isGranted" => r.read(&mut self.is_granted),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("privId", &self.priv_id);
+        w.write("isGranted", &self.is_granted);
+    }
+}
+impl x::ArrayItem for PrivilegeAvailability {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfPrivilegeAvailability";
+    const ITEM_TAG: &'static str = "PrivilegeAvailability";
+}
+/// `PrivilegePolicyDef` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PrivilegePolicyDef {
+    /// `createPrivilege`.
+    pub create_privilege: String,
+    /// `readPrivilege`.
+    pub read_privilege: String,
+    /// `updatePrivilege`.
+    pub update_privilege: String,
+    /// `deletePrivilege`.
+    pub delete_privilege: String,
+}
+impl x::SchemaType for PrivilegePolicyDef {
+    const TYPE_NAME: &'static str = "PrivilegePolicyDef";
+}
+impl x::Structure for PrivilegePolicyDef {}
+impl x::Fields for PrivilegePolicyDef {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "createPrivilege" => r.read(&mut self.create_privilege),
+            "readPrivilege" => r.read(&mut self.read_privilege),
+            "updatePrivilege" => r.read(&mut self.update_privilege),
+            "deletePrivilege" => r.read(&mut self.delete_privilege),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("createPrivilege", &self.create_privilege);
+        w.write("readPrivilege", &self.read_privilege);
+        w.write("updatePrivilege", &self.update_privilege);
+        w.write("deletePrivilege", &self.delete_privilege);
+    }
+}
+/// `ProductComponentInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProductComponentInfo {
+    /// `id`.
+    pub id: String,
+    /// `name`.
+    pub name: String,
+    /// `version`.
+    pub version: String,
+    /// `release`.
+    pub release: i32,
+}
+impl x::SchemaType for ProductComponentInfo {
+    const TYPE_NAME: &'static str = "ProductComponentInfo";
+}
+impl x::Structure for ProductComponentInfo {}
+impl x::Fields for ProductComponentInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "version" => r.read(&mut self.version),
+            "release" => r.read(&mut self.release),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("name", &self.name);
+        w.write("version", &self.version);
+        w.write("release", &self.release);
+    }
+}
+impl x::ArrayItem for ProductComponentInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfProductComponentInfo";
+    const ITEM_TAG: &'static str = "ProductComponentInfo";
+}
 /// `ProfileApplyProfileElement` (extends `ApplyProfile`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProfileApplyProfileElement {
@@ -199,14 +1268,10 @@ impl x::Fields for ProfileAssociatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
     }
 }
@@ -294,14 +1359,10 @@ impl x::Fields for ProfileChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
     }
 }
@@ -541,14 +1602,10 @@ impl x::Fields for ProfileCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
     }
 }
@@ -733,14 +1790,10 @@ impl x::Fields for ProfileDissociatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
     }
 }
@@ -828,14 +1881,10 @@ impl x::Fields for ProfileEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
     }
 }
@@ -1562,14 +2611,10 @@ impl x::Fields for ProfileReferenceHostChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
         w.write_opt("referenceHost", &self.reference_host);
         w.write_opt("referenceHostName", &self.reference_host_name);
@@ -1660,14 +2705,10 @@ impl x::Fields for ProfileRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
-            w.write_opt("tgw", &self.tgw);
-        }
+        w.write_opt("tgw", &self.tgw);
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
-            w.write_opt("auditId", &self.audit_id);
-        }
+        w.write_opt("auditId", &self.audit_id);
         w.write("profile", &self.profile);
     }
 }
