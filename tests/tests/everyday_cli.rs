@@ -1,67 +1,13 @@
 //! The `vsphere` CLI's inventory and VM commands (ls, find, vm.*, walk)
 //! against the simulator, as a govc user would run them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
-use std::time::SystemTime;
 
 use vsphere_tests::{Simulator, SimulatorOptions, Template};
 
-/// The example binary, built when missing or older than the client's sources.
 fn cli() -> PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
-            let target_dir = profile_dir.parent().expect("target dir");
-            let binary = profile_dir.join("examples").join("vsphere");
-            let client_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vsphere-client");
-            let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
-            if built.is_some_and(|built| newest_change(&client_dir) <= built) {
-                return binary;
-            }
-            let mut build = Command::new(env!("CARGO"));
-            build
-                .args([
-                    "build",
-                    "-q",
-                    "-p",
-                    "vsphere-client",
-                    "--example",
-                    "vsphere",
-                    "--target-dir",
-                ])
-                .arg(target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            let status = build.status().expect("run cargo build");
-            assert!(status.success(), "building the vsphere example failed");
-            binary
-        })
-        .clone()
-}
-
-fn newest_change(dir: &Path) -> SystemTime {
-    let mut newest = SystemTime::UNIX_EPOCH;
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_dir() {
-                pending.push(entry.path());
-            } else if let Ok(modified) = meta.modified() {
-                newest = newest.max(modified);
-            }
-        }
-    }
-    newest
+    vsphere_tests::vsphere_cli_binary()
 }
 
 struct Cli<'a> {

@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use vsphere_client::rest::{
@@ -513,37 +512,8 @@ async fn the_keepalive_keeps_an_idle_session() {
 
 // ---- the CLI ---------------------------------------------------------------
 
-/// The example binary, built into the target directory this test runs from.
 fn cli() -> PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
-            let target_dir = profile_dir.parent().expect("target dir");
-            let mut build = Command::new(env!("CARGO"));
-            build
-                .args([
-                    "build",
-                    "-q",
-                    "-p",
-                    "vsphere-client",
-                    "--example",
-                    "vsphere",
-                    "--target-dir",
-                ])
-                .arg(target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            assert!(
-                build.status().expect("cargo build").success(),
-                "building the vsphere example failed"
-            );
-            profile_dir.join("examples").join("vsphere")
-        })
-        .clone()
+    vsphere_tests::vsphere_cli_binary()
 }
 
 fn run(sim: &Simulator, args: &[&str]) -> Output {
