@@ -58,6 +58,13 @@ pub enum ErrorKind {
     /// An argument is unusable before anything is sent: an unknown property
     /// path, a malformed inventory path or UUID. The message names it.
     InvalidArgument,
+    /// The request carries a field, enumeration value, type or operation
+    /// that vSphere added after the API version negotiated with the server
+    /// (the lower of the server's and the bindings'): nothing was sent. The
+    /// message names the item, the version that added it and the server's.
+    /// A field newer than the server is only an error when it is set; left
+    /// unset (`None`, empty), it is not sent and the call goes ahead.
+    NewerThanServer,
     /// What was looked up does not exist: an inventory path that matches
     /// nothing, a UUID no VM has. (A managed object reference that no longer
     /// exists is the server's `ManagedObjectNotFound` fault instead.)

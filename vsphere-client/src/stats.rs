@@ -2,10 +2,11 @@
 //! operations it invoked and how many failed, for tests that bound round trips
 //! and for metrics exporters.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
 use crate::error::Error;
+use crate::xml::skipped::{Skipped, SkippedElement};
 
 /// Counts of one SOAP method (`RetrievePropertiesEx`, `Login`...).
 ///
@@ -21,14 +22,55 @@ pub struct MethodStats {
     pub faults: u64,
     /// Calls that failed otherwise (transport, TLS, timeout, decoding...).
     pub errors: u64,
+    /// Elements of this method's responses that the bindings do not know
+    /// (from a server newer than [`GENERATED_API_VERSION`](crate::GENERATED_API_VERSION)),
+    /// skipped while decoding: each occurrence counts. The first time a
+    /// client skips an element of a type, it says so in a `debug` event
+    /// naming the type and the element.
+    pub unknown_elements: u64,
 }
+
+/// How many different (type, element) pairs a client remembers having
+/// reported; past it, unknown elements are still counted but no longer
+/// reported (a hostile server cannot make the set grow).
+const MAX_REPORTED: usize = 1024;
 
 #[derive(Debug, Default)]
 pub(crate) struct CallStats {
     by_method: Mutex<BTreeMap<&'static str, MethodStats>>,
+    /// The (type, element) pairs already reported.
+    reported: Mutex<HashSet<(&'static str, String)>>,
 }
 
 impl CallStats {
+    /// Counts what decoding a response of `method` skipped and returns the
+    /// elements this client has not reported before.
+    pub(crate) fn record_skipped<'s>(
+        &self,
+        method: &'static str,
+        skipped: &'s Skipped,
+    ) -> Vec<&'s SkippedElement> {
+        if skipped.is_empty() {
+            return Vec::new();
+        }
+        if let Ok(mut by_method) = self.by_method.lock() {
+            by_method.entry(method).or_default().unknown_elements += skipped.total;
+        }
+        let Ok(mut reported) = self.reported.lock() else {
+            return Vec::new();
+        };
+        let mut new = Vec::new();
+        for element in &skipped.elements {
+            if reported.len() >= MAX_REPORTED {
+                break;
+            }
+            if reported.insert((element.type_name, element.element.clone())) {
+                new.push(element);
+            }
+        }
+        new
+    }
+
     pub(crate) fn record<T>(&self, method: &'static str, result: &Result<T, Error>) {
         if let Ok(mut by_method) = self.by_method.lock() {
             let stats = by_method.entry(method).or_default();
@@ -74,7 +116,8 @@ mod tests {
             MethodStats {
                 calls: 2,
                 faults: 1,
-                errors: 0
+                errors: 0,
+                unknown_elements: 0,
             }
         );
         assert_eq!(
@@ -82,7 +125,8 @@ mod tests {
             MethodStats {
                 calls: 1,
                 faults: 0,
-                errors: 1
+                errors: 1,
+                unknown_elements: 0,
             }
         );
     }

@@ -12,6 +12,38 @@ use std::cmp::Ordering;
 /// WSDL bundle plus what later versions added (`wsdl/additions.json`).
 pub const GENERATED_API_VERSION: &str = crate::generated::API_VERSION;
 
+/// A vim25 API version as a number that orders like the version: one byte
+/// per part, `0x0800_0100` for 8.0.1.0 (parts past 255 count as 255, past
+/// the fourth are ignored; no vim25 version has either).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ApiLevel(pub u32);
+
+impl ApiLevel {
+    /// Above every version: what a writer without a server checks against.
+    pub const MAX: ApiLevel = ApiLevel(u32::MAX);
+
+    /// `8.0.1.0`, `7.0`, `6.5` (missing parts are zero); `None` for text
+    /// that is not a dotted version.
+    pub fn parse(version: &str) -> Option<ApiLevel> {
+        if !is_version(version) {
+            return None;
+        }
+        let mut level = 0u32;
+        for (i, part) in version.split('.').take(4).enumerate() {
+            let byte = part.parse::<u32>().unwrap_or(u32::MAX).min(255);
+            level |= byte << (24 - 8 * i);
+        }
+        Some(ApiLevel(level))
+    }
+}
+
+impl std::fmt::Display for ApiLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [a, b, c, d] = self.0.to_be_bytes();
+        write!(f, "{a}.{b}.{c}.{d}")
+    }
+}
+
 /// The newest `urn:vim25` version in a `vimServiceVersions.xml` document,
 /// or `None` when the document does not name one.
 pub(crate) fn parse_service_versions(xml: &str) -> Option<String> {
@@ -117,6 +149,23 @@ mod tests {
             "<namespace>",
         ] {
             assert_eq!(parse_service_versions(doc), None, "{doc}");
+        }
+    }
+
+    #[test]
+    fn api_levels_order_like_versions() {
+        let level = |v| ApiLevel::parse(v).expect(v);
+        assert_eq!(level("8.0.1.0"), ApiLevel(0x0800_0100));
+        assert_eq!(level("8.0.1.0").to_string(), "8.0.1.0");
+        assert_eq!(level("7.0"), level("7.0.0.0"));
+        assert!(level("6.5") < level("7.0.3.0"));
+        assert!(level("7.0.3.0") < level("7.0.3.1"));
+        assert!(level("9.0.0.0") < level("10.0"));
+        assert!(level(GENERATED_API_VERSION) < ApiLevel::MAX);
+        assert_eq!(level("1.2.3.4.5"), level("1.2.3.4"));
+        assert_eq!(level("7.999"), level("7.255"));
+        for junk in ["", "seven", "8..0", "8.0-beta"] {
+            assert_eq!(ApiLevel::parse(junk), None, "{junk}");
         }
     }
 

@@ -257,6 +257,25 @@ fn faults_round_trip_and_decode_from_a_soap_fault() {
         SoapError::Fault(fault) => assert_eq!(fault.fault_type(), Some("NotAuthenticated")),
         other => panic!("expected a fault, got {other}"),
     }
+
+    // A fault type newer than the bindings decodes as MethodFault and keeps
+    // its name, offline as in a call.
+    let newer = document.replace(
+        r#"<InvalidLoginFault xmlns="urn:vim25" xsi:type="InvalidLogin"></InvalidLoginFault>"#,
+        r#"<QuantumFluxFault xmlns="urn:vim25" xsi:type="QuantumFlux"><faultMessage><key>k</key><message>m</message></faultMessage><flux>3</flux></QuantumFluxFault>"#,
+    );
+    let fault = soap::decode_fault(newer.as_bytes()).expect("a fault");
+    assert_eq!(fault.fault_type(), Some("QuantumFlux"));
+    assert!(matches!(fault.detail, Some(AnyMethodFault::MethodFault(_))));
+    assert!(fault.to_string().starts_with("QuantumFlux: "), "{fault}");
+    let err = vsphere_client::codec::decode_response::<CurrentTimeRequestType>(newer.as_bytes())
+        .expect_err("a fault");
+    let fault = err.fault().expect("the fault");
+    assert_eq!(fault.type_name(), Some("QuantumFlux"));
+    assert_eq!(
+        fault.detail().map(AnyMethodFault::type_name),
+        Some("MethodFault")
+    );
 }
 
 #[test]

@@ -139,3 +139,104 @@ fn golden_methods_build_requests_and_decode_responses() {
         Ok("string")
     );
 }
+
+/// What `x` encodes to for a server of API `server`: the XML, or the first
+/// item newer than the server.
+fn encode_for<T: Encode>(x: &T, server: &str) -> Result<String, (String, String)> {
+    let mut w = XmlWriter::for_server(xml::ApiLevel::parse(server).expect("version"));
+    x.encode(&mut w, "x");
+    match w.newer_than_server() {
+        Some(newer) => Err((newer.item.to_string(), newer.since.to_string())),
+        None => Ok(String::from_utf8(w.into_bytes()).expect("UTF-8")),
+    }
+}
+
+#[test]
+fn golden_items_newer_than_the_server_are_named_and_unset_ones_left_out() {
+    // Square.cornerRadius is 8.0.1.0, Square.layer (required) 8.0.2.0.
+    let square = Square {
+        id: 1,
+        corner_radius: Some(0.5),
+        ..Default::default()
+    };
+    assert_eq!(
+        encode_for(&square, "8.0.0.0"),
+        Err(("Square.cornerRadius".into(), "8.0.1.0".into()))
+    );
+    // 8.0.1.0 knows cornerRadius; layer is at its default, so not written.
+    let xml = encode_for(&square, "8.0.1.0").expect("encodes");
+    assert!(
+        xml.contains("<cornerRadius>0.5</cornerRadius>") && !xml.contains("<layer>"),
+        "{xml}"
+    );
+    let layered = Square {
+        layer: 2,
+        ..square.clone()
+    };
+    assert_eq!(
+        encode_for(&layered, "8.0.1.0"),
+        Err(("Square.layer".into(), "8.0.2.0".into()))
+    );
+    assert!(encode_for(&layered, "8.0.2.0")
+        .expect("encodes")
+        .contains("<layer>2</layer>"));
+    // Without a server, everything is written.
+    let mut w = XmlWriter::new();
+    layered.encode(&mut w, "x");
+    assert!(w.newer_than_server().is_none());
+
+    // An enumeration value newer than its enumeration (Color green, 8.0.2.0).
+    assert_eq!(
+        encode_for(&Color::Green, "7.0.3.0"),
+        Err(("Color value green".into(), "8.0.2.0".into()))
+    );
+    assert_eq!(encode_for(&Color::Red, "7.0.3.0").as_deref(), Ok("<x xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\">red</x>"));
+
+    // A type added later (Triangle, 8.0.2.0) in a polymorphic slot, and its
+    // own later field (vMotionSafe, 9.0.0.0).
+    let triangle = Triangle {
+        vmotion_safe: Some(true),
+        ..Default::default()
+    };
+    let drawing = Drawing {
+        shapes: vec![triangle.clone().into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        encode_for(&drawing, "8.0.1.0"),
+        Err(("type Triangle".into(), "8.0.2.0".into()))
+    );
+    assert_eq!(
+        encode_for(&triangle, "8.0.3.0"),
+        Err(("Triangle.vMotionSafe".into(), "9.0.0.0".into()))
+    );
+    assert!(encode_for(&triangle, "9.0.0.0").is_ok());
+
+    // An operation added later (Clear_Task, 9.0.0.0), and a parameter
+    // added to an older one (SessionIsActive userName, 8.0.0.1).
+    let this = ManagedObjectReference::new("Canvas", "canvas-1");
+    let clear = ClearRequestType {
+        this: this.clone(),
+        ..Default::default()
+    };
+    let newer =
+        xml::soap::encode_request_envelope_for(&clear, xml::ApiLevel::parse("8.0.3.0").unwrap())
+            .expect_err("newer than 8.0.3.0");
+    assert_eq!(
+        (newer.item, newer.since.to_string().as_str()),
+        ("operation Clear_Task", "9.0.0.0")
+    );
+    let active = SessionIsActiveRequestType {
+        this,
+        user_name: Some("u".into()),
+        ..Default::default()
+    };
+    let newer =
+        xml::soap::encode_request_envelope_for(&active, xml::ApiLevel::parse("8.0.0.0").unwrap())
+            .expect_err("newer than 8.0.0.0");
+    assert_eq!(newer.item, "SessionIsActive.userName");
+    let sent =
+        xml::soap::encode_request_envelope_for(&active, xml::ApiLevel::parse("8.0.0.1").unwrap())
+            .expect("8.0.0.1 has it");
+    assert!(String::from_utf8_lossy(&sent).contains("<userName>u</userName>"));
+}

@@ -158,6 +158,7 @@ pub(crate) fn fault_template(fault: AnyMethodFault, message: &str) -> ResponseTe
         soap::encode_fault_envelope(&SoapFault {
             faultcode: "ServerFaultCode".to_string(),
             faultstring: message.to_string(),
+            type_name: Some(fault.type_name().to_string()),
             detail: Some(fault),
         }),
     )
@@ -686,6 +687,7 @@ impl<R: Request + Decode + 'static> Respond for Typed<R> {
                     faultcode: "ClientFaultCode".to_string(),
                     faultstring: format!("vsphere-testkit cannot decode this {}: {err}", R::NAME),
                     detail: None,
+                    type_name: None,
                 }),
             ),
         }

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::{format, group_of, lit, since_doc, Counts, Item};
+use super::{api_level, format, group_of, lit, since_doc, Counts, Item};
 use crate::error::Result;
-use crate::model::Model;
+use crate::model::{newer, Model};
 use crate::naming::UNRECOGNIZED_VARIANT;
 use crate::plan::Plan;
 
@@ -76,9 +76,27 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
             "impl x::Decode for {rust} {{\n    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {{ Ok(Self::from(r.read_text()?.trim())) }}\n}}"
         )
         .ok();
+        // Values newer than the enumeration are checked against the
+        // server's version (see `XmlWriter::since`); the rest go as they are.
+        let mut checks = String::new();
+        for (value, variant) in e.values.iter().zip(variants) {
+            let since = e.since_of(value);
+            if let Some(version) = since.filter(|_| newer(since, e.since)) {
+                writeln!(
+                    checks,
+                    "            Self::{variant} => {{ w.since({}, {}, true); }}",
+                    api_level(version),
+                    lit(&format!("{} value {value}", e.name))
+                )
+                .ok();
+            }
+        }
+        if !checks.is_empty() {
+            checks = format!("        match self {{\n{checks}            _ => {{}}\n        }}\n");
+        }
         writeln!(
             code,
-            "impl x::Encode for {rust} {{\n    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {{ w.text_element(tag, xsi_type, self.as_str()) }}\n}}"
+            "impl x::Encode for {rust} {{\n    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {{\n{checks}        w.text_element(tag, xsi_type, self.as_str())\n    }}\n}}"
         )
         .ok();
         writeln!(

@@ -82,6 +82,13 @@ pub(crate) fn since_doc(since: crate::model::Since) -> String {
     }
 }
 
+/// An API version as the `u32` the runtime compares (`XmlWriter::since`):
+/// one byte per part, `0x0800_0100` for 8.0.1.0.
+pub(crate) fn api_level(version: crate::model::ApiVersion) -> String {
+    let [a, b, c, d] = version.0;
+    format!("0x{a:02x}{b:02x}_{c:02x}{d:02x}")
+}
+
 /// A Rust string literal for `s`.
 pub(crate) fn lit(s: &str) -> String {
     format!("{s:?}")

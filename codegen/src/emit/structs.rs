@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::{format, group_of, lit, since_doc, Counts, Item};
+use super::{api_level, format, group_of, lit, since_doc, Counts, Item};
 use crate::error::Result;
-use crate::model::{ComplexType, Model, Occurs};
+use crate::model::{newer, ComplexType, Model, Occurs};
 use crate::plan::Plan;
 
 pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Vec<Item>> {
@@ -82,11 +82,23 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
 
     // Fields: decode by element name, encode in schema order.
     writeln!(code, "impl x::Fields for {rust} {{").ok();
+    let type_check = type_since_check(model, ty);
     if fields.is_empty() {
         code.push_str(
             "    fn decode_field(&mut self, _r: &mut x::XmlReader<'_>, _name: &str) -> Result<bool, x::DecodeError> { Ok(false) }\n",
         );
-        code.push_str("    fn encode_fields(&self, _w: &mut x::XmlWriter) {}\n}\n");
+        match &type_check {
+            Some(check) => writeln!(
+                code,
+                "    fn encode_fields(&self, w: &mut x::XmlWriter) {{ {check} }}\n}}"
+            )
+            .ok(),
+            None => writeln!(
+                code,
+                "    fn encode_fields(&self, _w: &mut x::XmlWriter) {{}}\n}}"
+            )
+            .ok(),
+        };
         return code;
     }
     code.push_str(
@@ -117,6 +129,9 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
     // the decoders: see "Cold code" in vsphere-client/src/xml/mod.rs.
     code.push_str("    #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n");
     code.push_str("    fn encode_fields(&self, w: &mut x::XmlWriter) {\n");
+    if let Some(check) = &type_check {
+        writeln!(code, "        {check}").ok();
+    }
     for (owner, f) in &fields {
         let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
         let boxed = plan.is_boxed(owner, &f.name);
@@ -127,8 +142,67 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
             (Occurs::Optional, true) => format!("w.write_opt_box({}, &self.{name})", lit(&f.name)),
             (Occurs::Repeated, _) => format!("w.write_vec({}, &self.{name})", lit(&f.name)),
         };
-        writeln!(code, "        {call};").ok();
+        match f.since.filter(|_| newer(f.since, ty.since)) {
+            // Newer than the type: written only to a server that knows it
+            // (see `XmlWriter::since`).
+            Some(since) => {
+                let present = match (f.occurs, boxed) {
+                    (Occurs::Required, false) => format!("!x::is_default(&self.{name})"),
+                    (Occurs::Required, true) => format!("!x::is_default(&*self.{name})"),
+                    (Occurs::Optional, _) => format!("self.{name}.is_some()"),
+                    (Occurs::Repeated, _) => format!("!self.{name}.is_empty()"),
+                };
+                writeln!(
+                    code,
+                    "        if w.since({}, {}, {present}) {{ {call}; }}",
+                    api_level(since),
+                    lit(&format!("{}.{}", item_owner(model, owner), f.name))
+                )
+                .ok();
+            }
+            None => {
+                writeln!(code, "        {call};").ok();
+            }
+        }
     }
     code.push_str("    }\n}\n");
     code
+}
+
+/// The version check at the top of `encode_fields` of a type added after the
+/// base bundle: a request holding one fails before it is sent to an older
+/// server (a request type: the operation is newer than the server).
+fn type_since_check(model: &Model, ty: &ComplexType) -> Option<String> {
+    let since = ty.since?;
+    let item = match operation_of(model, ty) {
+        Some(operation) => format!("operation {operation}"),
+        None => format!("type {}", ty.name),
+    };
+    Some(format!(
+        "w.since({}, {}, true);",
+        api_level(since),
+        lit(&item)
+    ))
+}
+
+/// The operation whose parameters a request type holds.
+fn operation_of<'a>(model: &'a Model, ty: &ComplexType) -> Option<&'a str> {
+    if !ty.is_request {
+        return None;
+    }
+    model
+        .operations
+        .values()
+        .find(|op| op.request_type == ty.name)
+        .map(|op| op.name.as_str())
+}
+
+/// How a version check names the owner of a field: its type, or for a
+/// parameter, its operation (`SessionIsActive.userName`).
+fn item_owner<'a>(model: &'a Model, owner: &'a str) -> &'a str {
+    model
+        .types
+        .get(owner)
+        .and_then(|ty| operation_of(model, ty))
+        .unwrap_or(owner)
 }

@@ -349,6 +349,7 @@ impl ClientBuilder {
             service,
             transport_config,
             soap_action: std::sync::RwLock::new(soap_action(&announced)),
+            api_level: Inner::new_api_level(&announced),
             api_version: std::sync::RwLock::new(announced),
             content: std::sync::OnceLock::new(),
             session: Session::new(),

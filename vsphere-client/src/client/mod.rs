@@ -89,6 +89,9 @@ pub(crate) struct Inner {
     transport_config: transport::TransportConfig,
     soap_action: RwLock<Arc<str>>,
     api_version: RwLock<String>,
+    /// `api_version` as an `ApiLevel` number (`ApiLevel::MAX` for a
+    /// version that does not parse: nothing is held back then).
+    api_level: std::sync::atomic::AtomicU32,
     content: OnceLock<ServiceContent>,
     session: Session,
     credentials: Option<Credentials>,
@@ -194,6 +197,34 @@ impl Client {
             .unwrap_or_default()
     }
 
+    /// [`api_version`](Client::api_version) as a number, for the version
+    /// check of requests.
+    fn api_level(&self) -> crate::xml::ApiLevel {
+        crate::xml::ApiLevel(
+            self.inner
+                .api_level
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    fn newer_than_server(&self, newer: crate::xml::NewerItem) -> Error {
+        Error::new(
+            ErrorKind::NewerThanServer,
+            format!(
+                "{} is vSphere API {}, newer than the API {} negotiated with the server; the request was not sent",
+                newer.item,
+                newer.since,
+                self.api_version()
+            ),
+        )
+    }
+
+    /// The vim25 version to announce from now on: `SOAPAction` and the
+    /// version requests are checked against.
+    fn announce(&self, version: &str) {
+        self.inner.announce(version);
+    }
+
     /// The service content fetched on connect (`about`, the managers'
     /// references, the root folder...).
     pub fn service_content(&self) -> &ServiceContent {
@@ -239,8 +270,15 @@ impl Client {
     /// concurrent call) and one retry. Transport errors and 502/503/504 are
     /// retried with backoff only when `R::IDEMPOTENT`, or when the request
     /// cannot have reached the server.
+    ///
+    /// A request carrying a field, enumeration value, type or operation newer
+    /// than the negotiated API version (see [`api_version`](Client::api_version))
+    /// fails with [`ErrorKind::NewerThanServer`] before anything is sent.
     pub async fn invoke<R: Request>(&self, request: &R) -> Result<R::Response, Error> {
-        let body = Bytes::from(crate::xml::soap::encode_request_envelope(request));
+        let body = match crate::xml::soap::encode_request_envelope_for(request, self.api_level()) {
+            Ok(body) => Bytes::from(body),
+            Err(newer) => return Err(self.newer_than_server(newer).in_method(R::NAME)),
+        };
         let span = tracing::debug_span!(
             "soap_call",
             method = R::NAME,
@@ -337,7 +375,16 @@ impl Client {
         if let Some(cookie) = reply.new_cookie.clone() {
             self.inner.session.adopt_cookie(cookie);
         }
-        let result = response::decode::<R>(&reply, self.inner.url.as_str());
+        let (result, skipped) =
+            crate::xml::skipped::collect(|| response::decode::<R>(&reply, self.inner.url.as_str()));
+        for element in self.inner.stats.record_skipped(R::NAME, &skipped) {
+            tracing::debug!(
+                type_name = element.type_name,
+                element = %element.element,
+                bindings = version::GENERATED_API_VERSION,
+                "skipped an element the bindings do not know (from a newer server)"
+            );
+        }
         self.inner
             .transport_config
             .body_buffers
@@ -417,13 +464,7 @@ impl Client {
             // No vimServiceVersions.xml: go by what the server says it is.
             let server = content.about.api_version.clone();
             if !server.is_empty() {
-                let announced = version::negotiate(&server);
-                if let Ok(mut action) = self.inner.soap_action.write() {
-                    *action = builder::soap_action(&announced);
-                }
-                if let Ok(mut version) = self.inner.api_version.write() {
-                    *version = announced;
-                }
+                self.announce(&version::negotiate(&server));
             }
         }
         let _ = self.inner.content.set(content);
@@ -585,6 +626,30 @@ async fn keepalive_loop(client: Weak<Inner>, interval: Duration) {
             Err(err) => tracing::warn!(error = %err, "keepalive failed; will try again"),
         }
     }
+}
+
+impl Inner {
+    /// The `api_level` of a client announcing `version`.
+    pub(crate) fn new_api_level(version: &str) -> std::sync::atomic::AtomicU32 {
+        std::sync::atomic::AtomicU32::new(api_level_of(version))
+    }
+
+    fn announce(&self, version: &str) {
+        if let Ok(mut action) = self.soap_action.write() {
+            *action = builder::soap_action(version);
+        }
+        if let Ok(mut announced) = self.api_version.write() {
+            *announced = version.to_owned();
+        }
+        self.api_level
+            .store(api_level_of(version), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn api_level_of(version: &str) -> u32 {
+    crate::xml::ApiLevel::parse(version)
+        .unwrap_or(crate::xml::ApiLevel::MAX)
+        .0
 }
 
 impl Drop for Inner {

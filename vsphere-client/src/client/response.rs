@@ -34,15 +34,12 @@ pub(crate) fn decode_body<R: Request>(
     }
     match crate::xml::soap::decode_response::<R>(body) {
         Ok(response) => Ok(response),
-        Err(SoapError::Fault(fault)) => {
-            let type_name = fault_type_name(body);
-            Err(Error::from_fault(Fault::new(
-                fault.faultcode,
-                fault.faultstring,
-                type_name,
-                fault.detail,
-            )))
-        }
+        Err(SoapError::Fault(fault)) => Err(Error::from_fault(Fault::new(
+            fault.faultcode,
+            fault.faultstring,
+            fault.type_name,
+            fault.detail,
+        ))),
         Err(SoapError::Decode(decode)) => {
             let err = if status.is_success() || status == StatusCode::INTERNAL_SERVER_ERROR {
                 Error::new(
@@ -117,71 +114,6 @@ pub(crate) fn looks_like_soap(body: &[u8]) -> bool {
     }
 }
 
-/// The fault's vim25 type, read from the first element inside `detail`:
-/// its `xsi:type` when present, else its name without the `Fault` suffix
-/// (`<InvalidLoginFault xsi:type="InvalidLogin">`). Reading it from the
-/// body keeps the name of fault types newer than the generated code.
-pub(crate) fn fault_type_name(body: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(body);
-    let detail_start = find_start_tag(&text, "detail")?;
-    let after = &text[detail_start..];
-    let open = after.find('<')?;
-    let tag_text = &after[open + 1..];
-    let end = tag_text.find('>')?;
-    let tag = &tag_text[..end];
-    if tag.starts_with('/') {
-        return None; // empty detail
-    }
-    let element = tag.trim_end_matches('/').split_whitespace().next()?;
-    if let Some(xsi_type) = attribute(tag, "type") {
-        let local = xsi_type.rsplit(':').next().unwrap_or(xsi_type);
-        if !local.is_empty() {
-            return Some(local.to_owned());
-        }
-    }
-    let local = element.rsplit(':').next().unwrap_or(element);
-    let name = local.strip_suffix("Fault").unwrap_or(local);
-    (!name.is_empty()).then(|| name.to_owned())
-}
-
-/// Byte offset just past the start tag of the first element named `local`
-/// (any prefix).
-fn find_start_tag(text: &str, local: &str) -> Option<usize> {
-    let mut offset = 0;
-    while let Some(pos) = text[offset..].find('<') {
-        let start = offset + pos + 1;
-        let end = start + text[start..].find('>')?;
-        let tag = &text[start..end];
-        let name = tag.split_whitespace().next().unwrap_or("");
-        if name.rsplit(':').next() == Some(local) && !tag.starts_with('/') {
-            return Some(end + 1);
-        }
-        offset = end + 1;
-    }
-    None
-}
-
-/// The value of the attribute whose local name is `local` (`xsi:type`,
-/// `type`) in a start tag's text.
-fn attribute<'a>(tag: &'a str, local: &str) -> Option<&'a str> {
-    let mut rest = tag;
-    while let Some(eq) = rest.find('=') {
-        let name = rest[..eq].split_whitespace().last().unwrap_or("");
-        let value_part = rest[eq + 1..].trim_start();
-        let quote = value_part.chars().next()?;
-        if quote != '"' && quote != '\'' {
-            return None;
-        }
-        let value_end = value_part[1..].find(quote)?;
-        let value = &value_part[1..1 + value_end];
-        if name.rsplit(':').next() == Some(local) && name.contains(':') {
-            return Some(value);
-        }
-        rest = &value_part[1 + value_end + 1..];
-    }
-    None
-}
-
 /// A short, single-line, tag-free excerpt of a body for error messages.
 fn text_excerpt(body: &[u8], max_chars: usize) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(16 * 1024)]);
@@ -236,19 +168,6 @@ mod tests {
         assert!(!looks_like_soap(b""));
         assert!(!looks_like_soap(b"Service Unavailable"));
         assert!(!looks_like_soap(b"<?xml"));
-    }
-
-    #[test]
-    fn fault_type_from_xsi_type_or_element_name() {
-        let body = br#"<soapenv:Envelope><soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>x</faultstring><detail><InvalidLoginFault xmlns="urn:vim25" xsi:type="InvalidLogin"></InvalidLoginFault></detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>"#;
-        assert_eq!(fault_type_name(body).as_deref(), Some("InvalidLogin"));
-        let body = br#"<Envelope><Body><Fault><detail><NotAuthenticatedFault xmlns="urn:vim25"/></detail></Fault></Body></Envelope>"#;
-        assert_eq!(fault_type_name(body).as_deref(), Some("NotAuthenticated"));
-        assert_eq!(fault_type_name(b"<Fault><detail></detail></Fault>"), None);
-        assert_eq!(fault_type_name(b"<Fault/>"), None);
-        for junk in ["<detail", "<detail><", "<detail><x a=", "<detail><x a='"] {
-            let _ = fault_type_name(junk.as_bytes());
-        }
     }
 
     #[test]

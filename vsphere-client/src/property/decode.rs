@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 use crate::generated::REGISTRY;
 use crate::mo::MANAGED_OBJECTS;
-use crate::xml::{Decode, DecodeError, DecodeErrorKind, Occurs, Value, XmlReader};
+use crate::xml::{skipped, Decode, DecodeError, DecodeErrorKind, Occurs, Value, XmlReader};
 
 use super::object::ManagedObject;
 
@@ -117,6 +117,7 @@ pub(crate) fn read_value<'a, T: ManagedObject>(
     }
     match cache.leaf_occurs(T::TYPE_NAME, path) {
         None => {
+            skipped::note(T::TYPE_NAME, path);
             r.skip()?;
             Ok(PropertyValue::Unknown)
         }
@@ -172,7 +173,11 @@ pub(crate) fn set_top_level<T: ManagedObject>(
     value: Value,
 ) -> Result<(), DecodeError> {
     match object.set_property(name, value) {
-        Ok(_) => Ok(()),
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            skipped::note(T::TYPE_NAME, name);
+            Ok(())
+        }
         Err(e) => Err(invalid(format!("{}.{name}: {e}", T::TYPE_NAME))),
     }
 }

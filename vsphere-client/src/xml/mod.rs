@@ -18,10 +18,12 @@ mod mor;
 mod primitives;
 mod reader;
 mod schema;
+pub mod skipped;
 pub mod soap;
 mod value;
 mod writer;
 
+pub use crate::version::ApiLevel;
 pub use mor::ManagedObjectReference;
 pub use primitives::DateTime;
 pub use reader::{DecodeError, DecodeErrorKind, XmlReader, MAX_DEPTH};
@@ -35,7 +37,7 @@ pub use value::{
     any_from_value, as_dyn, decode_boxed, downcast_box, from_property, into_dyn, DataObject,
     FromValue, Value, ValueTypeError,
 };
-pub use writer::XmlWriter;
+pub use writer::{NewerItem, XmlWriter};
 
 // Cold code. Most programs decode far more than they encode, compare or
 // clone: a walk encodes a few requests and decodes thousands of objects.
@@ -109,8 +111,17 @@ pub fn field_decoded(result: Result<(), DecodeError>) -> Result<bool, DecodeErro
     }
 }
 
+/// Whether a required field holds its default: the version check of a
+/// required field newer than its type (see [`XmlWriter::since`]) sends it
+/// only when it does not.
+pub fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 /// A generated structure: the marker that gives it [`Decode`] and [`Encode`].
-pub trait Structure: Fields + Default {}
+/// Its [`SchemaType::TYPE_NAME`] names it when an element inside it is
+/// skipped ([`skipped`]).
+pub trait Structure: Fields + Default + SchemaType {}
 
 // The `dyn Fields` of a structure are made out of line, for the reason given
 // at `value::as_dyn`: one vtable per type instead of one per codegen unit
@@ -129,7 +140,7 @@ impl<T: Structure> Decode for T {
     fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {
         let mut value = T::default();
         // `match`, not `?`: see the note in `XmlReader::read`.
-        match r.read_fields(fields_mut(&mut value)) {
+        match r.read_fields(fields_mut(&mut value), T::TYPE_NAME) {
             Ok(()) => Ok(value),
             Err(e) => Err(e),
         }
@@ -140,7 +151,7 @@ impl<T: Structure> Decode for T {
     // summaries: hundreds of bytes each, a `memcpy` of another size each).
     fn decode_boxed(r: &mut XmlReader<'_>) -> Result<Box<Self>, DecodeError> {
         let mut value = Box::<T>::default();
-        match r.read_fields(fields_mut(&mut *value)) {
+        match r.read_fields(fields_mut(&mut *value), T::TYPE_NAME) {
             Ok(()) => Ok(value),
             Err(e) => Err(e),
         }

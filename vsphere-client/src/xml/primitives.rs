@@ -49,7 +49,30 @@ macro_rules! integer {
     )*};
 }
 
-integer!(i8 => "byte", i16 => "short", i32 => "int", i64 => "long");
+integer!(i16 => "short", i32 => "int", i64 => "long");
+
+/// `xsd:byte` is signed, and vCenter sends byte arrays (hashes, SCSI
+/// inquiry data) as such; but it sends PCI bus, slot and function numbers
+/// (`HostPciDevice`) unsigned, `<bus>138</bus>`. Both read: 128 to 255 as
+/// the byte of the same bits (`138` is `-118`; `bus as u8` is 138).
+impl Decode for i8 {
+    fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {
+        r.read_parsed("byte", |text| {
+            let value: i16 = parse_integer(text)?;
+            match value {
+                -128..=127 => i8::try_from(value).ok(),
+                128..=255 => Some((value as u8) as i8),
+                _ => None,
+            }
+        })
+    }
+}
+
+impl Encode for i8 {
+    fn encode_as(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, &self.to_string());
+    }
+}
 
 /// An `xsd:int` and friends. Most are a few digits: those are read in one
 /// loop without a branch per digit (18 digits cannot overflow an `i64`);

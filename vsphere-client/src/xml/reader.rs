@@ -8,7 +8,7 @@ use super::lexer::{
 };
 
 use super::schema::Registry;
-use super::{Decode, Fields};
+use super::{skipped, Decode, Fields};
 
 /// Elements nested deeper than this are rejected: it bounds the recursion of
 /// the generated decoders (a `MethodFault` chain, hostile input) well inside a
@@ -433,11 +433,17 @@ impl<'a> XmlReader<'a> {
         }
     }
 
-    /// Reads child elements into `target` until the current element ends.
-    /// Children `target` does not know are skipped (forward compatibility).
-    pub fn read_fields(&mut self, target: &mut dyn Fields) -> Result<(), DecodeError> {
+    /// Reads child elements into `target`, of XML type `type_name`, until
+    /// the current element ends. Children `target` does not know are
+    /// skipped (forward compatibility) and noted ([`skipped::note`]).
+    pub fn read_fields(
+        &mut self,
+        target: &mut dyn Fields,
+        type_name: &'static str,
+    ) -> Result<(), DecodeError> {
         while let Some(name) = self.next_child()? {
             if !target.decode_field(self, name)? {
+                skipped::note(type_name, name);
                 self.skip()?;
             }
         }

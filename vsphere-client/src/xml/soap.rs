@@ -4,7 +4,10 @@ use std::fmt;
 
 use super::reader::{DecodeErrorKind, XmlReader};
 use super::schema::Registry;
-use super::{response_element_name, Decode, DecodeError, Encode, Request, Structure, XmlWriter};
+use super::{
+    response_element_name, ApiLevel, Decode, DecodeError, Encode, NewerItem, Request, Structure,
+    XmlWriter,
+};
 use crate::types::AnyMethodFault;
 use crate::xml::{DateTime, ManagedObjectReference};
 
@@ -15,14 +18,21 @@ pub struct SoapFault {
     pub faultcode: String,
     /// The server's message.
     pub faultstring: String,
-    /// The typed vim25 fault from `<detail>`, when there is one.
+    /// The typed vim25 fault from `<detail>`, when there is one. A fault
+    /// type newer than the bindings decodes as its declared base,
+    /// `MethodFault`; [`type_name`](Self::type_name) keeps its name.
     pub detail: Option<AnyMethodFault>,
+    /// The fault's vim25 type as the server named it: the detail's
+    /// `xsi:type`, else its element name without `Fault`
+    /// (`<InvalidLoginFault>`).
+    pub type_name: Option<String>,
 }
 
 impl SoapFault {
-    /// The vim25 fault type name (`InvalidLogin`), when the fault has a detail.
-    pub fn fault_type(&self) -> Option<&'static str> {
-        self.detail.as_ref().map(AnyMethodFault::type_name)
+    /// The vim25 fault type name as the server sent it (`InvalidLogin`, or a
+    /// type newer than the bindings), when the fault has a detail.
+    pub fn fault_type(&self) -> Option<&str> {
+        self.type_name.as_deref()
     }
 }
 
@@ -74,6 +84,21 @@ pub fn encode_request_envelope<R: Request>(request: &R) -> Vec<u8> {
     let mut w = XmlWriter::new();
     w.write_request_envelope(R::NAME, request);
     w.into_bytes()
+}
+
+/// [`encode_request_envelope`] for a server that speaks API `server` at
+/// most: the first item of the request that API `server` does not have
+/// (see [`XmlWriter::since`]) instead of a document that carries it.
+pub fn encode_request_envelope_for<R: Request>(
+    request: &R,
+    server: ApiLevel,
+) -> Result<Vec<u8>, NewerItem> {
+    let mut w = XmlWriter::for_server(server);
+    w.write_request_envelope(R::NAME, request);
+    match w.newer_than_server() {
+        Some(newer) => Err(newer),
+        None => Ok(w.into_bytes()),
+    }
 }
 
 /// Decodes a SOAP response document for request type `R`: its result, or
@@ -274,10 +299,15 @@ fn read_fault(r: &mut XmlReader<'_>) -> Result<SoapFault, DecodeError> {
                     }
                     // `<InvalidLoginFault xsi:type="InvalidLogin">`; without
                     // `xsi:type`, the element name minus `Fault` names the type.
-                    if r.xsi_type().is_none() {
-                        let ty = detail.strip_suffix("Fault").unwrap_or(detail);
-                        r.set_xsi_type(ty.to_string());
-                    }
+                    let type_name = match r.xsi_type() {
+                        Some(ty) => ty.to_string(),
+                        None => {
+                            let ty = detail.strip_suffix("Fault").unwrap_or(detail).to_string();
+                            r.set_xsi_type(ty.clone());
+                            ty
+                        }
+                    };
+                    fault.type_name = (!type_name.is_empty()).then_some(type_name);
                     fault.detail = Some(AnyMethodFault::decode(r)?);
                 }
             }

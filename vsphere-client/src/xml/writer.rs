@@ -1,6 +1,7 @@
 //! `XmlWriter`: appends elements to a byte buffer, escaping as it goes.
 
 use super::{Encode, Fields};
+use crate::version::ApiLevel;
 
 const ENVELOPE_START: &str = concat!(
     r#"<?xml version="1.0" encoding="UTF-8"?>"#,
@@ -12,7 +13,12 @@ const ENVELOPE_START: &str = concat!(
 const ENVELOPE_END: &str = "</soapenv:Body></soapenv:Envelope>";
 
 /// Writes XML into memory. Writing cannot fail.
-#[derive(Debug, Default)]
+///
+/// A writer made [`for_server`](Self::for_server) checks what it writes
+/// against the server's API version: every type, field and enumeration value
+/// added after the base bundle (7.0.3.0) carries its version in the
+/// generated code, which asks [`since`](Self::since) before writing it.
+#[derive(Debug)]
 pub struct XmlWriter {
     buf: Vec<u8>,
     /// Whether an enclosing element (the envelope) declares `xmlns:xsi`;
@@ -20,12 +26,84 @@ pub struct XmlWriter {
     xsi_declared: bool,
     /// Open elements.
     depth: usize,
+    /// The newest API version the reader of this XML knows.
+    server: ApiLevel,
+    /// The first item written that is newer than `server`.
+    newer: Option<NewerItem>,
+}
+
+/// Something a request carries that the server's API version does not have:
+/// a field, enumeration value, type or operation (`HostCapability.fptHotplugSupported`,
+/// `GuestOsDescriptorFirmwareType value efi`, `type X`, `operation X`) and the
+/// version that added it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewerItem {
+    /// What it is, as above.
+    pub item: &'static str,
+    /// The API version that added it.
+    pub since: ApiLevel,
+}
+
+impl Default for XmlWriter {
+    fn default() -> Self {
+        XmlWriter {
+            buf: Vec::new(),
+            xsi_declared: false,
+            depth: 0,
+            server: ApiLevel::MAX,
+            newer: None,
+        }
+    }
 }
 
 impl XmlWriter {
-    /// An empty writer.
+    /// An empty writer that writes everything the bindings know.
     pub fn new() -> Self {
         XmlWriter::default()
+    }
+
+    /// An empty writer for a server that speaks API `server` at most: see
+    /// [`since`](Self::since).
+    pub fn for_server(server: ApiLevel) -> Self {
+        XmlWriter {
+            server,
+            ..XmlWriter::default()
+        }
+    }
+
+    /// Whether to write an item (field, value, type) that API `since`
+    /// added: `true` when the server knows it. When it does not and
+    /// `present` (the field is set, non-empty, not its default; a value or a
+    /// type always is), the item is recorded for
+    /// [`newer_than_server`](Self::newer_than_server), and the request it
+    /// belongs to must not be sent. `since` is an [`ApiLevel`]'s number
+    /// (`0x0800_0100` for 8.0.1.0); the generated code calls this once per
+    /// such item.
+    #[inline]
+    pub fn since(&mut self, since: u32, item: &'static str, present: bool) -> bool {
+        if since <= self.server.0 {
+            return true;
+        }
+        if present {
+            self.record_newer(since, item);
+        }
+        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_newer(&mut self, since: u32, item: &'static str) {
+        if self.newer.is_none() {
+            self.newer = Some(NewerItem {
+                item,
+                since: ApiLevel(since),
+            });
+        }
+    }
+
+    /// The first item written that the server's API version does not have.
+    pub fn newer_than_server(&self) -> Option<NewerItem> {
+        self.newer
     }
 
     /// The bytes written so far.

@@ -86,10 +86,14 @@ impl x::Fields for AllVirtualMachinesLicensedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `AlreadyAuthenticatedSessionEvent` (extends `SessionEvent`).
@@ -173,10 +177,14 @@ impl x::Fields for AlreadyAuthenticatedSessionEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `AlreadyBeingManaged` (extends `HostConnectFault`).
@@ -1028,6 +1036,7 @@ impl x::Fields for AuthenticationRequired {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type AuthenticationRequired", true);
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
         w.write_vec("authenticate", &self.authenticate);
@@ -1086,6 +1095,7 @@ impl x::Fields for AuthenticationRequiredChallenge {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type AuthenticationRequiredChallenge", true);
         w.write("scheme", &self.scheme);
         w.write_opt("realm", &self.realm);
         w.write_opt("error", &self.error);

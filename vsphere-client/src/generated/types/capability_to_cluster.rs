@@ -103,7 +103,15 @@ impl x::Fields for Capability {
         w.write_opt("hostSeedingSupported", &self.host_seeding_supported);
         w.write_opt("scalableSharesSupported", &self.scalable_shares_supported);
         w.write_opt("hadcsSupported", &self.hadcs_supported);
-        w.write_opt("configMgmtSupported", &self.config_mgmt_supported);
+        if w
+            .since(
+                0x0700_0301,
+                "Capability.configMgmtSupported",
+                self.config_mgmt_supported.is_some(),
+            )
+        {
+            w.write_opt("configMgmtSupported", &self.config_mgmt_supported);
+        }
     }
 }
 /// `ChangesInfoEventArgument` (extends `DynamicData`).
@@ -555,11 +563,20 @@ impl x::Fields for ClusterClusterInitialPlacementAction {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type ClusterClusterInitialPlacementAction", true);
         w.write("type", &self.type_);
         w.write_opt("target", &self.target);
         w.write_opt("targetHost", &self.target_host);
         w.write("pool", &self.pool);
-        w.write_vec("availableNetworks", &self.available_networks);
+        if w
+            .since(
+                0x0901_0000,
+                "ClusterClusterInitialPlacementAction.availableNetworks",
+                !self.available_networks.is_empty(),
+            )
+        {
+            w.write_vec("availableNetworks", &self.available_networks);
+        }
         w.write_opt("configSpec", &self.config_spec);
     }
 }
@@ -647,10 +664,14 @@ impl x::Fields for ClusterComplianceCheckedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("profile", &self.profile);
     }
 }
@@ -718,6 +739,7 @@ impl x::Fields for ClusterComputeResourceCryptoModePolicy {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type ClusterComputeResourceCryptoModePolicy", true);
         w.write_opt("keyId", &self.key_id);
         w.write_opt("providerId", &self.provider_id);
     }
@@ -1150,6 +1172,7 @@ impl x::Fields for ClusterComputeResourceHostEvacuationInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type ClusterComputeResourceHostEvacuationInfo", true);
         w.write("host", &self.host);
         w.write_vec("action", &self.action);
     }
@@ -1226,6 +1249,7 @@ impl x::Fields for ClusterComputeResourceMaintenanceInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type ClusterComputeResourceMaintenanceInfo", true);
         w.write_opt("partialMMId", &self.partial_mm_id);
         w.write_vec("hostEvacInfo", &self.host_evac_info);
     }
@@ -1614,7 +1638,15 @@ impl x::Fields for ClusterConfigInfoEx {
         w.write_opt("infraUpdateHaConfig", &self.infra_update_ha_config);
         w.write_opt("proactiveDrsConfig", &self.proactive_drs_config);
         w.write_opt("cryptoConfig", &self.crypto_config);
-        w.write_opt("vsanCoreConfig", &self.vsan_core_config);
+        if w
+            .since(
+                0x0900_0000,
+                "ClusterConfigInfoEx.vsanCoreConfig",
+                self.vsan_core_config.is_some(),
+            )
+        {
+            w.write_opt("vsanCoreConfig", &self.vsan_core_config);
+        }
     }
 }
 /// `ClusterConfigSpec` (extends `DynamicData`).
@@ -1781,10 +1813,42 @@ impl x::Fields for ClusterConfigSpecEx {
         w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
         w.write_opt("desiredSoftwareSpec", &self.desired_software_spec);
         w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
-        w.write_opt("enableConfigManager", &self.enable_config_manager);
-        w.write_opt("hostSeedSpec", &self.host_seed_spec);
-        w.write_opt("softwareSpecId", &self.software_spec_id);
-        w.write_opt("networkBootMode", &self.network_boot_mode);
+        if w
+            .since(
+                0x0700_0301,
+                "ComputeResourceConfigSpec.enableConfigManager",
+                self.enable_config_manager.is_some(),
+            )
+        {
+            w.write_opt("enableConfigManager", &self.enable_config_manager);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "ComputeResourceConfigSpec.hostSeedSpec",
+                self.host_seed_spec.is_some(),
+            )
+        {
+            w.write_opt("hostSeedSpec", &self.host_seed_spec);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "ComputeResourceConfigSpec.softwareSpecId",
+                self.software_spec_id.is_some(),
+            )
+        {
+            w.write_opt("softwareSpecId", &self.software_spec_id);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "ComputeResourceConfigSpec.networkBootMode",
+                self.network_boot_mode.is_some(),
+            )
+        {
+            w.write_opt("networkBootMode", &self.network_boot_mode);
+        }
         w.write_opt("systemVMsConfig", &self.system_vms_config);
         w.write_opt("dasConfig", &self.das_config);
         w.write_vec("dasVmConfigSpec", &self.das_vm_config_spec);
@@ -1802,7 +1866,15 @@ impl x::Fields for ClusterConfigSpecEx {
         w.write_opt("proactiveDrsConfig", &self.proactive_drs_config);
         w.write_opt("inHciWorkflow", &self.in_hci_workflow);
         w.write_opt("cryptoConfig", &self.crypto_config);
-        w.write_opt("vsanCoreConfigSpec", &self.vsan_core_config_spec);
+        if w
+            .since(
+                0x0900_0000,
+                "ClusterConfigSpecEx.vsanCoreConfigSpec",
+                self.vsan_core_config_spec.is_some(),
+            )
+        {
+            w.write_opt("vsanCoreConfigSpec", &self.vsan_core_config_spec);
+        }
     }
 }
 /// `ClusterCreatedEvent` (extends `ClusterEvent`).
@@ -1889,10 +1961,14 @@ impl x::Fields for ClusterCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("parent", &self.parent);
     }
 }
@@ -1926,7 +2002,10 @@ impl x::Fields for ClusterCryptoConfigInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("cryptoMode", &self.crypto_mode);
-        w.write_opt("policy", &self.policy);
+        if w.since(0x0800_0300, "ClusterCryptoConfigInfo.policy", self.policy.is_some())
+        {
+            w.write_opt("policy", &self.policy);
+        }
     }
 }
 /// `ClusterDasAamHostInfo` (extends `ClusterDasHostInfo`).
@@ -2832,10 +2911,14 @@ impl x::Fields for ClusterDestroyedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `ClusterDpmConfigInfo` (extends `DynamicData`).
@@ -2876,82 +2959,4 @@ impl x::Fields for ClusterDpmConfigInfo {
         w.write_opt("hostPowerActionRate", &self.host_power_action_rate);
         w.write_vec("option", &self.option);
     }
-}
-/// `ClusterDpmHostConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDpmHostConfigInfo {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `behavior`.
-    pub behavior: Option<DpmBehavior>,
-}
-impl x::SchemaType for ClusterDpmHostConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDpmHostConfigInfo";
-}
-impl x::Structure for ClusterDpmHostConfigInfo {}
-impl x::Fields for ClusterDpmHostConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "behavior" => r.read_opt(&mut self.behavior),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("behavior", &self.behavior);
-    }
-}
-impl x::ArrayItem for ClusterDpmHostConfigInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigInfo";
-    const ITEM_TAG: &'static str = "ClusterDpmHostConfigInfo";
-}
-/// `ClusterDpmHostConfigSpec` (extends `ArrayUpdateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDpmHostConfigSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
-    /// `info`.
-    pub info: Option<ClusterDpmHostConfigInfo>,
-}
-impl x::SchemaType for ClusterDpmHostConfigSpec {
-    const TYPE_NAME: &'static str = "ClusterDpmHostConfigSpec";
-}
-impl x::Structure for ClusterDpmHostConfigSpec {}
-impl x::Fields for ClusterDpmHostConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
-            "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
-        w.write_opt("info", &self.info);
-    }
-}
-impl x::ArrayItem for ClusterDpmHostConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigSpec";
-    const ITEM_TAG: &'static str = "ClusterDpmHostConfigSpec";
 }

@@ -5,6 +5,84 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterDpmHostConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDpmHostConfigInfo {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `behavior`.
+    pub behavior: Option<DpmBehavior>,
+}
+impl x::SchemaType for ClusterDpmHostConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterDpmHostConfigInfo";
+}
+impl x::Structure for ClusterDpmHostConfigInfo {}
+impl x::Fields for ClusterDpmHostConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "behavior" => r.read_opt(&mut self.behavior),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("behavior", &self.behavior);
+    }
+}
+impl x::ArrayItem for ClusterDpmHostConfigInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigInfo";
+    const ITEM_TAG: &'static str = "ClusterDpmHostConfigInfo";
+}
+/// `ClusterDpmHostConfigSpec` (extends `ArrayUpdateSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDpmHostConfigSpec {
+    /// `operation`, from `ArrayUpdateSpec`.
+    pub operation: ArrayUpdateOperation,
+    /// `removeKey`, from `ArrayUpdateSpec`.
+    pub remove_key: Option<x::Value>,
+    /// `info`.
+    pub info: Option<ClusterDpmHostConfigInfo>,
+}
+impl x::SchemaType for ClusterDpmHostConfigSpec {
+    const TYPE_NAME: &'static str = "ClusterDpmHostConfigSpec";
+}
+impl x::Structure for ClusterDpmHostConfigSpec {}
+impl x::Fields for ClusterDpmHostConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("operation", &self.operation);
+        w.write_opt("removeKey", &self.remove_key);
+        w.write_opt("info", &self.info);
+    }
+}
+impl x::ArrayItem for ClusterDpmHostConfigSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigSpec";
+    const ITEM_TAG: &'static str = "ClusterDpmHostConfigSpec";
+}
 /// `ClusterDrsConfigInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterDrsConfigInfo {
@@ -551,10 +629,14 @@ impl x::Fields for ClusterEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `ClusterFailoverHostAdmissionControlInfo` (extends `ClusterDasAdmissionControlInfo`).
@@ -964,6 +1046,7 @@ impl x::Fields for ClusterFtVmHostRuleInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type ClusterFtVmHostRuleInfo", true);
         w.write_opt("key", &self.key);
         w.write_opt("status", &self.status);
         w.write_opt("enabled", &self.enabled);
@@ -1562,10 +1645,14 @@ impl x::Fields for ClusterOvercommittedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `ClusterPowerOnVmResult` (extends `DynamicData`).
@@ -1641,6 +1728,7 @@ impl x::Fields for ClusterPreemptibleVmPairInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type ClusterPreemptibleVmPairInfo", true);
         w.write_opt("id", &self.id);
         w.write("monitoredVm", &self.monitored_vm);
         w.write("preemptibleVm", &self.preemptible_vm);
@@ -1680,6 +1768,7 @@ impl x::Fields for ClusterPreemptibleVmPairSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type ClusterPreemptibleVmPairSpec", true);
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
         w.write_opt("info", &self.info);
@@ -2056,10 +2145,14 @@ impl x::Fields for ClusterReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("configChanges", &self.config_changes);
     }
 }
@@ -2320,10 +2413,14 @@ impl x::Fields for ClusterStatusChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("oldStatus", &self.old_status);
         w.write("newStatus", &self.new_status);
     }
@@ -2368,7 +2465,15 @@ impl x::Fields for ClusterSystemVMsConfigInfo {
         w.write_vec("allowedDatastores", &self.allowed_datastores);
         w.write_vec("notAllowedDatastores", &self.not_allowed_datastores);
         w.write_vec("dsTagCategoriesToExclude", &self.ds_tag_categories_to_exclude);
-        w.write_opt("deploymentMode", &self.deployment_mode);
+        if w
+            .since(
+                0x0800_0200,
+                "ClusterSystemVMsConfigInfo.deploymentMode",
+                self.deployment_mode.is_some(),
+            )
+        {
+            w.write_opt("deploymentMode", &self.deployment_mode);
+        }
     }
 }
 /// `ClusterSystemVMsConfigSpec` (extends `DynamicData`).
@@ -2411,7 +2516,15 @@ impl x::Fields for ClusterSystemVMsConfigSpec {
         w.write_vec("allowedDatastores", &self.allowed_datastores);
         w.write_vec("notAllowedDatastores", &self.not_allowed_datastores);
         w.write_vec("dsTagCategoriesToExclude", &self.ds_tag_categories_to_exclude);
-        w.write_opt("deploymentMode", &self.deployment_mode);
+        if w
+            .since(
+                0x0800_0200,
+                "ClusterSystemVMsConfigSpec.deploymentMode",
+                self.deployment_mode.is_some(),
+            )
+        {
+            w.write_opt("deploymentMode", &self.deployment_mode);
+        }
     }
 }
 /// `ClusterTagCategoryUpdateSpec` (extends `ArrayUpdateSpec`).
@@ -2548,9 +2661,33 @@ impl x::Fields for ClusterUsageSummary {
         w.write("memEntitledMB", &self.mem_entitled_mb);
         w.write("poweredOffVmCount", &self.powered_off_vm_count);
         w.write("totalVmCount", &self.total_vm_count);
-        w.write_opt("tier0MemCapacityMB", &self.tier0_mem_capacity_mb);
-        w.write_opt("reservedTier0MemMB", &self.reserved_tier0_mem_mb);
-        w.write_opt("unreservedTier0MemMB", &self.unreserved_tier0_mem_mb);
+        if w
+            .since(
+                0x0900_0000,
+                "ClusterUsageSummary.tier0MemCapacityMB",
+                self.tier0_mem_capacity_mb.is_some(),
+            )
+        {
+            w.write_opt("tier0MemCapacityMB", &self.tier0_mem_capacity_mb);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "ClusterUsageSummary.reservedTier0MemMB",
+                self.reserved_tier0_mem_mb.is_some(),
+            )
+        {
+            w.write_opt("reservedTier0MemMB", &self.reserved_tier0_mem_mb);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "ClusterUsageSummary.unreservedTier0MemMB",
+                self.unreserved_tier0_mem_mb.is_some(),
+            )
+        {
+            w.write_opt("unreservedTier0MemMB", &self.unreserved_tier0_mem_mb);
+        }
     }
 }
 /// `ClusterVmComponentProtectionSettings` (extends `DynamicData`).

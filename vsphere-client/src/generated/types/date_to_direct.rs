@@ -182,7 +182,15 @@ impl x::Fields for DesiredSoftwareSpec {
         w.write("baseImageSpec", &self.base_image_spec);
         w.write_opt("vendorAddOnSpec", &self.vendor_add_on_spec);
         w.write_vec("components", &self.components);
-        w.write_vec("removedComponents", &self.removed_components);
+        if w
+            .since(
+                0x0800_0300,
+                "DesiredSoftwareSpec.removedComponents",
+                !self.removed_components.is_empty(),
+            )
+        {
+            w.write_vec("removedComponents", &self.removed_components);
+        }
     }
 }
 /// `DesiredSoftwareSpecBaseImageSpec` (extends `DynamicData`).
@@ -950,6 +958,7 @@ impl x::Fields for DirectPathProfileInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileInfo", true);
         w.write("id", &self.id);
         w.write("name", &self.name);
         w.write_opt("description", &self.description);
@@ -1009,6 +1018,7 @@ impl x::Fields for DirectPathProfileManagerCapacityInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerCapacityInfo", true);
         w.write("profile", &self.profile);
         w.write("consumed", &self.consumed);
         w.write("remaining", &self.remaining);
@@ -1044,6 +1054,11 @@ impl x::Fields for DirectPathProfileManagerCapacityQueryByDeviceConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0900_0000,
+            "type DirectPathProfileManagerCapacityQueryByDeviceConfig",
+            true,
+        );
         w.write("deviceConfig", &self.device_config);
     }
 }
@@ -1075,6 +1090,7 @@ impl x::Fields for DirectPathProfileManagerCapacityQueryById {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerCapacityQueryById", true);
         w.write("id", &self.id);
     }
 }
@@ -1106,6 +1122,7 @@ impl x::Fields for DirectPathProfileManagerCapacityQueryByName {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerCapacityQueryByName", true);
         w.write("name", &self.name);
     }
 }
@@ -1128,7 +1145,9 @@ impl x::Fields for DirectPathProfileManagerCapacityQuerySpec {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerCapacityQuerySpec", true);
+    }
 }
 /// `DirectPathProfileManagerCapacityResult` (extends `DynamicData`).
 ///
@@ -1149,7 +1168,9 @@ impl x::Fields for DirectPathProfileManagerCapacityResult {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerCapacityResult", true);
+    }
 }
 /// `DirectPathProfileManagerCapacityUnknown` (extends `DirectPathProfileManagerCapacityResult`).
 ///
@@ -1184,6 +1205,7 @@ impl x::Fields for DirectPathProfileManagerCapacityUnknown {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerCapacityUnknown", true);
         w.write("querySpec", &self.query_spec);
         w.write_vec("faultList", &self.fault_list);
     }
@@ -1226,6 +1248,7 @@ impl x::Fields for DirectPathProfileManagerCreateSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerCreateSpec", true);
         w.write("name", &self.name);
         w.write_opt("description", &self.description);
         w.write("deviceConfig", &self.device_config);
@@ -1250,7 +1273,9 @@ impl x::Fields for DirectPathProfileManagerDirectPathConfig {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerDirectPathConfig", true);
+    }
 }
 /// `DirectPathProfileManagerDvxDirectPathConfig` (extends `DirectPathProfileManagerDirectPathConfig`).
 ///
@@ -1280,6 +1305,7 @@ impl x::Fields for DirectPathProfileManagerDvxDirectPathConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerDvxDirectPathConfig", true);
         w.write("dvxBacking", &self.dvx_backing);
     }
 }
@@ -1311,6 +1337,11 @@ impl x::Fields for DirectPathProfileManagerDynamicDirectPathConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0900_0000,
+            "type DirectPathProfileManagerDynamicDirectPathConfig",
+            true,
+        );
         w.write("dynamicDirectPathBacking", &self.dynamic_direct_path_backing);
     }
 }
@@ -1352,6 +1383,7 @@ impl x::Fields for DirectPathProfileManagerFilterSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerFilterSpec", true);
         w.write_vec("ids", &self.ids);
         w.write_vec("names", &self.names);
         w.write_vec("clusters", &self.clusters);
@@ -1385,6 +1417,7 @@ impl x::Fields for DirectPathProfileManagerTargetCluster {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerTargetCluster", true);
         w.write("cluster", &self.cluster);
     }
 }
@@ -1407,7 +1440,9 @@ impl x::Fields for DirectPathProfileManagerTargetEntity {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerTargetEntity", true);
+    }
 }
 /// `DirectPathProfileManagerTargetHost` (extends `DirectPathProfileManagerTargetEntity`).
 ///
@@ -1437,6 +1472,7 @@ impl x::Fields for DirectPathProfileManagerTargetHost {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerTargetHost", true);
         w.write("host", &self.host);
     }
 }
@@ -1473,6 +1509,7 @@ impl x::Fields for DirectPathProfileManagerUpdateSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerUpdateSpec", true);
         w.write_opt("name", &self.name);
         w.write_opt("description", &self.description);
     }
@@ -1505,6 +1542,11 @@ impl x::Fields for DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0900_0000,
+            "type DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig",
+            true,
+        );
         w.write("deviceGroupName", &self.device_group_name);
     }
 }
@@ -1536,6 +1578,7 @@ impl x::Fields for DirectPathProfileManagerVmiopDirectPathConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type DirectPathProfileManagerVmiopDirectPathConfig", true);
         w.write("vgpuProfile", &self.vgpu_profile);
     }
 }

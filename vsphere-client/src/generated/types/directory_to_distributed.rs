@@ -755,7 +755,15 @@ impl x::Fields for DistributedVirtualPortgroupInfo {
         w.write_opt("backingType", &self.backing_type);
         w.write_opt("logicalSwitchUuid", &self.logical_switch_uuid);
         w.write_opt("segmentId", &self.segment_id);
-        w.write_opt("subnetId", &self.subnet_id);
+        if w
+            .since(
+                0x0900_0000,
+                "DistributedVirtualPortgroupInfo.subnetId",
+                self.subnet_id.is_some(),
+            )
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
     }
 }
 impl x::ArrayItem for DistributedVirtualPortgroupInfo {
@@ -967,8 +975,24 @@ impl x::Fields for DistributedVirtualSwitchHostMemberConfigInfo {
         w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
         w.write_vec("transportZones", &self.transport_zones);
         w.write_vec("nsxtUsedUplinkNames", &self.nsxt_used_uplink_names);
-        w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
-        w.write_opt("teplessMode", &self.tepless_mode);
+        if w
+            .since(
+                0x0800_0001,
+                "DistributedVirtualSwitchHostMemberConfigInfo.networkOffloadingEnabled",
+                self.network_offloading_enabled.is_some(),
+            )
+        {
+            w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "DistributedVirtualSwitchHostMemberConfigInfo.teplessMode",
+                self.tepless_mode.is_some(),
+            )
+        {
+            w.write_opt("teplessMode", &self.tepless_mode);
+        }
     }
 }
 /// `DistributedVirtualSwitchHostMemberConfigSpec` (extends `DynamicData`).
@@ -1056,6 +1080,11 @@ impl x::Fields for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0901_0000,
+            "type DistributedVirtualSwitchHostMemberHostPerfNicOffloadState",
+            true,
+        );
         w.write("enabled", &self.enabled);
         w.write_opt("runtimeStatus", &self.runtime_status);
         w.write_opt("statusDescription", &self.status_description);
@@ -1094,6 +1123,11 @@ impl x::Fields for DistributedVirtualSwitchHostMemberHostUplinkState {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0300,
+            "type DistributedVirtualSwitchHostMemberHostUplinkState",
+            true,
+        );
         w.write("uplinkName", &self.uplink_name);
         w.write("state", &self.state);
     }
@@ -1649,6 +1683,7 @@ impl x::Fields for DistributedVirtualSwitchManagerSpanInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type DistributedVirtualSwitchManagerSpanInfo", true);
         w.write("ID", &self.id);
         w.write_vec("clusters", &self.clusters);
         w.write_opt("exclusive", &self.exclusive);
@@ -1701,10 +1736,19 @@ impl x::Fields for DistributedVirtualSwitchNetworkOffloadSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type DistributedVirtualSwitchNetworkOffloadSpec", true);
         w.write("id", &self.id);
         w.write_opt("name", &self.name);
         w.write_vec("types", &self.types);
-        w.write_opt("dpuCapability", &self.dpu_capability);
+        if w
+            .since(
+                0x0901_0000,
+                "DistributedVirtualSwitchNetworkOffloadSpec.dpuCapability",
+                self.dpu_capability.is_some(),
+            )
+        {
+            w.write_opt("dpuCapability", &self.dpu_capability);
+        }
     }
 }
 impl x::ArrayItem for DistributedVirtualSwitchNetworkOffloadSpec {

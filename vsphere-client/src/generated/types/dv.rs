@@ -440,8 +440,24 @@ impl x::Fields for DVPortgroupConfigInfo {
         w.write_opt("transportZoneName", &self.transport_zone_name);
         w.write_opt("logicalSwitchUuid", &self.logical_switch_uuid);
         w.write_opt("segmentId", &self.segment_id);
-        w.write_opt("subnetId", &self.subnet_id);
-        w.write_opt("nsxConfig", &self.nsx_config);
+        if w
+            .since(
+                0x0900_0000,
+                "DVPortgroupConfigInfo.subnetId",
+                self.subnet_id.is_some(),
+            )
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "DVPortgroupConfigInfo.nsxConfig",
+                self.nsx_config.is_some(),
+            )
+        {
+            w.write_opt("nsxConfig", &self.nsx_config);
+        }
     }
 }
 /// `DVPortgroupConfigSpec` (extends `DynamicData`).
@@ -548,8 +564,24 @@ impl x::Fields for DVPortgroupConfigSpec {
         w.write_opt("transportZoneName", &self.transport_zone_name);
         w.write_opt("logicalSwitchUuid", &self.logical_switch_uuid);
         w.write_opt("segmentId", &self.segment_id);
-        w.write_opt("subnetId", &self.subnet_id);
-        w.write_opt("nsxConfig", &self.nsx_config);
+        if w
+            .since(
+                0x0900_0000,
+                "DVPortgroupConfigSpec.subnetId",
+                self.subnet_id.is_some(),
+            )
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "DVPortgroupConfigSpec.nsxConfig",
+                self.nsx_config.is_some(),
+            )
+        {
+            w.write_opt("nsxConfig", &self.nsx_config);
+        }
     }
 }
 impl x::ArrayItem for DVPortgroupConfigSpec {
@@ -637,10 +669,14 @@ impl x::Fields for DVPortgroupCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `DVPortgroupDestroyedEvent` (extends `DVPortgroupEvent`).
@@ -724,10 +760,14 @@ impl x::Fields for DVPortgroupDestroyedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `DVPortgroupEvent` (extends `Event`).
@@ -811,10 +851,14 @@ impl x::Fields for DVPortgroupEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `DVPortgroupNsxConfig` (extends `DynamicData`).
@@ -855,6 +899,7 @@ impl x::Fields for DVPortgroupNsxConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type DVPortgroupNsxConfig", true);
         w.write_opt("vlanIdExtended", &self.vlan_id_extended);
         w.write_opt("subnetAddresses", &self.subnet_addresses);
         w.write_vec("spanIds", &self.span_ids);
@@ -888,6 +933,7 @@ impl x::Fields for DVPortgroupNsxSubnetAddressInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type DVPortgroupNsxSubnetAddressInfo", true);
         w.write_vec("cidr", &self.cidr);
     }
 }
@@ -1045,10 +1091,14 @@ impl x::Fields for DVPortgroupReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("configSpec", &self.config_spec);
         w.write_opt("configChanges", &self.config_changes);
     }
@@ -1140,10 +1190,14 @@ impl x::Fields for DVPortgroupRenamedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("oldName", &self.old_name);
         w.write("newName", &self.new_name);
     }

@@ -601,7 +601,9 @@ impl x::Fields for DVSFilterSpecConnecteeSpec {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type DVSFilterSpecConnecteeSpec", true);
+    }
 }
 /// `DVSFilterSpecPnicConnecteeSpec` (extends `DVSFilterSpecConnecteeSpec`).
 ///
@@ -631,6 +633,7 @@ impl x::Fields for DVSFilterSpecPnicConnecteeSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type DVSFilterSpecPnicConnecteeSpec", true);
         w.write_opt("pnicNameSpec", &self.pnic_name_spec);
     }
 }
@@ -662,6 +665,7 @@ impl x::Fields for DVSFilterSpecPvlanSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type DVSFilterSpecPvlanSpec", true);
         w.write_opt("pvlanId", &self.pvlan_id);
     }
 }
@@ -693,6 +697,7 @@ impl x::Fields for DVSFilterSpecTrunkVlanSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type DVSFilterSpecTrunkVlanSpec", true);
         w.write_opt("range", &self.range);
     }
 }
@@ -724,6 +729,7 @@ impl x::Fields for DVSFilterSpecVlanIdSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type DVSFilterSpecVlanIdSpec", true);
         w.write_opt("vlanId", &self.vlan_id);
     }
 }
@@ -744,7 +750,9 @@ impl x::Fields for DVSFilterSpecVlanSpec {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type DVSFilterSpecVlanSpec", true);
+    }
 }
 /// `DVSFilterSpecVmConnecteeSpec` (extends `DVSFilterSpecConnecteeSpec`).
 ///
@@ -774,6 +782,7 @@ impl x::Fields for DVSFilterSpecVmConnecteeSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type DVSFilterSpecVmConnecteeSpec", true);
         w.write_opt("vmNameSpec", &self.vm_name_spec);
     }
 }
@@ -805,6 +814,7 @@ impl x::Fields for DVSFilterSpecVmknicConnecteeSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type DVSFilterSpecVmknicConnecteeSpec", true);
         w.write_opt("vmknicNameSpec", &self.vmknic_name_spec);
     }
 }
@@ -1053,6 +1063,7 @@ impl x::Fields for DVSManagerPhysicalNicsList {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type DVSManagerPhysicalNicsList", true);
         w.write("host", &self.host);
         w.write_vec("physicalNics", &self.physical_nics);
     }

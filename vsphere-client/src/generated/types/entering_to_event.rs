@@ -86,10 +86,14 @@ impl x::Fields for EnteringMaintenanceModeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `EnteringStandbyModeEvent` (extends `HostEvent`).
@@ -173,10 +177,14 @@ impl x::Fields for EnteringStandbyModeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `EntityBackup` (extends `DynamicData`).
@@ -465,10 +473,14 @@ impl x::Fields for ErrorUpgradeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("message", &self.message);
     }
 }
@@ -582,10 +594,14 @@ impl x::Fields for Event {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `EventAlarmExpression` (extends `AlarmExpression`).
@@ -929,10 +945,14 @@ impl x::Fields for EventEx {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("eventTypeId", &self.event_type_id);
         w.write_opt("severity", &self.severity);
         w.write_opt("message", &self.message);
@@ -1027,9 +1047,21 @@ impl x::Fields for EventFilterSpec {
         w.write_vec("tag", &self.tag);
         w.write_vec("eventTypeId", &self.event_type_id);
         w.write_opt("maxCount", &self.max_count);
-        w.write_opt("delayedInit", &self.delayed_init);
-        w.write_opt("auditable", &self.auditable);
-        w.write_vec("auditId", &self.audit_id);
+        if w
+            .since(
+                0x0800_0300,
+                "EventFilterSpec.delayedInit",
+                self.delayed_init.is_some(),
+            )
+        {
+            w.write_opt("delayedInit", &self.delayed_init);
+        }
+        if w.since(0x0901_0000, "EventFilterSpec.auditable", self.auditable.is_some()) {
+            w.write_opt("auditable", &self.auditable);
+        }
+        if w.since(0x0901_0000, "EventFilterSpec.auditId", !self.audit_id.is_empty()) {
+            w.write_vec("auditId", &self.audit_id);
+        }
     }
 }
 /// `EventFilterSpecByEntity` (extends `DynamicData`).
@@ -1144,7 +1176,9 @@ impl x::Fields for EventManagerEventViewSpec {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type EventManagerEventViewSpec", true);
+    }
 }
 /// `EventManagerViewByStartId` (extends `EventManagerEventViewSpec`).
 ///
@@ -1179,6 +1213,7 @@ impl x::Fields for EventManagerViewByStartId {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type EventManagerViewByStartId", true);
         w.write("startEventId", &self.start_event_id);
         w.write("isForward", &self.is_forward);
     }

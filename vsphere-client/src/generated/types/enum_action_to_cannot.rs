@@ -1348,6 +1348,23 @@ impl x::Decode for CannotUseNetworkReason {
 }
 impl x::Encode for CannotUseNetworkReason {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::MismatchedRealTimeDvs => {
+                w.since(
+                    0x0800_0300,
+                    "CannotUseNetworkReason value MismatchedRealTimeDvs",
+                    true,
+                );
+            }
+            Self::NsxNetworkAvailabilityDegraded => {
+                w.since(
+                    0x0901_0000,
+                    "CannotUseNetworkReason value NsxNetworkAvailabilityDegraded",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }

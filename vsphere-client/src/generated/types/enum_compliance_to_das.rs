@@ -427,6 +427,37 @@ impl x::Decode for CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason {
 }
 impl x::Encode for CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::KeyStateManagedByNKP => {
+                w.since(
+                    0x0800_0100,
+                    "CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason value KeyStateManagedByNKP",
+                    true,
+                );
+            }
+            Self::NoPermissionToAccessKeyProvider => {
+                w.since(
+                    0x0800_0300,
+                    "CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason value NoPermissionToAccessKeyProvider",
+                    true,
+                );
+            }
+            Self::WrappingKeyMissingInKMS => {
+                w.since(
+                    0x0800_0300,
+                    "CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason value WrappingKeyMissingInKMS",
+                    true,
+                );
+            }
+            Self::WrappingKeyNotActiveOrEnabled => {
+                w.since(
+                    0x0800_0300,
+                    "CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason value WrappingKeyNotActiveOrEnabled",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }

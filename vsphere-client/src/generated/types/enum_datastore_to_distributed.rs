@@ -998,6 +998,23 @@ impl x::Decode for DistributedVirtualSwitchHostInfrastructureTrafficClass {
 }
 impl x::Encode for DistributedVirtualSwitchHostInfrastructureTrafficClass {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::Provisioning => {
+                w.since(
+                    0x0800_0200,
+                    "DistributedVirtualSwitchHostInfrastructureTrafficClass value provisioning",
+                    true,
+                );
+            }
+            Self::VSANiSCSI => {
+                w.since(
+                    0x0901_0000,
+                    "DistributedVirtualSwitchHostInfrastructureTrafficClass value vSANiSCSI",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -1473,6 +1490,16 @@ impl x::Decode for DistributedVirtualSwitchPortConnecteeConnecteeType {
 }
 impl x::Encode for DistributedVirtualSwitchPortConnecteeConnecteeType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::SystemCrxVnic => {
+                w.since(
+                    0x0800_0001,
+                    "DistributedVirtualSwitchPortConnecteeConnecteeType value systemCrxVnic",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }

@@ -159,6 +159,16 @@ impl x::Decode for HostLicensableResourceKey {
 }
 impl x::Encode for HostLicensableResourceKey {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::VsanCapacity => {
+                w.since(
+                    0x0800_0300,
+                    "HostLicensableResourceKey value vsanCapacity",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -468,6 +478,12 @@ impl x::Decode for HostMemoryTierFlags {
 }
 impl x::Encode for HostMemoryTierFlags {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::UnmappableTier => {
+                w.since(0x0800_0300, "HostMemoryTierFlags value unmappableTier", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -539,6 +555,15 @@ impl x::Decode for HostMemoryTierType {
 }
 impl x::Encode for HostMemoryTierType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::NVMe => {
+                w.since(0x0800_0300, "HostMemoryTierType value NVMe", true);
+            }
+            Self::Peaberry => {
+                w.since(0x0901_0000, "HostMemoryTierType value Peaberry", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -604,6 +629,16 @@ impl x::Decode for HostMemoryTieringType {
 }
 impl x::Encode for HostMemoryTieringType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::SoftwareTiering => {
+                w.since(
+                    0x0800_0001,
+                    "HostMemoryTieringType value softwareTiering",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -902,6 +937,12 @@ impl x::Decode for HostNasVolumeSecurityType {
 }
 impl x::Encode for HostNasVolumeSecurityType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::SecKrb5p => {
+                w.since(0x0800_0300, "HostNasVolumeSecurityType value SEC_KRB5P", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -1042,6 +1083,30 @@ impl x::Decode for HostNetStackInstanceSystemStackKey {
 }
 impl x::Encode for HostNetStackInstanceSystemStackKey {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::Mirror => {
+                w.since(
+                    0x0800_0001,
+                    "HostNetStackInstanceSystemStackKey value mirror",
+                    true,
+                );
+            }
+            Self::Ops => {
+                w.since(
+                    0x0800_0001,
+                    "HostNetStackInstanceSystemStackKey value ops",
+                    true,
+                );
+            }
+            Self::Vnetworking => {
+                w.since(
+                    0x0901_0000,
+                    "HostNetStackInstanceSystemStackKey value vnetworking",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -2684,6 +2749,16 @@ impl x::Decode for HostQualifiedNameType {
 }
 impl x::Encode for HostQualifiedNameType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::VvolNvmeQualifiedName => {
+                w.since(
+                    0x0800_0001,
+                    "HostQualifiedNameType value vvolNvmeQualifiedName",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -3155,6 +3230,12 @@ impl x::Decode for HostSevInfoSevState {
 }
 impl x::Encode for HostSevInfoSevState {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::DisabledBios => {
+                w.since(0x0901_0000, "HostSevInfoSevState value disabledBios", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -3572,63 +3653,4 @@ impl x::Encode for HostStandbyMode {
 }
 impl x::SchemaType for HostStandbyMode {
     const TYPE_NAME: &'static str = "HostStandbyMode";
-}
-/// `HostStorageProtocol`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostStorageProtocol {
-    /// `scsi`.
-    Scsi,
-    /// `nvme`.
-    Nvme,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostStorageProtocol {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Scsi => "scsi",
-            Self::Nvme => "nvme",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostStorageProtocol {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostStorageProtocol {
-    fn from(value: &str) -> Self {
-        match value {
-            "scsi" => Self::Scsi,
-            "nvme" => Self::Nvme,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostStorageProtocol {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostStorageProtocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostStorageProtocol {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostStorageProtocol {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostStorageProtocol {
-    const TYPE_NAME: &'static str = "HostStorageProtocol";
 }

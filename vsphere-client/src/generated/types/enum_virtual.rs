@@ -5,612 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineFaultToleranceType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineFaultToleranceType {
-    /// `unset`.
-    Unset,
-    /// `recordReplay`.
-    RecordReplay,
-    /// `checkpointing`.
-    Checkpointing,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineFaultToleranceType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Unset => "unset",
-            Self::RecordReplay => "recordReplay",
-            Self::Checkpointing => "checkpointing",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineFaultToleranceType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineFaultToleranceType {
-    fn from(value: &str) -> Self {
-        match value {
-            "unset" => Self::Unset,
-            "recordReplay" => Self::RecordReplay,
-            "checkpointing" => Self::Checkpointing,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineFaultToleranceType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineFaultToleranceType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineFaultToleranceType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineFaultToleranceType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineFaultToleranceType {
-    const TYPE_NAME: &'static str = "VirtualMachineFaultToleranceType";
-}
-/// `VirtualMachineFileLayoutExFileType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineFileLayoutExFileType {
-    /// `config`.
-    Config,
-    /// `extendedConfig`.
-    ExtendedConfig,
-    /// `diskDescriptor`.
-    DiskDescriptor,
-    /// `diskExtent`.
-    DiskExtent,
-    /// `digestDescriptor`.
-    DigestDescriptor,
-    /// `digestExtent`.
-    DigestExtent,
-    /// `diskReplicationState`.
-    DiskReplicationState,
-    /// `log`.
-    Log,
-    /// `stat`.
-    Stat,
-    /// `namespaceData`.
-    NamespaceData,
-    /// `dataSetsDiskModeStore`.
-    DataSetsDiskModeStore,
-    /// `dataSetsVmModeStore`.
-    DataSetsVmModeStore,
-    /// `nvram`.
-    Nvram,
-    /// `snapshotData`.
-    SnapshotData,
-    /// `snapshotMemory`.
-    SnapshotMemory,
-    /// `snapshotList`.
-    SnapshotList,
-    /// `snapshotManifestList`.
-    SnapshotManifestList,
-    /// `suspend`.
-    Suspend,
-    /// `suspendMemory`.
-    SuspendMemory,
-    /// `swap`.
-    Swap,
-    /// `uwswap`.
-    Uwswap,
-    /// `core`.
-    Core,
-    /// `screenshot`.
-    Screenshot,
-    /// `ftMetadata`.
-    FtMetadata,
-    /// `guestCustomization`.
-    GuestCustomization,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineFileLayoutExFileType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Config => "config",
-            Self::ExtendedConfig => "extendedConfig",
-            Self::DiskDescriptor => "diskDescriptor",
-            Self::DiskExtent => "diskExtent",
-            Self::DigestDescriptor => "digestDescriptor",
-            Self::DigestExtent => "digestExtent",
-            Self::DiskReplicationState => "diskReplicationState",
-            Self::Log => "log",
-            Self::Stat => "stat",
-            Self::NamespaceData => "namespaceData",
-            Self::DataSetsDiskModeStore => "dataSetsDiskModeStore",
-            Self::DataSetsVmModeStore => "dataSetsVmModeStore",
-            Self::Nvram => "nvram",
-            Self::SnapshotData => "snapshotData",
-            Self::SnapshotMemory => "snapshotMemory",
-            Self::SnapshotList => "snapshotList",
-            Self::SnapshotManifestList => "snapshotManifestList",
-            Self::Suspend => "suspend",
-            Self::SuspendMemory => "suspendMemory",
-            Self::Swap => "swap",
-            Self::Uwswap => "uwswap",
-            Self::Core => "core",
-            Self::Screenshot => "screenshot",
-            Self::FtMetadata => "ftMetadata",
-            Self::GuestCustomization => "guestCustomization",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineFileLayoutExFileType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineFileLayoutExFileType {
-    fn from(value: &str) -> Self {
-        match value {
-            "config" => Self::Config,
-            "extendedConfig" => Self::ExtendedConfig,
-            "diskDescriptor" => Self::DiskDescriptor,
-            "diskExtent" => Self::DiskExtent,
-            "digestDescriptor" => Self::DigestDescriptor,
-            "digestExtent" => Self::DigestExtent,
-            "diskReplicationState" => Self::DiskReplicationState,
-            "log" => Self::Log,
-            "stat" => Self::Stat,
-            "namespaceData" => Self::NamespaceData,
-            "dataSetsDiskModeStore" => Self::DataSetsDiskModeStore,
-            "dataSetsVmModeStore" => Self::DataSetsVmModeStore,
-            "nvram" => Self::Nvram,
-            "snapshotData" => Self::SnapshotData,
-            "snapshotMemory" => Self::SnapshotMemory,
-            "snapshotList" => Self::SnapshotList,
-            "snapshotManifestList" => Self::SnapshotManifestList,
-            "suspend" => Self::Suspend,
-            "suspendMemory" => Self::SuspendMemory,
-            "swap" => Self::Swap,
-            "uwswap" => Self::Uwswap,
-            "core" => Self::Core,
-            "screenshot" => Self::Screenshot,
-            "ftMetadata" => Self::FtMetadata,
-            "guestCustomization" => Self::GuestCustomization,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineFileLayoutExFileType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineFileLayoutExFileType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineFileLayoutExFileType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineFileLayoutExFileType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineFileLayoutExFileType {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExFileType";
-}
-/// `VirtualMachineFlagInfoMonitorType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineFlagInfoMonitorType {
-    /// `release`.
-    Release,
-    /// `debug`.
-    Debug,
-    /// `stats`.
-    Stats,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineFlagInfoMonitorType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Release => "release",
-            Self::Debug => "debug",
-            Self::Stats => "stats",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineFlagInfoMonitorType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineFlagInfoMonitorType {
-    fn from(value: &str) -> Self {
-        match value {
-            "release" => Self::Release,
-            "debug" => Self::Debug,
-            "stats" => Self::Stats,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineFlagInfoMonitorType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineFlagInfoMonitorType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineFlagInfoMonitorType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineFlagInfoMonitorType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineFlagInfoMonitorType {
-    const TYPE_NAME: &'static str = "VirtualMachineFlagInfoMonitorType";
-}
-/// `VirtualMachineFlagInfoVirtualExecUsage`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineFlagInfoVirtualExecUsage {
-    /// `hvAuto`.
-    HvAuto,
-    /// `hvOn`.
-    HvOn,
-    /// `hvOff`.
-    HvOff,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineFlagInfoVirtualExecUsage {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::HvAuto => "hvAuto",
-            Self::HvOn => "hvOn",
-            Self::HvOff => "hvOff",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineFlagInfoVirtualExecUsage {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineFlagInfoVirtualExecUsage {
-    fn from(value: &str) -> Self {
-        match value {
-            "hvAuto" => Self::HvAuto,
-            "hvOn" => Self::HvOn,
-            "hvOff" => Self::HvOff,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineFlagInfoVirtualExecUsage {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineFlagInfoVirtualExecUsage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineFlagInfoVirtualExecUsage {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineFlagInfoVirtualExecUsage {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineFlagInfoVirtualExecUsage {
-    const TYPE_NAME: &'static str = "VirtualMachineFlagInfoVirtualExecUsage";
-}
-/// `VirtualMachineFlagInfoVirtualMmuUsage`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineFlagInfoVirtualMmuUsage {
-    /// `automatic`.
-    Automatic,
-    /// `on`.
-    On,
-    /// `off`.
-    Off,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineFlagInfoVirtualMmuUsage {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Automatic => "automatic",
-            Self::On => "on",
-            Self::Off => "off",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineFlagInfoVirtualMmuUsage {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineFlagInfoVirtualMmuUsage {
-    fn from(value: &str) -> Self {
-        match value {
-            "automatic" => Self::Automatic,
-            "on" => Self::On,
-            "off" => Self::Off,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineFlagInfoVirtualMmuUsage {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineFlagInfoVirtualMmuUsage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineFlagInfoVirtualMmuUsage {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineFlagInfoVirtualMmuUsage {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineFlagInfoVirtualMmuUsage {
-    const TYPE_NAME: &'static str = "VirtualMachineFlagInfoVirtualMmuUsage";
-}
-/// `VirtualMachineForkConfigInfoChildType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineForkConfigInfoChildType {
-    /// `none`.
-    None,
-    /// `persistent`.
-    Persistent,
-    /// `nonpersistent`.
-    Nonpersistent,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineForkConfigInfoChildType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::None => "none",
-            Self::Persistent => "persistent",
-            Self::Nonpersistent => "nonpersistent",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineForkConfigInfoChildType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineForkConfigInfoChildType {
-    fn from(value: &str) -> Self {
-        match value {
-            "none" => Self::None,
-            "persistent" => Self::Persistent,
-            "nonpersistent" => Self::Nonpersistent,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineForkConfigInfoChildType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineForkConfigInfoChildType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineForkConfigInfoChildType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineForkConfigInfoChildType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineForkConfigInfoChildType {
-    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfoChildType";
-}
-/// `VirtualMachineGuestArchitecture`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineGuestArchitecture {
-    /// `x86`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    X86,
-    /// `arm`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Arm,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineGuestArchitecture {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::X86 => "x86",
-            Self::Arm => "arm",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineGuestArchitecture {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineGuestArchitecture {
-    fn from(value: &str) -> Self {
-        match value {
-            "x86" => Self::X86,
-            "arm" => Self::Arm,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineGuestArchitecture {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineGuestArchitecture {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineGuestArchitecture {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineGuestArchitecture {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineGuestArchitecture {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestArchitecture";
-}
-/// `VirtualMachineGuestOsFamily`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineGuestOsFamily {
-    /// `windowsGuest`.
-    WindowsGuest,
-    /// `linuxGuest`.
-    LinuxGuest,
-    /// `netwareGuest`.
-    NetwareGuest,
-    /// `solarisGuest`.
-    SolarisGuest,
-    /// `darwinGuestFamily`.
-    DarwinGuestFamily,
-    /// `otherGuestFamily`.
-    OtherGuestFamily,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineGuestOsFamily {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::WindowsGuest => "windowsGuest",
-            Self::LinuxGuest => "linuxGuest",
-            Self::NetwareGuest => "netwareGuest",
-            Self::SolarisGuest => "solarisGuest",
-            Self::DarwinGuestFamily => "darwinGuestFamily",
-            Self::OtherGuestFamily => "otherGuestFamily",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineGuestOsFamily {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineGuestOsFamily {
-    fn from(value: &str) -> Self {
-        match value {
-            "windowsGuest" => Self::WindowsGuest,
-            "linuxGuest" => Self::LinuxGuest,
-            "netwareGuest" => Self::NetwareGuest,
-            "solarisGuest" => Self::SolarisGuest,
-            "darwinGuestFamily" => Self::DarwinGuestFamily,
-            "otherGuestFamily" => Self::OtherGuestFamily,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineGuestOsFamily {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineGuestOsFamily {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineGuestOsFamily {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineGuestOsFamily {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineGuestOsFamily {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestOsFamily";
-}
 /// `VirtualMachineGuestOsIdentifier`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -1556,6 +950,205 @@ impl x::Decode for VirtualMachineGuestOsIdentifier {
 }
 impl x::Encode for VirtualMachineGuestOsIdentifier {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::Windows11_64Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value windows11_64Guest",
+                    true,
+                );
+            }
+            Self::Windows12_64Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value windows12_64Guest",
+                    true,
+                );
+            }
+            Self::Freebsd14Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value freebsd14Guest",
+                    true,
+                );
+            }
+            Self::Freebsd14_64Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value freebsd14_64Guest",
+                    true,
+                );
+            }
+            Self::Freebsd15Guest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value freebsd15Guest",
+                    true,
+                );
+            }
+            Self::Freebsd15_64Guest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value freebsd15_64Guest",
+                    true,
+                );
+            }
+            Self::Rhel10_64Guest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value rhel10_64Guest",
+                    true,
+                );
+            }
+            Self::OracleLinux10_64Guest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value oracleLinux10_64Guest",
+                    true,
+                );
+            }
+            Self::Debian12Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value debian12Guest",
+                    true,
+                );
+            }
+            Self::Debian12_64Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value debian12_64Guest",
+                    true,
+                );
+            }
+            Self::Debian13Guest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value debian13Guest",
+                    true,
+                );
+            }
+            Self::Debian13_64Guest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value debian13_64Guest",
+                    true,
+                );
+            }
+            Self::Miraclelinux64Guest => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualMachineGuestOsIdentifier value miraclelinux_64Guest",
+                    true,
+                );
+            }
+            Self::Pardus64Guest => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualMachineGuestOsIdentifier value pardus_64Guest",
+                    true,
+                );
+            }
+            Self::Other6xLinuxGuest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value other6xLinuxGuest",
+                    true,
+                );
+            }
+            Self::Other7xLinuxGuest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value other7xLinuxGuest",
+                    true,
+                );
+            }
+            Self::Other6xLinux64Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value other6xLinux64Guest",
+                    true,
+                );
+            }
+            Self::Other7xLinux64Guest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value other7xLinux64Guest",
+                    true,
+                );
+            }
+            Self::Fusionos64Guest => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualMachineGuestOsIdentifier value fusionos_64Guest",
+                    true,
+                );
+            }
+            Self::Prolinux64Guest => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualMachineGuestOsIdentifier value prolinux_64Guest",
+                    true,
+                );
+            }
+            Self::Kylinlinux64Guest => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualMachineGuestOsIdentifier value kylinlinux_64Guest",
+                    true,
+                );
+            }
+            Self::Flatcar64Guest => {
+                w.since(
+                    0x0901_0000,
+                    "VirtualMachineGuestOsIdentifier value flatcar_64Guest",
+                    true,
+                );
+            }
+            Self::Darwin23_64Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value darwin23_64Guest",
+                    true,
+                );
+            }
+            Self::Vmkernel8Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value vmkernel8Guest",
+                    true,
+                );
+            }
+            Self::Vmkernel9Guest => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualMachineGuestOsIdentifier value vmkernel9Guest",
+                    true,
+                );
+            }
+            Self::CrxSys1Guest => {
+                w.since(
+                    0x0800_0300,
+                    "VirtualMachineGuestOsIdentifier value crxSys1Guest",
+                    true,
+                );
+            }
+            Self::Rockylinux64Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value rockylinux_64Guest",
+                    true,
+                );
+            }
+            Self::Almalinux64Guest => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineGuestOsIdentifier value almalinux_64Guest",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -3262,6 +2855,16 @@ impl x::Decode for VirtualMachineUsbInfoSpeed {
 }
 impl x::Encode for VirtualMachineUsbInfoSpeed {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::SuperSpeed20Gbps => {
+                w.since(
+                    0x0800_0001,
+                    "VirtualMachineUsbInfoSpeed value superSpeed20Gbps",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -3464,4 +3067,348 @@ impl x::Encode for VirtualMachineVMCIDeviceProtocol {
 }
 impl x::SchemaType for VirtualMachineVMCIDeviceProtocol {
     const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceProtocol";
+}
+/// `VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    /// `pciPassthru`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    PciPassthru,
+    /// `nvidiaVgpu`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    NvidiaVgpu,
+    /// `sriovNic`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    SriovNic,
+    /// `dvx`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Dvx,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::PciPassthru => "pciPassthru",
+            Self::NvidiaVgpu => "nvidiaVgpu",
+            Self::SriovNic => "sriovNic",
+            Self::Dvx => "dvx",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    fn from(value: &str) -> Self {
+        match value {
+            "pciPassthru" => Self::PciPassthru,
+            "nvidiaVgpu" => Self::NvidiaVgpu,
+            "sriovNic" => Self::SriovNic,
+            "dvx" => Self::Dvx,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr
+for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display
+for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType
+for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
+    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType";
+}
+/// `VirtualMachineVgpuProfileInfoProfileClass`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineVgpuProfileInfoProfileClass {
+    /// `compute`.
+    Compute,
+    /// `quadro`.
+    Quadro,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineVgpuProfileInfoProfileClass {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Compute => "compute",
+            Self::Quadro => "quadro",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineVgpuProfileInfoProfileClass {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineVgpuProfileInfoProfileClass {
+    fn from(value: &str) -> Self {
+        match value {
+            "compute" => Self::Compute,
+            "quadro" => Self::Quadro,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineVgpuProfileInfoProfileClass {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineVgpuProfileInfoProfileClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineVgpuProfileInfoProfileClass {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineVgpuProfileInfoProfileClass {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineVgpuProfileInfoProfileClass {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfoProfileClass";
+}
+/// `VirtualMachineVgpuProfileInfoProfileSharing`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineVgpuProfileInfoProfileSharing {
+    /// `timeSliced`.
+    TimeSliced,
+    /// `mig`.
+    Mig,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineVgpuProfileInfoProfileSharing {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::TimeSliced => "timeSliced",
+            Self::Mig => "mig",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineVgpuProfileInfoProfileSharing {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineVgpuProfileInfoProfileSharing {
+    fn from(value: &str) -> Self {
+        match value {
+            "timeSliced" => Self::TimeSliced,
+            "mig" => Self::Mig,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineVgpuProfileInfoProfileSharing {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineVgpuProfileInfoProfileSharing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineVgpuProfileInfoProfileSharing {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineVgpuProfileInfoProfileSharing {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineVgpuProfileInfoProfileSharing {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfoProfileSharing";
+}
+/// `VirtualMachineVideoCardUse3dRenderer`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineVideoCardUse3dRenderer {
+    /// `automatic`.
+    Automatic,
+    /// `software`.
+    Software,
+    /// `hardware`.
+    Hardware,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineVideoCardUse3dRenderer {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Automatic => "automatic",
+            Self::Software => "software",
+            Self::Hardware => "hardware",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineVideoCardUse3dRenderer {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineVideoCardUse3dRenderer {
+    fn from(value: &str) -> Self {
+        match value {
+            "automatic" => Self::Automatic,
+            "software" => Self::Software,
+            "hardware" => Self::Hardware,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineVideoCardUse3dRenderer {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineVideoCardUse3dRenderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineVideoCardUse3dRenderer {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineVideoCardUse3dRenderer {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineVideoCardUse3dRenderer {
+    const TYPE_NAME: &'static str = "VirtualMachineVideoCardUse3dRenderer";
+}
+/// `VirtualMachineVirtualDeviceSwapDeviceSwapStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    /// `none`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    None,
+    /// `scheduled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Scheduled,
+    /// `inprogress`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Inprogress,
+    /// `failed`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Failed,
+    /// `completed`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    Completed,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::Scheduled => "scheduled",
+            Self::Inprogress => "inprogress",
+            Self::Failed => "failed",
+            Self::Completed => "completed",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    fn from(value: &str) -> Self {
+        match value {
+            "none" => Self::None,
+            "scheduled" => Self::Scheduled,
+            "inprogress" => Self::Inprogress,
+            "failed" => Self::Failed,
+            "completed" => Self::Completed,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwapDeviceSwapStatus";
 }

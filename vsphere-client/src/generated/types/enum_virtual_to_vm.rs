@@ -5,350 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    /// `pciPassthru`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    PciPassthru,
-    /// `nvidiaVgpu`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    NvidiaVgpu,
-    /// `sriovNic`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    SriovNic,
-    /// `dvx`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Dvx,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::PciPassthru => "pciPassthru",
-            Self::NvidiaVgpu => "nvidiaVgpu",
-            Self::SriovNic => "sriovNic",
-            Self::Dvx => "dvx",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    fn from(value: &str) -> Self {
-        match value {
-            "pciPassthru" => Self::PciPassthru,
-            "nvidiaVgpu" => Self::NvidiaVgpu,
-            "sriovNic" => Self::SriovNic,
-            "dvx" => Self::Dvx,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr
-for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display
-for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType
-for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType {
-    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType";
-}
-/// `VirtualMachineVgpuProfileInfoProfileClass`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVgpuProfileInfoProfileClass {
-    /// `compute`.
-    Compute,
-    /// `quadro`.
-    Quadro,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVgpuProfileInfoProfileClass {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Compute => "compute",
-            Self::Quadro => "quadro",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVgpuProfileInfoProfileClass {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVgpuProfileInfoProfileClass {
-    fn from(value: &str) -> Self {
-        match value {
-            "compute" => Self::Compute,
-            "quadro" => Self::Quadro,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVgpuProfileInfoProfileClass {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVgpuProfileInfoProfileClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVgpuProfileInfoProfileClass {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVgpuProfileInfoProfileClass {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVgpuProfileInfoProfileClass {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfoProfileClass";
-}
-/// `VirtualMachineVgpuProfileInfoProfileSharing`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVgpuProfileInfoProfileSharing {
-    /// `timeSliced`.
-    TimeSliced,
-    /// `mig`.
-    Mig,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVgpuProfileInfoProfileSharing {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::TimeSliced => "timeSliced",
-            Self::Mig => "mig",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn from(value: &str) -> Self {
-        match value {
-            "timeSliced" => Self::TimeSliced,
-            "mig" => Self::Mig,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVgpuProfileInfoProfileSharing {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVgpuProfileInfoProfileSharing {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVgpuProfileInfoProfileSharing {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfoProfileSharing";
-}
-/// `VirtualMachineVideoCardUse3dRenderer`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVideoCardUse3dRenderer {
-    /// `automatic`.
-    Automatic,
-    /// `software`.
-    Software,
-    /// `hardware`.
-    Hardware,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVideoCardUse3dRenderer {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Automatic => "automatic",
-            Self::Software => "software",
-            Self::Hardware => "hardware",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVideoCardUse3dRenderer {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVideoCardUse3dRenderer {
-    fn from(value: &str) -> Self {
-        match value {
-            "automatic" => Self::Automatic,
-            "software" => Self::Software,
-            "hardware" => Self::Hardware,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVideoCardUse3dRenderer {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVideoCardUse3dRenderer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVideoCardUse3dRenderer {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVideoCardUse3dRenderer {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVideoCardUse3dRenderer {
-    const TYPE_NAME: &'static str = "VirtualMachineVideoCardUse3dRenderer";
-}
-/// `VirtualMachineVirtualDeviceSwapDeviceSwapStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    /// `none`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    None,
-    /// `scheduled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Scheduled,
-    /// `inprogress`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Inprogress,
-    /// `failed`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Failed,
-    /// `completed`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    Completed,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::None => "none",
-            Self::Scheduled => "scheduled",
-            Self::Inprogress => "inprogress",
-            Self::Failed => "failed",
-            Self::Completed => "completed",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn from(value: &str) -> Self {
-        match value {
-            "none" => Self::None,
-            "scheduled" => Self::Scheduled,
-            "inprogress" => Self::Inprogress,
-            "failed" => Self::Failed,
-            "completed" => Self::Completed,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VirtualMachineVirtualDeviceSwapDeviceSwapStatus {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwapDeviceSwapStatus";
-}
 /// `VirtualMachineVirtualPMemSnapshotMode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -816,6 +472,37 @@ impl x::Decode for VirtualVmxnet3StrictLatencyConfigDisableOffload {
 }
 impl x::Encode for VirtualVmxnet3StrictLatencyConfigDisableOffload {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::None => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualVmxnet3StrictLatencyConfigDisableOffload value NONE",
+                    true,
+                );
+            }
+            Self::Tso => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualVmxnet3StrictLatencyConfigDisableOffload value TSO",
+                    true,
+                );
+            }
+            Self::Lro => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualVmxnet3StrictLatencyConfigDisableOffload value LRO",
+                    true,
+                );
+            }
+            Self::TsoLro => {
+                w.since(
+                    0x0900_0000,
+                    "VirtualVmxnet3StrictLatencyConfigDisableOffload value TSO_LRO",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -1226,6 +913,30 @@ impl x::Decode for VmFaultToleranceConfigIssueReasonForIssue {
 }
 impl x::Encode for VmFaultToleranceConfigIssueReasonForIssue {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::UnsupportedEncryptedDisk => {
+                w.since(
+                    0x0800_0100,
+                    "VmFaultToleranceConfigIssueReasonForIssue value unsupportedEncryptedDisk",
+                    true,
+                );
+            }
+            Self::FtMetroClusterNotEditable => {
+                w.since(
+                    0x0800_0200,
+                    "VmFaultToleranceConfigIssueReasonForIssue value ftMetroClusterNotEditable",
+                    true,
+                );
+            }
+            Self::NoHostGroupConfigured => {
+                w.since(
+                    0x0800_0300,
+                    "VmFaultToleranceConfigIssueReasonForIssue value noHostGroupConfigured",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }

@@ -862,6 +862,21 @@ impl x::Decode for VslmDiskInfoFlag {
 }
 impl x::Encode for VslmDiskInfoFlag {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::DescriptorVersion => {
+                w.since(0x0800_0100, "vslmDiskInfoFlag value descriptorVersion", true);
+            }
+            Self::VirtualDiskFormat => {
+                w.since(0x0800_0300, "vslmDiskInfoFlag value virtualDiskFormat", true);
+            }
+            Self::SharedFileBacking => {
+                w.since(0x0901_0000, "vslmDiskInfoFlag value sharedFileBacking", true);
+            }
+            Self::LinkedCloneDetails => {
+                w.since(0x0901_0000, "vslmDiskInfoFlag value linkedCloneDetails", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }

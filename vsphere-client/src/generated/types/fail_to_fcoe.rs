@@ -172,10 +172,14 @@ impl x::Fields for FailoverLevelRestored {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `FailoverNodeInfo` (extends `DynamicData`).
@@ -398,8 +402,24 @@ impl x::Fields for FaultToleranceConfigSpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("metaDataPath", &self.meta_data_path);
         w.write_opt("secondaryVmSpec", &self.secondary_vm_spec);
-        w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
-        w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        if w
+            .since(
+                0x0800_0300,
+                "FaultToleranceConfigSpec.metroFtEnabled",
+                self.metro_ft_enabled.is_some(),
+            )
+        {
+            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "FaultToleranceConfigSpec.metroFtHostGroup",
+                self.metro_ft_host_group.is_some(),
+            )
+        {
+            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        }
     }
 }
 /// `FaultToleranceCpuIncompatible` (extends `CpuIncompatible`).

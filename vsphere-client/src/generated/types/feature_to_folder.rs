@@ -219,7 +219,15 @@ impl x::Fields for FileBackedVirtualDiskSpec {
         w.write("capacityKb", &self.capacity_kb);
         w.write_vec("profile", &self.profile);
         w.write_opt("crypto", &self.crypto);
-        w.write_opt("sectorFormat", &self.sector_format);
+        if w
+            .since(
+                0x0900_0000,
+                "FileBackedVirtualDiskSpec.sectorFormat",
+                self.sector_format.is_some(),
+            )
+        {
+            w.write_opt("sectorFormat", &self.sector_format);
+        }
     }
 }
 /// `FileFault` (extends `VimFault`).
@@ -375,6 +383,7 @@ impl x::Fields for FileLockInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type FileLockInfo", true);
         w.write("filePath", &self.file_path);
         w.write("host", &self.host);
         w.write("mac", &self.mac);
@@ -424,6 +433,7 @@ impl x::Fields for FileLockInfoResult {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type FileLockInfoResult", true);
         w.write_vec("lockInfo", &self.lock_info);
         w.write_opt("fault", &self.fault);
     }
@@ -1163,6 +1173,7 @@ impl x::Fields for FolderExternallyManagedFolderInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type FolderExternallyManagedFolderInfo", true);
         w.write("id", &self.id);
         w.write("type", &self.type_);
     }

@@ -159,10 +159,14 @@ impl x::Fields for GhostDvsProxySwitchDetectedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_vec("switchUuid", &self.switch_uuid);
     }
 }
@@ -250,10 +254,14 @@ impl x::Fields for GhostDvsProxySwitchRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_vec("switchUuid", &self.switch_uuid);
     }
 }
@@ -344,10 +352,14 @@ impl x::Fields for GlobalMessageChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("message", &self.message);
         w.write_opt("prevMessage", &self.prev_message);
     }
@@ -857,8 +869,24 @@ impl x::Fields for GuestInfo {
         w.write_opt("guestId", &self.guest_id);
         w.write_opt("guestFamily", &self.guest_family);
         w.write_opt("guestFullName", &self.guest_full_name);
-        w.write_opt("guestRebootStatus", &self.guest_reboot_status);
-        w.write_opt("guestDetailedData", &self.guest_detailed_data);
+        if w
+            .since(
+                0x0901_0000,
+                "GuestInfo.guestRebootStatus",
+                self.guest_reboot_status.is_some(),
+            )
+        {
+            w.write_opt("guestRebootStatus", &self.guest_reboot_status);
+        }
+        if w
+            .since(
+                0x0800_0200,
+                "GuestInfo.guestDetailedData",
+                self.guest_detailed_data.is_some(),
+            )
+        {
+            w.write_opt("guestDetailedData", &self.guest_detailed_data);
+        }
         w.write_opt("hostName", &self.host_name);
         w.write_opt("ipAddress", &self.ip_address);
         w.write_vec("net", &self.net);
@@ -1564,12 +1592,28 @@ impl x::Fields for GuestOsDescriptor {
         w.write_opt("vvtdSupported", &self.vvtd_supported);
         w.write_opt("vbsSupported", &self.vbs_supported);
         w.write_opt("vsgxSupported", &self.vsgx_supported);
-        w.write_opt(
-            "vsgxRemoteAttestationSupported",
-            &self.vsgx_remote_attestation_supported,
-        );
+        if w
+            .since(
+                0x0800_0001,
+                "GuestOsDescriptor.vsgxRemoteAttestationSupported",
+                self.vsgx_remote_attestation_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "vsgxRemoteAttestationSupported",
+                &self.vsgx_remote_attestation_supported,
+            );
+        }
         w.write_opt("supportsTPM20", &self.supports_tpm20);
-        w.write_opt("recommendedTPM20", &self.recommended_tpm20);
+        if w
+            .since(
+                0x0800_0001,
+                "GuestOsDescriptor.recommendedTPM20",
+                self.recommended_tpm20.is_some(),
+            )
+        {
+            w.write_opt("recommendedTPM20", &self.recommended_tpm20);
+        }
         w.write_opt("vwdtSupported", &self.vwdt_supported);
     }
 }

@@ -5,6 +5,1493 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostConfigFault` (extends `VimFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConfigFault {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostConfigFault {
+    const TYPE_NAME: &'static str = "HostConfigFault";
+}
+impl x::Structure for HostConfigFault {}
+impl x::Fields for HostConfigFault {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `HostConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConfigInfo {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `product`.
+    pub product: AboutInfo,
+    /// `deploymentInfo`.
+    pub deployment_info: Option<HostDeploymentInfo>,
+    /// `hyperThread`.
+    pub hyper_thread: Option<HostHyperThreadScheduleInfo>,
+    /// `cpuScheduler`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub cpu_scheduler: Option<HostCpuSchedulerInfo>,
+    /// `consoleReservation`.
+    pub console_reservation: Option<ServiceConsoleReservationInfo>,
+    /// `virtualMachineReservation`.
+    pub virtual_machine_reservation: Option<VirtualMachineMemoryReservationInfo>,
+    /// `storageDevice`.
+    pub storage_device: Option<HostStorageDeviceInfo>,
+    /// `multipathState`.
+    pub multipath_state: Option<HostMultipathStateInfo>,
+    /// `fileSystemVolume`.
+    pub file_system_volume: Option<HostFileSystemVolumeInfo>,
+    /// `systemFile`.
+    pub system_file: Vec<String>,
+    /// `network`.
+    pub network: Option<HostNetworkInfo>,
+    /// `vmotion`.
+    pub vmotion: Option<HostVMotionInfo>,
+    /// `virtualNicManagerInfo`.
+    pub virtual_nic_manager_info: Option<HostVirtualNicManagerInfo>,
+    /// `capabilities`.
+    pub capabilities: Option<HostNetCapabilities>,
+    /// `datastoreCapabilities`.
+    pub datastore_capabilities: Option<HostDatastoreSystemCapabilities>,
+    /// `offloadCapabilities`.
+    pub offload_capabilities: Option<HostNetOffloadCapabilities>,
+    /// `service`.
+    pub service: Option<HostServiceInfo>,
+    /// `firewall`.
+    pub firewall: Option<HostFirewallInfo>,
+    /// `autoStart`.
+    pub auto_start: Option<HostAutoStartManagerConfig>,
+    /// `activeDiagnosticPartition`.
+    pub active_diagnostic_partition: Option<HostDiagnosticPartition>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+    /// `optionDef`.
+    pub option_def: Vec<OptionDef>,
+    /// `datastorePrincipal`.
+    pub datastore_principal: Option<String>,
+    /// `localSwapDatastore`.
+    pub local_swap_datastore: Option<x::ManagedObjectReference>,
+    /// `systemSwapConfiguration`.
+    pub system_swap_configuration: Option<HostSystemSwapConfiguration>,
+    /// `systemResources`.
+    pub system_resources: Option<HostSystemResourceInfo>,
+    /// `dateTimeInfo`.
+    pub date_time_info: Option<HostDateTimeInfo>,
+    /// `flags`.
+    pub flags: Option<HostFlagInfo>,
+    /// `adminDisabled`.
+    pub admin_disabled: Option<bool>,
+    /// `lockdownMode`.
+    pub lockdown_mode: Option<HostLockdownMode>,
+    /// `ipmi`.
+    pub ipmi: Option<HostIpmiInfo>,
+    /// `sslThumbprintInfo`.
+    pub ssl_thumbprint_info: Option<HostSslThumbprintInfo>,
+    /// `sslThumbprintData`.
+    pub ssl_thumbprint_data: Vec<HostSslThumbprintInfo>,
+    /// `authenticationData`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub authentication_data: Vec<HostAuthenticationInfo>,
+    /// `certificate`.
+    pub certificate: Vec<i8>,
+    /// `pciPassthruInfo`.
+    pub pci_passthru_info: Vec<AnyHostPciPassthruInfo>,
+    /// `authenticationManagerInfo`.
+    pub authentication_manager_info: Option<HostAuthenticationManagerInfo>,
+    /// `featureVersion`.
+    pub feature_version: Vec<HostFeatureVersionInfo>,
+    /// `powerSystemCapability`.
+    pub power_system_capability: Option<PowerSystemCapability>,
+    /// `powerSystemInfo`.
+    pub power_system_info: Option<PowerSystemInfo>,
+    /// `cacheConfigurationInfo`.
+    pub cache_configuration_info: Vec<HostCacheConfigurationInfo>,
+    /// `wakeOnLanCapable`.
+    pub wake_on_lan_capable: Option<bool>,
+    /// `featureCapability`.
+    pub feature_capability: Vec<HostFeatureCapability>,
+    /// `maskedFeatureCapability`.
+    pub masked_feature_capability: Vec<HostFeatureCapability>,
+    /// `vFlashConfigInfo`.
+    pub vflash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
+    /// `vsanHostConfig`.
+    pub vsan_host_config: Option<VsanHostConfigInfo>,
+    /// `domainList`.
+    pub domain_list: Vec<String>,
+    /// `scriptCheckSum`.
+    pub script_check_sum: Option<Vec<u8>>,
+    /// `hostConfigCheckSum`.
+    pub host_config_check_sum: Option<Vec<u8>>,
+    /// `descriptionTreeCheckSum`.
+    pub description_tree_check_sum: Option<Vec<u8>>,
+    /// `graphicsInfo`.
+    pub graphics_info: Vec<HostGraphicsInfo>,
+    /// `sharedPassthruGpuTypes`.
+    pub shared_passthru_gpu_types: Vec<String>,
+    /// `graphicsConfig`.
+    pub graphics_config: Option<HostGraphicsConfig>,
+    /// `sharedGpuCapabilities`.
+    pub shared_gpu_capabilities: Vec<HostSharedGpuCapabilities>,
+    /// `ioFilterInfo`.
+    pub io_filter_info: Vec<HostIoFilterInfo>,
+    /// `sriovDevicePool`.
+    pub sriov_device_pool: Vec<AnyHostSriovDevicePoolInfo>,
+    /// `assignableHardwareBinding`.
+    pub assignable_hardware_binding: Vec<HostAssignableHardwareBinding>,
+    /// `assignableHardwareConfig`.
+    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
+}
+impl x::SchemaType for HostConfigInfo {
+    const TYPE_NAME: &'static str = "HostConfigInfo";
+}
+impl x::Structure for HostConfigInfo {}
+impl x::Fields for HostConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "product" => r.read(&mut self.product),
+            "deploymentInfo" => r.read_opt(&mut self.deployment_info),
+            "hyperThread" => r.read_opt(&mut self.hyper_thread),
+            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
+            "consoleReservation" => r.read_opt(&mut self.console_reservation),
+            "virtualMachineReservation" => {
+                r.read_opt(&mut self.virtual_machine_reservation)
+            }
+            "storageDevice" => r.read_opt(&mut self.storage_device),
+            "multipathState" => r.read_opt(&mut self.multipath_state),
+            "fileSystemVolume" => r.read_opt(&mut self.file_system_volume),
+            "systemFile" => r.read_push(&mut self.system_file),
+            "network" => r.read_opt(&mut self.network),
+            "vmotion" => r.read_opt(&mut self.vmotion),
+            "virtualNicManagerInfo" => r.read_opt(&mut self.virtual_nic_manager_info),
+            "capabilities" => r.read_opt(&mut self.capabilities),
+            "datastoreCapabilities" => r.read_opt(&mut self.datastore_capabilities),
+            "offloadCapabilities" => r.read_opt(&mut self.offload_capabilities),
+            "service" => r.read_opt(&mut self.service),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "autoStart" => r.read_opt(&mut self.auto_start),
+            "activeDiagnosticPartition" => {
+                r.read_opt(&mut self.active_diagnostic_partition)
+            }
+            "option" => r.read_push(&mut self.option),
+            "optionDef" => r.read_push(&mut self.option_def),
+            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
+            "localSwapDatastore" => r.read_opt(&mut self.local_swap_datastore),
+            "systemSwapConfiguration" => r.read_opt(&mut self.system_swap_configuration),
+            "systemResources" => r.read_opt(&mut self.system_resources),
+            "dateTimeInfo" => r.read_opt(&mut self.date_time_info),
+            "flags" => r.read_opt(&mut self.flags),
+            "adminDisabled" => r.read_opt(&mut self.admin_disabled),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
+            "ipmi" => r.read_opt(&mut self.ipmi),
+            "sslThumbprintInfo" => r.read_opt(&mut self.ssl_thumbprint_info),
+            "sslThumbprintData" => r.read_push(&mut self.ssl_thumbprint_data),
+            "authenticationData" => r.read_push(&mut self.authentication_data),
+            "certificate" => r.read_push(&mut self.certificate),
+            "pciPassthruInfo" => r.read_push(&mut self.pci_passthru_info),
+            "authenticationManagerInfo" => {
+                r.read_opt(&mut self.authentication_manager_info)
+            }
+            "featureVersion" => r.read_push(&mut self.feature_version),
+            "powerSystemCapability" => r.read_opt(&mut self.power_system_capability),
+            "powerSystemInfo" => r.read_opt(&mut self.power_system_info),
+            "cacheConfigurationInfo" => r.read_push(&mut self.cache_configuration_info),
+            "wakeOnLanCapable" => r.read_opt(&mut self.wake_on_lan_capable),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
+            "maskedFeatureCapability" => r.read_push(&mut self.masked_feature_capability),
+            "vFlashConfigInfo" => r.read_opt(&mut self.vflash_config_info),
+            "vsanHostConfig" => r.read_opt(&mut self.vsan_host_config),
+            "domainList" => r.read_push(&mut self.domain_list),
+            "scriptCheckSum" => r.read_opt(&mut self.script_check_sum),
+            "hostConfigCheckSum" => r.read_opt(&mut self.host_config_check_sum),
+            "descriptionTreeCheckSum" => r.read_opt(&mut self.description_tree_check_sum),
+            "graphicsInfo" => r.read_push(&mut self.graphics_info),
+            "sharedPassthruGpuTypes" => r.read_push(&mut self.shared_passthru_gpu_types),
+            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
+            "sharedGpuCapabilities" => r.read_push(&mut self.shared_gpu_capabilities),
+            "ioFilterInfo" => r.read_push(&mut self.io_filter_info),
+            "sriovDevicePool" => r.read_push(&mut self.sriov_device_pool),
+            "assignableHardwareBinding" => {
+                r.read_push(&mut self.assignable_hardware_binding)
+            }
+            "assignableHardwareConfig" => {
+                r.read_opt(&mut self.assignable_hardware_config)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write("product", &self.product);
+        w.write_opt("deploymentInfo", &self.deployment_info);
+        w.write_opt("hyperThread", &self.hyper_thread);
+        if w
+            .since(
+                0x0800_0300,
+                "HostConfigInfo.cpuScheduler",
+                self.cpu_scheduler.is_some(),
+            )
+        {
+            w.write_opt("cpuScheduler", &self.cpu_scheduler);
+        }
+        w.write_opt("consoleReservation", &self.console_reservation);
+        w.write_opt("virtualMachineReservation", &self.virtual_machine_reservation);
+        w.write_opt("storageDevice", &self.storage_device);
+        w.write_opt("multipathState", &self.multipath_state);
+        w.write_opt("fileSystemVolume", &self.file_system_volume);
+        w.write_vec("systemFile", &self.system_file);
+        w.write_opt("network", &self.network);
+        w.write_opt("vmotion", &self.vmotion);
+        w.write_opt("virtualNicManagerInfo", &self.virtual_nic_manager_info);
+        w.write_opt("capabilities", &self.capabilities);
+        w.write_opt("datastoreCapabilities", &self.datastore_capabilities);
+        w.write_opt("offloadCapabilities", &self.offload_capabilities);
+        w.write_opt("service", &self.service);
+        w.write_opt("firewall", &self.firewall);
+        w.write_opt("autoStart", &self.auto_start);
+        w.write_opt("activeDiagnosticPartition", &self.active_diagnostic_partition);
+        w.write_vec("option", &self.option);
+        w.write_vec("optionDef", &self.option_def);
+        w.write_opt("datastorePrincipal", &self.datastore_principal);
+        w.write_opt("localSwapDatastore", &self.local_swap_datastore);
+        w.write_opt("systemSwapConfiguration", &self.system_swap_configuration);
+        w.write_opt("systemResources", &self.system_resources);
+        w.write_opt("dateTimeInfo", &self.date_time_info);
+        w.write_opt("flags", &self.flags);
+        w.write_opt("adminDisabled", &self.admin_disabled);
+        w.write_opt("lockdownMode", &self.lockdown_mode);
+        w.write_opt("ipmi", &self.ipmi);
+        w.write_opt("sslThumbprintInfo", &self.ssl_thumbprint_info);
+        w.write_vec("sslThumbprintData", &self.ssl_thumbprint_data);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConfigInfo.authenticationData",
+                !self.authentication_data.is_empty(),
+            )
+        {
+            w.write_vec("authenticationData", &self.authentication_data);
+        }
+        w.write_vec("certificate", &self.certificate);
+        w.write_vec("pciPassthruInfo", &self.pci_passthru_info);
+        w.write_opt("authenticationManagerInfo", &self.authentication_manager_info);
+        w.write_vec("featureVersion", &self.feature_version);
+        w.write_opt("powerSystemCapability", &self.power_system_capability);
+        w.write_opt("powerSystemInfo", &self.power_system_info);
+        w.write_vec("cacheConfigurationInfo", &self.cache_configuration_info);
+        w.write_opt("wakeOnLanCapable", &self.wake_on_lan_capable);
+        w.write_vec("featureCapability", &self.feature_capability);
+        w.write_vec("maskedFeatureCapability", &self.masked_feature_capability);
+        w.write_opt("vFlashConfigInfo", &self.vflash_config_info);
+        w.write_opt("vsanHostConfig", &self.vsan_host_config);
+        w.write_vec("domainList", &self.domain_list);
+        w.write_opt("scriptCheckSum", &self.script_check_sum);
+        w.write_opt("hostConfigCheckSum", &self.host_config_check_sum);
+        w.write_opt("descriptionTreeCheckSum", &self.description_tree_check_sum);
+        w.write_vec("graphicsInfo", &self.graphics_info);
+        w.write_vec("sharedPassthruGpuTypes", &self.shared_passthru_gpu_types);
+        w.write_opt("graphicsConfig", &self.graphics_config);
+        w.write_vec("sharedGpuCapabilities", &self.shared_gpu_capabilities);
+        w.write_vec("ioFilterInfo", &self.io_filter_info);
+        w.write_vec("sriovDevicePool", &self.sriov_device_pool);
+        w.write_vec("assignableHardwareBinding", &self.assignable_hardware_binding);
+        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
+    }
+}
+/// `HostConfigManager` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConfigManager {
+    /// `cpuScheduler`.
+    pub cpu_scheduler: Option<x::ManagedObjectReference>,
+    /// `datastoreSystem`.
+    pub datastore_system: Option<x::ManagedObjectReference>,
+    /// `memoryManager`.
+    pub memory_manager: Option<x::ManagedObjectReference>,
+    /// `storageSystem`.
+    pub storage_system: Option<x::ManagedObjectReference>,
+    /// `networkSystem`.
+    pub network_system: Option<x::ManagedObjectReference>,
+    /// `vmotionSystem`.
+    pub vmotion_system: Option<x::ManagedObjectReference>,
+    /// `virtualNicManager`.
+    pub virtual_nic_manager: Option<x::ManagedObjectReference>,
+    /// `serviceSystem`.
+    pub service_system: Option<x::ManagedObjectReference>,
+    /// `firewallSystem`.
+    pub firewall_system: Option<x::ManagedObjectReference>,
+    /// `advancedOption`.
+    pub advanced_option: Option<x::ManagedObjectReference>,
+    /// `diagnosticSystem`.
+    pub diagnostic_system: Option<x::ManagedObjectReference>,
+    /// `autoStartManager`.
+    pub auto_start_manager: Option<x::ManagedObjectReference>,
+    /// `snmpSystem`.
+    pub snmp_system: Option<x::ManagedObjectReference>,
+    /// `dateTimeSystem`.
+    pub date_time_system: Option<x::ManagedObjectReference>,
+    /// `patchManager`.
+    pub patch_manager: Option<x::ManagedObjectReference>,
+    /// `imageConfigManager`.
+    pub image_config_manager: Option<x::ManagedObjectReference>,
+    /// `bootDeviceSystem`.
+    pub boot_device_system: Option<x::ManagedObjectReference>,
+    /// `firmwareSystem`.
+    pub firmware_system: Option<x::ManagedObjectReference>,
+    /// `healthStatusSystem`.
+    pub health_status_system: Option<x::ManagedObjectReference>,
+    /// `pciPassthruSystem`.
+    pub pci_passthru_system: Option<x::ManagedObjectReference>,
+    /// `licenseManager`.
+    pub license_manager: Option<x::ManagedObjectReference>,
+    /// `kernelModuleSystem`.
+    pub kernel_module_system: Option<x::ManagedObjectReference>,
+    /// `authenticationManager`.
+    pub authentication_manager: Option<x::ManagedObjectReference>,
+    /// `powerSystem`.
+    pub power_system: Option<x::ManagedObjectReference>,
+    /// `cacheConfigurationManager`.
+    pub cache_configuration_manager: Option<x::ManagedObjectReference>,
+    /// `esxAgentHostManager`.
+    pub esx_agent_host_manager: Option<x::ManagedObjectReference>,
+    /// `iscsiManager`.
+    pub iscsi_manager: Option<x::ManagedObjectReference>,
+    /// `vFlashManager`.
+    pub vflash_manager: Option<x::ManagedObjectReference>,
+    /// `vsanSystem`.
+    pub vsan_system: Option<x::ManagedObjectReference>,
+    /// `messageBusProxy`.
+    pub message_bus_proxy: Option<x::ManagedObjectReference>,
+    /// `userDirectory`.
+    pub user_directory: Option<x::ManagedObjectReference>,
+    /// `accountManager`.
+    pub account_manager: Option<x::ManagedObjectReference>,
+    /// `hostAccessManager`.
+    pub host_access_manager: Option<x::ManagedObjectReference>,
+    /// `graphicsManager`.
+    pub graphics_manager: Option<x::ManagedObjectReference>,
+    /// `vsanInternalSystem`.
+    pub vsan_internal_system: Option<x::ManagedObjectReference>,
+    /// `certificateManager`.
+    pub certificate_manager: Option<x::ManagedObjectReference>,
+    /// `cryptoManager`.
+    pub crypto_manager: Option<x::ManagedObjectReference>,
+    /// `nvdimmSystem`.
+    pub nvdimm_system: Option<x::ManagedObjectReference>,
+    /// `assignableHardwareManager`.
+    pub assignable_hardware_manager: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostConfigManager {
+    const TYPE_NAME: &'static str = "HostConfigManager";
+}
+impl x::Structure for HostConfigManager {}
+impl x::Fields for HostConfigManager {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
+            "datastoreSystem" => r.read_opt(&mut self.datastore_system),
+            "memoryManager" => r.read_opt(&mut self.memory_manager),
+            "storageSystem" => r.read_opt(&mut self.storage_system),
+            "networkSystem" => r.read_opt(&mut self.network_system),
+            "vmotionSystem" => r.read_opt(&mut self.vmotion_system),
+            "virtualNicManager" => r.read_opt(&mut self.virtual_nic_manager),
+            "serviceSystem" => r.read_opt(&mut self.service_system),
+            "firewallSystem" => r.read_opt(&mut self.firewall_system),
+            "advancedOption" => r.read_opt(&mut self.advanced_option),
+            "diagnosticSystem" => r.read_opt(&mut self.diagnostic_system),
+            "autoStartManager" => r.read_opt(&mut self.auto_start_manager),
+            "snmpSystem" => r.read_opt(&mut self.snmp_system),
+            "dateTimeSystem" => r.read_opt(&mut self.date_time_system),
+            "patchManager" => r.read_opt(&mut self.patch_manager),
+            "imageConfigManager" => r.read_opt(&mut self.image_config_manager),
+            "bootDeviceSystem" => r.read_opt(&mut self.boot_device_system),
+            "firmwareSystem" => r.read_opt(&mut self.firmware_system),
+            "healthStatusSystem" => r.read_opt(&mut self.health_status_system),
+            "pciPassthruSystem" => r.read_opt(&mut self.pci_passthru_system),
+            "licenseManager" => r.read_opt(&mut self.license_manager),
+            "kernelModuleSystem" => r.read_opt(&mut self.kernel_module_system),
+            "authenticationManager" => r.read_opt(&mut self.authentication_manager),
+            "powerSystem" => r.read_opt(&mut self.power_system),
+            "cacheConfigurationManager" => {
+                r.read_opt(&mut self.cache_configuration_manager)
+            }
+            "esxAgentHostManager" => r.read_opt(&mut self.esx_agent_host_manager),
+            "iscsiManager" => r.read_opt(&mut self.iscsi_manager),
+            "vFlashManager" => r.read_opt(&mut self.vflash_manager),
+            "vsanSystem" => r.read_opt(&mut self.vsan_system),
+            "messageBusProxy" => r.read_opt(&mut self.message_bus_proxy),
+            "userDirectory" => r.read_opt(&mut self.user_directory),
+            "accountManager" => r.read_opt(&mut self.account_manager),
+            "hostAccessManager" => r.read_opt(&mut self.host_access_manager),
+            "graphicsManager" => r.read_opt(&mut self.graphics_manager),
+            "vsanInternalSystem" => r.read_opt(&mut self.vsan_internal_system),
+            "certificateManager" => r.read_opt(&mut self.certificate_manager),
+            "cryptoManager" => r.read_opt(&mut self.crypto_manager),
+            "nvdimmSystem" => r.read_opt(&mut self.nvdimm_system),
+            "assignableHardwareManager" => {
+                r.read_opt(&mut self.assignable_hardware_manager)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("cpuScheduler", &self.cpu_scheduler);
+        w.write_opt("datastoreSystem", &self.datastore_system);
+        w.write_opt("memoryManager", &self.memory_manager);
+        w.write_opt("storageSystem", &self.storage_system);
+        w.write_opt("networkSystem", &self.network_system);
+        w.write_opt("vmotionSystem", &self.vmotion_system);
+        w.write_opt("virtualNicManager", &self.virtual_nic_manager);
+        w.write_opt("serviceSystem", &self.service_system);
+        w.write_opt("firewallSystem", &self.firewall_system);
+        w.write_opt("advancedOption", &self.advanced_option);
+        w.write_opt("diagnosticSystem", &self.diagnostic_system);
+        w.write_opt("autoStartManager", &self.auto_start_manager);
+        w.write_opt("snmpSystem", &self.snmp_system);
+        w.write_opt("dateTimeSystem", &self.date_time_system);
+        w.write_opt("patchManager", &self.patch_manager);
+        w.write_opt("imageConfigManager", &self.image_config_manager);
+        w.write_opt("bootDeviceSystem", &self.boot_device_system);
+        w.write_opt("firmwareSystem", &self.firmware_system);
+        w.write_opt("healthStatusSystem", &self.health_status_system);
+        w.write_opt("pciPassthruSystem", &self.pci_passthru_system);
+        w.write_opt("licenseManager", &self.license_manager);
+        w.write_opt("kernelModuleSystem", &self.kernel_module_system);
+        w.write_opt("authenticationManager", &self.authentication_manager);
+        w.write_opt("powerSystem", &self.power_system);
+        w.write_opt("cacheConfigurationManager", &self.cache_configuration_manager);
+        w.write_opt("esxAgentHostManager", &self.esx_agent_host_manager);
+        w.write_opt("iscsiManager", &self.iscsi_manager);
+        w.write_opt("vFlashManager", &self.vflash_manager);
+        w.write_opt("vsanSystem", &self.vsan_system);
+        w.write_opt("messageBusProxy", &self.message_bus_proxy);
+        w.write_opt("userDirectory", &self.user_directory);
+        w.write_opt("accountManager", &self.account_manager);
+        w.write_opt("hostAccessManager", &self.host_access_manager);
+        w.write_opt("graphicsManager", &self.graphics_manager);
+        w.write_opt("vsanInternalSystem", &self.vsan_internal_system);
+        w.write_opt("certificateManager", &self.certificate_manager);
+        w.write_opt("cryptoManager", &self.crypto_manager);
+        w.write_opt("nvdimmSystem", &self.nvdimm_system);
+        w.write_opt("assignableHardwareManager", &self.assignable_hardware_manager);
+    }
+}
+/// `HostConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConfigSpec {
+    /// `nasDatastore`.
+    pub nas_datastore: Vec<HostNasVolumeConfig>,
+    /// `network`.
+    pub network: Option<HostNetworkConfig>,
+    /// `nicTypeSelection`.
+    pub nic_type_selection: Vec<HostVirtualNicManagerNicTypeSelection>,
+    /// `service`.
+    pub service: Vec<HostServiceConfig>,
+    /// `firewall`.
+    pub firewall: Option<HostFirewallConfig>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+    /// `datastorePrincipal`.
+    pub datastore_principal: Option<String>,
+    /// `datastorePrincipalPasswd`.
+    pub datastore_principal_passwd: Option<String>,
+    /// `datetime`.
+    pub datetime: Option<HostDateTimeConfig>,
+    /// `storageDevice`.
+    pub storage_device: Option<HostStorageDeviceInfo>,
+    /// `license`.
+    pub license: Option<HostLicenseSpec>,
+    /// `security`.
+    pub security: Option<HostSecuritySpec>,
+    /// `userAccount`.
+    pub user_account: Vec<AnyHostAccountSpec>,
+    /// `usergroupAccount`.
+    pub usergroup_account: Vec<AnyHostAccountSpec>,
+    /// `memory`.
+    pub memory: Option<HostMemorySpec>,
+    /// `activeDirectory`.
+    pub active_directory: Vec<HostActiveDirectory>,
+    /// `genericConfig`.
+    pub generic_config: Vec<KeyAnyValue>,
+    /// `graphicsConfig`.
+    pub graphics_config: Option<HostGraphicsConfig>,
+    /// `assignableHardwareConfig`.
+    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
+}
+impl x::SchemaType for HostConfigSpec {
+    const TYPE_NAME: &'static str = "HostConfigSpec";
+}
+impl x::Structure for HostConfigSpec {}
+impl x::Fields for HostConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nasDatastore" => r.read_push(&mut self.nas_datastore),
+            "network" => r.read_opt(&mut self.network),
+            "nicTypeSelection" => r.read_push(&mut self.nic_type_selection),
+            "service" => r.read_push(&mut self.service),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "option" => r.read_push(&mut self.option),
+            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
+            "datastorePrincipalPasswd" => {
+                r.read_opt(&mut self.datastore_principal_passwd)
+            }
+            "datetime" => r.read_opt(&mut self.datetime),
+            "storageDevice" => r.read_opt(&mut self.storage_device),
+            "license" => r.read_opt(&mut self.license),
+            "security" => r.read_opt(&mut self.security),
+            "userAccount" => r.read_push(&mut self.user_account),
+            "usergroupAccount" => r.read_push(&mut self.usergroup_account),
+            "memory" => r.read_opt(&mut self.memory),
+            "activeDirectory" => r.read_push(&mut self.active_directory),
+            "genericConfig" => r.read_push(&mut self.generic_config),
+            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
+            "assignableHardwareConfig" => {
+                r.read_opt(&mut self.assignable_hardware_config)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("nasDatastore", &self.nas_datastore);
+        w.write_opt("network", &self.network);
+        w.write_vec("nicTypeSelection", &self.nic_type_selection);
+        w.write_vec("service", &self.service);
+        w.write_opt("firewall", &self.firewall);
+        w.write_vec("option", &self.option);
+        w.write_opt("datastorePrincipal", &self.datastore_principal);
+        w.write_opt("datastorePrincipalPasswd", &self.datastore_principal_passwd);
+        w.write_opt("datetime", &self.datetime);
+        w.write_opt("storageDevice", &self.storage_device);
+        w.write_opt("license", &self.license);
+        w.write_opt("security", &self.security);
+        w.write_vec("userAccount", &self.user_account);
+        w.write_vec("usergroupAccount", &self.usergroup_account);
+        w.write_opt("memory", &self.memory);
+        w.write_vec("activeDirectory", &self.active_directory);
+        w.write_vec("genericConfig", &self.generic_config);
+        w.write_opt("graphicsConfig", &self.graphics_config);
+        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
+    }
+}
+/// `HostConfigSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConfigSummary {
+    /// `name`.
+    pub name: String,
+    /// `port`.
+    pub port: i32,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `product`.
+    pub product: Option<AboutInfo>,
+    /// `vmotionEnabled`.
+    pub vmotion_enabled: bool,
+    /// `faultToleranceEnabled`.
+    pub fault_tolerance_enabled: Option<bool>,
+    /// `featureVersion`.
+    pub feature_version: Vec<HostFeatureVersionInfo>,
+    /// `agentVmDatastore`.
+    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
+    /// `agentVmNetwork`.
+    pub agent_vm_network: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostConfigSummary {
+    const TYPE_NAME: &'static str = "HostConfigSummary";
+}
+impl x::Structure for HostConfigSummary {}
+impl x::Fields for HostConfigSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "port" => r.read(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "product" => r.read_opt(&mut self.product),
+            "vmotionEnabled" => r.read(&mut self.vmotion_enabled),
+            "faultToleranceEnabled" => r.read_opt(&mut self.fault_tolerance_enabled),
+            "featureVersion" => r.read_push(&mut self.feature_version),
+            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
+            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConfigSummary.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write_opt("product", &self.product);
+        w.write("vmotionEnabled", &self.vmotion_enabled);
+        w.write_opt("faultToleranceEnabled", &self.fault_tolerance_enabled);
+        w.write_vec("featureVersion", &self.feature_version);
+        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
+        w.write_opt("agentVmNetwork", &self.agent_vm_network);
+    }
+}
+/// `HostConnectFault` (extends `VimFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectFault {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostConnectFault {
+    const TYPE_NAME: &'static str = "HostConnectFault";
+}
+impl x::Structure for HostConnectFault {}
+impl x::Fields for HostConnectFault {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `HostConnectInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectInfo {
+    /// `serverIp`.
+    pub server_ip: Option<String>,
+    /// `inDasCluster`.
+    pub in_das_cluster: Option<bool>,
+    /// `host`.
+    pub host: HostListSummary,
+    /// `vm`.
+    pub vm: Vec<VirtualMachineSummary>,
+    /// `vimAccountNameRequired`.
+    pub vim_account_name_required: Option<bool>,
+    /// `clusterSupported`.
+    pub cluster_supported: Option<bool>,
+    /// `network`.
+    pub network: Vec<AnyHostConnectInfoNetworkInfo>,
+    /// `datastore`.
+    pub datastore: Vec<AnyHostDatastoreConnectInfo>,
+    /// `license`.
+    pub license: Option<HostLicenseConnectInfo>,
+    /// `capability`.
+    pub capability: Option<HostCapability>,
+}
+impl x::SchemaType for HostConnectInfo {
+    const TYPE_NAME: &'static str = "HostConnectInfo";
+}
+impl x::Structure for HostConnectInfo {}
+impl x::Fields for HostConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serverIp" => r.read_opt(&mut self.server_ip),
+            "inDasCluster" => r.read_opt(&mut self.in_das_cluster),
+            "host" => r.read(&mut self.host),
+            "vm" => r.read_push(&mut self.vm),
+            "vimAccountNameRequired" => r.read_opt(&mut self.vim_account_name_required),
+            "clusterSupported" => r.read_opt(&mut self.cluster_supported),
+            "network" => r.read_push(&mut self.network),
+            "datastore" => r.read_push(&mut self.datastore),
+            "license" => r.read_opt(&mut self.license),
+            "capability" => r.read_opt(&mut self.capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("serverIp", &self.server_ip);
+        w.write_opt("inDasCluster", &self.in_das_cluster);
+        w.write("host", &self.host);
+        w.write_vec("vm", &self.vm);
+        w.write_opt("vimAccountNameRequired", &self.vim_account_name_required);
+        w.write_opt("clusterSupported", &self.cluster_supported);
+        w.write_vec("network", &self.network);
+        w.write_vec("datastore", &self.datastore);
+        w.write_opt("license", &self.license);
+        w.write_opt("capability", &self.capability);
+    }
+}
+/// `HostConnectInfoNetworkInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostConnectInfoNetworkInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectInfoNetworkInfo {
+    /// `summary`.
+    pub summary: AnyNetworkSummary,
+}
+impl x::SchemaType for HostConnectInfoNetworkInfo {
+    const TYPE_NAME: &'static str = "HostConnectInfoNetworkInfo";
+}
+impl x::Structure for HostConnectInfoNetworkInfo {}
+impl x::Fields for HostConnectInfoNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+    }
+}
+/// `HostConnectSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectSpec {
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+    /// `vmFolder`.
+    pub vm_folder: Option<x::ManagedObjectReference>,
+    /// `force`.
+    pub force: bool,
+    /// `vimAccountName`.
+    pub vim_account_name: Option<String>,
+    /// `vimAccountPassword`.
+    pub vim_account_password: Option<String>,
+    /// `managementIp`.
+    pub management_ip: Option<String>,
+    /// `lockdownMode`.
+    pub lockdown_mode: Option<HostLockdownMode>,
+    /// `hostGateway`.
+    pub host_gateway: Option<HostGatewaySpec>,
+}
+impl x::SchemaType for HostConnectSpec {
+    const TYPE_NAME: &'static str = "HostConnectSpec";
+}
+impl x::Structure for HostConnectSpec {}
+impl x::Fields for HostConnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "vmFolder" => r.read_opt(&mut self.vm_folder),
+            "force" => r.read(&mut self.force),
+            "vimAccountName" => r.read_opt(&mut self.vim_account_name),
+            "vimAccountPassword" => r.read_opt(&mut self.vim_account_password),
+            "managementIp" => r.read_opt(&mut self.management_ip),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
+            "hostGateway" => r.read_opt(&mut self.host_gateway),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConnectSpec.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write_opt("userName", &self.user_name);
+        w.write_opt("password", &self.password);
+        w.write_opt("vmFolder", &self.vm_folder);
+        w.write("force", &self.force);
+        w.write_opt("vimAccountName", &self.vim_account_name);
+        w.write_opt("vimAccountPassword", &self.vim_account_password);
+        w.write_opt("managementIp", &self.management_ip);
+        w.write_opt("lockdownMode", &self.lockdown_mode);
+        w.write_opt("hostGateway", &self.host_gateway);
+    }
+}
+impl x::ArrayItem for HostConnectSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostConnectSpec";
+    const ITEM_TAG: &'static str = "HostConnectSpec";
+}
+/// `HostConnectedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostConnectedEvent {
+    const TYPE_NAME: &'static str = "HostConnectedEvent";
+}
+impl x::Structure for HostConnectedEvent {}
+impl x::Fields for HostConnectedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `HostConnectionLostEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectionLostEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostConnectionLostEvent {
+    const TYPE_NAME: &'static str = "HostConnectionLostEvent";
+}
+impl x::Structure for HostConnectionLostEvent {}
+impl x::Fields for HostConnectionLostEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `HostCpuIdInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuIdInfo {
+    /// `level`.
+    pub level: i32,
+    /// `vendor`.
+    pub vendor: Option<String>,
+    /// `eax`.
+    pub eax: Option<String>,
+    /// `ebx`.
+    pub ebx: Option<String>,
+    /// `ecx`.
+    pub ecx: Option<String>,
+    /// `edx`.
+    pub edx: Option<String>,
+}
+impl x::SchemaType for HostCpuIdInfo {
+    const TYPE_NAME: &'static str = "HostCpuIdInfo";
+}
+impl x::Structure for HostCpuIdInfo {}
+impl x::Fields for HostCpuIdInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "level" => r.read(&mut self.level),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "eax" => r.read_opt(&mut self.eax),
+            "ebx" => r.read_opt(&mut self.ebx),
+            "ecx" => r.read_opt(&mut self.ecx),
+            "edx" => r.read_opt(&mut self.edx),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("level", &self.level);
+        w.write_opt("vendor", &self.vendor);
+        w.write_opt("eax", &self.eax);
+        w.write_opt("ebx", &self.ebx);
+        w.write_opt("ecx", &self.ecx);
+        w.write_opt("edx", &self.edx);
+    }
+}
+impl x::ArrayItem for HostCpuIdInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuIdInfo";
+    const ITEM_TAG: &'static str = "HostCpuIdInfo";
+}
+/// `HostCpuInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuInfo {
+    /// `numCpuPackages`.
+    pub num_cpu_packages: i16,
+    /// `numCpuCores`.
+    pub num_cpu_cores: i16,
+    /// `numCpuThreads`.
+    pub num_cpu_threads: i16,
+    /// `hz`.
+    pub hz: i64,
+}
+impl x::SchemaType for HostCpuInfo {
+    const TYPE_NAME: &'static str = "HostCpuInfo";
+}
+impl x::Structure for HostCpuInfo {}
+impl x::Fields for HostCpuInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numCpuPackages" => r.read(&mut self.num_cpu_packages),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "hz" => r.read(&mut self.hz),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("numCpuPackages", &self.num_cpu_packages);
+        w.write("numCpuCores", &self.num_cpu_cores);
+        w.write("numCpuThreads", &self.num_cpu_threads);
+        w.write("hz", &self.hz);
+    }
+}
+/// `HostCpuPackage` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuPackage {
+    /// `index`.
+    pub index: i16,
+    /// `vendor`.
+    pub vendor: String,
+    /// `hz`.
+    pub hz: i64,
+    /// `busHz`.
+    pub bus_hz: i64,
+    /// `description`.
+    pub description: String,
+    /// `threadId`.
+    pub thread_id: Vec<i16>,
+    /// `cpuFeature`.
+    pub cpu_feature: Vec<HostCpuIdInfo>,
+    /// `family`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub family: Option<i16>,
+    /// `model`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub model: Option<i16>,
+    /// `stepping`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub stepping: Option<i16>,
+}
+impl x::SchemaType for HostCpuPackage {
+    const TYPE_NAME: &'static str = "HostCpuPackage";
+}
+impl x::Structure for HostCpuPackage {}
+impl x::Fields for HostCpuPackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "vendor" => r.read(&mut self.vendor),
+            "hz" => r.read(&mut self.hz),
+            "busHz" => r.read(&mut self.bus_hz),
+            "description" => r.read(&mut self.description),
+            "threadId" => r.read_push(&mut self.thread_id),
+            "cpuFeature" => r.read_push(&mut self.cpu_feature),
+            "family" => r.read_opt(&mut self.family),
+            "model" => r.read_opt(&mut self.model),
+            "stepping" => r.read_opt(&mut self.stepping),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("index", &self.index);
+        w.write("vendor", &self.vendor);
+        w.write("hz", &self.hz);
+        w.write("busHz", &self.bus_hz);
+        w.write("description", &self.description);
+        w.write_vec("threadId", &self.thread_id);
+        w.write_vec("cpuFeature", &self.cpu_feature);
+        if w.since(0x0800_0300, "HostCpuPackage.family", self.family.is_some()) {
+            w.write_opt("family", &self.family);
+        }
+        if w.since(0x0800_0300, "HostCpuPackage.model", self.model.is_some()) {
+            w.write_opt("model", &self.model);
+        }
+        if w.since(0x0800_0300, "HostCpuPackage.stepping", self.stepping.is_some()) {
+            w.write_opt("stepping", &self.stepping);
+        }
+    }
+}
+impl x::ArrayItem for HostCpuPackage {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuPackage";
+    const ITEM_TAG: &'static str = "HostCpuPackage";
+}
+/// `HostCpuPowerManagementInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuPowerManagementInfo {
+    /// `currentPolicy`.
+    pub current_policy: Option<String>,
+    /// `hardwareSupport`.
+    pub hardware_support: Option<String>,
+}
+impl x::SchemaType for HostCpuPowerManagementInfo {
+    const TYPE_NAME: &'static str = "HostCpuPowerManagementInfo";
+}
+impl x::Structure for HostCpuPowerManagementInfo {}
+impl x::Fields for HostCpuPowerManagementInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "currentPolicy" => r.read_opt(&mut self.current_policy),
+            "hardwareSupport" => r.read_opt(&mut self.hardware_support),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("currentPolicy", &self.current_policy);
+        w.write_opt("hardwareSupport", &self.hardware_support);
+    }
+}
+/// `HostCpuSchedulerInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuSchedulerInfo {
+    /// `policy`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub policy: String,
+}
+impl x::SchemaType for HostCpuSchedulerInfo {
+    const TYPE_NAME: &'static str = "HostCpuSchedulerInfo";
+}
+impl x::Structure for HostCpuSchedulerInfo {}
+impl x::Fields for HostCpuSchedulerInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type HostCpuSchedulerInfo", true);
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostDasDisabledEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasDisabledEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostDasDisabledEvent {
+    const TYPE_NAME: &'static str = "HostDasDisabledEvent";
+}
+impl x::Structure for HostDasDisabledEvent {}
+impl x::Fields for HostDasDisabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `HostDasDisablingEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasDisablingEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostDasDisablingEvent {
+    const TYPE_NAME: &'static str = "HostDasDisablingEvent";
+}
+impl x::Structure for HostDasDisablingEvent {}
+impl x::Fields for HostDasDisablingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
 /// `HostDasEnabledEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostDasEnabledEvent {
@@ -86,10 +1573,14 @@ impl x::Fields for HostDasEnabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostDasEnablingEvent` (extends `HostEvent`).
@@ -173,10 +1664,14 @@ impl x::Fields for HostDasEnablingEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostDasErrorEvent` (extends `HostEvent`).
@@ -266,10 +1761,14 @@ impl x::Fields for HostDasErrorEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("message", &self.message);
         w.write_opt("reason", &self.reason);
     }
@@ -355,10 +1854,14 @@ impl x::Fields for HostDasEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostDasOkEvent` (extends `HostEvent`).
@@ -442,10 +1945,14 @@ impl x::Fields for HostDasOkEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostDataTransportConnectionInfo` (extends `DynamicData`).
@@ -1465,1725 +2972,14 @@ impl x::Fields for HostDisconnectedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostDiskConfigurationResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskConfigurationResult {
-    /// `devicePath`.
-    pub device_path: Option<String>,
-    /// `success`.
-    pub success: Option<bool>,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostDiskConfigurationResult {
-    const TYPE_NAME: &'static str = "HostDiskConfigurationResult";
-}
-impl x::Structure for HostDiskConfigurationResult {}
-impl x::Fields for HostDiskConfigurationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "devicePath" => r.read_opt(&mut self.device_path),
-            "success" => r.read_opt(&mut self.success),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("devicePath", &self.device_path);
-        w.write_opt("success", &self.success);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostDiskConfigurationResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskConfigurationResult";
-    const ITEM_TAG: &'static str = "HostDiskConfigurationResult";
-}
-/// `HostDiskDimensions` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensions {}
-impl x::SchemaType for HostDiskDimensions {
-    const TYPE_NAME: &'static str = "HostDiskDimensions";
-}
-impl x::Structure for HostDiskDimensions {}
-impl x::Fields for HostDiskDimensions {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostDiskDimensionsChs` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensionsChs {
-    /// `cylinder`.
-    pub cylinder: i64,
-    /// `head`.
-    pub head: i32,
-    /// `sector`.
-    pub sector: i32,
-}
-impl x::SchemaType for HostDiskDimensionsChs {
-    const TYPE_NAME: &'static str = "HostDiskDimensionsChs";
-}
-impl x::Structure for HostDiskDimensionsChs {}
-impl x::Fields for HostDiskDimensionsChs {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "cylinder" => r.read(&mut self.cylinder),
-            "head" => r.read(&mut self.head),
-            "sector" => r.read(&mut self.sector),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("cylinder", &self.cylinder);
-        w.write("head", &self.head);
-        w.write("sector", &self.sector);
-    }
-}
-/// `HostDiskDimensionsLba` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensionsLba {
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `block`.
-    pub block: i64,
-}
-impl x::SchemaType for HostDiskDimensionsLba {
-    const TYPE_NAME: &'static str = "HostDiskDimensionsLba";
-}
-impl x::Structure for HostDiskDimensionsLba {}
-impl x::Fields for HostDiskDimensionsLba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "blockSize" => r.read(&mut self.block_size),
-            "block" => r.read(&mut self.block),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("blockSize", &self.block_size);
-        w.write("block", &self.block);
-    }
-}
-/// `HostDiskMappingInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingInfo {
-    /// `physicalPartition`.
-    pub physical_partition: Option<HostDiskMappingPartitionInfo>,
-    /// `name`.
-    pub name: String,
-    /// `exclusive`.
-    pub exclusive: Option<bool>,
-}
-impl x::SchemaType for HostDiskMappingInfo {
-    const TYPE_NAME: &'static str = "HostDiskMappingInfo";
-}
-impl x::Structure for HostDiskMappingInfo {}
-impl x::Fields for HostDiskMappingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalPartition" => r.read_opt(&mut self.physical_partition),
-            "name" => r.read(&mut self.name),
-            "exclusive" => r.read_opt(&mut self.exclusive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("physicalPartition", &self.physical_partition);
-        w.write("name", &self.name);
-        w.write_opt("exclusive", &self.exclusive);
-    }
-}
-/// `HostDiskMappingOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingOption {
-    /// `physicalPartition`.
-    pub physical_partition: Vec<HostDiskMappingPartitionOption>,
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for HostDiskMappingOption {
-    const TYPE_NAME: &'static str = "HostDiskMappingOption";
-}
-impl x::Structure for HostDiskMappingOption {}
-impl x::Fields for HostDiskMappingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalPartition" => r.read_push(&mut self.physical_partition),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("physicalPartition", &self.physical_partition);
-        w.write("name", &self.name);
-    }
-}
-/// `HostDiskMappingPartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingPartitionInfo {
-    /// `name`.
-    pub name: String,
-    /// `fileSystem`.
-    pub file_system: String,
-    /// `capacityInKb`.
-    pub capacity_in_kb: i64,
-}
-impl x::SchemaType for HostDiskMappingPartitionInfo {
-    const TYPE_NAME: &'static str = "HostDiskMappingPartitionInfo";
-}
-impl x::Structure for HostDiskMappingPartitionInfo {}
-impl x::Fields for HostDiskMappingPartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "fileSystem" => r.read(&mut self.file_system),
-            "capacityInKb" => r.read(&mut self.capacity_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("fileSystem", &self.file_system);
-        w.write("capacityInKb", &self.capacity_in_kb);
-    }
-}
-/// `HostDiskMappingPartitionOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingPartitionOption {
-    /// `name`.
-    pub name: String,
-    /// `fileSystem`.
-    pub file_system: String,
-    /// `capacityInKb`.
-    pub capacity_in_kb: i64,
-}
-impl x::SchemaType for HostDiskMappingPartitionOption {
-    const TYPE_NAME: &'static str = "HostDiskMappingPartitionOption";
-}
-impl x::Structure for HostDiskMappingPartitionOption {}
-impl x::Fields for HostDiskMappingPartitionOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "fileSystem" => r.read(&mut self.file_system),
-            "capacityInKb" => r.read(&mut self.capacity_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("fileSystem", &self.file_system);
-        w.write("capacityInKb", &self.capacity_in_kb);
-    }
-}
-impl x::ArrayItem for HostDiskMappingPartitionOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskMappingPartitionOption";
-    const ITEM_TAG: &'static str = "HostDiskMappingPartitionOption";
-}
-/// `HostDiskPartitionAttributes` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionAttributes {
-    /// `partition`.
-    pub partition: i32,
-    /// `startSector`.
-    pub start_sector: i64,
-    /// `endSector`.
-    pub end_sector: i64,
-    /// `type`.
-    pub type_: String,
-    /// `guid`.
-    pub guid: Option<String>,
-    /// `logical`.
-    pub logical: bool,
-    /// `attributes`.
-    pub attributes: i8,
-    /// `partitionAlignment`.
-    pub partition_alignment: Option<i64>,
-}
-impl x::SchemaType for HostDiskPartitionAttributes {
-    const TYPE_NAME: &'static str = "HostDiskPartitionAttributes";
-}
-impl x::Structure for HostDiskPartitionAttributes {}
-impl x::Fields for HostDiskPartitionAttributes {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partition" => r.read(&mut self.partition),
-            "startSector" => r.read(&mut self.start_sector),
-            "endSector" => r.read(&mut self.end_sector),
-            "type" => r.read(&mut self.type_),
-            "guid" => r.read_opt(&mut self.guid),
-            "logical" => r.read(&mut self.logical),
-            "attributes" => r.read(&mut self.attributes),
-            "partitionAlignment" => r.read_opt(&mut self.partition_alignment),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("partition", &self.partition);
-        w.write("startSector", &self.start_sector);
-        w.write("endSector", &self.end_sector);
-        w.write("type", &self.type_);
-        w.write_opt("guid", &self.guid);
-        w.write("logical", &self.logical);
-        w.write("attributes", &self.attributes);
-        w.write_opt("partitionAlignment", &self.partition_alignment);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionAttributes {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionAttributes";
-    const ITEM_TAG: &'static str = "HostDiskPartitionAttributes";
-}
-/// `HostDiskPartitionBlockRange` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionBlockRange {
-    /// `partition`.
-    pub partition: Option<i32>,
-    /// `type`.
-    pub type_: String,
-    /// `start`.
-    pub start: HostDiskDimensionsLba,
-    /// `end`.
-    pub end: HostDiskDimensionsLba,
-}
-impl x::SchemaType for HostDiskPartitionBlockRange {
-    const TYPE_NAME: &'static str = "HostDiskPartitionBlockRange";
-}
-impl x::Structure for HostDiskPartitionBlockRange {}
-impl x::Fields for HostDiskPartitionBlockRange {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partition" => r.read_opt(&mut self.partition),
-            "type" => r.read(&mut self.type_),
-            "start" => r.read(&mut self.start),
-            "end" => r.read(&mut self.end),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("partition", &self.partition);
-        w.write("type", &self.type_);
-        w.write("start", &self.start);
-        w.write("end", &self.end);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionBlockRange {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionBlockRange";
-    const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
-}
-/// `HostDiskPartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `spec`.
-    pub spec: HostDiskPartitionSpec,
-    /// `layout`.
-    pub layout: HostDiskPartitionLayout,
-}
-impl x::SchemaType for HostDiskPartitionInfo {
-    const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
-}
-impl x::Structure for HostDiskPartitionInfo {}
-impl x::Fields for HostDiskPartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "spec" => r.read(&mut self.spec),
-            "layout" => r.read(&mut self.layout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("spec", &self.spec);
-        w.write("layout", &self.layout);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionInfo";
-    const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
-}
-/// `HostDiskPartitionLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionLayout {
-    /// `total`.
-    pub total: Option<HostDiskDimensionsLba>,
-    /// `partition`.
-    pub partition: Vec<HostDiskPartitionBlockRange>,
-}
-impl x::SchemaType for HostDiskPartitionLayout {
-    const TYPE_NAME: &'static str = "HostDiskPartitionLayout";
-}
-impl x::Structure for HostDiskPartitionLayout {}
-impl x::Fields for HostDiskPartitionLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "total" => r.read_opt(&mut self.total),
-            "partition" => r.read_push(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("total", &self.total);
-        w.write_vec("partition", &self.partition);
-    }
-}
-/// `HostDiskPartitionSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionSpec {
-    /// `partitionFormat`.
-    pub partition_format: Option<String>,
-    /// `chs`.
-    pub chs: Option<HostDiskDimensionsChs>,
-    /// `totalSectors`.
-    pub total_sectors: Option<i64>,
-    /// `partition`.
-    pub partition: Vec<HostDiskPartitionAttributes>,
-    /// `sectorSize`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub sector_size: Option<i32>,
-}
-impl x::SchemaType for HostDiskPartitionSpec {
-    const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
-}
-impl x::Structure for HostDiskPartitionSpec {}
-impl x::Fields for HostDiskPartitionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partitionFormat" => r.read_opt(&mut self.partition_format),
-            "chs" => r.read_opt(&mut self.chs),
-            "totalSectors" => r.read_opt(&mut self.total_sectors),
-            "partition" => r.read_push(&mut self.partition),
-            "sectorSize" => r.read_opt(&mut self.sector_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("partitionFormat", &self.partition_format);
-        w.write_opt("chs", &self.chs);
-        w.write_opt("totalSectors", &self.total_sectors);
-        w.write_vec("partition", &self.partition);
-        w.write_opt("sectorSize", &self.sector_size);
-    }
-}
-/// `HostDnsConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostDnsConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDnsConfig {
-    /// `dhcp`.
-    pub dhcp: bool,
-    /// `virtualNicDevice`.
-    pub virtual_nic_device: Option<String>,
-    /// `ipv6VirtualNicDevice`.
-    pub ipv6_virtual_nic_device: Option<String>,
-    /// `hostName`.
-    pub host_name: String,
-    /// `domainName`.
-    pub domain_name: String,
-    /// `address`.
-    pub address: Vec<String>,
-    /// `searchDomain`.
-    pub search_domain: Vec<String>,
-}
-impl x::SchemaType for HostDnsConfig {
-    const TYPE_NAME: &'static str = "HostDnsConfig";
-}
-impl x::Structure for HostDnsConfig {}
-impl x::Fields for HostDnsConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
-            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
-            "hostName" => r.read(&mut self.host_name),
-            "domainName" => r.read(&mut self.domain_name),
-            "address" => r.read_push(&mut self.address),
-            "searchDomain" => r.read_push(&mut self.search_domain),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
-        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
-        w.write("hostName", &self.host_name);
-        w.write("domainName", &self.domain_name);
-        w.write_vec("address", &self.address);
-        w.write_vec("searchDomain", &self.search_domain);
-    }
-}
-/// `HostDnsConfigSpec` (extends `HostDnsConfig`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDnsConfigSpec {
-    /// `dhcp`, from `HostDnsConfig`.
-    pub dhcp: bool,
-    /// `virtualNicDevice`, from `HostDnsConfig`.
-    pub virtual_nic_device: Option<String>,
-    /// `ipv6VirtualNicDevice`, from `HostDnsConfig`.
-    pub ipv6_virtual_nic_device: Option<String>,
-    /// `hostName`, from `HostDnsConfig`.
-    pub host_name: String,
-    /// `domainName`, from `HostDnsConfig`.
-    pub domain_name: String,
-    /// `address`, from `HostDnsConfig`.
-    pub address: Vec<String>,
-    /// `searchDomain`, from `HostDnsConfig`.
-    pub search_domain: Vec<String>,
-    /// `virtualNicConnection`.
-    pub virtual_nic_connection: Option<HostVirtualNicConnection>,
-    /// `virtualNicConnectionV6`.
-    pub virtual_nic_connection_v6: Option<HostVirtualNicConnection>,
-}
-impl x::SchemaType for HostDnsConfigSpec {
-    const TYPE_NAME: &'static str = "HostDnsConfigSpec";
-}
-impl x::Structure for HostDnsConfigSpec {}
-impl x::Fields for HostDnsConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
-            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
-            "hostName" => r.read(&mut self.host_name),
-            "domainName" => r.read(&mut self.domain_name),
-            "address" => r.read_push(&mut self.address),
-            "searchDomain" => r.read_push(&mut self.search_domain),
-            "virtualNicConnection" => r.read_opt(&mut self.virtual_nic_connection),
-            "virtualNicConnectionV6" => r.read_opt(&mut self.virtual_nic_connection_v6),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
-        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
-        w.write("hostName", &self.host_name);
-        w.write("domainName", &self.domain_name);
-        w.write_vec("address", &self.address);
-        w.write_vec("searchDomain", &self.search_domain);
-        w.write_opt("virtualNicConnection", &self.virtual_nic_connection);
-        w.write_opt("virtualNicConnectionV6", &self.virtual_nic_connection_v6);
-    }
-}
-/// `HostDvxClass` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDvxClass {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: String,
-    /// `checkpointSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub checkpoint_supported: bool,
-    /// `swDMATracingSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sw_dma_tracing_supported: bool,
-    /// `sriovNic`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sriov_nic: bool,
-}
-impl x::SchemaType for HostDvxClass {
-    const TYPE_NAME: &'static str = "HostDvxClass";
-}
-impl x::Structure for HostDvxClass {}
-impl x::Fields for HostDvxClass {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read(&mut self.device_class),
-            "checkpointSupported" => r.read(&mut self.checkpoint_supported),
-            "swDMATracingSupported" => r.read(&mut self.sw_dma_tracing_supported),
-            "sriovNic" => r.read(&mut self.sriov_nic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceClass", &self.device_class);
-        w.write("checkpointSupported", &self.checkpoint_supported);
-        w.write("swDMATracingSupported", &self.sw_dma_tracing_supported);
-        w.write("sriovNic", &self.sriov_nic);
-    }
-}
-impl x::ArrayItem for HostDvxClass {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDvxClass";
-    const ITEM_TAG: &'static str = "HostDvxClass";
-}
-/// `HostEnableAdminFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEnableAdminFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `permissions`.
-    pub permissions: Vec<Permission>,
-}
-impl x::SchemaType for HostEnableAdminFailedEvent {
-    const TYPE_NAME: &'static str = "HostEnableAdminFailedEvent";
-}
-impl x::Structure for HostEnableAdminFailedEvent {}
-impl x::Fields for HostEnableAdminFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "permissions" => r.read_push(&mut self.permissions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write_vec("permissions", &self.permissions);
-    }
-}
-/// `HostEnterMaintenanceResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEnterMaintenanceResult {
-    /// `vmFaults`.
-    pub vm_faults: Vec<FaultsByVM>,
-    /// `hostFaults`.
-    pub host_faults: Vec<FaultsByHost>,
-}
-impl x::SchemaType for HostEnterMaintenanceResult {
-    const TYPE_NAME: &'static str = "HostEnterMaintenanceResult";
-}
-impl x::Structure for HostEnterMaintenanceResult {}
-impl x::Fields for HostEnterMaintenanceResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmFaults" => r.read_push(&mut self.vm_faults),
-            "hostFaults" => r.read_push(&mut self.host_faults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vmFaults", &self.vm_faults);
-        w.write_vec("hostFaults", &self.host_faults);
-    }
-}
-/// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEsxAgentHostManagerConfigInfo {
-    /// `agentVmDatastore`.
-    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
-    /// `agentVmNetwork`.
-    pub agent_vm_network: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
-    const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
-}
-impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
-impl x::Fields for HostEsxAgentHostManagerConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
-            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
-        w.write_opt("agentVmNetwork", &self.agent_vm_network);
-    }
-}
-/// `HostEvent` (extends `Event`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostEvent {
-    const TYPE_NAME: &'static str = "HostEvent";
-}
-impl x::Structure for HostEvent {}
-impl x::Fields for HostEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-    }
-}
-/// `HostEventArgument` (extends `EntityEventArgument`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEventArgument {
-    /// `name`, from `EntityEventArgument`.
-    pub name: String,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostEventArgument {
-    const TYPE_NAME: &'static str = "HostEventArgument";
-}
-impl x::Structure for HostEventArgument {}
-impl x::Fields for HostEventArgument {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "host" => r.read(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("host", &self.host);
-    }
-}
-impl x::ArrayItem for HostEventArgument {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostEventArgument";
-    const ITEM_TAG: &'static str = "HostEventArgument";
-}
-/// `HostExtraNetworksEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostExtraNetworksEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostExtraNetworksEvent {
-    const TYPE_NAME: &'static str = "HostExtraNetworksEvent";
-}
-impl x::Structure for HostExtraNetworksEvent {}
-impl x::Fields for HostExtraNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFaultToleranceManagerComponentHealthInfo {
-    /// `isStorageHealthy`.
-    pub is_storage_healthy: bool,
-    /// `isNetworkHealthy`.
-    pub is_network_healthy: bool,
-}
-impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
-    const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
-}
-impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
-impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
-            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("isStorageHealthy", &self.is_storage_healthy);
-        w.write("isNetworkHealthy", &self.is_network_healthy);
-    }
-}
-/// `HostFeatureCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureCapability {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureCapability {
-    const TYPE_NAME: &'static str = "HostFeatureCapability";
-}
-impl x::Structure for HostFeatureCapability {}
-impl x::Fields for HostFeatureCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureCapability {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureCapability";
-    const ITEM_TAG: &'static str = "HostFeatureCapability";
-}
-/// `HostFeatureMask` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureMask {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureMask {
-    const TYPE_NAME: &'static str = "HostFeatureMask";
-}
-impl x::Structure for HostFeatureMask {}
-impl x::Fields for HostFeatureMask {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureMask {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureMask";
-    const ITEM_TAG: &'static str = "HostFeatureMask";
-}
-/// `HostFeatureVersionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureVersionInfo {
-    /// `key`.
-    pub key: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureVersionInfo {
-    const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
-}
-impl x::Structure for HostFeatureVersionInfo {}
-impl x::Fields for HostFeatureVersionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureVersionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureVersionInfo";
-    const ITEM_TAG: &'static str = "HostFeatureVersionInfo";
-}
-/// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portType`.
-    pub port_type: FibreChannelPortType,
-    /// `speed`.
-    pub speed: i64,
-}
-impl x::SchemaType for HostFibreChannelHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelHba";
-}
-impl x::Structure for HostFibreChannelHba {}
-impl x::Fields for HostFibreChannelHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portType" => r.read(&mut self.port_type),
-            "speed" => r.read(&mut self.speed),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portType", &self.port_type);
-        w.write("speed", &self.speed);
-    }
-}
-/// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `portWorldWideName`, from `HostFibreChannelHba`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`, from `HostFibreChannelHba`.
-    pub node_world_wide_name: i64,
-    /// `portType`, from `HostFibreChannelHba`.
-    pub port_type: FibreChannelPortType,
-    /// `speed`, from `HostFibreChannelHba`.
-    pub speed: i64,
-    /// `underlyingNic`.
-    pub underlying_nic: String,
-    /// `linkInfo`.
-    pub link_info: HostFibreChannelOverEthernetHbaLinkInfo,
-    /// `isSoftwareFcoe`.
-    pub is_software_fcoe: bool,
-    /// `markedForRemoval`.
-    pub marked_for_removal: bool,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
-}
-impl x::Structure for HostFibreChannelOverEthernetHba {}
-impl x::Fields for HostFibreChannelOverEthernetHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portType" => r.read(&mut self.port_type),
-            "speed" => r.read(&mut self.speed),
-            "underlyingNic" => r.read(&mut self.underlying_nic),
-            "linkInfo" => r.read(&mut self.link_info),
-            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
-            "markedForRemoval" => r.read(&mut self.marked_for_removal),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portType", &self.port_type);
-        w.write("speed", &self.speed);
-        w.write("underlyingNic", &self.underlying_nic);
-        w.write("linkInfo", &self.link_info);
-        w.write("isSoftwareFcoe", &self.is_software_fcoe);
-        w.write("markedForRemoval", &self.marked_for_removal);
-    }
-}
-/// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetHbaLinkInfo {
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
-}
-impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
-impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetTargetTransport {
-    /// `portWorldWideName`, from `HostFibreChannelTargetTransport`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`, from `HostFibreChannelTargetTransport`.
-    pub node_world_wide_name: i64,
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
-}
-impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
-impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelTargetTransport {
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-}
-impl x::SchemaType for HostFibreChannelTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
-}
-impl x::Structure for HostFibreChannelTargetTransport {}
-impl x::Fields for HostFibreChannelTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostFileAccess` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileAccess {
-    /// `who`.
-    pub who: String,
-    /// `what`.
-    pub what: String,
-}
-impl x::SchemaType for HostFileAccess {
-    const TYPE_NAME: &'static str = "HostFileAccess";
-}
-impl x::Structure for HostFileAccess {}
-impl x::Fields for HostFileAccess {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "who" => r.read(&mut self.who),
-            "what" => r.read(&mut self.what),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("who", &self.who);
-        w.write("what", &self.what);
-    }
-}
-/// `HostFileSystemMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemMountInfo {
-    /// `mountInfo`.
-    pub mount_info: HostMountInfo,
-    /// `volume`.
-    pub volume: AnyHostFileSystemVolume,
-    /// `vStorageSupport`.
-    pub vstorage_support: Option<String>,
-}
-impl x::SchemaType for HostFileSystemMountInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
-}
-impl x::Structure for HostFileSystemMountInfo {}
-impl x::Fields for HostFileSystemMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mountInfo" => r.read(&mut self.mount_info),
-            "volume" => r.read(&mut self.volume),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mountInfo", &self.mount_info);
-        w.write("volume", &self.volume);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-    }
-}
-impl x::ArrayItem for HostFileSystemMountInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFileSystemMountInfo";
-    const ITEM_TAG: &'static str = "HostFileSystemMountInfo";
-}
-/// `HostFileSystemVolume` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemVolume {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
-    /// `capacity`.
-    pub capacity: i64,
-}
-impl x::SchemaType for HostFileSystemVolume {
-    const TYPE_NAME: &'static str = "HostFileSystemVolume";
-}
-impl x::Structure for HostFileSystemVolume {}
-impl x::Fields for HostFileSystemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostFileSystemVolumeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemVolumeInfo {
-    /// `volumeTypeList`.
-    pub volume_type_list: Vec<String>,
-    /// `mountInfo`.
-    pub mount_info: Vec<HostFileSystemMountInfo>,
-}
-impl x::SchemaType for HostFileSystemVolumeInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
-}
-impl x::Structure for HostFileSystemVolumeInfo {}
-impl x::Fields for HostFileSystemVolumeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
-            "mountInfo" => r.read_push(&mut self.mount_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("volumeTypeList", &self.volume_type_list);
-        w.write_vec("mountInfo", &self.mount_info);
-    }
-}
-/// `HostFirewallConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallConfig {
-    /// `rule`.
-    pub rule: Vec<HostFirewallConfigRuleSetConfig>,
-    /// `defaultBlockingPolicy`.
-    pub default_blocking_policy: HostFirewallDefaultPolicy,
-}
-impl x::SchemaType for HostFirewallConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfig";
-}
-impl x::Structure for HostFirewallConfig {}
-impl x::Fields for HostFirewallConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rule" => r.read_push(&mut self.rule),
-            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rule", &self.rule);
-        w.write("defaultBlockingPolicy", &self.default_blocking_policy);
-    }
-}
-/// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallConfigRuleSetConfig {
-    /// `rulesetId`.
-    pub ruleset_id: String,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-}
-impl x::SchemaType for HostFirewallConfigRuleSetConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-impl x::Structure for HostFirewallConfigRuleSetConfig {}
-impl x::Fields for HostFirewallConfigRuleSetConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rulesetId" => r.read(&mut self.ruleset_id),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("rulesetId", &self.ruleset_id);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-    }
-}
-impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallConfigRuleSetConfig";
-    const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-/// `HostFirewallDefaultPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallDefaultPolicy {
-    /// `incomingBlocked`.
-    pub incoming_blocked: Option<bool>,
-    /// `outgoingBlocked`.
-    pub outgoing_blocked: Option<bool>,
-}
-impl x::SchemaType for HostFirewallDefaultPolicy {
-    const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
-}
-impl x::Structure for HostFirewallDefaultPolicy {}
-impl x::Fields for HostFirewallDefaultPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
-            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("incomingBlocked", &self.incoming_blocked);
-        w.write_opt("outgoingBlocked", &self.outgoing_blocked);
-    }
-}
-/// `HostFirewallInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallInfo {
-    /// `defaultPolicy`.
-    pub default_policy: HostFirewallDefaultPolicy,
-    /// `ruleset`.
-    pub ruleset: Vec<HostFirewallRuleset>,
-}
-impl x::SchemaType for HostFirewallInfo {
-    const TYPE_NAME: &'static str = "HostFirewallInfo";
-}
-impl x::Structure for HostFirewallInfo {}
-impl x::Fields for HostFirewallInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultPolicy" => r.read(&mut self.default_policy),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("defaultPolicy", &self.default_policy);
-        w.write_vec("ruleset", &self.ruleset);
     }
 }

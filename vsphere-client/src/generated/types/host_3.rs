@@ -5,6 +5,1774 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostDiskConfigurationResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskConfigurationResult {
+    /// `devicePath`.
+    pub device_path: Option<String>,
+    /// `success`.
+    pub success: Option<bool>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostDiskConfigurationResult {
+    const TYPE_NAME: &'static str = "HostDiskConfigurationResult";
+}
+impl x::Structure for HostDiskConfigurationResult {}
+impl x::Fields for HostDiskConfigurationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "devicePath" => r.read_opt(&mut self.device_path),
+            "success" => r.read_opt(&mut self.success),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("devicePath", &self.device_path);
+        w.write_opt("success", &self.success);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostDiskConfigurationResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskConfigurationResult";
+    const ITEM_TAG: &'static str = "HostDiskConfigurationResult";
+}
+/// `HostDiskDimensions` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskDimensions {}
+impl x::SchemaType for HostDiskDimensions {
+    const TYPE_NAME: &'static str = "HostDiskDimensions";
+}
+impl x::Structure for HostDiskDimensions {}
+impl x::Fields for HostDiskDimensions {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostDiskDimensionsChs` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskDimensionsChs {
+    /// `cylinder`.
+    pub cylinder: i64,
+    /// `head`.
+    pub head: i32,
+    /// `sector`.
+    pub sector: i32,
+}
+impl x::SchemaType for HostDiskDimensionsChs {
+    const TYPE_NAME: &'static str = "HostDiskDimensionsChs";
+}
+impl x::Structure for HostDiskDimensionsChs {}
+impl x::Fields for HostDiskDimensionsChs {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "cylinder" => r.read(&mut self.cylinder),
+            "head" => r.read(&mut self.head),
+            "sector" => r.read(&mut self.sector),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("cylinder", &self.cylinder);
+        w.write("head", &self.head);
+        w.write("sector", &self.sector);
+    }
+}
+/// `HostDiskDimensionsLba` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskDimensionsLba {
+    /// `blockSize`.
+    pub block_size: i32,
+    /// `block`.
+    pub block: i64,
+}
+impl x::SchemaType for HostDiskDimensionsLba {
+    const TYPE_NAME: &'static str = "HostDiskDimensionsLba";
+}
+impl x::Structure for HostDiskDimensionsLba {}
+impl x::Fields for HostDiskDimensionsLba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "blockSize" => r.read(&mut self.block_size),
+            "block" => r.read(&mut self.block),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("blockSize", &self.block_size);
+        w.write("block", &self.block);
+    }
+}
+/// `HostDiskMappingInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskMappingInfo {
+    /// `physicalPartition`.
+    pub physical_partition: Option<HostDiskMappingPartitionInfo>,
+    /// `name`.
+    pub name: String,
+    /// `exclusive`.
+    pub exclusive: Option<bool>,
+}
+impl x::SchemaType for HostDiskMappingInfo {
+    const TYPE_NAME: &'static str = "HostDiskMappingInfo";
+}
+impl x::Structure for HostDiskMappingInfo {}
+impl x::Fields for HostDiskMappingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "physicalPartition" => r.read_opt(&mut self.physical_partition),
+            "name" => r.read(&mut self.name),
+            "exclusive" => r.read_opt(&mut self.exclusive),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("physicalPartition", &self.physical_partition);
+        w.write("name", &self.name);
+        w.write_opt("exclusive", &self.exclusive);
+    }
+}
+/// `HostDiskMappingOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskMappingOption {
+    /// `physicalPartition`.
+    pub physical_partition: Vec<HostDiskMappingPartitionOption>,
+    /// `name`.
+    pub name: String,
+}
+impl x::SchemaType for HostDiskMappingOption {
+    const TYPE_NAME: &'static str = "HostDiskMappingOption";
+}
+impl x::Structure for HostDiskMappingOption {}
+impl x::Fields for HostDiskMappingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "physicalPartition" => r.read_push(&mut self.physical_partition),
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("physicalPartition", &self.physical_partition);
+        w.write("name", &self.name);
+    }
+}
+/// `HostDiskMappingPartitionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskMappingPartitionInfo {
+    /// `name`.
+    pub name: String,
+    /// `fileSystem`.
+    pub file_system: String,
+    /// `capacityInKb`.
+    pub capacity_in_kb: i64,
+}
+impl x::SchemaType for HostDiskMappingPartitionInfo {
+    const TYPE_NAME: &'static str = "HostDiskMappingPartitionInfo";
+}
+impl x::Structure for HostDiskMappingPartitionInfo {}
+impl x::Fields for HostDiskMappingPartitionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "fileSystem" => r.read(&mut self.file_system),
+            "capacityInKb" => r.read(&mut self.capacity_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("fileSystem", &self.file_system);
+        w.write("capacityInKb", &self.capacity_in_kb);
+    }
+}
+/// `HostDiskMappingPartitionOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskMappingPartitionOption {
+    /// `name`.
+    pub name: String,
+    /// `fileSystem`.
+    pub file_system: String,
+    /// `capacityInKb`.
+    pub capacity_in_kb: i64,
+}
+impl x::SchemaType for HostDiskMappingPartitionOption {
+    const TYPE_NAME: &'static str = "HostDiskMappingPartitionOption";
+}
+impl x::Structure for HostDiskMappingPartitionOption {}
+impl x::Fields for HostDiskMappingPartitionOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "fileSystem" => r.read(&mut self.file_system),
+            "capacityInKb" => r.read(&mut self.capacity_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("fileSystem", &self.file_system);
+        w.write("capacityInKb", &self.capacity_in_kb);
+    }
+}
+impl x::ArrayItem for HostDiskMappingPartitionOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskMappingPartitionOption";
+    const ITEM_TAG: &'static str = "HostDiskMappingPartitionOption";
+}
+/// `HostDiskPartitionAttributes` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskPartitionAttributes {
+    /// `partition`.
+    pub partition: i32,
+    /// `startSector`.
+    pub start_sector: i64,
+    /// `endSector`.
+    pub end_sector: i64,
+    /// `type`.
+    pub type_: String,
+    /// `guid`.
+    pub guid: Option<String>,
+    /// `logical`.
+    pub logical: bool,
+    /// `attributes`.
+    pub attributes: i8,
+    /// `partitionAlignment`.
+    pub partition_alignment: Option<i64>,
+}
+impl x::SchemaType for HostDiskPartitionAttributes {
+    const TYPE_NAME: &'static str = "HostDiskPartitionAttributes";
+}
+impl x::Structure for HostDiskPartitionAttributes {}
+impl x::Fields for HostDiskPartitionAttributes {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partition" => r.read(&mut self.partition),
+            "startSector" => r.read(&mut self.start_sector),
+            "endSector" => r.read(&mut self.end_sector),
+            "type" => r.read(&mut self.type_),
+            "guid" => r.read_opt(&mut self.guid),
+            "logical" => r.read(&mut self.logical),
+            "attributes" => r.read(&mut self.attributes),
+            "partitionAlignment" => r.read_opt(&mut self.partition_alignment),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("partition", &self.partition);
+        w.write("startSector", &self.start_sector);
+        w.write("endSector", &self.end_sector);
+        w.write("type", &self.type_);
+        w.write_opt("guid", &self.guid);
+        w.write("logical", &self.logical);
+        w.write("attributes", &self.attributes);
+        w.write_opt("partitionAlignment", &self.partition_alignment);
+    }
+}
+impl x::ArrayItem for HostDiskPartitionAttributes {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionAttributes";
+    const ITEM_TAG: &'static str = "HostDiskPartitionAttributes";
+}
+/// `HostDiskPartitionBlockRange` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskPartitionBlockRange {
+    /// `partition`.
+    pub partition: Option<i32>,
+    /// `type`.
+    pub type_: String,
+    /// `start`.
+    pub start: HostDiskDimensionsLba,
+    /// `end`.
+    pub end: HostDiskDimensionsLba,
+}
+impl x::SchemaType for HostDiskPartitionBlockRange {
+    const TYPE_NAME: &'static str = "HostDiskPartitionBlockRange";
+}
+impl x::Structure for HostDiskPartitionBlockRange {}
+impl x::Fields for HostDiskPartitionBlockRange {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partition" => r.read_opt(&mut self.partition),
+            "type" => r.read(&mut self.type_),
+            "start" => r.read(&mut self.start),
+            "end" => r.read(&mut self.end),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("partition", &self.partition);
+        w.write("type", &self.type_);
+        w.write("start", &self.start);
+        w.write("end", &self.end);
+    }
+}
+impl x::ArrayItem for HostDiskPartitionBlockRange {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionBlockRange";
+    const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
+}
+/// `HostDiskPartitionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskPartitionInfo {
+    /// `deviceName`.
+    pub device_name: String,
+    /// `spec`.
+    pub spec: HostDiskPartitionSpec,
+    /// `layout`.
+    pub layout: HostDiskPartitionLayout,
+}
+impl x::SchemaType for HostDiskPartitionInfo {
+    const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
+}
+impl x::Structure for HostDiskPartitionInfo {}
+impl x::Fields for HostDiskPartitionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "spec" => r.read(&mut self.spec),
+            "layout" => r.read(&mut self.layout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write("spec", &self.spec);
+        w.write("layout", &self.layout);
+    }
+}
+impl x::ArrayItem for HostDiskPartitionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionInfo";
+    const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
+}
+/// `HostDiskPartitionLayout` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskPartitionLayout {
+    /// `total`.
+    pub total: Option<HostDiskDimensionsLba>,
+    /// `partition`.
+    pub partition: Vec<HostDiskPartitionBlockRange>,
+}
+impl x::SchemaType for HostDiskPartitionLayout {
+    const TYPE_NAME: &'static str = "HostDiskPartitionLayout";
+}
+impl x::Structure for HostDiskPartitionLayout {}
+impl x::Fields for HostDiskPartitionLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "total" => r.read_opt(&mut self.total),
+            "partition" => r.read_push(&mut self.partition),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("total", &self.total);
+        w.write_vec("partition", &self.partition);
+    }
+}
+/// `HostDiskPartitionSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskPartitionSpec {
+    /// `partitionFormat`.
+    pub partition_format: Option<String>,
+    /// `chs`.
+    pub chs: Option<HostDiskDimensionsChs>,
+    /// `totalSectors`.
+    pub total_sectors: Option<i64>,
+    /// `partition`.
+    pub partition: Vec<HostDiskPartitionAttributes>,
+    /// `sectorSize`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sector_size: Option<i32>,
+}
+impl x::SchemaType for HostDiskPartitionSpec {
+    const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
+}
+impl x::Structure for HostDiskPartitionSpec {}
+impl x::Fields for HostDiskPartitionSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partitionFormat" => r.read_opt(&mut self.partition_format),
+            "chs" => r.read_opt(&mut self.chs),
+            "totalSectors" => r.read_opt(&mut self.total_sectors),
+            "partition" => r.read_push(&mut self.partition),
+            "sectorSize" => r.read_opt(&mut self.sector_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("partitionFormat", &self.partition_format);
+        w.write_opt("chs", &self.chs);
+        w.write_opt("totalSectors", &self.total_sectors);
+        w.write_vec("partition", &self.partition);
+        if w
+            .since(
+                0x0900_0000,
+                "HostDiskPartitionSpec.sectorSize",
+                self.sector_size.is_some(),
+            )
+        {
+            w.write_opt("sectorSize", &self.sector_size);
+        }
+    }
+}
+/// `HostDnsConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostDnsConfig`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDnsConfig {
+    /// `dhcp`.
+    pub dhcp: bool,
+    /// `virtualNicDevice`.
+    pub virtual_nic_device: Option<String>,
+    /// `ipv6VirtualNicDevice`.
+    pub ipv6_virtual_nic_device: Option<String>,
+    /// `hostName`.
+    pub host_name: String,
+    /// `domainName`.
+    pub domain_name: String,
+    /// `address`.
+    pub address: Vec<String>,
+    /// `searchDomain`.
+    pub search_domain: Vec<String>,
+}
+impl x::SchemaType for HostDnsConfig {
+    const TYPE_NAME: &'static str = "HostDnsConfig";
+}
+impl x::Structure for HostDnsConfig {}
+impl x::Fields for HostDnsConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
+            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
+            "hostName" => r.read(&mut self.host_name),
+            "domainName" => r.read(&mut self.domain_name),
+            "address" => r.read_push(&mut self.address),
+            "searchDomain" => r.read_push(&mut self.search_domain),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dhcp", &self.dhcp);
+        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
+        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
+        w.write("hostName", &self.host_name);
+        w.write("domainName", &self.domain_name);
+        w.write_vec("address", &self.address);
+        w.write_vec("searchDomain", &self.search_domain);
+    }
+}
+/// `HostDnsConfigSpec` (extends `HostDnsConfig`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDnsConfigSpec {
+    /// `dhcp`, from `HostDnsConfig`.
+    pub dhcp: bool,
+    /// `virtualNicDevice`, from `HostDnsConfig`.
+    pub virtual_nic_device: Option<String>,
+    /// `ipv6VirtualNicDevice`, from `HostDnsConfig`.
+    pub ipv6_virtual_nic_device: Option<String>,
+    /// `hostName`, from `HostDnsConfig`.
+    pub host_name: String,
+    /// `domainName`, from `HostDnsConfig`.
+    pub domain_name: String,
+    /// `address`, from `HostDnsConfig`.
+    pub address: Vec<String>,
+    /// `searchDomain`, from `HostDnsConfig`.
+    pub search_domain: Vec<String>,
+    /// `virtualNicConnection`.
+    pub virtual_nic_connection: Option<HostVirtualNicConnection>,
+    /// `virtualNicConnectionV6`.
+    pub virtual_nic_connection_v6: Option<HostVirtualNicConnection>,
+}
+impl x::SchemaType for HostDnsConfigSpec {
+    const TYPE_NAME: &'static str = "HostDnsConfigSpec";
+}
+impl x::Structure for HostDnsConfigSpec {}
+impl x::Fields for HostDnsConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
+            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
+            "hostName" => r.read(&mut self.host_name),
+            "domainName" => r.read(&mut self.domain_name),
+            "address" => r.read_push(&mut self.address),
+            "searchDomain" => r.read_push(&mut self.search_domain),
+            "virtualNicConnection" => r.read_opt(&mut self.virtual_nic_connection),
+            "virtualNicConnectionV6" => r.read_opt(&mut self.virtual_nic_connection_v6),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dhcp", &self.dhcp);
+        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
+        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
+        w.write("hostName", &self.host_name);
+        w.write("domainName", &self.domain_name);
+        w.write_vec("address", &self.address);
+        w.write_vec("searchDomain", &self.search_domain);
+        w.write_opt("virtualNicConnection", &self.virtual_nic_connection);
+        w.write_opt("virtualNicConnectionV6", &self.virtual_nic_connection_v6);
+    }
+}
+/// `HostDvxClass` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDvxClass {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: String,
+    /// `checkpointSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub checkpoint_supported: bool,
+    /// `swDMATracingSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sw_dma_tracing_supported: bool,
+    /// `sriovNic`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sriov_nic: bool,
+}
+impl x::SchemaType for HostDvxClass {
+    const TYPE_NAME: &'static str = "HostDvxClass";
+}
+impl x::Structure for HostDvxClass {}
+impl x::Fields for HostDvxClass {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read(&mut self.device_class),
+            "checkpointSupported" => r.read(&mut self.checkpoint_supported),
+            "swDMATracingSupported" => r.read(&mut self.sw_dma_tracing_supported),
+            "sriovNic" => r.read(&mut self.sriov_nic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostDvxClass", true);
+        w.write("deviceClass", &self.device_class);
+        w.write("checkpointSupported", &self.checkpoint_supported);
+        w.write("swDMATracingSupported", &self.sw_dma_tracing_supported);
+        w.write("sriovNic", &self.sriov_nic);
+    }
+}
+impl x::ArrayItem for HostDvxClass {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDvxClass";
+    const ITEM_TAG: &'static str = "HostDvxClass";
+}
+/// `HostEnableAdminFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostEnableAdminFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `permissions`.
+    pub permissions: Vec<Permission>,
+}
+impl x::SchemaType for HostEnableAdminFailedEvent {
+    const TYPE_NAME: &'static str = "HostEnableAdminFailedEvent";
+}
+impl x::Structure for HostEnableAdminFailedEvent {}
+impl x::Fields for HostEnableAdminFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "permissions" => r.read_push(&mut self.permissions),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write_vec("permissions", &self.permissions);
+    }
+}
+/// `HostEnterMaintenanceResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostEnterMaintenanceResult {
+    /// `vmFaults`.
+    pub vm_faults: Vec<FaultsByVM>,
+    /// `hostFaults`.
+    pub host_faults: Vec<FaultsByHost>,
+}
+impl x::SchemaType for HostEnterMaintenanceResult {
+    const TYPE_NAME: &'static str = "HostEnterMaintenanceResult";
+}
+impl x::Structure for HostEnterMaintenanceResult {}
+impl x::Fields for HostEnterMaintenanceResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmFaults" => r.read_push(&mut self.vm_faults),
+            "hostFaults" => r.read_push(&mut self.host_faults),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vmFaults", &self.vm_faults);
+        w.write_vec("hostFaults", &self.host_faults);
+    }
+}
+/// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostEsxAgentHostManagerConfigInfo {
+    /// `agentVmDatastore`.
+    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
+    /// `agentVmNetwork`.
+    pub agent_vm_network: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
+    const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
+}
+impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
+impl x::Fields for HostEsxAgentHostManagerConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
+            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
+        w.write_opt("agentVmNetwork", &self.agent_vm_network);
+    }
+}
+/// `HostEvent` (extends `Event`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostEvent {
+    const TYPE_NAME: &'static str = "HostEvent";
+}
+impl x::Structure for HostEvent {}
+impl x::Fields for HostEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `HostEventArgument` (extends `EntityEventArgument`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostEventArgument {
+    /// `name`, from `EntityEventArgument`.
+    pub name: String,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+}
+impl x::SchemaType for HostEventArgument {
+    const TYPE_NAME: &'static str = "HostEventArgument";
+}
+impl x::Structure for HostEventArgument {}
+impl x::Fields for HostEventArgument {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "host" => r.read(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("host", &self.host);
+    }
+}
+impl x::ArrayItem for HostEventArgument {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostEventArgument";
+    const ITEM_TAG: &'static str = "HostEventArgument";
+}
+/// `HostExtraNetworksEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostExtraNetworksEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+impl x::SchemaType for HostExtraNetworksEvent {
+    const TYPE_NAME: &'static str = "HostExtraNetworksEvent";
+}
+impl x::Structure for HostExtraNetworksEvent {}
+impl x::Fields for HostExtraNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write_opt("ips", &self.ips);
+    }
+}
+/// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFaultToleranceManagerComponentHealthInfo {
+    /// `isStorageHealthy`.
+    pub is_storage_healthy: bool,
+    /// `isNetworkHealthy`.
+    pub is_network_healthy: bool,
+}
+impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
+    const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
+}
+impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
+impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
+            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("isStorageHealthy", &self.is_storage_healthy);
+        w.write("isNetworkHealthy", &self.is_network_healthy);
+    }
+}
+/// `HostFeatureCapability` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFeatureCapability {
+    /// `key`.
+    pub key: String,
+    /// `featureName`.
+    pub feature_name: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureCapability {
+    const TYPE_NAME: &'static str = "HostFeatureCapability";
+}
+impl x::Structure for HostFeatureCapability {}
+impl x::Fields for HostFeatureCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("featureName", &self.feature_name);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureCapability {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureCapability";
+    const ITEM_TAG: &'static str = "HostFeatureCapability";
+}
+/// `HostFeatureMask` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFeatureMask {
+    /// `key`.
+    pub key: String,
+    /// `featureName`.
+    pub feature_name: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureMask {
+    const TYPE_NAME: &'static str = "HostFeatureMask";
+}
+impl x::Structure for HostFeatureMask {}
+impl x::Fields for HostFeatureMask {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("featureName", &self.feature_name);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureMask {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureMask";
+    const ITEM_TAG: &'static str = "HostFeatureMask";
+}
+/// `HostFeatureVersionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFeatureVersionInfo {
+    /// `key`.
+    pub key: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureVersionInfo {
+    const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
+}
+impl x::Structure for HostFeatureVersionInfo {}
+impl x::Fields for HostFeatureVersionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureVersionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureVersionInfo";
+    const ITEM_TAG: &'static str = "HostFeatureVersionInfo";
+}
+/// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+    /// `portType`.
+    pub port_type: FibreChannelPortType,
+    /// `speed`.
+    pub speed: i64,
+}
+impl x::SchemaType for HostFibreChannelHba {
+    const TYPE_NAME: &'static str = "HostFibreChannelHba";
+}
+impl x::Structure for HostFibreChannelHba {}
+impl x::Fields for HostFibreChannelHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portType" => r.read(&mut self.port_type),
+            "speed" => r.read(&mut self.speed),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+        w.write("portWorldWideName", &self.port_world_wide_name);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+        w.write("portType", &self.port_type);
+        w.write("speed", &self.speed);
+    }
+}
+/// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelOverEthernetHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+    /// `portWorldWideName`, from `HostFibreChannelHba`.
+    pub port_world_wide_name: i64,
+    /// `nodeWorldWideName`, from `HostFibreChannelHba`.
+    pub node_world_wide_name: i64,
+    /// `portType`, from `HostFibreChannelHba`.
+    pub port_type: FibreChannelPortType,
+    /// `speed`, from `HostFibreChannelHba`.
+    pub speed: i64,
+    /// `underlyingNic`.
+    pub underlying_nic: String,
+    /// `linkInfo`.
+    pub link_info: HostFibreChannelOverEthernetHbaLinkInfo,
+    /// `isSoftwareFcoe`.
+    pub is_software_fcoe: bool,
+    /// `markedForRemoval`.
+    pub marked_for_removal: bool,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetHba {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
+}
+impl x::Structure for HostFibreChannelOverEthernetHba {}
+impl x::Fields for HostFibreChannelOverEthernetHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portType" => r.read(&mut self.port_type),
+            "speed" => r.read(&mut self.speed),
+            "underlyingNic" => r.read(&mut self.underlying_nic),
+            "linkInfo" => r.read(&mut self.link_info),
+            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
+            "markedForRemoval" => r.read(&mut self.marked_for_removal),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+        w.write("portWorldWideName", &self.port_world_wide_name);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+        w.write("portType", &self.port_type);
+        w.write("speed", &self.speed);
+        w.write("underlyingNic", &self.underlying_nic);
+        w.write("linkInfo", &self.link_info);
+        w.write("isSoftwareFcoe", &self.is_software_fcoe);
+        w.write("markedForRemoval", &self.marked_for_removal);
+    }
+}
+/// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelOverEthernetHbaLinkInfo {
+    /// `vnportMac`.
+    pub vnport_mac: String,
+    /// `fcfMac`.
+    pub fcf_mac: String,
+    /// `vlanId`.
+    pub vlan_id: i32,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
+}
+impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
+impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vnportMac" => r.read(&mut self.vnport_mac),
+            "fcfMac" => r.read(&mut self.fcf_mac),
+            "vlanId" => r.read(&mut self.vlan_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vnportMac", &self.vnport_mac);
+        w.write("fcfMac", &self.fcf_mac);
+        w.write("vlanId", &self.vlan_id);
+    }
+}
+/// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelOverEthernetTargetTransport {
+    /// `portWorldWideName`, from `HostFibreChannelTargetTransport`.
+    pub port_world_wide_name: i64,
+    /// `nodeWorldWideName`, from `HostFibreChannelTargetTransport`.
+    pub node_world_wide_name: i64,
+    /// `vnportMac`.
+    pub vnport_mac: String,
+    /// `fcfMac`.
+    pub fcf_mac: String,
+    /// `vlanId`.
+    pub vlan_id: i32,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
+}
+impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
+impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "vnportMac" => r.read(&mut self.vnport_mac),
+            "fcfMac" => r.read(&mut self.fcf_mac),
+            "vlanId" => r.read(&mut self.vlan_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("portWorldWideName", &self.port_world_wide_name);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+        w.write("vnportMac", &self.vnport_mac);
+        w.write("fcfMac", &self.fcf_mac);
+        w.write("vlanId", &self.vlan_id);
+    }
+}
+/// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelTargetTransport {
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+}
+impl x::SchemaType for HostFibreChannelTargetTransport {
+    const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
+}
+impl x::Structure for HostFibreChannelTargetTransport {}
+impl x::Fields for HostFibreChannelTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("portWorldWideName", &self.port_world_wide_name);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+    }
+}
+/// `HostFileAccess` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFileAccess {
+    /// `who`.
+    pub who: String,
+    /// `what`.
+    pub what: String,
+}
+impl x::SchemaType for HostFileAccess {
+    const TYPE_NAME: &'static str = "HostFileAccess";
+}
+impl x::Structure for HostFileAccess {}
+impl x::Fields for HostFileAccess {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "who" => r.read(&mut self.who),
+            "what" => r.read(&mut self.what),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("who", &self.who);
+        w.write("what", &self.what);
+    }
+}
+/// `HostFileSystemMountInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFileSystemMountInfo {
+    /// `mountInfo`.
+    pub mount_info: HostMountInfo,
+    /// `volume`.
+    pub volume: AnyHostFileSystemVolume,
+    /// `vStorageSupport`.
+    pub vstorage_support: Option<String>,
+}
+impl x::SchemaType for HostFileSystemMountInfo {
+    const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
+}
+impl x::Structure for HostFileSystemMountInfo {}
+impl x::Fields for HostFileSystemMountInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mountInfo" => r.read(&mut self.mount_info),
+            "volume" => r.read(&mut self.volume),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("mountInfo", &self.mount_info);
+        w.write("volume", &self.volume);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
+    }
+}
+impl x::ArrayItem for HostFileSystemMountInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFileSystemMountInfo";
+    const ITEM_TAG: &'static str = "HostFileSystemMountInfo";
+}
+/// `HostFileSystemVolume` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFileSystemVolume {
+    /// `type`.
+    pub type_: String,
+    /// `name`.
+    pub name: String,
+    /// `capacity`.
+    pub capacity: i64,
+}
+impl x::SchemaType for HostFileSystemVolume {
+    const TYPE_NAME: &'static str = "HostFileSystemVolume";
+}
+impl x::Structure for HostFileSystemVolume {}
+impl x::Fields for HostFileSystemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostFileSystemVolumeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFileSystemVolumeInfo {
+    /// `volumeTypeList`.
+    pub volume_type_list: Vec<String>,
+    /// `mountInfo`.
+    pub mount_info: Vec<HostFileSystemMountInfo>,
+}
+impl x::SchemaType for HostFileSystemVolumeInfo {
+    const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
+}
+impl x::Structure for HostFileSystemVolumeInfo {}
+impl x::Fields for HostFileSystemVolumeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
+            "mountInfo" => r.read_push(&mut self.mount_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("volumeTypeList", &self.volume_type_list);
+        w.write_vec("mountInfo", &self.mount_info);
+    }
+}
+/// `HostFirewallConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallConfig {
+    /// `rule`.
+    pub rule: Vec<HostFirewallConfigRuleSetConfig>,
+    /// `defaultBlockingPolicy`.
+    pub default_blocking_policy: HostFirewallDefaultPolicy,
+}
+impl x::SchemaType for HostFirewallConfig {
+    const TYPE_NAME: &'static str = "HostFirewallConfig";
+}
+impl x::Structure for HostFirewallConfig {}
+impl x::Fields for HostFirewallConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rule" => r.read_push(&mut self.rule),
+            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("rule", &self.rule);
+        w.write("defaultBlockingPolicy", &self.default_blocking_policy);
+    }
+}
+/// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallConfigRuleSetConfig {
+    /// `rulesetId`.
+    pub ruleset_id: String,
+    /// `enabled`.
+    pub enabled: bool,
+    /// `allowedHosts`.
+    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
+}
+impl x::SchemaType for HostFirewallConfigRuleSetConfig {
+    const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
+}
+impl x::Structure for HostFirewallConfigRuleSetConfig {}
+impl x::Fields for HostFirewallConfigRuleSetConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rulesetId" => r.read(&mut self.ruleset_id),
+            "enabled" => r.read(&mut self.enabled),
+            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("rulesetId", &self.ruleset_id);
+        w.write("enabled", &self.enabled);
+        w.write_opt("allowedHosts", &self.allowed_hosts);
+    }
+}
+impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallConfigRuleSetConfig";
+    const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
+}
+/// `HostFirewallDefaultPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallDefaultPolicy {
+    /// `incomingBlocked`.
+    pub incoming_blocked: Option<bool>,
+    /// `outgoingBlocked`.
+    pub outgoing_blocked: Option<bool>,
+}
+impl x::SchemaType for HostFirewallDefaultPolicy {
+    const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
+}
+impl x::Structure for HostFirewallDefaultPolicy {}
+impl x::Fields for HostFirewallDefaultPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
+            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("incomingBlocked", &self.incoming_blocked);
+        w.write_opt("outgoingBlocked", &self.outgoing_blocked);
+    }
+}
+/// `HostFirewallInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallInfo {
+    /// `defaultPolicy`.
+    pub default_policy: HostFirewallDefaultPolicy,
+    /// `ruleset`.
+    pub ruleset: Vec<HostFirewallRuleset>,
+}
+impl x::SchemaType for HostFirewallInfo {
+    const TYPE_NAME: &'static str = "HostFirewallInfo";
+}
+impl x::Structure for HostFirewallInfo {}
+impl x::Fields for HostFirewallInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultPolicy" => r.read(&mut self.default_policy),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("defaultPolicy", &self.default_policy);
+        w.write_vec("ruleset", &self.ruleset);
+    }
+}
 /// `HostFirewallRule` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostFirewallRule {
@@ -111,8 +1879,24 @@ impl x::Fields for HostFirewallRuleset {
         w.write_opt("service", &self.service);
         w.write("enabled", &self.enabled);
         w.write_opt("allowedHosts", &self.allowed_hosts);
-        w.write_opt("userControllable", &self.user_controllable);
-        w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
+        if w
+            .since(
+                0x0800_0200,
+                "HostFirewallRuleset.userControllable",
+                self.user_controllable.is_some(),
+            )
+        {
+            w.write_opt("userControllable", &self.user_controllable);
+        }
+        if w
+            .since(
+                0x0800_0200,
+                "HostFirewallRuleset.ipListUserConfigurable",
+                self.ip_list_user_configurable.is_some(),
+            )
+        {
+            w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
+        }
     }
 }
 impl x::ArrayItem for HostFirewallRuleset {
@@ -329,6 +2113,7 @@ impl x::Fields for HostFru {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostFru", true);
         w.write("type", &self.type_);
         w.write("partName", &self.part_name);
         w.write("partNumber", &self.part_number);
@@ -457,10 +2242,14 @@ impl x::Fields for HostGetShortNameFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostGraphicsConfig` (extends `DynamicData`).
@@ -537,7 +2326,15 @@ impl x::Fields for HostGraphicsConfigDeviceType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceId", &self.device_id);
         w.write("graphicsType", &self.graphics_type);
-        w.write_opt("vgpuMode", &self.vgpu_mode);
+        if w
+            .since(
+                0x0800_0300,
+                "HostGraphicsConfigDeviceType.vgpuMode",
+                self.vgpu_mode.is_some(),
+            )
+        {
+            w.write_opt("vgpuMode", &self.vgpu_mode);
+        }
     }
 }
 impl x::ArrayItem for HostGraphicsConfigDeviceType {
@@ -592,7 +2389,9 @@ impl x::Fields for HostGraphicsInfo {
         w.write("vendorName", &self.vendor_name);
         w.write("pciId", &self.pci_id);
         w.write("graphicsType", &self.graphics_type);
-        w.write_opt("vgpuMode", &self.vgpu_mode);
+        if w.since(0x0800_0300, "HostGraphicsInfo.vgpuMode", self.vgpu_mode.is_some()) {
+            w.write_opt("vgpuMode", &self.vgpu_mode);
+        }
         w.write("memorySizeInKB", &self.memory_size_in_kb);
         w.write_vec("vm", &self.vm);
     }
@@ -721,7 +2520,15 @@ impl x::Fields for HostHardwareInfo {
         w.write_opt("numaInfo", &self.numa_info);
         w.write_opt("smcPresent", &self.smc_present);
         w.write_vec("pciDevice", &self.pci_device);
-        w.write_vec("dvxClasses", &self.dvx_classes);
+        if w
+            .since(
+                0x0800_0001,
+                "HostHardwareInfo.dvxClasses",
+                !self.dvx_classes.is_empty(),
+            )
+        {
+            w.write_vec("dvxClasses", &self.dvx_classes);
+        }
         w.write_vec("cpuFeature", &self.cpu_feature);
         w.write_opt("biosInfo", &self.bios_info);
         w.write_opt("reliableMemoryInfo", &self.reliable_memory_info);
@@ -730,7 +2537,9 @@ impl x::Fields for HostHardwareInfo {
         w.write_opt("sevInfo", &self.sev_info);
         w.write_opt("memoryTieringType", &self.memory_tiering_type);
         w.write_vec("memoryTierInfo", &self.memory_tier_info);
-        w.write_opt("tdxInfo", &self.tdx_info);
+        if w.since(0x0900_0000, "HostHardwareInfo.tdxInfo", self.tdx_info.is_some()) {
+            w.write_opt("tdxInfo", &self.tdx_info);
+        }
     }
 }
 /// `HostHardwareStatusInfo` (extends `DynamicData`).
@@ -771,7 +2580,15 @@ impl x::Fields for HostHardwareStatusInfo {
         w.write_vec("memoryStatusInfo", &self.memory_status_info);
         w.write_vec("cpuStatusInfo", &self.cpu_status_info);
         w.write_vec("storageStatusInfo", &self.storage_status_info);
-        w.write_vec("dpuStatusInfo", &self.dpu_status_info);
+        if w
+            .since(
+                0x0800_0001,
+                "HostHardwareStatusInfo.dpuStatusInfo",
+                !self.dpu_status_info.is_empty(),
+            )
+        {
+            w.write_vec("dpuStatusInfo", &self.dpu_status_info);
+        }
     }
 }
 /// `HostHardwareSummary` (extends `DynamicData`).
@@ -838,7 +2655,9 @@ impl x::Fields for HostHardwareSummary {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vendor", &self.vendor);
         w.write("model", &self.model);
-        w.write_opt("family", &self.family);
+        if w.since(0x0900_0000, "HostHardwareSummary.family", self.family.is_some()) {
+            w.write_opt("family", &self.family);
+        }
         w.write("uuid", &self.uuid);
         w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
         w.write("memorySize", &self.memory_size);
@@ -978,8 +2797,24 @@ impl x::Fields for HostHostBusAdapter {
         w.write_opt("driver", &self.driver);
         w.write_opt("pci", &self.pci);
         w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
     }
 }
 /// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
@@ -1129,10 +2964,14 @@ impl x::Fields for HostInAuditModeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostInDomain` (extends `HostConfigFault`).
@@ -1243,1768 +3082,4 @@ impl x::Fields for HostIncompatibleForRecordReplay {
         w.write_opt("hostName", &self.host_name);
         w.write_opt("reason", &self.reason);
     }
-}
-/// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `isSoftwareBased`.
-    pub is_software_based: bool,
-    /// `canBeDisabled`.
-    pub can_be_disabled: Option<bool>,
-    /// `networkBindingSupport`.
-    pub network_binding_support: Option<HostInternetScsiHbaNetworkBindingSupportType>,
-    /// `discoveryCapabilities`.
-    pub discovery_capabilities: HostInternetScsiHbaDiscoveryCapabilities,
-    /// `discoveryProperties`.
-    pub discovery_properties: HostInternetScsiHbaDiscoveryProperties,
-    /// `authenticationCapabilities`.
-    pub authentication_capabilities: HostInternetScsiHbaAuthenticationCapabilities,
-    /// `authenticationProperties`.
-    pub authentication_properties: HostInternetScsiHbaAuthenticationProperties,
-    /// `digestCapabilities`.
-    pub digest_capabilities: Option<HostInternetScsiHbaDigestCapabilities>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `ipCapabilities`.
-    pub ip_capabilities: HostInternetScsiHbaIPCapabilities,
-    /// `ipProperties`.
-    pub ip_properties: HostInternetScsiHbaIPProperties,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `iScsiAlias`.
-    pub i_scsi_alias: Option<String>,
-    /// `configuredSendTarget`.
-    pub configured_send_target: Vec<HostInternetScsiHbaSendTarget>,
-    /// `configuredStaticTarget`.
-    pub configured_static_target: Vec<HostInternetScsiHbaStaticTarget>,
-    /// `maxSpeedMb`.
-    pub max_speed_mb: Option<i32>,
-    /// `currentSpeedMb`.
-    pub current_speed_mb: Option<i32>,
-}
-impl x::SchemaType for HostInternetScsiHba {
-    const TYPE_NAME: &'static str = "HostInternetScsiHba";
-}
-impl x::Structure for HostInternetScsiHba {}
-impl x::Fields for HostInternetScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "isSoftwareBased" => r.read(&mut self.is_software_based),
-            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
-            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
-            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
-            "discoveryProperties" => r.read(&mut self.discovery_properties),
-            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
-            "authenticationProperties" => r.read(&mut self.authentication_properties),
-            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "ipCapabilities" => r.read(&mut self.ip_capabilities),
-            "ipProperties" => r.read(&mut self.ip_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
-            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
-            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
-            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
-            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-        w.write("isSoftwareBased", &self.is_software_based);
-        w.write_opt("canBeDisabled", &self.can_be_disabled);
-        w.write_opt("networkBindingSupport", &self.network_binding_support);
-        w.write("discoveryCapabilities", &self.discovery_capabilities);
-        w.write("discoveryProperties", &self.discovery_properties);
-        w.write("authenticationCapabilities", &self.authentication_capabilities);
-        w.write("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestCapabilities", &self.digest_capabilities);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write("ipCapabilities", &self.ip_capabilities);
-        w.write("ipProperties", &self.ip_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write_opt("iScsiAlias", &self.i_scsi_alias);
-        w.write_vec("configuredSendTarget", &self.configured_send_target);
-        w.write_vec("configuredStaticTarget", &self.configured_static_target);
-        w.write_opt("maxSpeedMb", &self.max_speed_mb);
-        w.write_opt("currentSpeedMb", &self.current_speed_mb);
-    }
-}
-/// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaAuthenticationCapabilities {
-    /// `chapAuthSettable`.
-    pub chap_auth_settable: bool,
-    /// `krb5AuthSettable`.
-    pub krb5_auth_settable: bool,
-    /// `srpAuthSettable`.
-    pub srp_auth_settable: bool,
-    /// `spkmAuthSettable`.
-    pub spkm_auth_settable: bool,
-    /// `mutualChapSettable`.
-    pub mutual_chap_settable: Option<bool>,
-    /// `targetChapSettable`.
-    pub target_chap_settable: Option<bool>,
-    /// `targetMutualChapSettable`.
-    pub target_mutual_chap_settable: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
-impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
-            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
-            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
-            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
-            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
-            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
-            "targetMutualChapSettable" => {
-                r.read_opt(&mut self.target_mutual_chap_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("chapAuthSettable", &self.chap_auth_settable);
-        w.write("krb5AuthSettable", &self.krb5_auth_settable);
-        w.write("srpAuthSettable", &self.srp_auth_settable);
-        w.write("spkmAuthSettable", &self.spkm_auth_settable);
-        w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
-        w.write_opt("targetChapSettable", &self.target_chap_settable);
-        w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
-    }
-}
-/// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaAuthenticationProperties {
-    /// `chapAuthEnabled`.
-    pub chap_auth_enabled: bool,
-    /// `chapName`.
-    pub chap_name: Option<String>,
-    /// `chapSecret`.
-    pub chap_secret: Option<String>,
-    /// `chapAuthenticationType`.
-    pub chap_authentication_type: Option<String>,
-    /// `chapInherited`.
-    pub chap_inherited: Option<bool>,
-    /// `mutualChapName`.
-    pub mutual_chap_name: Option<String>,
-    /// `mutualChapSecret`.
-    pub mutual_chap_secret: Option<String>,
-    /// `mutualChapAuthenticationType`.
-    pub mutual_chap_authentication_type: Option<String>,
-    /// `mutualChapInherited`.
-    pub mutual_chap_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
-}
-impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
-impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "chapAuthEnabled" => r.read(&mut self.chap_auth_enabled),
-            "chapName" => r.read_opt(&mut self.chap_name),
-            "chapSecret" => r.read_opt(&mut self.chap_secret),
-            "chapAuthenticationType" => r.read_opt(&mut self.chap_authentication_type),
-            "chapInherited" => r.read_opt(&mut self.chap_inherited),
-            "mutualChapName" => r.read_opt(&mut self.mutual_chap_name),
-            "mutualChapSecret" => r.read_opt(&mut self.mutual_chap_secret),
-            "mutualChapAuthenticationType" => {
-                r.read_opt(&mut self.mutual_chap_authentication_type)
-            }
-            "mutualChapInherited" => r.read_opt(&mut self.mutual_chap_inherited),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("chapAuthEnabled", &self.chap_auth_enabled);
-        w.write_opt("chapName", &self.chap_name);
-        w.write_opt("chapSecret", &self.chap_secret);
-        w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
-        w.write_opt("chapInherited", &self.chap_inherited);
-        w.write_opt("mutualChapName", &self.mutual_chap_name);
-        w.write_opt("mutualChapSecret", &self.mutual_chap_secret);
-        w.write_opt(
-            "mutualChapAuthenticationType",
-            &self.mutual_chap_authentication_type,
-        );
-        w.write_opt("mutualChapInherited", &self.mutual_chap_inherited);
-    }
-}
-/// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDigestCapabilities {
-    /// `headerDigestSettable`.
-    pub header_digest_settable: Option<bool>,
-    /// `dataDigestSettable`.
-    pub data_digest_settable: Option<bool>,
-    /// `targetHeaderDigestSettable`.
-    pub target_header_digest_settable: Option<bool>,
-    /// `targetDataDigestSettable`.
-    pub target_data_digest_settable: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
-impl x::Fields for HostInternetScsiHbaDigestCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "headerDigestSettable" => r.read_opt(&mut self.header_digest_settable),
-            "dataDigestSettable" => r.read_opt(&mut self.data_digest_settable),
-            "targetHeaderDigestSettable" => {
-                r.read_opt(&mut self.target_header_digest_settable)
-            }
-            "targetDataDigestSettable" => {
-                r.read_opt(&mut self.target_data_digest_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("headerDigestSettable", &self.header_digest_settable);
-        w.write_opt("dataDigestSettable", &self.data_digest_settable);
-        w.write_opt("targetHeaderDigestSettable", &self.target_header_digest_settable);
-        w.write_opt("targetDataDigestSettable", &self.target_data_digest_settable);
-    }
-}
-/// `HostInternetScsiHbaDigestProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDigestProperties {
-    /// `headerDigestType`.
-    pub header_digest_type: Option<String>,
-    /// `headerDigestInherited`.
-    pub header_digest_inherited: Option<bool>,
-    /// `dataDigestType`.
-    pub data_digest_type: Option<String>,
-    /// `dataDigestInherited`.
-    pub data_digest_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaDigestProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestProperties";
-}
-impl x::Structure for HostInternetScsiHbaDigestProperties {}
-impl x::Fields for HostInternetScsiHbaDigestProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "headerDigestType" => r.read_opt(&mut self.header_digest_type),
-            "headerDigestInherited" => r.read_opt(&mut self.header_digest_inherited),
-            "dataDigestType" => r.read_opt(&mut self.data_digest_type),
-            "dataDigestInherited" => r.read_opt(&mut self.data_digest_inherited),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("headerDigestType", &self.header_digest_type);
-        w.write_opt("headerDigestInherited", &self.header_digest_inherited);
-        w.write_opt("dataDigestType", &self.data_digest_type);
-        w.write_opt("dataDigestInherited", &self.data_digest_inherited);
-    }
-}
-/// `HostInternetScsiHbaDiscoveryCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDiscoveryCapabilities {
-    /// `iSnsDiscoverySettable`.
-    pub i_sns_discovery_settable: bool,
-    /// `slpDiscoverySettable`.
-    pub slp_discovery_settable: bool,
-    /// `staticTargetDiscoverySettable`.
-    pub static_target_discovery_settable: bool,
-    /// `sendTargetsDiscoverySettable`.
-    pub send_targets_discovery_settable: bool,
-}
-impl x::SchemaType for HostInternetScsiHbaDiscoveryCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaDiscoveryCapabilities {}
-impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iSnsDiscoverySettable" => r.read(&mut self.i_sns_discovery_settable),
-            "slpDiscoverySettable" => r.read(&mut self.slp_discovery_settable),
-            "staticTargetDiscoverySettable" => {
-                r.read(&mut self.static_target_discovery_settable)
-            }
-            "sendTargetsDiscoverySettable" => {
-                r.read(&mut self.send_targets_discovery_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iSnsDiscoverySettable", &self.i_sns_discovery_settable);
-        w.write("slpDiscoverySettable", &self.slp_discovery_settable);
-        w.write("staticTargetDiscoverySettable", &self.static_target_discovery_settable);
-        w.write("sendTargetsDiscoverySettable", &self.send_targets_discovery_settable);
-    }
-}
-/// `HostInternetScsiHbaDiscoveryProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDiscoveryProperties {
-    /// `iSnsDiscoveryEnabled`.
-    pub i_sns_discovery_enabled: bool,
-    /// `iSnsDiscoveryMethod`.
-    pub i_sns_discovery_method: Option<String>,
-    /// `iSnsHost`.
-    pub i_sns_host: Option<String>,
-    /// `slpDiscoveryEnabled`.
-    pub slp_discovery_enabled: bool,
-    /// `slpDiscoveryMethod`.
-    pub slp_discovery_method: Option<String>,
-    /// `slpHost`.
-    pub slp_host: Option<String>,
-    /// `staticTargetDiscoveryEnabled`.
-    pub static_target_discovery_enabled: bool,
-    /// `sendTargetsDiscoveryEnabled`.
-    pub send_targets_discovery_enabled: bool,
-}
-impl x::SchemaType for HostInternetScsiHbaDiscoveryProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryProperties";
-}
-impl x::Structure for HostInternetScsiHbaDiscoveryProperties {}
-impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iSnsDiscoveryEnabled" => r.read(&mut self.i_sns_discovery_enabled),
-            "iSnsDiscoveryMethod" => r.read_opt(&mut self.i_sns_discovery_method),
-            "iSnsHost" => r.read_opt(&mut self.i_sns_host),
-            "slpDiscoveryEnabled" => r.read(&mut self.slp_discovery_enabled),
-            "slpDiscoveryMethod" => r.read_opt(&mut self.slp_discovery_method),
-            "slpHost" => r.read_opt(&mut self.slp_host),
-            "staticTargetDiscoveryEnabled" => {
-                r.read(&mut self.static_target_discovery_enabled)
-            }
-            "sendTargetsDiscoveryEnabled" => {
-                r.read(&mut self.send_targets_discovery_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iSnsDiscoveryEnabled", &self.i_sns_discovery_enabled);
-        w.write_opt("iSnsDiscoveryMethod", &self.i_sns_discovery_method);
-        w.write_opt("iSnsHost", &self.i_sns_host);
-        w.write("slpDiscoveryEnabled", &self.slp_discovery_enabled);
-        w.write_opt("slpDiscoveryMethod", &self.slp_discovery_method);
-        w.write_opt("slpHost", &self.slp_host);
-        w.write("staticTargetDiscoveryEnabled", &self.static_target_discovery_enabled);
-        w.write("sendTargetsDiscoveryEnabled", &self.send_targets_discovery_enabled);
-    }
-}
-/// `HostInternetScsiHbaIPCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaIPCapabilities {
-    /// `addressSettable`.
-    pub address_settable: bool,
-    /// `ipConfigurationMethodSettable`.
-    pub ip_configuration_method_settable: bool,
-    /// `subnetMaskSettable`.
-    pub subnet_mask_settable: bool,
-    /// `defaultGatewaySettable`.
-    pub default_gateway_settable: bool,
-    /// `primaryDnsServerAddressSettable`.
-    pub primary_dns_server_address_settable: bool,
-    /// `alternateDnsServerAddressSettable`.
-    pub alternate_dns_server_address_settable: bool,
-    /// `ipv6Supported`.
-    pub ipv6_supported: Option<bool>,
-    /// `arpRedirectSettable`.
-    pub arp_redirect_settable: Option<bool>,
-    /// `mtuSettable`.
-    pub mtu_settable: Option<bool>,
-    /// `hostNameAsTargetAddress`.
-    pub host_name_as_target_address: Option<bool>,
-    /// `nameAliasSettable`.
-    pub name_alias_settable: Option<bool>,
-    /// `ipv4EnableSettable`.
-    pub ipv4_enable_settable: Option<bool>,
-    /// `ipv6EnableSettable`.
-    pub ipv6_enable_settable: Option<bool>,
-    /// `ipv6PrefixLengthSettable`.
-    pub ipv6_prefix_length_settable: Option<bool>,
-    /// `ipv6PrefixLength`.
-    pub ipv6_prefix_length: Option<i32>,
-    /// `ipv6DhcpConfigurationSettable`.
-    pub ipv6_dhcp_configuration_settable: Option<bool>,
-    /// `ipv6LinkLocalAutoConfigurationSettable`.
-    pub ipv6_link_local_auto_configuration_settable: Option<bool>,
-    /// `ipv6RouterAdvertisementConfigurationSettable`.
-    pub ipv6_router_advertisement_configuration_settable: Option<bool>,
-    /// `ipv6DefaultGatewaySettable`.
-    pub ipv6_default_gateway_settable: Option<bool>,
-    /// `ipv6MaxStaticAddressesSupported`.
-    pub ipv6_max_static_addresses_supported: Option<i32>,
-}
-impl x::SchemaType for HostInternetScsiHbaIPCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaIPCapabilities {}
-impl x::Fields for HostInternetScsiHbaIPCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "addressSettable" => r.read(&mut self.address_settable),
-            "ipConfigurationMethodSettable" => {
-                r.read(&mut self.ip_configuration_method_settable)
-            }
-            "subnetMaskSettable" => r.read(&mut self.subnet_mask_settable),
-            "defaultGatewaySettable" => r.read(&mut self.default_gateway_settable),
-            "primaryDnsServerAddressSettable" => {
-                r.read(&mut self.primary_dns_server_address_settable)
-            }
-            "alternateDnsServerAddressSettable" => {
-                r.read(&mut self.alternate_dns_server_address_settable)
-            }
-            "ipv6Supported" => r.read_opt(&mut self.ipv6_supported),
-            "arpRedirectSettable" => r.read_opt(&mut self.arp_redirect_settable),
-            "mtuSettable" => r.read_opt(&mut self.mtu_settable),
-            "hostNameAsTargetAddress" => {
-                r.read_opt(&mut self.host_name_as_target_address)
-            }
-            "nameAliasSettable" => r.read_opt(&mut self.name_alias_settable),
-            "ipv4EnableSettable" => r.read_opt(&mut self.ipv4_enable_settable),
-            "ipv6EnableSettable" => r.read_opt(&mut self.ipv6_enable_settable),
-            "ipv6PrefixLengthSettable" => {
-                r.read_opt(&mut self.ipv6_prefix_length_settable)
-            }
-            "ipv6PrefixLength" => r.read_opt(&mut self.ipv6_prefix_length),
-            "ipv6DhcpConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_dhcp_configuration_settable)
-            }
-            "ipv6LinkLocalAutoConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_link_local_auto_configuration_settable)
-            }
-            "ipv6RouterAdvertisementConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_router_advertisement_configuration_settable)
-            }
-            "ipv6DefaultGatewaySettable" => {
-                r.read_opt(&mut self.ipv6_default_gateway_settable)
-            }
-            "ipv6MaxStaticAddressesSupported" => {
-                r.read_opt(&mut self.ipv6_max_static_addresses_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("addressSettable", &self.address_settable);
-        w.write("ipConfigurationMethodSettable", &self.ip_configuration_method_settable);
-        w.write("subnetMaskSettable", &self.subnet_mask_settable);
-        w.write("defaultGatewaySettable", &self.default_gateway_settable);
-        w.write(
-            "primaryDnsServerAddressSettable",
-            &self.primary_dns_server_address_settable,
-        );
-        w.write(
-            "alternateDnsServerAddressSettable",
-            &self.alternate_dns_server_address_settable,
-        );
-        w.write_opt("ipv6Supported", &self.ipv6_supported);
-        w.write_opt("arpRedirectSettable", &self.arp_redirect_settable);
-        w.write_opt("mtuSettable", &self.mtu_settable);
-        w.write_opt("hostNameAsTargetAddress", &self.host_name_as_target_address);
-        w.write_opt("nameAliasSettable", &self.name_alias_settable);
-        w.write_opt("ipv4EnableSettable", &self.ipv4_enable_settable);
-        w.write_opt("ipv6EnableSettable", &self.ipv6_enable_settable);
-        w.write_opt("ipv6PrefixLengthSettable", &self.ipv6_prefix_length_settable);
-        w.write_opt("ipv6PrefixLength", &self.ipv6_prefix_length);
-        w.write_opt(
-            "ipv6DhcpConfigurationSettable",
-            &self.ipv6_dhcp_configuration_settable,
-        );
-        w.write_opt(
-            "ipv6LinkLocalAutoConfigurationSettable",
-            &self.ipv6_link_local_auto_configuration_settable,
-        );
-        w.write_opt(
-            "ipv6RouterAdvertisementConfigurationSettable",
-            &self.ipv6_router_advertisement_configuration_settable,
-        );
-        w.write_opt("ipv6DefaultGatewaySettable", &self.ipv6_default_gateway_settable);
-        w.write_opt(
-            "ipv6MaxStaticAddressesSupported",
-            &self.ipv6_max_static_addresses_supported,
-        );
-    }
-}
-/// `HostInternetScsiHbaIPProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaIPProperties {
-    /// `mac`.
-    pub mac: Option<String>,
-    /// `address`.
-    pub address: Option<String>,
-    /// `dhcpConfigurationEnabled`.
-    pub dhcp_configuration_enabled: bool,
-    /// `subnetMask`.
-    pub subnet_mask: Option<String>,
-    /// `defaultGateway`.
-    pub default_gateway: Option<String>,
-    /// `primaryDnsServerAddress`.
-    pub primary_dns_server_address: Option<String>,
-    /// `alternateDnsServerAddress`.
-    pub alternate_dns_server_address: Option<String>,
-    /// `ipv6Address`.
-    pub ipv6_address: Option<String>,
-    /// `ipv6SubnetMask`.
-    pub ipv6_subnet_mask: Option<String>,
-    /// `ipv6DefaultGateway`.
-    pub ipv6_default_gateway: Option<String>,
-    /// `arpRedirectEnabled`.
-    pub arp_redirect_enabled: Option<bool>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `jumboFramesEnabled`.
-    pub jumbo_frames_enabled: Option<bool>,
-    /// `ipv4Enabled`.
-    pub ipv4_enabled: Option<bool>,
-    /// `ipv6Enabled`.
-    pub ipv6_enabled: Option<bool>,
-    /// `ipv6properties`.
-    pub ipv6properties: Option<HostInternetScsiHbaIPv6Properties>,
-}
-impl x::SchemaType for HostInternetScsiHbaIPProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPProperties";
-}
-impl x::Structure for HostInternetScsiHbaIPProperties {}
-impl x::Fields for HostInternetScsiHbaIPProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mac" => r.read_opt(&mut self.mac),
-            "address" => r.read_opt(&mut self.address),
-            "dhcpConfigurationEnabled" => r.read(&mut self.dhcp_configuration_enabled),
-            "subnetMask" => r.read_opt(&mut self.subnet_mask),
-            "defaultGateway" => r.read_opt(&mut self.default_gateway),
-            "primaryDnsServerAddress" => r.read_opt(&mut self.primary_dns_server_address),
-            "alternateDnsServerAddress" => {
-                r.read_opt(&mut self.alternate_dns_server_address)
-            }
-            "ipv6Address" => r.read_opt(&mut self.ipv6_address),
-            "ipv6SubnetMask" => r.read_opt(&mut self.ipv6_subnet_mask),
-            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
-            "arpRedirectEnabled" => r.read_opt(&mut self.arp_redirect_enabled),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "jumboFramesEnabled" => r.read_opt(&mut self.jumbo_frames_enabled),
-            "ipv4Enabled" => r.read_opt(&mut self.ipv4_enabled),
-            "ipv6Enabled" => r.read_opt(&mut self.ipv6_enabled),
-            "ipv6properties" => r.read_opt(&mut self.ipv6properties),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("mac", &self.mac);
-        w.write_opt("address", &self.address);
-        w.write("dhcpConfigurationEnabled", &self.dhcp_configuration_enabled);
-        w.write_opt("subnetMask", &self.subnet_mask);
-        w.write_opt("defaultGateway", &self.default_gateway);
-        w.write_opt("primaryDnsServerAddress", &self.primary_dns_server_address);
-        w.write_opt("alternateDnsServerAddress", &self.alternate_dns_server_address);
-        w.write_opt("ipv6Address", &self.ipv6_address);
-        w.write_opt("ipv6SubnetMask", &self.ipv6_subnet_mask);
-        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
-        w.write_opt("arpRedirectEnabled", &self.arp_redirect_enabled);
-        w.write_opt("mtu", &self.mtu);
-        w.write_opt("jumboFramesEnabled", &self.jumbo_frames_enabled);
-        w.write_opt("ipv4Enabled", &self.ipv4_enabled);
-        w.write_opt("ipv6Enabled", &self.ipv6_enabled);
-        w.write_opt("ipv6properties", &self.ipv6properties);
-    }
-}
-/// `HostInternetScsiHbaIPv6Properties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaIPv6Properties {
-    /// `iscsiIpv6Address`.
-    pub iscsi_ipv6_address: Vec<HostInternetScsiHbaIscsiIpv6Address>,
-    /// `ipv6DhcpConfigurationEnabled`.
-    pub ipv6_dhcp_configuration_enabled: Option<bool>,
-    /// `ipv6LinkLocalAutoConfigurationEnabled`.
-    pub ipv6_link_local_auto_configuration_enabled: Option<bool>,
-    /// `ipv6RouterAdvertisementConfigurationEnabled`.
-    pub ipv6_router_advertisement_configuration_enabled: Option<bool>,
-    /// `ipv6DefaultGateway`.
-    pub ipv6_default_gateway: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaIPv6Properties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPv6Properties";
-}
-impl x::Structure for HostInternetScsiHbaIPv6Properties {}
-impl x::Fields for HostInternetScsiHbaIPv6Properties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iscsiIpv6Address" => r.read_push(&mut self.iscsi_ipv6_address),
-            "ipv6DhcpConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_dhcp_configuration_enabled)
-            }
-            "ipv6LinkLocalAutoConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_link_local_auto_configuration_enabled)
-            }
-            "ipv6RouterAdvertisementConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_router_advertisement_configuration_enabled)
-            }
-            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("iscsiIpv6Address", &self.iscsi_ipv6_address);
-        w.write_opt(
-            "ipv6DhcpConfigurationEnabled",
-            &self.ipv6_dhcp_configuration_enabled,
-        );
-        w.write_opt(
-            "ipv6LinkLocalAutoConfigurationEnabled",
-            &self.ipv6_link_local_auto_configuration_enabled,
-        );
-        w.write_opt(
-            "ipv6RouterAdvertisementConfigurationEnabled",
-            &self.ipv6_router_advertisement_configuration_enabled,
-        );
-        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
-    }
-}
-/// `HostInternetScsiHbaIscsiIpv6Address` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaIscsiIpv6Address {
-    /// `address`.
-    pub address: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `origin`.
-    pub origin: String,
-    /// `operation`.
-    pub operation: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaIscsiIpv6Address {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
-}
-impl x::Structure for HostInternetScsiHbaIscsiIpv6Address {}
-impl x::Fields for HostInternetScsiHbaIscsiIpv6Address {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "origin" => r.read(&mut self.origin),
-            "operation" => r.read_opt(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write("prefixLength", &self.prefix_length);
-        w.write("origin", &self.origin);
-        w.write_opt("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaIscsiIpv6Address {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaIscsiIpv6Address";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
-}
-/// `HostInternetScsiHbaParamValue` (extends `OptionValue`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaParamValue {
-    /// `key`, from `OptionValue`.
-    pub key: String,
-    /// `value`, from `OptionValue`.
-    pub value: Option<x::Value>,
-    /// `isInherited`.
-    pub is_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaParamValue {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaParamValue";
-}
-impl x::Structure for HostInternetScsiHbaParamValue {}
-impl x::Fields for HostInternetScsiHbaParamValue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read_opt(&mut self.value),
-            "isInherited" => r.read_opt(&mut self.is_inherited),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("value", &self.value);
-        w.write_opt("isInherited", &self.is_inherited);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaParamValue {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaParamValue";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaParamValue";
-}
-/// `HostInternetScsiHbaSendTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaSendTarget {
-    /// `address`.
-    pub address: String,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `authenticationProperties`.
-    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `parent`.
-    pub parent: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaSendTarget {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaSendTarget";
-}
-impl x::Structure for HostInternetScsiHbaSendTarget {}
-impl x::Fields for HostInternetScsiHbaSendTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "port" => r.read_opt(&mut self.port),
-            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "parent" => r.read_opt(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("port", &self.port);
-        w.write_opt("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write_opt("parent", &self.parent);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaSendTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaSendTarget";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaSendTarget";
-}
-/// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaStaticTarget {
-    /// `address`.
-    pub address: String,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `discoveryMethod`.
-    pub discovery_method: Option<String>,
-    /// `authenticationProperties`.
-    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `parent`.
-    pub parent: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaStaticTarget {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
-}
-impl x::Structure for HostInternetScsiHbaStaticTarget {}
-impl x::Fields for HostInternetScsiHbaStaticTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "port" => r.read_opt(&mut self.port),
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "discoveryMethod" => r.read_opt(&mut self.discovery_method),
-            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "parent" => r.read_opt(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("port", &self.port);
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write_opt("discoveryMethod", &self.discovery_method);
-        w.write_opt("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write_opt("parent", &self.parent);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
-}
-/// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaTargetSet {
-    /// `staticTargets`.
-    pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
-    /// `sendTargets`.
-    pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
-}
-impl x::SchemaType for HostInternetScsiHbaTargetSet {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
-}
-impl x::Structure for HostInternetScsiHbaTargetSet {}
-impl x::Fields for HostInternetScsiHbaTargetSet {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "staticTargets" => r.read_push(&mut self.static_targets),
-            "sendTargets" => r.read_push(&mut self.send_targets),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("staticTargets", &self.static_targets);
-        w.write_vec("sendTargets", &self.send_targets);
-    }
-}
-/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiTargetTransport {
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `iScsiAlias`.
-    pub i_scsi_alias: String,
-    /// `address`.
-    pub address: Vec<String>,
-}
-impl x::SchemaType for HostInternetScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
-}
-impl x::Structure for HostInternetScsiTargetTransport {}
-impl x::Fields for HostInternetScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
-            "address" => r.read_push(&mut self.address),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write("iScsiAlias", &self.i_scsi_alias);
-        w.write_vec("address", &self.address);
-    }
-}
-/// `HostInventoryFull` (extends `NotEnoughLicenses`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryFull {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `capacity`.
-    pub capacity: i32,
-}
-impl x::SchemaType for HostInventoryFull {
-    const TYPE_NAME: &'static str = "HostInventoryFull";
-}
-impl x::Structure for HostInventoryFull {}
-impl x::Fields for HostInventoryFull {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostInventoryFullEvent` (extends `LicenseEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryFullEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `capacity`.
-    pub capacity: i32,
-}
-impl x::SchemaType for HostInventoryFullEvent {
-    const TYPE_NAME: &'static str = "HostInventoryFullEvent";
-}
-impl x::Structure for HostInventoryFullEvent {}
-impl x::Fields for HostInventoryFullEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostInventoryUnreadableEvent` (extends `Event`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryUnreadableEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostInventoryUnreadableEvent {
-    const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
-}
-impl x::Structure for HostInventoryUnreadableEvent {}
-impl x::Fields for HostInventoryUnreadableEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-    }
-}
-/// `HostIoFilterInfo` (extends `IoFilterInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIoFilterInfo {
-    /// `id`, from `IoFilterInfo`.
-    pub id: String,
-    /// `name`, from `IoFilterInfo`.
-    pub name: String,
-    /// `vendor`, from `IoFilterInfo`.
-    pub vendor: String,
-    /// `version`, from `IoFilterInfo`.
-    pub version: String,
-    /// `type`, from `IoFilterInfo`.
-    pub type_: Option<String>,
-    /// `summary`, from `IoFilterInfo`.
-    pub summary: Option<String>,
-    /// `releaseDate`, from `IoFilterInfo`.
-    pub release_date: Option<String>,
-    /// `available`.
-    pub available: bool,
-}
-impl x::SchemaType for HostIoFilterInfo {
-    const TYPE_NAME: &'static str = "HostIoFilterInfo";
-}
-impl x::Structure for HostIoFilterInfo {}
-impl x::Fields for HostIoFilterInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "name" => r.read(&mut self.name),
-            "vendor" => r.read(&mut self.vendor),
-            "version" => r.read(&mut self.version),
-            "type" => r.read_opt(&mut self.type_),
-            "summary" => r.read_opt(&mut self.summary),
-            "releaseDate" => r.read_opt(&mut self.release_date),
-            "available" => r.read(&mut self.available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("name", &self.name);
-        w.write("vendor", &self.vendor);
-        w.write("version", &self.version);
-        w.write_opt("type", &self.type_);
-        w.write_opt("summary", &self.summary);
-        w.write_opt("releaseDate", &self.release_date);
-        w.write("available", &self.available);
-    }
-}
-impl x::ArrayItem for HostIoFilterInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIoFilterInfo";
-    const ITEM_TAG: &'static str = "HostIoFilterInfo";
-}
-/// `HostIpChangedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `oldIP`.
-    pub old_ip: String,
-    /// `newIP`.
-    pub new_ip: String,
-}
-impl x::SchemaType for HostIpChangedEvent {
-    const TYPE_NAME: &'static str = "HostIpChangedEvent";
-}
-impl x::Structure for HostIpChangedEvent {}
-impl x::Fields for HostIpChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "oldIP" => r.read(&mut self.old_ip),
-            "newIP" => r.read(&mut self.new_ip),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("oldIP", &self.old_ip);
-        w.write("newIP", &self.new_ip);
-    }
-}
-/// `HostIpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpConfig {
-    /// `dhcp`.
-    pub dhcp: bool,
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `subnetMask`.
-    pub subnet_mask: Option<String>,
-    /// `ipV6Config`.
-    pub ip_v6_config: Option<HostIpConfigIpV6AddressConfiguration>,
-}
-impl x::SchemaType for HostIpConfig {
-    const TYPE_NAME: &'static str = "HostIpConfig";
-}
-impl x::Structure for HostIpConfig {}
-impl x::Fields for HostIpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "subnetMask" => r.read_opt(&mut self.subnet_mask),
-            "ipV6Config" => r.read_opt(&mut self.ip_v6_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("subnetMask", &self.subnet_mask);
-        w.write_opt("ipV6Config", &self.ip_v6_config);
-    }
-}
-/// `HostIpConfigIpV6Address` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpConfigIpV6Address {
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `origin`.
-    pub origin: Option<String>,
-    /// `dadState`.
-    pub dad_state: Option<String>,
-    /// `lifetime`.
-    pub lifetime: Option<x::DateTime>,
-    /// `operation`.
-    pub operation: Option<String>,
-}
-impl x::SchemaType for HostIpConfigIpV6Address {
-    const TYPE_NAME: &'static str = "HostIpConfigIpV6Address";
-}
-impl x::Structure for HostIpConfigIpV6Address {}
-impl x::Fields for HostIpConfigIpV6Address {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "origin" => r.read_opt(&mut self.origin),
-            "dadState" => r.read_opt(&mut self.dad_state),
-            "lifetime" => r.read_opt(&mut self.lifetime),
-            "operation" => r.read_opt(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ipAddress", &self.ip_address);
-        w.write("prefixLength", &self.prefix_length);
-        w.write_opt("origin", &self.origin);
-        w.write_opt("dadState", &self.dad_state);
-        w.write_opt("lifetime", &self.lifetime);
-        w.write_opt("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for HostIpConfigIpV6Address {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpConfigIpV6Address";
-    const ITEM_TAG: &'static str = "HostIpConfigIpV6Address";
-}
-/// `HostIpConfigIpV6AddressConfiguration` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpConfigIpV6AddressConfiguration {
-    /// `ipV6Address`.
-    pub ip_v6_address: Vec<HostIpConfigIpV6Address>,
-    /// `autoConfigurationEnabled`.
-    pub auto_configuration_enabled: Option<bool>,
-    /// `dhcpV6Enabled`.
-    pub dhcp_v6_enabled: Option<bool>,
-}
-impl x::SchemaType for HostIpConfigIpV6AddressConfiguration {
-    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfiguration";
-}
-impl x::Structure for HostIpConfigIpV6AddressConfiguration {}
-impl x::Fields for HostIpConfigIpV6AddressConfiguration {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipV6Address" => r.read_push(&mut self.ip_v6_address),
-            "autoConfigurationEnabled" => {
-                r.read_opt(&mut self.auto_configuration_enabled)
-            }
-            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipV6Address", &self.ip_v6_address);
-        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
-        w.write_opt("dhcpV6Enabled", &self.dhcp_v6_enabled);
-    }
-}
-/// `HostIpInconsistentEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpInconsistentEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `ipAddress2`.
-    pub ip_address2: String,
-}
-impl x::SchemaType for HostIpInconsistentEvent {
-    const TYPE_NAME: &'static str = "HostIpInconsistentEvent";
-}
-impl x::Structure for HostIpInconsistentEvent {}
-impl x::Fields for HostIpInconsistentEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "ipAddress" => r.read(&mut self.ip_address),
-            "ipAddress2" => r.read(&mut self.ip_address2),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("ipAddress", &self.ip_address);
-        w.write("ipAddress2", &self.ip_address2);
-    }
-}
-/// `HostIpRouteConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostIpRouteConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteConfig {
-    /// `defaultGateway`.
-    pub default_gateway: Option<String>,
-    /// `gatewayDevice`.
-    pub gateway_device: Option<String>,
-    /// `ipV6DefaultGateway`.
-    pub ip_v6_default_gateway: Option<String>,
-    /// `ipV6GatewayDevice`.
-    pub ip_v6_gateway_device: Option<String>,
-}
-impl x::SchemaType for HostIpRouteConfig {
-    const TYPE_NAME: &'static str = "HostIpRouteConfig";
-}
-impl x::Structure for HostIpRouteConfig {}
-impl x::Fields for HostIpRouteConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultGateway" => r.read_opt(&mut self.default_gateway),
-            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
-            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
-            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("defaultGateway", &self.default_gateway);
-        w.write_opt("gatewayDevice", &self.gateway_device);
-        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
-        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
-    }
-}
-/// `HostIpRouteConfigSpec` (extends `HostIpRouteConfig`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteConfigSpec {
-    /// `defaultGateway`, from `HostIpRouteConfig`.
-    pub default_gateway: Option<String>,
-    /// `gatewayDevice`, from `HostIpRouteConfig`.
-    pub gateway_device: Option<String>,
-    /// `ipV6DefaultGateway`, from `HostIpRouteConfig`.
-    pub ip_v6_default_gateway: Option<String>,
-    /// `ipV6GatewayDevice`, from `HostIpRouteConfig`.
-    pub ip_v6_gateway_device: Option<String>,
-    /// `gatewayDeviceConnection`.
-    pub gateway_device_connection: Option<HostVirtualNicConnection>,
-    /// `ipV6GatewayDeviceConnection`.
-    pub ip_v6_gateway_device_connection: Option<HostVirtualNicConnection>,
-}
-impl x::SchemaType for HostIpRouteConfigSpec {
-    const TYPE_NAME: &'static str = "HostIpRouteConfigSpec";
-}
-impl x::Structure for HostIpRouteConfigSpec {}
-impl x::Fields for HostIpRouteConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultGateway" => r.read_opt(&mut self.default_gateway),
-            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
-            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
-            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
-            "gatewayDeviceConnection" => r.read_opt(&mut self.gateway_device_connection),
-            "ipV6GatewayDeviceConnection" => {
-                r.read_opt(&mut self.ip_v6_gateway_device_connection)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("defaultGateway", &self.default_gateway);
-        w.write_opt("gatewayDevice", &self.gateway_device);
-        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
-        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
-        w.write_opt("gatewayDeviceConnection", &self.gateway_device_connection);
-        w.write_opt(
-            "ipV6GatewayDeviceConnection",
-            &self.ip_v6_gateway_device_connection,
-        );
-    }
-}
-/// `HostIpRouteEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteEntry {
-    /// `network`.
-    pub network: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `gateway`.
-    pub gateway: String,
-    /// `deviceName`.
-    pub device_name: Option<String>,
-}
-impl x::SchemaType for HostIpRouteEntry {
-    const TYPE_NAME: &'static str = "HostIpRouteEntry";
-}
-impl x::Structure for HostIpRouteEntry {}
-impl x::Fields for HostIpRouteEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "gateway" => r.read(&mut self.gateway),
-            "deviceName" => r.read_opt(&mut self.device_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("network", &self.network);
-        w.write("prefixLength", &self.prefix_length);
-        w.write("gateway", &self.gateway);
-        w.write_opt("deviceName", &self.device_name);
-    }
-}
-impl x::ArrayItem for HostIpRouteEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteEntry";
-    const ITEM_TAG: &'static str = "HostIpRouteEntry";
-}
-/// `HostIpRouteOp` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteOp {
-    /// `changeOperation`.
-    pub change_operation: String,
-    /// `route`.
-    pub route: HostIpRouteEntry,
-}
-impl x::SchemaType for HostIpRouteOp {
-    const TYPE_NAME: &'static str = "HostIpRouteOp";
-}
-impl x::Structure for HostIpRouteOp {}
-impl x::Fields for HostIpRouteOp {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read(&mut self.change_operation),
-            "route" => r.read(&mut self.route),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("changeOperation", &self.change_operation);
-        w.write("route", &self.route);
-    }
-}
-impl x::ArrayItem for HostIpRouteOp {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteOp";
-    const ITEM_TAG: &'static str = "HostIpRouteOp";
 }

@@ -5,6 +5,1802 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+    /// `isSoftwareBased`.
+    pub is_software_based: bool,
+    /// `canBeDisabled`.
+    pub can_be_disabled: Option<bool>,
+    /// `networkBindingSupport`.
+    pub network_binding_support: Option<HostInternetScsiHbaNetworkBindingSupportType>,
+    /// `discoveryCapabilities`.
+    pub discovery_capabilities: HostInternetScsiHbaDiscoveryCapabilities,
+    /// `discoveryProperties`.
+    pub discovery_properties: HostInternetScsiHbaDiscoveryProperties,
+    /// `authenticationCapabilities`.
+    pub authentication_capabilities: HostInternetScsiHbaAuthenticationCapabilities,
+    /// `authenticationProperties`.
+    pub authentication_properties: HostInternetScsiHbaAuthenticationProperties,
+    /// `digestCapabilities`.
+    pub digest_capabilities: Option<HostInternetScsiHbaDigestCapabilities>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `ipCapabilities`.
+    pub ip_capabilities: HostInternetScsiHbaIPCapabilities,
+    /// `ipProperties`.
+    pub ip_properties: HostInternetScsiHbaIPProperties,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: Option<String>,
+    /// `configuredSendTarget`.
+    pub configured_send_target: Vec<HostInternetScsiHbaSendTarget>,
+    /// `configuredStaticTarget`.
+    pub configured_static_target: Vec<HostInternetScsiHbaStaticTarget>,
+    /// `maxSpeedMb`.
+    pub max_speed_mb: Option<i32>,
+    /// `currentSpeedMb`.
+    pub current_speed_mb: Option<i32>,
+}
+impl x::SchemaType for HostInternetScsiHba {
+    const TYPE_NAME: &'static str = "HostInternetScsiHba";
+}
+impl x::Structure for HostInternetScsiHba {}
+impl x::Fields for HostInternetScsiHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            "isSoftwareBased" => r.read(&mut self.is_software_based),
+            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
+            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
+            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
+            "discoveryProperties" => r.read(&mut self.discovery_properties),
+            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
+            "authenticationProperties" => r.read(&mut self.authentication_properties),
+            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "ipCapabilities" => r.read(&mut self.ip_capabilities),
+            "ipProperties" => r.read(&mut self.ip_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
+            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
+            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
+            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
+            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+        w.write("isSoftwareBased", &self.is_software_based);
+        w.write_opt("canBeDisabled", &self.can_be_disabled);
+        w.write_opt("networkBindingSupport", &self.network_binding_support);
+        w.write("discoveryCapabilities", &self.discovery_capabilities);
+        w.write("discoveryProperties", &self.discovery_properties);
+        w.write("authenticationCapabilities", &self.authentication_capabilities);
+        w.write("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestCapabilities", &self.digest_capabilities);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write("ipCapabilities", &self.ip_capabilities);
+        w.write("ipProperties", &self.ip_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write_opt("iScsiAlias", &self.i_scsi_alias);
+        w.write_vec("configuredSendTarget", &self.configured_send_target);
+        w.write_vec("configuredStaticTarget", &self.configured_static_target);
+        w.write_opt("maxSpeedMb", &self.max_speed_mb);
+        w.write_opt("currentSpeedMb", &self.current_speed_mb);
+    }
+}
+/// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaAuthenticationCapabilities {
+    /// `chapAuthSettable`.
+    pub chap_auth_settable: bool,
+    /// `krb5AuthSettable`.
+    pub krb5_auth_settable: bool,
+    /// `srpAuthSettable`.
+    pub srp_auth_settable: bool,
+    /// `spkmAuthSettable`.
+    pub spkm_auth_settable: bool,
+    /// `mutualChapSettable`.
+    pub mutual_chap_settable: Option<bool>,
+    /// `targetChapSettable`.
+    pub target_chap_settable: Option<bool>,
+    /// `targetMutualChapSettable`.
+    pub target_mutual_chap_settable: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
+impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
+            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
+            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
+            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
+            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
+            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
+            "targetMutualChapSettable" => {
+                r.read_opt(&mut self.target_mutual_chap_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("chapAuthSettable", &self.chap_auth_settable);
+        w.write("krb5AuthSettable", &self.krb5_auth_settable);
+        w.write("srpAuthSettable", &self.srp_auth_settable);
+        w.write("spkmAuthSettable", &self.spkm_auth_settable);
+        w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
+        w.write_opt("targetChapSettable", &self.target_chap_settable);
+        w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
+    }
+}
+/// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaAuthenticationProperties {
+    /// `chapAuthEnabled`.
+    pub chap_auth_enabled: bool,
+    /// `chapName`.
+    pub chap_name: Option<String>,
+    /// `chapSecret`.
+    pub chap_secret: Option<String>,
+    /// `chapAuthenticationType`.
+    pub chap_authentication_type: Option<String>,
+    /// `chapInherited`.
+    pub chap_inherited: Option<bool>,
+    /// `mutualChapName`.
+    pub mutual_chap_name: Option<String>,
+    /// `mutualChapSecret`.
+    pub mutual_chap_secret: Option<String>,
+    /// `mutualChapAuthenticationType`.
+    pub mutual_chap_authentication_type: Option<String>,
+    /// `mutualChapInherited`.
+    pub mutual_chap_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
+}
+impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
+impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "chapAuthEnabled" => r.read(&mut self.chap_auth_enabled),
+            "chapName" => r.read_opt(&mut self.chap_name),
+            "chapSecret" => r.read_opt(&mut self.chap_secret),
+            "chapAuthenticationType" => r.read_opt(&mut self.chap_authentication_type),
+            "chapInherited" => r.read_opt(&mut self.chap_inherited),
+            "mutualChapName" => r.read_opt(&mut self.mutual_chap_name),
+            "mutualChapSecret" => r.read_opt(&mut self.mutual_chap_secret),
+            "mutualChapAuthenticationType" => {
+                r.read_opt(&mut self.mutual_chap_authentication_type)
+            }
+            "mutualChapInherited" => r.read_opt(&mut self.mutual_chap_inherited),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("chapAuthEnabled", &self.chap_auth_enabled);
+        w.write_opt("chapName", &self.chap_name);
+        w.write_opt("chapSecret", &self.chap_secret);
+        w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
+        w.write_opt("chapInherited", &self.chap_inherited);
+        w.write_opt("mutualChapName", &self.mutual_chap_name);
+        w.write_opt("mutualChapSecret", &self.mutual_chap_secret);
+        w.write_opt(
+            "mutualChapAuthenticationType",
+            &self.mutual_chap_authentication_type,
+        );
+        w.write_opt("mutualChapInherited", &self.mutual_chap_inherited);
+    }
+}
+/// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDigestCapabilities {
+    /// `headerDigestSettable`.
+    pub header_digest_settable: Option<bool>,
+    /// `dataDigestSettable`.
+    pub data_digest_settable: Option<bool>,
+    /// `targetHeaderDigestSettable`.
+    pub target_header_digest_settable: Option<bool>,
+    /// `targetDataDigestSettable`.
+    pub target_data_digest_settable: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
+impl x::Fields for HostInternetScsiHbaDigestCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "headerDigestSettable" => r.read_opt(&mut self.header_digest_settable),
+            "dataDigestSettable" => r.read_opt(&mut self.data_digest_settable),
+            "targetHeaderDigestSettable" => {
+                r.read_opt(&mut self.target_header_digest_settable)
+            }
+            "targetDataDigestSettable" => {
+                r.read_opt(&mut self.target_data_digest_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("headerDigestSettable", &self.header_digest_settable);
+        w.write_opt("dataDigestSettable", &self.data_digest_settable);
+        w.write_opt("targetHeaderDigestSettable", &self.target_header_digest_settable);
+        w.write_opt("targetDataDigestSettable", &self.target_data_digest_settable);
+    }
+}
+/// `HostInternetScsiHbaDigestProperties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDigestProperties {
+    /// `headerDigestType`.
+    pub header_digest_type: Option<String>,
+    /// `headerDigestInherited`.
+    pub header_digest_inherited: Option<bool>,
+    /// `dataDigestType`.
+    pub data_digest_type: Option<String>,
+    /// `dataDigestInherited`.
+    pub data_digest_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaDigestProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestProperties";
+}
+impl x::Structure for HostInternetScsiHbaDigestProperties {}
+impl x::Fields for HostInternetScsiHbaDigestProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "headerDigestType" => r.read_opt(&mut self.header_digest_type),
+            "headerDigestInherited" => r.read_opt(&mut self.header_digest_inherited),
+            "dataDigestType" => r.read_opt(&mut self.data_digest_type),
+            "dataDigestInherited" => r.read_opt(&mut self.data_digest_inherited),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("headerDigestType", &self.header_digest_type);
+        w.write_opt("headerDigestInherited", &self.header_digest_inherited);
+        w.write_opt("dataDigestType", &self.data_digest_type);
+        w.write_opt("dataDigestInherited", &self.data_digest_inherited);
+    }
+}
+/// `HostInternetScsiHbaDiscoveryCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDiscoveryCapabilities {
+    /// `iSnsDiscoverySettable`.
+    pub i_sns_discovery_settable: bool,
+    /// `slpDiscoverySettable`.
+    pub slp_discovery_settable: bool,
+    /// `staticTargetDiscoverySettable`.
+    pub static_target_discovery_settable: bool,
+    /// `sendTargetsDiscoverySettable`.
+    pub send_targets_discovery_settable: bool,
+}
+impl x::SchemaType for HostInternetScsiHbaDiscoveryCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaDiscoveryCapabilities {}
+impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iSnsDiscoverySettable" => r.read(&mut self.i_sns_discovery_settable),
+            "slpDiscoverySettable" => r.read(&mut self.slp_discovery_settable),
+            "staticTargetDiscoverySettable" => {
+                r.read(&mut self.static_target_discovery_settable)
+            }
+            "sendTargetsDiscoverySettable" => {
+                r.read(&mut self.send_targets_discovery_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iSnsDiscoverySettable", &self.i_sns_discovery_settable);
+        w.write("slpDiscoverySettable", &self.slp_discovery_settable);
+        w.write("staticTargetDiscoverySettable", &self.static_target_discovery_settable);
+        w.write("sendTargetsDiscoverySettable", &self.send_targets_discovery_settable);
+    }
+}
+/// `HostInternetScsiHbaDiscoveryProperties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDiscoveryProperties {
+    /// `iSnsDiscoveryEnabled`.
+    pub i_sns_discovery_enabled: bool,
+    /// `iSnsDiscoveryMethod`.
+    pub i_sns_discovery_method: Option<String>,
+    /// `iSnsHost`.
+    pub i_sns_host: Option<String>,
+    /// `slpDiscoveryEnabled`.
+    pub slp_discovery_enabled: bool,
+    /// `slpDiscoveryMethod`.
+    pub slp_discovery_method: Option<String>,
+    /// `slpHost`.
+    pub slp_host: Option<String>,
+    /// `staticTargetDiscoveryEnabled`.
+    pub static_target_discovery_enabled: bool,
+    /// `sendTargetsDiscoveryEnabled`.
+    pub send_targets_discovery_enabled: bool,
+}
+impl x::SchemaType for HostInternetScsiHbaDiscoveryProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryProperties";
+}
+impl x::Structure for HostInternetScsiHbaDiscoveryProperties {}
+impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iSnsDiscoveryEnabled" => r.read(&mut self.i_sns_discovery_enabled),
+            "iSnsDiscoveryMethod" => r.read_opt(&mut self.i_sns_discovery_method),
+            "iSnsHost" => r.read_opt(&mut self.i_sns_host),
+            "slpDiscoveryEnabled" => r.read(&mut self.slp_discovery_enabled),
+            "slpDiscoveryMethod" => r.read_opt(&mut self.slp_discovery_method),
+            "slpHost" => r.read_opt(&mut self.slp_host),
+            "staticTargetDiscoveryEnabled" => {
+                r.read(&mut self.static_target_discovery_enabled)
+            }
+            "sendTargetsDiscoveryEnabled" => {
+                r.read(&mut self.send_targets_discovery_enabled)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iSnsDiscoveryEnabled", &self.i_sns_discovery_enabled);
+        w.write_opt("iSnsDiscoveryMethod", &self.i_sns_discovery_method);
+        w.write_opt("iSnsHost", &self.i_sns_host);
+        w.write("slpDiscoveryEnabled", &self.slp_discovery_enabled);
+        w.write_opt("slpDiscoveryMethod", &self.slp_discovery_method);
+        w.write_opt("slpHost", &self.slp_host);
+        w.write("staticTargetDiscoveryEnabled", &self.static_target_discovery_enabled);
+        w.write("sendTargetsDiscoveryEnabled", &self.send_targets_discovery_enabled);
+    }
+}
+/// `HostInternetScsiHbaIPCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaIPCapabilities {
+    /// `addressSettable`.
+    pub address_settable: bool,
+    /// `ipConfigurationMethodSettable`.
+    pub ip_configuration_method_settable: bool,
+    /// `subnetMaskSettable`.
+    pub subnet_mask_settable: bool,
+    /// `defaultGatewaySettable`.
+    pub default_gateway_settable: bool,
+    /// `primaryDnsServerAddressSettable`.
+    pub primary_dns_server_address_settable: bool,
+    /// `alternateDnsServerAddressSettable`.
+    pub alternate_dns_server_address_settable: bool,
+    /// `ipv6Supported`.
+    pub ipv6_supported: Option<bool>,
+    /// `arpRedirectSettable`.
+    pub arp_redirect_settable: Option<bool>,
+    /// `mtuSettable`.
+    pub mtu_settable: Option<bool>,
+    /// `hostNameAsTargetAddress`.
+    pub host_name_as_target_address: Option<bool>,
+    /// `nameAliasSettable`.
+    pub name_alias_settable: Option<bool>,
+    /// `ipv4EnableSettable`.
+    pub ipv4_enable_settable: Option<bool>,
+    /// `ipv6EnableSettable`.
+    pub ipv6_enable_settable: Option<bool>,
+    /// `ipv6PrefixLengthSettable`.
+    pub ipv6_prefix_length_settable: Option<bool>,
+    /// `ipv6PrefixLength`.
+    pub ipv6_prefix_length: Option<i32>,
+    /// `ipv6DhcpConfigurationSettable`.
+    pub ipv6_dhcp_configuration_settable: Option<bool>,
+    /// `ipv6LinkLocalAutoConfigurationSettable`.
+    pub ipv6_link_local_auto_configuration_settable: Option<bool>,
+    /// `ipv6RouterAdvertisementConfigurationSettable`.
+    pub ipv6_router_advertisement_configuration_settable: Option<bool>,
+    /// `ipv6DefaultGatewaySettable`.
+    pub ipv6_default_gateway_settable: Option<bool>,
+    /// `ipv6MaxStaticAddressesSupported`.
+    pub ipv6_max_static_addresses_supported: Option<i32>,
+}
+impl x::SchemaType for HostInternetScsiHbaIPCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaIPCapabilities {}
+impl x::Fields for HostInternetScsiHbaIPCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "addressSettable" => r.read(&mut self.address_settable),
+            "ipConfigurationMethodSettable" => {
+                r.read(&mut self.ip_configuration_method_settable)
+            }
+            "subnetMaskSettable" => r.read(&mut self.subnet_mask_settable),
+            "defaultGatewaySettable" => r.read(&mut self.default_gateway_settable),
+            "primaryDnsServerAddressSettable" => {
+                r.read(&mut self.primary_dns_server_address_settable)
+            }
+            "alternateDnsServerAddressSettable" => {
+                r.read(&mut self.alternate_dns_server_address_settable)
+            }
+            "ipv6Supported" => r.read_opt(&mut self.ipv6_supported),
+            "arpRedirectSettable" => r.read_opt(&mut self.arp_redirect_settable),
+            "mtuSettable" => r.read_opt(&mut self.mtu_settable),
+            "hostNameAsTargetAddress" => {
+                r.read_opt(&mut self.host_name_as_target_address)
+            }
+            "nameAliasSettable" => r.read_opt(&mut self.name_alias_settable),
+            "ipv4EnableSettable" => r.read_opt(&mut self.ipv4_enable_settable),
+            "ipv6EnableSettable" => r.read_opt(&mut self.ipv6_enable_settable),
+            "ipv6PrefixLengthSettable" => {
+                r.read_opt(&mut self.ipv6_prefix_length_settable)
+            }
+            "ipv6PrefixLength" => r.read_opt(&mut self.ipv6_prefix_length),
+            "ipv6DhcpConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_dhcp_configuration_settable)
+            }
+            "ipv6LinkLocalAutoConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_link_local_auto_configuration_settable)
+            }
+            "ipv6RouterAdvertisementConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_router_advertisement_configuration_settable)
+            }
+            "ipv6DefaultGatewaySettable" => {
+                r.read_opt(&mut self.ipv6_default_gateway_settable)
+            }
+            "ipv6MaxStaticAddressesSupported" => {
+                r.read_opt(&mut self.ipv6_max_static_addresses_supported)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("addressSettable", &self.address_settable);
+        w.write("ipConfigurationMethodSettable", &self.ip_configuration_method_settable);
+        w.write("subnetMaskSettable", &self.subnet_mask_settable);
+        w.write("defaultGatewaySettable", &self.default_gateway_settable);
+        w.write(
+            "primaryDnsServerAddressSettable",
+            &self.primary_dns_server_address_settable,
+        );
+        w.write(
+            "alternateDnsServerAddressSettable",
+            &self.alternate_dns_server_address_settable,
+        );
+        w.write_opt("ipv6Supported", &self.ipv6_supported);
+        w.write_opt("arpRedirectSettable", &self.arp_redirect_settable);
+        w.write_opt("mtuSettable", &self.mtu_settable);
+        w.write_opt("hostNameAsTargetAddress", &self.host_name_as_target_address);
+        w.write_opt("nameAliasSettable", &self.name_alias_settable);
+        w.write_opt("ipv4EnableSettable", &self.ipv4_enable_settable);
+        w.write_opt("ipv6EnableSettable", &self.ipv6_enable_settable);
+        w.write_opt("ipv6PrefixLengthSettable", &self.ipv6_prefix_length_settable);
+        w.write_opt("ipv6PrefixLength", &self.ipv6_prefix_length);
+        w.write_opt(
+            "ipv6DhcpConfigurationSettable",
+            &self.ipv6_dhcp_configuration_settable,
+        );
+        w.write_opt(
+            "ipv6LinkLocalAutoConfigurationSettable",
+            &self.ipv6_link_local_auto_configuration_settable,
+        );
+        w.write_opt(
+            "ipv6RouterAdvertisementConfigurationSettable",
+            &self.ipv6_router_advertisement_configuration_settable,
+        );
+        w.write_opt("ipv6DefaultGatewaySettable", &self.ipv6_default_gateway_settable);
+        w.write_opt(
+            "ipv6MaxStaticAddressesSupported",
+            &self.ipv6_max_static_addresses_supported,
+        );
+    }
+}
+/// `HostInternetScsiHbaIPProperties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaIPProperties {
+    /// `mac`.
+    pub mac: Option<String>,
+    /// `address`.
+    pub address: Option<String>,
+    /// `dhcpConfigurationEnabled`.
+    pub dhcp_configuration_enabled: bool,
+    /// `subnetMask`.
+    pub subnet_mask: Option<String>,
+    /// `defaultGateway`.
+    pub default_gateway: Option<String>,
+    /// `primaryDnsServerAddress`.
+    pub primary_dns_server_address: Option<String>,
+    /// `alternateDnsServerAddress`.
+    pub alternate_dns_server_address: Option<String>,
+    /// `ipv6Address`.
+    pub ipv6_address: Option<String>,
+    /// `ipv6SubnetMask`.
+    pub ipv6_subnet_mask: Option<String>,
+    /// `ipv6DefaultGateway`.
+    pub ipv6_default_gateway: Option<String>,
+    /// `arpRedirectEnabled`.
+    pub arp_redirect_enabled: Option<bool>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
+    /// `jumboFramesEnabled`.
+    pub jumbo_frames_enabled: Option<bool>,
+    /// `ipv4Enabled`.
+    pub ipv4_enabled: Option<bool>,
+    /// `ipv6Enabled`.
+    pub ipv6_enabled: Option<bool>,
+    /// `ipv6properties`.
+    pub ipv6properties: Option<HostInternetScsiHbaIPv6Properties>,
+}
+impl x::SchemaType for HostInternetScsiHbaIPProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPProperties";
+}
+impl x::Structure for HostInternetScsiHbaIPProperties {}
+impl x::Fields for HostInternetScsiHbaIPProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mac" => r.read_opt(&mut self.mac),
+            "address" => r.read_opt(&mut self.address),
+            "dhcpConfigurationEnabled" => r.read(&mut self.dhcp_configuration_enabled),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "primaryDnsServerAddress" => r.read_opt(&mut self.primary_dns_server_address),
+            "alternateDnsServerAddress" => {
+                r.read_opt(&mut self.alternate_dns_server_address)
+            }
+            "ipv6Address" => r.read_opt(&mut self.ipv6_address),
+            "ipv6SubnetMask" => r.read_opt(&mut self.ipv6_subnet_mask),
+            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
+            "arpRedirectEnabled" => r.read_opt(&mut self.arp_redirect_enabled),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "jumboFramesEnabled" => r.read_opt(&mut self.jumbo_frames_enabled),
+            "ipv4Enabled" => r.read_opt(&mut self.ipv4_enabled),
+            "ipv6Enabled" => r.read_opt(&mut self.ipv6_enabled),
+            "ipv6properties" => r.read_opt(&mut self.ipv6properties),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("mac", &self.mac);
+        w.write_opt("address", &self.address);
+        w.write("dhcpConfigurationEnabled", &self.dhcp_configuration_enabled);
+        w.write_opt("subnetMask", &self.subnet_mask);
+        w.write_opt("defaultGateway", &self.default_gateway);
+        w.write_opt("primaryDnsServerAddress", &self.primary_dns_server_address);
+        w.write_opt("alternateDnsServerAddress", &self.alternate_dns_server_address);
+        w.write_opt("ipv6Address", &self.ipv6_address);
+        w.write_opt("ipv6SubnetMask", &self.ipv6_subnet_mask);
+        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
+        w.write_opt("arpRedirectEnabled", &self.arp_redirect_enabled);
+        w.write_opt("mtu", &self.mtu);
+        w.write_opt("jumboFramesEnabled", &self.jumbo_frames_enabled);
+        w.write_opt("ipv4Enabled", &self.ipv4_enabled);
+        w.write_opt("ipv6Enabled", &self.ipv6_enabled);
+        w.write_opt("ipv6properties", &self.ipv6properties);
+    }
+}
+/// `HostInternetScsiHbaIPv6Properties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaIPv6Properties {
+    /// `iscsiIpv6Address`.
+    pub iscsi_ipv6_address: Vec<HostInternetScsiHbaIscsiIpv6Address>,
+    /// `ipv6DhcpConfigurationEnabled`.
+    pub ipv6_dhcp_configuration_enabled: Option<bool>,
+    /// `ipv6LinkLocalAutoConfigurationEnabled`.
+    pub ipv6_link_local_auto_configuration_enabled: Option<bool>,
+    /// `ipv6RouterAdvertisementConfigurationEnabled`.
+    pub ipv6_router_advertisement_configuration_enabled: Option<bool>,
+    /// `ipv6DefaultGateway`.
+    pub ipv6_default_gateway: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaIPv6Properties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPv6Properties";
+}
+impl x::Structure for HostInternetScsiHbaIPv6Properties {}
+impl x::Fields for HostInternetScsiHbaIPv6Properties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iscsiIpv6Address" => r.read_push(&mut self.iscsi_ipv6_address),
+            "ipv6DhcpConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_dhcp_configuration_enabled)
+            }
+            "ipv6LinkLocalAutoConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_link_local_auto_configuration_enabled)
+            }
+            "ipv6RouterAdvertisementConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_router_advertisement_configuration_enabled)
+            }
+            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("iscsiIpv6Address", &self.iscsi_ipv6_address);
+        w.write_opt(
+            "ipv6DhcpConfigurationEnabled",
+            &self.ipv6_dhcp_configuration_enabled,
+        );
+        w.write_opt(
+            "ipv6LinkLocalAutoConfigurationEnabled",
+            &self.ipv6_link_local_auto_configuration_enabled,
+        );
+        w.write_opt(
+            "ipv6RouterAdvertisementConfigurationEnabled",
+            &self.ipv6_router_advertisement_configuration_enabled,
+        );
+        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
+    }
+}
+/// `HostInternetScsiHbaIscsiIpv6Address` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaIscsiIpv6Address {
+    /// `address`.
+    pub address: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `origin`.
+    pub origin: String,
+    /// `operation`.
+    pub operation: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaIscsiIpv6Address {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
+}
+impl x::Structure for HostInternetScsiHbaIscsiIpv6Address {}
+impl x::Fields for HostInternetScsiHbaIscsiIpv6Address {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read(&mut self.origin),
+            "operation" => r.read_opt(&mut self.operation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write("prefixLength", &self.prefix_length);
+        w.write("origin", &self.origin);
+        w.write_opt("operation", &self.operation);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaIscsiIpv6Address {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaIscsiIpv6Address";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
+}
+/// `HostInternetScsiHbaParamValue` (extends `OptionValue`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaParamValue {
+    /// `key`, from `OptionValue`.
+    pub key: String,
+    /// `value`, from `OptionValue`.
+    pub value: Option<x::Value>,
+    /// `isInherited`.
+    pub is_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaParamValue {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaParamValue";
+}
+impl x::Structure for HostInternetScsiHbaParamValue {}
+impl x::Fields for HostInternetScsiHbaParamValue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read_opt(&mut self.value),
+            "isInherited" => r.read_opt(&mut self.is_inherited),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("value", &self.value);
+        w.write_opt("isInherited", &self.is_inherited);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaParamValue {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaParamValue";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaParamValue";
+}
+/// `HostInternetScsiHbaSendTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaSendTarget {
+    /// `address`.
+    pub address: String,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `authenticationProperties`.
+    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `parent`.
+    pub parent: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaSendTarget {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaSendTarget";
+}
+impl x::Structure for HostInternetScsiHbaSendTarget {}
+impl x::Fields for HostInternetScsiHbaSendTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("port", &self.port);
+        w.write_opt("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write_opt("parent", &self.parent);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaSendTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaSendTarget";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaSendTarget";
+}
+/// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaStaticTarget {
+    /// `address`.
+    pub address: String,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `discoveryMethod`.
+    pub discovery_method: Option<String>,
+    /// `authenticationProperties`.
+    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `parent`.
+    pub parent: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaStaticTarget {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
+}
+impl x::Structure for HostInternetScsiHbaStaticTarget {}
+impl x::Fields for HostInternetScsiHbaStaticTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "discoveryMethod" => r.read_opt(&mut self.discovery_method),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("port", &self.port);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write_opt("discoveryMethod", &self.discovery_method);
+        w.write_opt("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write_opt("parent", &self.parent);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
+}
+/// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaTargetSet {
+    /// `staticTargets`.
+    pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
+    /// `sendTargets`.
+    pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
+}
+impl x::SchemaType for HostInternetScsiHbaTargetSet {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
+}
+impl x::Structure for HostInternetScsiHbaTargetSet {}
+impl x::Fields for HostInternetScsiHbaTargetSet {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "staticTargets" => r.read_push(&mut self.static_targets),
+            "sendTargets" => r.read_push(&mut self.send_targets),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("staticTargets", &self.static_targets);
+        w.write_vec("sendTargets", &self.send_targets);
+    }
+}
+/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiTargetTransport {
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: String,
+    /// `address`.
+    pub address: Vec<String>,
+}
+impl x::SchemaType for HostInternetScsiTargetTransport {
+    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
+}
+impl x::Structure for HostInternetScsiTargetTransport {}
+impl x::Fields for HostInternetScsiTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
+            "address" => r.read_push(&mut self.address),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write("iScsiAlias", &self.i_scsi_alias);
+        w.write_vec("address", &self.address);
+    }
+}
+/// `HostInventoryFull` (extends `NotEnoughLicenses`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInventoryFull {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `capacity`.
+    pub capacity: i32,
+}
+impl x::SchemaType for HostInventoryFull {
+    const TYPE_NAME: &'static str = "HostInventoryFull";
+}
+impl x::Structure for HostInventoryFull {}
+impl x::Fields for HostInventoryFull {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostInventoryFullEvent` (extends `LicenseEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInventoryFullEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `capacity`.
+    pub capacity: i32,
+}
+impl x::SchemaType for HostInventoryFullEvent {
+    const TYPE_NAME: &'static str = "HostInventoryFullEvent";
+}
+impl x::Structure for HostInventoryFullEvent {}
+impl x::Fields for HostInventoryFullEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostInventoryUnreadableEvent` (extends `Event`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInventoryUnreadableEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostInventoryUnreadableEvent {
+    const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
+}
+impl x::Structure for HostInventoryUnreadableEvent {}
+impl x::Fields for HostInventoryUnreadableEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `HostIoFilterInfo` (extends `IoFilterInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIoFilterInfo {
+    /// `id`, from `IoFilterInfo`.
+    pub id: String,
+    /// `name`, from `IoFilterInfo`.
+    pub name: String,
+    /// `vendor`, from `IoFilterInfo`.
+    pub vendor: String,
+    /// `version`, from `IoFilterInfo`.
+    pub version: String,
+    /// `type`, from `IoFilterInfo`.
+    pub type_: Option<String>,
+    /// `summary`, from `IoFilterInfo`.
+    pub summary: Option<String>,
+    /// `releaseDate`, from `IoFilterInfo`.
+    pub release_date: Option<String>,
+    /// `available`.
+    pub available: bool,
+}
+impl x::SchemaType for HostIoFilterInfo {
+    const TYPE_NAME: &'static str = "HostIoFilterInfo";
+}
+impl x::Structure for HostIoFilterInfo {}
+impl x::Fields for HostIoFilterInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "vendor" => r.read(&mut self.vendor),
+            "version" => r.read(&mut self.version),
+            "type" => r.read_opt(&mut self.type_),
+            "summary" => r.read_opt(&mut self.summary),
+            "releaseDate" => r.read_opt(&mut self.release_date),
+            "available" => r.read(&mut self.available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("name", &self.name);
+        w.write("vendor", &self.vendor);
+        w.write("version", &self.version);
+        w.write_opt("type", &self.type_);
+        w.write_opt("summary", &self.summary);
+        w.write_opt("releaseDate", &self.release_date);
+        w.write("available", &self.available);
+    }
+}
+impl x::ArrayItem for HostIoFilterInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIoFilterInfo";
+    const ITEM_TAG: &'static str = "HostIoFilterInfo";
+}
+/// `HostIpChangedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpChangedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `oldIP`.
+    pub old_ip: String,
+    /// `newIP`.
+    pub new_ip: String,
+}
+impl x::SchemaType for HostIpChangedEvent {
+    const TYPE_NAME: &'static str = "HostIpChangedEvent";
+}
+impl x::Structure for HostIpChangedEvent {}
+impl x::Fields for HostIpChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "oldIP" => r.read(&mut self.old_ip),
+            "newIP" => r.read(&mut self.new_ip),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("oldIP", &self.old_ip);
+        w.write("newIP", &self.new_ip);
+    }
+}
+/// `HostIpConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpConfig {
+    /// `dhcp`.
+    pub dhcp: bool,
+    /// `ipAddress`.
+    pub ip_address: Option<String>,
+    /// `subnetMask`.
+    pub subnet_mask: Option<String>,
+    /// `ipV6Config`.
+    pub ip_v6_config: Option<HostIpConfigIpV6AddressConfiguration>,
+}
+impl x::SchemaType for HostIpConfig {
+    const TYPE_NAME: &'static str = "HostIpConfig";
+}
+impl x::Structure for HostIpConfig {}
+impl x::Fields for HostIpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "ipV6Config" => r.read_opt(&mut self.ip_v6_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dhcp", &self.dhcp);
+        w.write_opt("ipAddress", &self.ip_address);
+        w.write_opt("subnetMask", &self.subnet_mask);
+        w.write_opt("ipV6Config", &self.ip_v6_config);
+    }
+}
+/// `HostIpConfigIpV6Address` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpConfigIpV6Address {
+    /// `ipAddress`.
+    pub ip_address: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `origin`.
+    pub origin: Option<String>,
+    /// `dadState`.
+    pub dad_state: Option<String>,
+    /// `lifetime`.
+    pub lifetime: Option<x::DateTime>,
+    /// `operation`.
+    pub operation: Option<String>,
+}
+impl x::SchemaType for HostIpConfigIpV6Address {
+    const TYPE_NAME: &'static str = "HostIpConfigIpV6Address";
+}
+impl x::Structure for HostIpConfigIpV6Address {}
+impl x::Fields for HostIpConfigIpV6Address {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read_opt(&mut self.origin),
+            "dadState" => r.read_opt(&mut self.dad_state),
+            "lifetime" => r.read_opt(&mut self.lifetime),
+            "operation" => r.read_opt(&mut self.operation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("ipAddress", &self.ip_address);
+        w.write("prefixLength", &self.prefix_length);
+        w.write_opt("origin", &self.origin);
+        w.write_opt("dadState", &self.dad_state);
+        w.write_opt("lifetime", &self.lifetime);
+        w.write_opt("operation", &self.operation);
+    }
+}
+impl x::ArrayItem for HostIpConfigIpV6Address {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpConfigIpV6Address";
+    const ITEM_TAG: &'static str = "HostIpConfigIpV6Address";
+}
+/// `HostIpConfigIpV6AddressConfiguration` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpConfigIpV6AddressConfiguration {
+    /// `ipV6Address`.
+    pub ip_v6_address: Vec<HostIpConfigIpV6Address>,
+    /// `autoConfigurationEnabled`.
+    pub auto_configuration_enabled: Option<bool>,
+    /// `dhcpV6Enabled`.
+    pub dhcp_v6_enabled: Option<bool>,
+}
+impl x::SchemaType for HostIpConfigIpV6AddressConfiguration {
+    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfiguration";
+}
+impl x::Structure for HostIpConfigIpV6AddressConfiguration {}
+impl x::Fields for HostIpConfigIpV6AddressConfiguration {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipV6Address" => r.read_push(&mut self.ip_v6_address),
+            "autoConfigurationEnabled" => {
+                r.read_opt(&mut self.auto_configuration_enabled)
+            }
+            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipV6Address", &self.ip_v6_address);
+        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
+        w.write_opt("dhcpV6Enabled", &self.dhcp_v6_enabled);
+    }
+}
+/// `HostIpInconsistentEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpInconsistentEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `ipAddress`.
+    pub ip_address: String,
+    /// `ipAddress2`.
+    pub ip_address2: String,
+}
+impl x::SchemaType for HostIpInconsistentEvent {
+    const TYPE_NAME: &'static str = "HostIpInconsistentEvent";
+}
+impl x::Structure for HostIpInconsistentEvent {}
+impl x::Fields for HostIpInconsistentEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "ipAddress" => r.read(&mut self.ip_address),
+            "ipAddress2" => r.read(&mut self.ip_address2),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("ipAddress", &self.ip_address);
+        w.write("ipAddress2", &self.ip_address2);
+    }
+}
+/// `HostIpRouteConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostIpRouteConfig`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteConfig {
+    /// `defaultGateway`.
+    pub default_gateway: Option<String>,
+    /// `gatewayDevice`.
+    pub gateway_device: Option<String>,
+    /// `ipV6DefaultGateway`.
+    pub ip_v6_default_gateway: Option<String>,
+    /// `ipV6GatewayDevice`.
+    pub ip_v6_gateway_device: Option<String>,
+}
+impl x::SchemaType for HostIpRouteConfig {
+    const TYPE_NAME: &'static str = "HostIpRouteConfig";
+}
+impl x::Structure for HostIpRouteConfig {}
+impl x::Fields for HostIpRouteConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
+            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
+            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("defaultGateway", &self.default_gateway);
+        w.write_opt("gatewayDevice", &self.gateway_device);
+        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
+        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
+    }
+}
+/// `HostIpRouteConfigSpec` (extends `HostIpRouteConfig`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteConfigSpec {
+    /// `defaultGateway`, from `HostIpRouteConfig`.
+    pub default_gateway: Option<String>,
+    /// `gatewayDevice`, from `HostIpRouteConfig`.
+    pub gateway_device: Option<String>,
+    /// `ipV6DefaultGateway`, from `HostIpRouteConfig`.
+    pub ip_v6_default_gateway: Option<String>,
+    /// `ipV6GatewayDevice`, from `HostIpRouteConfig`.
+    pub ip_v6_gateway_device: Option<String>,
+    /// `gatewayDeviceConnection`.
+    pub gateway_device_connection: Option<HostVirtualNicConnection>,
+    /// `ipV6GatewayDeviceConnection`.
+    pub ip_v6_gateway_device_connection: Option<HostVirtualNicConnection>,
+}
+impl x::SchemaType for HostIpRouteConfigSpec {
+    const TYPE_NAME: &'static str = "HostIpRouteConfigSpec";
+}
+impl x::Structure for HostIpRouteConfigSpec {}
+impl x::Fields for HostIpRouteConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
+            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
+            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
+            "gatewayDeviceConnection" => r.read_opt(&mut self.gateway_device_connection),
+            "ipV6GatewayDeviceConnection" => {
+                r.read_opt(&mut self.ip_v6_gateway_device_connection)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("defaultGateway", &self.default_gateway);
+        w.write_opt("gatewayDevice", &self.gateway_device);
+        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
+        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
+        w.write_opt("gatewayDeviceConnection", &self.gateway_device_connection);
+        w.write_opt(
+            "ipV6GatewayDeviceConnection",
+            &self.ip_v6_gateway_device_connection,
+        );
+    }
+}
+/// `HostIpRouteEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteEntry {
+    /// `network`.
+    pub network: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `gateway`.
+    pub gateway: String,
+    /// `deviceName`.
+    pub device_name: Option<String>,
+}
+impl x::SchemaType for HostIpRouteEntry {
+    const TYPE_NAME: &'static str = "HostIpRouteEntry";
+}
+impl x::Structure for HostIpRouteEntry {}
+impl x::Fields for HostIpRouteEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "gateway" => r.read(&mut self.gateway),
+            "deviceName" => r.read_opt(&mut self.device_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("network", &self.network);
+        w.write("prefixLength", &self.prefix_length);
+        w.write("gateway", &self.gateway);
+        w.write_opt("deviceName", &self.device_name);
+    }
+}
+impl x::ArrayItem for HostIpRouteEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteEntry";
+    const ITEM_TAG: &'static str = "HostIpRouteEntry";
+}
+/// `HostIpRouteOp` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteOp {
+    /// `changeOperation`.
+    pub change_operation: String,
+    /// `route`.
+    pub route: HostIpRouteEntry,
+}
+impl x::SchemaType for HostIpRouteOp {
+    const TYPE_NAME: &'static str = "HostIpRouteOp";
+}
+impl x::Structure for HostIpRouteOp {}
+impl x::Fields for HostIpRouteOp {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read(&mut self.change_operation),
+            "route" => r.read(&mut self.route),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("changeOperation", &self.change_operation);
+        w.write("route", &self.route);
+    }
+}
+impl x::ArrayItem for HostIpRouteOp {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteOp";
+    const ITEM_TAG: &'static str = "HostIpRouteOp";
+}
 /// `HostIpRouteTableConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostIpRouteTableConfig {
@@ -148,10 +1944,14 @@ impl x::Fields for HostIpToShortNameFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostIpmiInfo` (extends `DynamicData`).
@@ -277,10 +2077,14 @@ impl x::Fields for HostIsolationIpPingFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("isolationIp", &self.isolation_ip);
     }
 }
@@ -427,10 +2231,14 @@ impl x::Fields for HostLicenseExpiredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostLicenseSpec` (extends `DynamicData`).
@@ -559,8 +2367,24 @@ impl x::Fields for HostListSummary {
         w.write("quickStats", &self.quick_stats);
         w.write("overallStatus", &self.overall_status);
         w.write("rebootRequired", &self.reboot_required);
-        w.write_vec("rebootRequiredReason", &self.reboot_required_reason);
-        w.write_opt("maintenanceModeRequired", &self.maintenance_mode_required);
+        if w
+            .since(
+                0x0901_0000,
+                "HostListSummary.rebootRequiredReason",
+                !self.reboot_required_reason.is_empty(),
+            )
+        {
+            w.write_vec("rebootRequiredReason", &self.reboot_required_reason);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostListSummary.maintenanceModeRequired",
+                self.maintenance_mode_required.is_some(),
+            )
+        {
+            w.write_opt("maintenanceModeRequired", &self.maintenance_mode_required);
+        }
         w.write_vec("customValue", &self.custom_value);
         w.write_opt("managementServerIp", &self.management_server_ip);
         w.write_opt("maxEVCModeKey", &self.max_evc_mode_key);
@@ -835,10 +2659,14 @@ impl x::Fields for HostLocalPortCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("hostLocalPort", &self.host_local_port);
     }
 }
@@ -1121,1950 +2949,5 @@ impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
         w.write("type", &self.type_);
         w.write("source", &self.source);
         w.write("consideredSuccessful", &self.considered_successful);
-    }
-}
-/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
-    /// `version`.
-    pub version: String,
-    /// `biosUUID`.
-    pub bios_uuid: String,
-    /// `instanceUUID`.
-    pub instance_uuid: String,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
-}
-impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
-impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "biosUUID" => r.read(&mut self.bios_uuid),
-            "instanceUUID" => r.read(&mut self.instance_uuid),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write("biosUUID", &self.bios_uuid);
-        w.write("instanceUUID", &self.instance_uuid);
-        w.write_opt("ftInfo", &self.ft_info);
-    }
-}
-/// `HostMaintenanceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpec {
-    /// `vsanMode`.
-    pub vsan_mode: Option<VsanHostDecommissionMode>,
-    /// `purpose`.
-    pub purpose: Option<String>,
-    /// `evacMode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
-}
-impl x::SchemaType for HostMaintenanceSpec {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
-}
-impl x::Structure for HostMaintenanceSpec {}
-impl x::Fields for HostMaintenanceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vsanMode" => r.read_opt(&mut self.vsan_mode),
-            "purpose" => r.read_opt(&mut self.purpose),
-            "evacMode" => r.read_opt(&mut self.evac_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vsanMode", &self.vsan_mode);
-        w.write_opt("purpose", &self.purpose);
-        w.write_opt("evacMode", &self.evac_mode);
-    }
-}
-/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpecEvacuationMode {
-    /// `workloadNonDisruptive`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub workload_non_disruptive: bool,
-}
-impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
-}
-impl x::Structure for HostMaintenanceSpecEvacuationMode {}
-impl x::Fields for HostMaintenanceSpecEvacuationMode {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
-    }
-}
-/// `HostMemberHealthCheckResult` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberHealthCheckResult {
-    /// `summary`.
-    pub summary: Option<String>,
-}
-impl x::SchemaType for HostMemberHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
-}
-impl x::Structure for HostMemberHealthCheckResult {}
-impl x::Fields for HostMemberHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read_opt(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("summary", &self.summary);
-    }
-}
-/// `HostMemberRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberRuntimeInfo {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `status`.
-    pub status: Option<String>,
-    /// `statusDetail`.
-    pub status_detail: Option<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-    /// `healthCheckResult`.
-    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
-    /// `hostUplinkState`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
-    /// `hostPerfNicOffloadState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub host_perf_nic_offload_state: Option<
-        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
-    >,
-}
-impl x::SchemaType for HostMemberRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
-}
-impl x::Structure for HostMemberRuntimeInfo {}
-impl x::Fields for HostMemberRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "status" => r.read_opt(&mut self.status),
-            "statusDetail" => r.read_opt(&mut self.status_detail),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            "healthCheckResult" => r.read_push(&mut self.health_check_result),
-            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
-            "hostPerfNicOffloadState" => {
-                r.read_opt(&mut self.host_perf_nic_offload_state)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_opt("status", &self.status);
-        w.write_opt("statusDetail", &self.status_detail);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-        w.write_vec("healthCheckResult", &self.health_check_result);
-        w.write_vec("hostUplinkState", &self.host_uplink_state);
-        w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
-    }
-}
-impl x::ArrayItem for HostMemberRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
-}
-/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberUplinkHealthCheckResult {
-    /// `summary`, from `HostMemberHealthCheckResult`.
-    pub summary: Option<String>,
-    /// `uplinkPortKey`.
-    pub uplink_port_key: String,
-}
-impl x::SchemaType for HostMemberUplinkHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
-}
-impl x::Structure for HostMemberUplinkHealthCheckResult {}
-impl x::Fields for HostMemberUplinkHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read_opt(&mut self.summary),
-            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("summary", &self.summary);
-        w.write("uplinkPortKey", &self.uplink_port_key);
-    }
-}
-/// `HostMemoryProfile` (extends `ApplyProfile`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
-}
-impl x::SchemaType for HostMemoryProfile {
-    const TYPE_NAME: &'static str = "HostMemoryProfile";
-}
-impl x::Structure for HostMemoryProfile {}
-impl x::Fields for HostMemoryProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
-    }
-}
-/// `HostMemorySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemorySpec {
-    /// `serviceConsoleReservation`.
-    pub service_console_reservation: Option<i64>,
-}
-impl x::SchemaType for HostMemorySpec {
-    const TYPE_NAME: &'static str = "HostMemorySpec";
-}
-impl x::Structure for HostMemorySpec {}
-impl x::Fields for HostMemorySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceConsoleReservation" => {
-                r.read_opt(&mut self.service_console_reservation)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
-    }
-}
-/// `HostMemoryTierInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryTierInfo {
-    /// `name`.
-    pub name: String,
-    /// `type`.
-    pub type_: String,
-    /// `flags`.
-    pub flags: Vec<String>,
-    /// `internalFlags`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub internal_flags: Vec<String>,
-    /// `size`.
-    pub size: i64,
-}
-impl x::SchemaType for HostMemoryTierInfo {
-    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
-}
-impl x::Structure for HostMemoryTierInfo {}
-impl x::Fields for HostMemoryTierInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "type" => r.read(&mut self.type_),
-            "flags" => r.read_push(&mut self.flags),
-            "internalFlags" => r.read_push(&mut self.internal_flags),
-            "size" => r.read(&mut self.size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("type", &self.type_);
-        w.write_vec("flags", &self.flags);
-        w.write_vec("internalFlags", &self.internal_flags);
-        w.write("size", &self.size);
-    }
-}
-impl x::ArrayItem for HostMemoryTierInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
-    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
-}
-/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMissingNetworksEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostMissingNetworksEvent {
-    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
-}
-impl x::Structure for HostMissingNetworksEvent {}
-impl x::Fields for HostMissingNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMonitoringStateChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `state`.
-    pub state: String,
-    /// `prevState`.
-    pub prev_state: Option<String>,
-}
-impl x::SchemaType for HostMonitoringStateChangedEvent {
-    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
-}
-impl x::Structure for HostMonitoringStateChangedEvent {}
-impl x::Fields for HostMonitoringStateChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "state" => r.read(&mut self.state),
-            "prevState" => r.read_opt(&mut self.prev_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("state", &self.state);
-        w.write_opt("prevState", &self.prev_state);
-    }
-}
-/// `HostMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMountInfo {
-    /// `path`.
-    pub path: Option<String>,
-    /// `accessMode`.
-    pub access_mode: String,
-    /// `mounted`.
-    pub mounted: Option<bool>,
-    /// `accessible`.
-    pub accessible: Option<bool>,
-    /// `inaccessibleReason`.
-    pub inaccessible_reason: Option<String>,
-    /// `vmknicName`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_name: Option<String>,
-    /// `vmknicActive`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_active: Option<bool>,
-    /// `mountFailedReason`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub mount_failed_reason: Option<String>,
-    /// `numTcpConnections`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub num_tcp_connections: Option<i32>,
-}
-impl x::SchemaType for HostMountInfo {
-    const TYPE_NAME: &'static str = "HostMountInfo";
-}
-impl x::Structure for HostMountInfo {}
-impl x::Fields for HostMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "path" => r.read_opt(&mut self.path),
-            "accessMode" => r.read(&mut self.access_mode),
-            "mounted" => r.read_opt(&mut self.mounted),
-            "accessible" => r.read_opt(&mut self.accessible),
-            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
-            "vmknicName" => r.read_opt(&mut self.vmknic_name),
-            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
-            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
-            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("path", &self.path);
-        w.write("accessMode", &self.access_mode);
-        w.write_opt("mounted", &self.mounted);
-        w.write_opt("accessible", &self.accessible);
-        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
-        w.write_opt("vmknicName", &self.vmknic_name);
-        w.write_opt("vmknicActive", &self.vmknic_active);
-        w.write_opt("mountFailedReason", &self.mount_failed_reason);
-        w.write_opt("numTcpConnections", &self.num_tcp_connections);
-    }
-}
-/// `HostMultipathInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfo {
-    /// `lun`.
-    pub lun: Vec<HostMultipathInfoLogicalUnit>,
-}
-impl x::SchemaType for HostMultipathInfo {
-    const TYPE_NAME: &'static str = "HostMultipathInfo";
-}
-impl x::Structure for HostMultipathInfo {}
-impl x::Fields for HostMultipathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lun" => r.read_push(&mut self.lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("lun", &self.lun);
-    }
-}
-/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoFixedLogicalUnitPolicy {
-    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
-    pub policy: String,
-    /// `prefer`.
-    pub prefer: String,
-}
-impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            "prefer" => r.read(&mut self.prefer),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-        w.write("prefer", &self.prefer);
-    }
-}
-/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoHppLogicalUnitPolicy {
-    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
-    pub policy: String,
-    /// `bytes`.
-    pub bytes: Option<i64>,
-    /// `iops`.
-    pub iops: Option<i64>,
-    /// `path`.
-    pub path: Option<String>,
-    /// `latencyEvalTime`.
-    pub latency_eval_time: Option<i64>,
-    /// `samplingIosPerPath`.
-    pub sampling_ios_per_path: Option<i64>,
-}
-impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            "bytes" => r.read_opt(&mut self.bytes),
-            "iops" => r.read_opt(&mut self.iops),
-            "path" => r.read_opt(&mut self.path),
-            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
-            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-        w.write_opt("bytes", &self.bytes);
-        w.write_opt("iops", &self.iops);
-        w.write_opt("path", &self.path);
-        w.write_opt("latencyEvalTime", &self.latency_eval_time);
-        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
-    }
-}
-/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnit {
-    /// `key`.
-    pub key: String,
-    /// `id`.
-    pub id: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<HostMultipathInfoPath>,
-    /// `policy`.
-    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
-    /// `storageArrayTypePolicy`.
-    pub storage_array_type_policy: Option<
-        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
-    >,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnit {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
-}
-impl x::Structure for HostMultipathInfoLogicalUnit {}
-impl x::Fields for HostMultipathInfoLogicalUnit {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "id" => r.read(&mut self.id),
-            "lun" => r.read(&mut self.lun),
-            "path" => r.read_push(&mut self.path),
-            "policy" => r.read(&mut self.policy),
-            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("id", &self.id);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-        w.write("policy", &self.policy);
-        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
-    }
-}
-impl x::ArrayItem for HostMultipathInfoLogicalUnit {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
-    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
-}
-/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitPolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostMultipathInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoPath {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `pathState`.
-    pub path_state: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `isWorkingPath`.
-    pub is_working_path: Option<bool>,
-    /// `adapter`.
-    pub adapter: String,
-    /// `lun`.
-    pub lun: String,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostMultipathInfoPath {
-    const TYPE_NAME: &'static str = "HostMultipathInfoPath";
-}
-impl x::Structure for HostMultipathInfoPath {}
-impl x::Fields for HostMultipathInfoPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "pathState" => r.read(&mut self.path_state),
-            "state" => r.read_opt(&mut self.state),
-            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
-            "adapter" => r.read(&mut self.adapter),
-            "lun" => r.read(&mut self.lun),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("pathState", &self.path_state);
-        w.write_opt("state", &self.state);
-        w.write_opt("isWorkingPath", &self.is_working_path);
-        w.write("adapter", &self.adapter);
-        w.write("lun", &self.lun);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostMultipathInfoPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoPath";
-    const ITEM_TAG: &'static str = "HostMultipathInfoPath";
-}
-/// `HostMultipathStateInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathStateInfo {
-    /// `path`.
-    pub path: Vec<HostMultipathStateInfoPath>,
-}
-impl x::SchemaType for HostMultipathStateInfo {
-    const TYPE_NAME: &'static str = "HostMultipathStateInfo";
-}
-impl x::Structure for HostMultipathStateInfo {}
-impl x::Fields for HostMultipathStateInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("path", &self.path);
-    }
-}
-/// `HostMultipathStateInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathStateInfoPath {
-    /// `name`.
-    pub name: String,
-    /// `pathState`.
-    pub path_state: String,
-}
-impl x::SchemaType for HostMultipathStateInfoPath {
-    const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
-}
-impl x::Structure for HostMultipathStateInfoPath {}
-impl x::Fields for HostMultipathStateInfoPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "pathState" => r.read(&mut self.path_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("pathState", &self.path_state);
-    }
-}
-impl x::ArrayItem for HostMultipathStateInfoPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathStateInfoPath";
-    const ITEM_TAG: &'static str = "HostMultipathStateInfoPath";
-}
-/// `HostNasVolume` (extends `HostFileSystemVolume`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolume {
-    /// `type`, from `HostFileSystemVolume`.
-    pub type_: String,
-    /// `name`, from `HostFileSystemVolume`.
-    pub name: String,
-    /// `capacity`, from `HostFileSystemVolume`.
-    pub capacity: i64,
-    /// `remoteHost`.
-    pub remote_host: String,
-    /// `remotePath`.
-    pub remote_path: String,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `remoteHostNames`.
-    pub remote_host_names: Vec<String>,
-    /// `securityType`.
-    pub security_type: Option<String>,
-    /// `protocolEndpoint`.
-    pub protocol_endpoint: Option<bool>,
-}
-impl x::SchemaType for HostNasVolume {
-    const TYPE_NAME: &'static str = "HostNasVolume";
-}
-impl x::Structure for HostNasVolume {}
-impl x::Fields for HostNasVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            "remoteHost" => r.read(&mut self.remote_host),
-            "remotePath" => r.read(&mut self.remote_path),
-            "userName" => r.read_opt(&mut self.user_name),
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
-            "securityType" => r.read_opt(&mut self.security_type),
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-        w.write("remoteHost", &self.remote_host);
-        w.write("remotePath", &self.remote_path);
-        w.write_opt("userName", &self.user_name);
-        w.write_vec("remoteHostNames", &self.remote_host_names);
-        w.write_opt("securityType", &self.security_type);
-        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
-    }
-}
-/// `HostNasVolumeConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolumeConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `spec`.
-    pub spec: Option<HostNasVolumeSpec>,
-}
-impl x::SchemaType for HostNasVolumeConfig {
-    const TYPE_NAME: &'static str = "HostNasVolumeConfig";
-}
-impl x::Structure for HostNasVolumeConfig {}
-impl x::Fields for HostNasVolumeConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostNasVolumeConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNasVolumeConfig";
-    const ITEM_TAG: &'static str = "HostNasVolumeConfig";
-}
-/// `HostNasVolumeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolumeSpec {
-    /// `remoteHost`.
-    pub remote_host: String,
-    /// `remotePath`.
-    pub remote_path: String,
-    /// `localPath`.
-    pub local_path: String,
-    /// `accessMode`.
-    pub access_mode: String,
-    /// `type`.
-    pub type_: Option<String>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `remoteHostNames`.
-    pub remote_host_names: Vec<String>,
-    /// `securityType`.
-    pub security_type: Option<String>,
-    /// `vmknicToBind`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_to_bind: Option<String>,
-    /// `vmknicBound`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_bound: Option<bool>,
-    /// `connections`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub connections: Option<i32>,
-}
-impl x::SchemaType for HostNasVolumeSpec {
-    const TYPE_NAME: &'static str = "HostNasVolumeSpec";
-}
-impl x::Structure for HostNasVolumeSpec {}
-impl x::Fields for HostNasVolumeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "remoteHost" => r.read(&mut self.remote_host),
-            "remotePath" => r.read(&mut self.remote_path),
-            "localPath" => r.read(&mut self.local_path),
-            "accessMode" => r.read(&mut self.access_mode),
-            "type" => r.read_opt(&mut self.type_),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
-            "securityType" => r.read_opt(&mut self.security_type),
-            "vmknicToBind" => r.read_opt(&mut self.vmknic_to_bind),
-            "vmknicBound" => r.read_opt(&mut self.vmknic_bound),
-            "connections" => r.read_opt(&mut self.connections),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("remoteHost", &self.remote_host);
-        w.write("remotePath", &self.remote_path);
-        w.write("localPath", &self.local_path);
-        w.write("accessMode", &self.access_mode);
-        w.write_opt("type", &self.type_);
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_vec("remoteHostNames", &self.remote_host_names);
-        w.write_opt("securityType", &self.security_type);
-        w.write_opt("vmknicToBind", &self.vmknic_to_bind);
-        w.write_opt("vmknicBound", &self.vmknic_bound);
-        w.write_opt("connections", &self.connections);
-    }
-}
-/// `HostNasVolumeUserInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolumeUserInfo {
-    /// `user`.
-    pub user: String,
-}
-impl x::SchemaType for HostNasVolumeUserInfo {
-    const TYPE_NAME: &'static str = "HostNasVolumeUserInfo";
-}
-impl x::Structure for HostNasVolumeUserInfo {}
-impl x::Fields for HostNasVolumeUserInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "user" => r.read(&mut self.user),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("user", &self.user);
-    }
-}
-/// `HostNatService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatService {
-    /// `key`.
-    pub key: String,
-    /// `spec`.
-    pub spec: HostNatServiceSpec,
-}
-impl x::SchemaType for HostNatService {
-    const TYPE_NAME: &'static str = "HostNatService";
-}
-impl x::Structure for HostNatService {}
-impl x::Fields for HostNatService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostNatService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatService";
-    const ITEM_TAG: &'static str = "HostNatService";
-}
-/// `HostNatServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServiceConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `key`.
-    pub key: String,
-    /// `spec`.
-    pub spec: HostNatServiceSpec,
-}
-impl x::SchemaType for HostNatServiceConfig {
-    const TYPE_NAME: &'static str = "HostNatServiceConfig";
-}
-impl x::Structure for HostNatServiceConfig {}
-impl x::Fields for HostNatServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "key" => r.read(&mut self.key),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("key", &self.key);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostNatServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServiceConfig";
-    const ITEM_TAG: &'static str = "HostNatServiceConfig";
-}
-/// `HostNatServiceNameServiceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServiceNameServiceSpec {
-    /// `dnsAutoDetect`.
-    pub dns_auto_detect: bool,
-    /// `dnsPolicy`.
-    pub dns_policy: String,
-    /// `dnsRetries`.
-    pub dns_retries: i32,
-    /// `dnsTimeout`.
-    pub dns_timeout: i32,
-    /// `dnsNameServer`.
-    pub dns_name_server: Vec<String>,
-    /// `nbdsTimeout`.
-    pub nbds_timeout: i32,
-    /// `nbnsRetries`.
-    pub nbns_retries: i32,
-    /// `nbnsTimeout`.
-    pub nbns_timeout: i32,
-}
-impl x::SchemaType for HostNatServiceNameServiceSpec {
-    const TYPE_NAME: &'static str = "HostNatServiceNameServiceSpec";
-}
-impl x::Structure for HostNatServiceNameServiceSpec {}
-impl x::Fields for HostNatServiceNameServiceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dnsAutoDetect" => r.read(&mut self.dns_auto_detect),
-            "dnsPolicy" => r.read(&mut self.dns_policy),
-            "dnsRetries" => r.read(&mut self.dns_retries),
-            "dnsTimeout" => r.read(&mut self.dns_timeout),
-            "dnsNameServer" => r.read_push(&mut self.dns_name_server),
-            "nbdsTimeout" => r.read(&mut self.nbds_timeout),
-            "nbnsRetries" => r.read(&mut self.nbns_retries),
-            "nbnsTimeout" => r.read(&mut self.nbns_timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dnsAutoDetect", &self.dns_auto_detect);
-        w.write("dnsPolicy", &self.dns_policy);
-        w.write("dnsRetries", &self.dns_retries);
-        w.write("dnsTimeout", &self.dns_timeout);
-        w.write_vec("dnsNameServer", &self.dns_name_server);
-        w.write("nbdsTimeout", &self.nbds_timeout);
-        w.write("nbnsRetries", &self.nbns_retries);
-        w.write("nbnsTimeout", &self.nbns_timeout);
-    }
-}
-/// `HostNatServicePortForwardSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServicePortForwardSpec {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
-    /// `hostPort`.
-    pub host_port: i32,
-    /// `guestPort`.
-    pub guest_port: i32,
-    /// `guestIpAddress`.
-    pub guest_ip_address: String,
-}
-impl x::SchemaType for HostNatServicePortForwardSpec {
-    const TYPE_NAME: &'static str = "HostNatServicePortForwardSpec";
-}
-impl x::Structure for HostNatServicePortForwardSpec {}
-impl x::Fields for HostNatServicePortForwardSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "hostPort" => r.read(&mut self.host_port),
-            "guestPort" => r.read(&mut self.guest_port),
-            "guestIpAddress" => r.read(&mut self.guest_ip_address),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("hostPort", &self.host_port);
-        w.write("guestPort", &self.guest_port);
-        w.write("guestIpAddress", &self.guest_ip_address);
-    }
-}
-impl x::ArrayItem for HostNatServicePortForwardSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServicePortForwardSpec";
-    const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
-}
-/// `HostNatServiceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServiceSpec {
-    /// `virtualSwitch`.
-    pub virtual_switch: String,
-    /// `activeFtp`.
-    pub active_ftp: bool,
-    /// `allowAnyOui`.
-    pub allow_any_oui: bool,
-    /// `configPort`.
-    pub config_port: bool,
-    /// `ipGatewayAddress`.
-    pub ip_gateway_address: String,
-    /// `udpTimeout`.
-    pub udp_timeout: i32,
-    /// `portForward`.
-    pub port_forward: Vec<HostNatServicePortForwardSpec>,
-    /// `nameService`.
-    pub name_service: Option<HostNatServiceNameServiceSpec>,
-}
-impl x::SchemaType for HostNatServiceSpec {
-    const TYPE_NAME: &'static str = "HostNatServiceSpec";
-}
-impl x::Structure for HostNatServiceSpec {}
-impl x::Fields for HostNatServiceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualSwitch" => r.read(&mut self.virtual_switch),
-            "activeFtp" => r.read(&mut self.active_ftp),
-            "allowAnyOui" => r.read(&mut self.allow_any_oui),
-            "configPort" => r.read(&mut self.config_port),
-            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address),
-            "udpTimeout" => r.read(&mut self.udp_timeout),
-            "portForward" => r.read_push(&mut self.port_forward),
-            "nameService" => r.read_opt(&mut self.name_service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("virtualSwitch", &self.virtual_switch);
-        w.write("activeFtp", &self.active_ftp);
-        w.write("allowAnyOui", &self.allow_any_oui);
-        w.write("configPort", &self.config_port);
-        w.write("ipGatewayAddress", &self.ip_gateway_address);
-        w.write("udpTimeout", &self.udp_timeout);
-        w.write_vec("portForward", &self.port_forward);
-        w.write_opt("nameService", &self.name_service);
-    }
-}
-/// `HostNetCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetCapabilities {
-    /// `canSetPhysicalNicLinkSpeed`.
-    pub can_set_physical_nic_link_speed: bool,
-    /// `supportsNicTeaming`.
-    pub supports_nic_teaming: bool,
-    /// `nicTeamingPolicy`.
-    pub nic_teaming_policy: Vec<String>,
-    /// `supportsVlan`.
-    pub supports_vlan: bool,
-    /// `usesServiceConsoleNic`.
-    pub uses_service_console_nic: bool,
-    /// `supportsNetworkHints`.
-    pub supports_network_hints: bool,
-    /// `maxPortGroupsPerVswitch`.
-    pub max_port_groups_per_vswitch: Option<i32>,
-    /// `vswitchConfigSupported`.
-    pub vswitch_config_supported: bool,
-    /// `vnicConfigSupported`.
-    pub vnic_config_supported: bool,
-    /// `ipRouteConfigSupported`.
-    pub ip_route_config_supported: bool,
-    /// `dnsConfigSupported`.
-    pub dns_config_supported: bool,
-    /// `dhcpOnVnicSupported`.
-    pub dhcp_on_vnic_supported: bool,
-    /// `ipV6Supported`.
-    pub ip_v6_supported: Option<bool>,
-    /// `backupNfcNiocSupported`.
-    pub backup_nfc_nioc_supported: Option<bool>,
-}
-impl x::SchemaType for HostNetCapabilities {
-    const TYPE_NAME: &'static str = "HostNetCapabilities";
-}
-impl x::Structure for HostNetCapabilities {}
-impl x::Fields for HostNetCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "canSetPhysicalNicLinkSpeed" => {
-                r.read(&mut self.can_set_physical_nic_link_speed)
-            }
-            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming),
-            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
-            "supportsVlan" => r.read(&mut self.supports_vlan),
-            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic),
-            "supportsNetworkHints" => r.read(&mut self.supports_network_hints),
-            "maxPortGroupsPerVswitch" => {
-                r.read_opt(&mut self.max_port_groups_per_vswitch)
-            }
-            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported),
-            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported),
-            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported),
-            "dnsConfigSupported" => r.read(&mut self.dns_config_supported),
-            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported),
-            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported),
-            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
-        w.write("supportsNicTeaming", &self.supports_nic_teaming);
-        w.write_vec("nicTeamingPolicy", &self.nic_teaming_policy);
-        w.write("supportsVlan", &self.supports_vlan);
-        w.write("usesServiceConsoleNic", &self.uses_service_console_nic);
-        w.write("supportsNetworkHints", &self.supports_network_hints);
-        w.write_opt("maxPortGroupsPerVswitch", &self.max_port_groups_per_vswitch);
-        w.write("vswitchConfigSupported", &self.vswitch_config_supported);
-        w.write("vnicConfigSupported", &self.vnic_config_supported);
-        w.write("ipRouteConfigSupported", &self.ip_route_config_supported);
-        w.write("dnsConfigSupported", &self.dns_config_supported);
-        w.write("dhcpOnVnicSupported", &self.dhcp_on_vnic_supported);
-        w.write_opt("ipV6Supported", &self.ip_v6_supported);
-        w.write_opt("backupNfcNiocSupported", &self.backup_nfc_nioc_supported);
-    }
-}
-/// `HostNetOffloadCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetOffloadCapabilities {
-    /// `csumOffload`.
-    pub csum_offload: Option<bool>,
-    /// `tcpSegmentation`.
-    pub tcp_segmentation: Option<bool>,
-    /// `zeroCopyXmit`.
-    pub zero_copy_xmit: Option<bool>,
-}
-impl x::SchemaType for HostNetOffloadCapabilities {
-    const TYPE_NAME: &'static str = "HostNetOffloadCapabilities";
-}
-impl x::Structure for HostNetOffloadCapabilities {}
-impl x::Fields for HostNetOffloadCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "csumOffload" => r.read_opt(&mut self.csum_offload),
-            "tcpSegmentation" => r.read_opt(&mut self.tcp_segmentation),
-            "zeroCopyXmit" => r.read_opt(&mut self.zero_copy_xmit),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("csumOffload", &self.csum_offload);
-        w.write_opt("tcpSegmentation", &self.tcp_segmentation);
-        w.write_opt("zeroCopyXmit", &self.zero_copy_xmit);
-    }
-}
-/// `HostNetStackInstance` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetStackInstance {
-    /// `key`.
-    pub key: Option<String>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `requestedMaxNumberOfConnections`.
-    pub requested_max_number_of_connections: Option<i32>,
-    /// `congestionControlAlgorithm`.
-    pub congestion_control_algorithm: Option<String>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `routeTableConfig`.
-    pub route_table_config: Option<HostIpRouteTableConfig>,
-    /// `owner`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub owner: Option<String>,
-}
-impl x::SchemaType for HostNetStackInstance {
-    const TYPE_NAME: &'static str = "HostNetStackInstance";
-}
-impl x::Structure for HostNetStackInstance {}
-impl x::Fields for HostNetStackInstance {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "requestedMaxNumberOfConnections" => {
-                r.read_opt(&mut self.requested_max_number_of_connections)
-            }
-            "congestionControlAlgorithm" => {
-                r.read_opt(&mut self.congestion_control_algorithm)
-            }
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
-            "owner" => r.read_opt(&mut self.owner),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt(
-            "requestedMaxNumberOfConnections",
-            &self.requested_max_number_of_connections,
-        );
-        w.write_opt("congestionControlAlgorithm", &self.congestion_control_algorithm);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_opt("routeTableConfig", &self.route_table_config);
-        w.write_opt("owner", &self.owner);
-    }
-}
-impl x::ArrayItem for HostNetStackInstance {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetStackInstance";
-    const ITEM_TAG: &'static str = "HostNetStackInstance";
-}
-/// `HostNetworkConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfig {
-    /// `vswitch`.
-    pub vswitch: Vec<HostVirtualSwitchConfig>,
-    /// `proxySwitch`.
-    pub proxy_switch: Vec<HostProxySwitchConfig>,
-    /// `portgroup`.
-    pub portgroup: Vec<HostPortGroupConfig>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNicConfig>,
-    /// `vnic`.
-    pub vnic: Vec<HostVirtualNicConfig>,
-    /// `consoleVnic`.
-    pub console_vnic: Vec<HostVirtualNicConfig>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `consoleIpRouteConfig`.
-    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `routeTableConfig`.
-    pub route_table_config: Option<HostIpRouteTableConfig>,
-    /// `dhcp`.
-    pub dhcp: Vec<HostDhcpServiceConfig>,
-    /// `nat`.
-    pub nat: Vec<HostNatServiceConfig>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `netStackSpec`.
-    pub net_stack_spec: Vec<HostNetworkConfigNetStackSpec>,
-    /// `migrationStatus`.
-    pub migration_status: Option<String>,
-}
-impl x::SchemaType for HostNetworkConfig {
-    const TYPE_NAME: &'static str = "HostNetworkConfig";
-}
-impl x::Structure for HostNetworkConfig {}
-impl x::Fields for HostNetworkConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vswitch" => r.read_push(&mut self.vswitch),
-            "proxySwitch" => r.read_push(&mut self.proxy_switch),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "vnic" => r.read_push(&mut self.vnic),
-            "consoleVnic" => r.read_push(&mut self.console_vnic),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
-            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
-            "dhcp" => r.read_push(&mut self.dhcp),
-            "nat" => r.read_push(&mut self.nat),
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "netStackSpec" => r.read_push(&mut self.net_stack_spec),
-            "migrationStatus" => r.read_opt(&mut self.migration_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vswitch", &self.vswitch);
-        w.write_vec("proxySwitch", &self.proxy_switch);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("vnic", &self.vnic);
-        w.write_vec("consoleVnic", &self.console_vnic);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
-        w.write_opt("routeTableConfig", &self.route_table_config);
-        w.write_vec("dhcp", &self.dhcp);
-        w.write_vec("nat", &self.nat);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_vec("netStackSpec", &self.net_stack_spec);
-        w.write_opt("migrationStatus", &self.migration_status);
-    }
-}
-/// `HostNetworkConfigNetStackSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfigNetStackSpec {
-    /// `netStackInstance`.
-    pub net_stack_instance: HostNetStackInstance,
-    /// `operation`.
-    pub operation: Option<String>,
-}
-impl x::SchemaType for HostNetworkConfigNetStackSpec {
-    const TYPE_NAME: &'static str = "HostNetworkConfigNetStackSpec";
-}
-impl x::Structure for HostNetworkConfigNetStackSpec {}
-impl x::Fields for HostNetworkConfigNetStackSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstance" => r.read(&mut self.net_stack_instance),
-            "operation" => r.read_opt(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("netStackInstance", &self.net_stack_instance);
-        w.write_opt("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for HostNetworkConfigNetStackSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetworkConfigNetStackSpec";
-    const ITEM_TAG: &'static str = "HostNetworkConfigNetStackSpec";
-}
-/// `HostNetworkConfigResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfigResult {
-    /// `vnicDevice`.
-    pub vnic_device: Vec<String>,
-    /// `consoleVnicDevice`.
-    pub console_vnic_device: Vec<String>,
-}
-impl x::SchemaType for HostNetworkConfigResult {
-    const TYPE_NAME: &'static str = "HostNetworkConfigResult";
-}
-impl x::Structure for HostNetworkConfigResult {}
-impl x::Fields for HostNetworkConfigResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnicDevice" => r.read_push(&mut self.vnic_device),
-            "consoleVnicDevice" => r.read_push(&mut self.console_vnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vnicDevice", &self.vnic_device);
-        w.write_vec("consoleVnicDevice", &self.console_vnic_device);
-    }
-}
-/// `HostNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkInfo {
-    /// `vswitch`.
-    pub vswitch: Vec<HostVirtualSwitch>,
-    /// `proxySwitch`.
-    pub proxy_switch: Vec<HostProxySwitch>,
-    /// `portgroup`.
-    pub portgroup: Vec<HostPortGroup>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNic>,
-    /// `rdmaDevice`.
-    pub rdma_device: Vec<HostRdmaDevice>,
-    /// `vnic`.
-    pub vnic: Vec<HostVirtualNic>,
-    /// `consoleVnic`.
-    pub console_vnic: Vec<HostVirtualNic>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `consoleIpRouteConfig`.
-    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `routeTableInfo`.
-    pub route_table_info: Option<HostIpRouteTableInfo>,
-    /// `dhcp`.
-    pub dhcp: Vec<HostDhcpService>,
-    /// `nat`.
-    pub nat: Vec<HostNatService>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `atBootIpV6Enabled`.
-    pub at_boot_ip_v6_enabled: Option<bool>,
-    /// `netStackInstance`.
-    pub net_stack_instance: Vec<HostNetStackInstance>,
-    /// `opaqueSwitch`.
-    pub opaque_switch: Vec<HostOpaqueSwitch>,
-    /// `opaqueNetwork`.
-    pub opaque_network: Vec<HostOpaqueNetworkInfo>,
-    /// `nsxTransportNodeId`.
-    pub nsx_transport_node_id: Option<String>,
-    /// `nvdsToVdsMigrationRequired`.
-    pub nvds_to_vds_migration_required: Option<bool>,
-    /// `migrationStatus`.
-    pub migration_status: Option<String>,
-}
-impl x::SchemaType for HostNetworkInfo {
-    const TYPE_NAME: &'static str = "HostNetworkInfo";
-}
-impl x::Structure for HostNetworkInfo {}
-impl x::Fields for HostNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vswitch" => r.read_push(&mut self.vswitch),
-            "proxySwitch" => r.read_push(&mut self.proxy_switch),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "rdmaDevice" => r.read_push(&mut self.rdma_device),
-            "vnic" => r.read_push(&mut self.vnic),
-            "consoleVnic" => r.read_push(&mut self.console_vnic),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
-            "routeTableInfo" => r.read_opt(&mut self.route_table_info),
-            "dhcp" => r.read_push(&mut self.dhcp),
-            "nat" => r.read_push(&mut self.nat),
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "atBootIpV6Enabled" => r.read_opt(&mut self.at_boot_ip_v6_enabled),
-            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
-            "opaqueSwitch" => r.read_push(&mut self.opaque_switch),
-            "opaqueNetwork" => r.read_push(&mut self.opaque_network),
-            "nsxTransportNodeId" => r.read_opt(&mut self.nsx_transport_node_id),
-            "nvdsToVdsMigrationRequired" => {
-                r.read_opt(&mut self.nvds_to_vds_migration_required)
-            }
-            "migrationStatus" => r.read_opt(&mut self.migration_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vswitch", &self.vswitch);
-        w.write_vec("proxySwitch", &self.proxy_switch);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("rdmaDevice", &self.rdma_device);
-        w.write_vec("vnic", &self.vnic);
-        w.write_vec("consoleVnic", &self.console_vnic);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
-        w.write_opt("routeTableInfo", &self.route_table_info);
-        w.write_vec("dhcp", &self.dhcp);
-        w.write_vec("nat", &self.nat);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_opt("atBootIpV6Enabled", &self.at_boot_ip_v6_enabled);
-        w.write_vec("netStackInstance", &self.net_stack_instance);
-        w.write_vec("opaqueSwitch", &self.opaque_switch);
-        w.write_vec("opaqueNetwork", &self.opaque_network);
-        w.write_opt("nsxTransportNodeId", &self.nsx_transport_node_id);
-        w.write_opt("nvdsToVdsMigrationRequired", &self.nvds_to_vds_migration_required);
-        w.write_opt("migrationStatus", &self.migration_status);
-    }
-}
-/// `HostNetworkPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkPolicy {
-    /// `security`.
-    pub security: Option<HostNetworkSecurityPolicy>,
-    /// `nicTeaming`.
-    pub nic_teaming: Option<HostNicTeamingPolicy>,
-    /// `offloadPolicy`.
-    pub offload_policy: Option<HostNetOffloadCapabilities>,
-    /// `shapingPolicy`.
-    pub shaping_policy: Option<HostNetworkTrafficShapingPolicy>,
-}
-impl x::SchemaType for HostNetworkPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkPolicy";
-}
-impl x::Structure for HostNetworkPolicy {}
-impl x::Fields for HostNetworkPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "security" => r.read_opt(&mut self.security),
-            "nicTeaming" => r.read_opt(&mut self.nic_teaming),
-            "offloadPolicy" => r.read_opt(&mut self.offload_policy),
-            "shapingPolicy" => r.read_opt(&mut self.shaping_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("security", &self.security);
-        w.write_opt("nicTeaming", &self.nic_teaming);
-        w.write_opt("offloadPolicy", &self.offload_policy);
-        w.write_opt("shapingPolicy", &self.shaping_policy);
-    }
-}
-/// `HostNetworkResourceRuntime` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkResourceRuntime {
-    /// `pnicResourceInfo`.
-    pub pnic_resource_info: Vec<HostPnicNetworkResourceInfo>,
-}
-impl x::SchemaType for HostNetworkResourceRuntime {
-    const TYPE_NAME: &'static str = "HostNetworkResourceRuntime";
-}
-impl x::Structure for HostNetworkResourceRuntime {}
-impl x::Fields for HostNetworkResourceRuntime {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnicResourceInfo" => r.read_push(&mut self.pnic_resource_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("pnicResourceInfo", &self.pnic_resource_info);
-    }
-}
-/// `HostNetworkSecurityPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkSecurityPolicy {
-    /// `allowPromiscuous`.
-    pub allow_promiscuous: Option<bool>,
-    /// `macChanges`.
-    pub mac_changes: Option<bool>,
-    /// `forgedTransmits`.
-    pub forged_transmits: Option<bool>,
-}
-impl x::SchemaType for HostNetworkSecurityPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkSecurityPolicy";
-}
-impl x::Structure for HostNetworkSecurityPolicy {}
-impl x::Fields for HostNetworkSecurityPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
-            "macChanges" => r.read_opt(&mut self.mac_changes),
-            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("allowPromiscuous", &self.allow_promiscuous);
-        w.write_opt("macChanges", &self.mac_changes);
-        w.write_opt("forgedTransmits", &self.forged_transmits);
     }
 }

@@ -5,6 +5,2039 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
+    /// `version`.
+    pub version: String,
+    /// `biosUUID`.
+    pub bios_uuid: String,
+    /// `instanceUUID`.
+    pub instance_uuid: String,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
+impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "biosUUID" => r.read(&mut self.bios_uuid),
+            "instanceUUID" => r.read(&mut self.instance_uuid),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write("biosUUID", &self.bios_uuid);
+        w.write("instanceUUID", &self.instance_uuid);
+        w.write_opt("ftInfo", &self.ft_info);
+    }
+}
+/// `HostMaintenanceSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMaintenanceSpec {
+    /// `vsanMode`.
+    pub vsan_mode: Option<VsanHostDecommissionMode>,
+    /// `purpose`.
+    pub purpose: Option<String>,
+    /// `evacMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
+}
+impl x::SchemaType for HostMaintenanceSpec {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
+}
+impl x::Structure for HostMaintenanceSpec {}
+impl x::Fields for HostMaintenanceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vsanMode" => r.read_opt(&mut self.vsan_mode),
+            "purpose" => r.read_opt(&mut self.purpose),
+            "evacMode" => r.read_opt(&mut self.evac_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vsanMode", &self.vsan_mode);
+        w.write_opt("purpose", &self.purpose);
+        if w.since(0x0901_0000, "HostMaintenanceSpec.evacMode", self.evac_mode.is_some())
+        {
+            w.write_opt("evacMode", &self.evac_mode);
+        }
+    }
+}
+/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMaintenanceSpecEvacuationMode {
+    /// `workloadNonDisruptive`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub workload_non_disruptive: bool,
+}
+impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
+}
+impl x::Structure for HostMaintenanceSpecEvacuationMode {}
+impl x::Fields for HostMaintenanceSpecEvacuationMode {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostMaintenanceSpecEvacuationMode", true);
+        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
+    }
+}
+/// `HostMemberHealthCheckResult` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberHealthCheckResult {
+    /// `summary`.
+    pub summary: Option<String>,
+}
+impl x::SchemaType for HostMemberHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
+}
+impl x::Structure for HostMemberHealthCheckResult {}
+impl x::Fields for HostMemberHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("summary", &self.summary);
+    }
+}
+/// `HostMemberRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberRuntimeInfo {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `status`.
+    pub status: Option<String>,
+    /// `statusDetail`.
+    pub status_detail: Option<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `healthCheckResult`.
+    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
+    /// `hostUplinkState`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
+}
+impl x::SchemaType for HostMemberRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
+}
+impl x::Structure for HostMemberRuntimeInfo {}
+impl x::Fields for HostMemberRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "status" => r.read_opt(&mut self.status),
+            "statusDetail" => r.read_opt(&mut self.status_detail),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "healthCheckResult" => r.read_push(&mut self.health_check_result),
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_opt("status", &self.status);
+        w.write_opt("statusDetail", &self.status_detail);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        w.write_vec("healthCheckResult", &self.health_check_result);
+        if w
+            .since(
+                0x0800_0300,
+                "HostMemberRuntimeInfo.hostUplinkState",
+                !self.host_uplink_state.is_empty(),
+            )
+        {
+            w.write_vec("hostUplinkState", &self.host_uplink_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostMemberRuntimeInfo.hostPerfNicOffloadState",
+                self.host_perf_nic_offload_state.is_some(),
+            )
+        {
+            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
+        }
+    }
+}
+impl x::ArrayItem for HostMemberRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
+}
+/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberUplinkHealthCheckResult {
+    /// `summary`, from `HostMemberHealthCheckResult`.
+    pub summary: Option<String>,
+    /// `uplinkPortKey`.
+    pub uplink_port_key: String,
+}
+impl x::SchemaType for HostMemberUplinkHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
+}
+impl x::Structure for HostMemberUplinkHealthCheckResult {}
+impl x::Fields for HostMemberUplinkHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("summary", &self.summary);
+        w.write("uplinkPortKey", &self.uplink_port_key);
+    }
+}
+/// `HostMemoryProfile` (extends `ApplyProfile`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemoryProfile {
+    /// `enabled`, from `ApplyProfile`.
+    pub enabled: bool,
+    /// `policy`, from `ApplyProfile`.
+    pub policy: Vec<ProfilePolicy>,
+    /// `profileTypeName`, from `ApplyProfile`.
+    pub profile_type_name: Option<String>,
+    /// `profileVersion`, from `ApplyProfile`.
+    pub profile_version: Option<String>,
+    /// `property`, from `ApplyProfile`.
+    pub property: Vec<ProfileApplyProfileProperty>,
+    /// `favorite`, from `ApplyProfile`.
+    pub favorite: Option<bool>,
+    /// `toBeMerged`, from `ApplyProfile`.
+    pub to_be_merged: Option<bool>,
+    /// `toReplaceWith`, from `ApplyProfile`.
+    pub to_replace_with: Option<bool>,
+    /// `toBeDeleted`, from `ApplyProfile`.
+    pub to_be_deleted: Option<bool>,
+    /// `copyEnableStatus`, from `ApplyProfile`.
+    pub copy_enable_status: Option<bool>,
+    /// `hidden`, from `ApplyProfile`.
+    pub hidden: Option<bool>,
+}
+impl x::SchemaType for HostMemoryProfile {
+    const TYPE_NAME: &'static str = "HostMemoryProfile";
+}
+impl x::Structure for HostMemoryProfile {}
+impl x::Fields for HostMemoryProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("enabled", &self.enabled);
+        w.write_vec("policy", &self.policy);
+        w.write_opt("profileTypeName", &self.profile_type_name);
+        w.write_opt("profileVersion", &self.profile_version);
+        w.write_vec("property", &self.property);
+        w.write_opt("favorite", &self.favorite);
+        w.write_opt("toBeMerged", &self.to_be_merged);
+        w.write_opt("toReplaceWith", &self.to_replace_with);
+        w.write_opt("toBeDeleted", &self.to_be_deleted);
+        w.write_opt("copyEnableStatus", &self.copy_enable_status);
+        w.write_opt("hidden", &self.hidden);
+    }
+}
+/// `HostMemorySpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemorySpec {
+    /// `serviceConsoleReservation`.
+    pub service_console_reservation: Option<i64>,
+}
+impl x::SchemaType for HostMemorySpec {
+    const TYPE_NAME: &'static str = "HostMemorySpec";
+}
+impl x::Structure for HostMemorySpec {}
+impl x::Fields for HostMemorySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceConsoleReservation" => {
+                r.read_opt(&mut self.service_console_reservation)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
+    }
+}
+/// `HostMemoryTierInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemoryTierInfo {
+    /// `name`.
+    pub name: String,
+    /// `type`.
+    pub type_: String,
+    /// `flags`.
+    pub flags: Vec<String>,
+    /// `internalFlags`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub internal_flags: Vec<String>,
+    /// `size`.
+    pub size: i64,
+}
+impl x::SchemaType for HostMemoryTierInfo {
+    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
+}
+impl x::Structure for HostMemoryTierInfo {}
+impl x::Fields for HostMemoryTierInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "flags" => r.read_push(&mut self.flags),
+            "internalFlags" => r.read_push(&mut self.internal_flags),
+            "size" => r.read(&mut self.size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("type", &self.type_);
+        w.write_vec("flags", &self.flags);
+        if w
+            .since(
+                0x0800_0300,
+                "HostMemoryTierInfo.internalFlags",
+                !self.internal_flags.is_empty(),
+            )
+        {
+            w.write_vec("internalFlags", &self.internal_flags);
+        }
+        w.write("size", &self.size);
+    }
+}
+impl x::ArrayItem for HostMemoryTierInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
+    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
+}
+/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMissingNetworksEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+impl x::SchemaType for HostMissingNetworksEvent {
+    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
+}
+impl x::Structure for HostMissingNetworksEvent {}
+impl x::Fields for HostMissingNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write_opt("ips", &self.ips);
+    }
+}
+/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMonitoringStateChangedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `state`.
+    pub state: String,
+    /// `prevState`.
+    pub prev_state: Option<String>,
+}
+impl x::SchemaType for HostMonitoringStateChangedEvent {
+    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
+}
+impl x::Structure for HostMonitoringStateChangedEvent {}
+impl x::Fields for HostMonitoringStateChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("state", &self.state);
+        w.write_opt("prevState", &self.prev_state);
+    }
+}
+/// `HostMountInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMountInfo {
+    /// `path`.
+    pub path: Option<String>,
+    /// `accessMode`.
+    pub access_mode: String,
+    /// `mounted`.
+    pub mounted: Option<bool>,
+    /// `accessible`.
+    pub accessible: Option<bool>,
+    /// `inaccessibleReason`.
+    pub inaccessible_reason: Option<String>,
+    /// `vmknicName`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_name: Option<String>,
+    /// `vmknicActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_active: Option<bool>,
+    /// `mountFailedReason`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub mount_failed_reason: Option<String>,
+    /// `numTcpConnections`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub num_tcp_connections: Option<i32>,
+}
+impl x::SchemaType for HostMountInfo {
+    const TYPE_NAME: &'static str = "HostMountInfo";
+}
+impl x::Structure for HostMountInfo {}
+impl x::Fields for HostMountInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_opt(&mut self.path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "mounted" => r.read_opt(&mut self.mounted),
+            "accessible" => r.read_opt(&mut self.accessible),
+            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
+            "vmknicName" => r.read_opt(&mut self.vmknic_name),
+            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
+            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
+            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("path", &self.path);
+        w.write("accessMode", &self.access_mode);
+        w.write_opt("mounted", &self.mounted);
+        w.write_opt("accessible", &self.accessible);
+        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
+        if w.since(0x0800_0100, "HostMountInfo.vmknicName", self.vmknic_name.is_some()) {
+            w.write_opt("vmknicName", &self.vmknic_name);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostMountInfo.vmknicActive",
+                self.vmknic_active.is_some(),
+            )
+        {
+            w.write_opt("vmknicActive", &self.vmknic_active);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "HostMountInfo.mountFailedReason",
+                self.mount_failed_reason.is_some(),
+            )
+        {
+            w.write_opt("mountFailedReason", &self.mount_failed_reason);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostMountInfo.numTcpConnections",
+                self.num_tcp_connections.is_some(),
+            )
+        {
+            w.write_opt("numTcpConnections", &self.num_tcp_connections);
+        }
+    }
+}
+/// `HostMultipathInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfo {
+    /// `lun`.
+    pub lun: Vec<HostMultipathInfoLogicalUnit>,
+}
+impl x::SchemaType for HostMultipathInfo {
+    const TYPE_NAME: &'static str = "HostMultipathInfo";
+}
+impl x::Structure for HostMultipathInfo {}
+impl x::Fields for HostMultipathInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lun" => r.read_push(&mut self.lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("lun", &self.lun);
+    }
+}
+/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoFixedLogicalUnitPolicy {
+    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
+    pub policy: String,
+    /// `prefer`.
+    pub prefer: String,
+}
+impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
+impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            "prefer" => r.read(&mut self.prefer),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+        w.write("prefer", &self.prefer);
+    }
+}
+/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoHppLogicalUnitPolicy {
+    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
+    pub policy: String,
+    /// `bytes`.
+    pub bytes: Option<i64>,
+    /// `iops`.
+    pub iops: Option<i64>,
+    /// `path`.
+    pub path: Option<String>,
+    /// `latencyEvalTime`.
+    pub latency_eval_time: Option<i64>,
+    /// `samplingIosPerPath`.
+    pub sampling_ios_per_path: Option<i64>,
+}
+impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
+impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            "bytes" => r.read_opt(&mut self.bytes),
+            "iops" => r.read_opt(&mut self.iops),
+            "path" => r.read_opt(&mut self.path),
+            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
+            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+        w.write_opt("bytes", &self.bytes);
+        w.write_opt("iops", &self.iops);
+        w.write_opt("path", &self.path);
+        w.write_opt("latencyEvalTime", &self.latency_eval_time);
+        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
+    }
+}
+/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoLogicalUnit {
+    /// `key`.
+    pub key: String,
+    /// `id`.
+    pub id: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<HostMultipathInfoPath>,
+    /// `policy`.
+    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
+    /// `storageArrayTypePolicy`.
+    pub storage_array_type_policy: Option<
+        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
+    >,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnit {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
+}
+impl x::Structure for HostMultipathInfoLogicalUnit {}
+impl x::Fields for HostMultipathInfoLogicalUnit {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "id" => r.read(&mut self.id),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            "policy" => r.read(&mut self.policy),
+            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("id", &self.id);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+        w.write("policy", &self.policy);
+        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
+    }
+}
+impl x::ArrayItem for HostMultipathInfoLogicalUnit {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
+    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
+}
+/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoLogicalUnitPolicy {
+    /// `policy`.
+    pub policy: String,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
+impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    /// `policy`.
+    pub policy: String,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
+}
+impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
+impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostMultipathInfoPath` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoPath {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `pathState`.
+    pub path_state: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `isWorkingPath`.
+    pub is_working_path: Option<bool>,
+    /// `adapter`.
+    pub adapter: String,
+    /// `lun`.
+    pub lun: String,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostMultipathInfoPath {
+    const TYPE_NAME: &'static str = "HostMultipathInfoPath";
+}
+impl x::Structure for HostMultipathInfoPath {}
+impl x::Fields for HostMultipathInfoPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            "state" => r.read_opt(&mut self.state),
+            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
+            "adapter" => r.read(&mut self.adapter),
+            "lun" => r.read(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("pathState", &self.path_state);
+        w.write_opt("state", &self.state);
+        w.write_opt("isWorkingPath", &self.is_working_path);
+        w.write("adapter", &self.adapter);
+        w.write("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostMultipathInfoPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoPath";
+    const ITEM_TAG: &'static str = "HostMultipathInfoPath";
+}
+/// `HostMultipathStateInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathStateInfo {
+    /// `path`.
+    pub path: Vec<HostMultipathStateInfoPath>,
+}
+impl x::SchemaType for HostMultipathStateInfo {
+    const TYPE_NAME: &'static str = "HostMultipathStateInfo";
+}
+impl x::Structure for HostMultipathStateInfo {}
+impl x::Fields for HostMultipathStateInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("path", &self.path);
+    }
+}
+/// `HostMultipathStateInfoPath` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathStateInfoPath {
+    /// `name`.
+    pub name: String,
+    /// `pathState`.
+    pub path_state: String,
+}
+impl x::SchemaType for HostMultipathStateInfoPath {
+    const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
+}
+impl x::Structure for HostMultipathStateInfoPath {}
+impl x::Fields for HostMultipathStateInfoPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("pathState", &self.path_state);
+    }
+}
+impl x::ArrayItem for HostMultipathStateInfoPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathStateInfoPath";
+    const ITEM_TAG: &'static str = "HostMultipathStateInfoPath";
+}
+/// `HostNasVolume` (extends `HostFileSystemVolume`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNasVolume {
+    /// `type`, from `HostFileSystemVolume`.
+    pub type_: String,
+    /// `name`, from `HostFileSystemVolume`.
+    pub name: String,
+    /// `capacity`, from `HostFileSystemVolume`.
+    pub capacity: i64,
+    /// `remoteHost`.
+    pub remote_host: String,
+    /// `remotePath`.
+    pub remote_path: String,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `remoteHostNames`.
+    pub remote_host_names: Vec<String>,
+    /// `securityType`.
+    pub security_type: Option<String>,
+    /// `protocolEndpoint`.
+    pub protocol_endpoint: Option<bool>,
+}
+impl x::SchemaType for HostNasVolume {
+    const TYPE_NAME: &'static str = "HostNasVolume";
+}
+impl x::Structure for HostNasVolume {}
+impl x::Fields for HostNasVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "userName" => r.read_opt(&mut self.user_name),
+            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
+            "securityType" => r.read_opt(&mut self.security_type),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("capacity", &self.capacity);
+        w.write("remoteHost", &self.remote_host);
+        w.write("remotePath", &self.remote_path);
+        w.write_opt("userName", &self.user_name);
+        w.write_vec("remoteHostNames", &self.remote_host_names);
+        w.write_opt("securityType", &self.security_type);
+        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
+    }
+}
+/// `HostNasVolumeConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNasVolumeConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `spec`.
+    pub spec: Option<HostNasVolumeSpec>,
+}
+impl x::SchemaType for HostNasVolumeConfig {
+    const TYPE_NAME: &'static str = "HostNasVolumeConfig";
+}
+impl x::Structure for HostNasVolumeConfig {}
+impl x::Fields for HostNasVolumeConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostNasVolumeConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNasVolumeConfig";
+    const ITEM_TAG: &'static str = "HostNasVolumeConfig";
+}
+/// `HostNasVolumeSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNasVolumeSpec {
+    /// `remoteHost`.
+    pub remote_host: String,
+    /// `remotePath`.
+    pub remote_path: String,
+    /// `localPath`.
+    pub local_path: String,
+    /// `accessMode`.
+    pub access_mode: String,
+    /// `type`.
+    pub type_: Option<String>,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+    /// `remoteHostNames`.
+    pub remote_host_names: Vec<String>,
+    /// `securityType`.
+    pub security_type: Option<String>,
+    /// `vmknicToBind`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_to_bind: Option<String>,
+    /// `vmknicBound`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_bound: Option<bool>,
+    /// `connections`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub connections: Option<i32>,
+}
+impl x::SchemaType for HostNasVolumeSpec {
+    const TYPE_NAME: &'static str = "HostNasVolumeSpec";
+}
+impl x::Structure for HostNasVolumeSpec {}
+impl x::Fields for HostNasVolumeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "localPath" => r.read(&mut self.local_path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "type" => r.read_opt(&mut self.type_),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
+            "securityType" => r.read_opt(&mut self.security_type),
+            "vmknicToBind" => r.read_opt(&mut self.vmknic_to_bind),
+            "vmknicBound" => r.read_opt(&mut self.vmknic_bound),
+            "connections" => r.read_opt(&mut self.connections),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("remoteHost", &self.remote_host);
+        w.write("remotePath", &self.remote_path);
+        w.write("localPath", &self.local_path);
+        w.write("accessMode", &self.access_mode);
+        w.write_opt("type", &self.type_);
+        w.write_opt("userName", &self.user_name);
+        w.write_opt("password", &self.password);
+        w.write_vec("remoteHostNames", &self.remote_host_names);
+        w.write_opt("securityType", &self.security_type);
+        if w
+            .since(
+                0x0800_0100,
+                "HostNasVolumeSpec.vmknicToBind",
+                self.vmknic_to_bind.is_some(),
+            )
+        {
+            w.write_opt("vmknicToBind", &self.vmknic_to_bind);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostNasVolumeSpec.vmknicBound",
+                self.vmknic_bound.is_some(),
+            )
+        {
+            w.write_opt("vmknicBound", &self.vmknic_bound);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostNasVolumeSpec.connections",
+                self.connections.is_some(),
+            )
+        {
+            w.write_opt("connections", &self.connections);
+        }
+    }
+}
+/// `HostNasVolumeUserInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNasVolumeUserInfo {
+    /// `user`.
+    pub user: String,
+}
+impl x::SchemaType for HostNasVolumeUserInfo {
+    const TYPE_NAME: &'static str = "HostNasVolumeUserInfo";
+}
+impl x::Structure for HostNasVolumeUserInfo {}
+impl x::Fields for HostNasVolumeUserInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "user" => r.read(&mut self.user),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("user", &self.user);
+    }
+}
+/// `HostNatService` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNatService {
+    /// `key`.
+    pub key: String,
+    /// `spec`.
+    pub spec: HostNatServiceSpec,
+}
+impl x::SchemaType for HostNatService {
+    const TYPE_NAME: &'static str = "HostNatService";
+}
+impl x::Structure for HostNatService {}
+impl x::Fields for HostNatService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostNatService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatService";
+    const ITEM_TAG: &'static str = "HostNatService";
+}
+/// `HostNatServiceConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNatServiceConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `key`.
+    pub key: String,
+    /// `spec`.
+    pub spec: HostNatServiceSpec,
+}
+impl x::SchemaType for HostNatServiceConfig {
+    const TYPE_NAME: &'static str = "HostNatServiceConfig";
+}
+impl x::Structure for HostNatServiceConfig {}
+impl x::Fields for HostNatServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("key", &self.key);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostNatServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServiceConfig";
+    const ITEM_TAG: &'static str = "HostNatServiceConfig";
+}
+/// `HostNatServiceNameServiceSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNatServiceNameServiceSpec {
+    /// `dnsAutoDetect`.
+    pub dns_auto_detect: bool,
+    /// `dnsPolicy`.
+    pub dns_policy: String,
+    /// `dnsRetries`.
+    pub dns_retries: i32,
+    /// `dnsTimeout`.
+    pub dns_timeout: i32,
+    /// `dnsNameServer`.
+    pub dns_name_server: Vec<String>,
+    /// `nbdsTimeout`.
+    pub nbds_timeout: i32,
+    /// `nbnsRetries`.
+    pub nbns_retries: i32,
+    /// `nbnsTimeout`.
+    pub nbns_timeout: i32,
+}
+impl x::SchemaType for HostNatServiceNameServiceSpec {
+    const TYPE_NAME: &'static str = "HostNatServiceNameServiceSpec";
+}
+impl x::Structure for HostNatServiceNameServiceSpec {}
+impl x::Fields for HostNatServiceNameServiceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dnsAutoDetect" => r.read(&mut self.dns_auto_detect),
+            "dnsPolicy" => r.read(&mut self.dns_policy),
+            "dnsRetries" => r.read(&mut self.dns_retries),
+            "dnsTimeout" => r.read(&mut self.dns_timeout),
+            "dnsNameServer" => r.read_push(&mut self.dns_name_server),
+            "nbdsTimeout" => r.read(&mut self.nbds_timeout),
+            "nbnsRetries" => r.read(&mut self.nbns_retries),
+            "nbnsTimeout" => r.read(&mut self.nbns_timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dnsAutoDetect", &self.dns_auto_detect);
+        w.write("dnsPolicy", &self.dns_policy);
+        w.write("dnsRetries", &self.dns_retries);
+        w.write("dnsTimeout", &self.dns_timeout);
+        w.write_vec("dnsNameServer", &self.dns_name_server);
+        w.write("nbdsTimeout", &self.nbds_timeout);
+        w.write("nbnsRetries", &self.nbns_retries);
+        w.write("nbnsTimeout", &self.nbns_timeout);
+    }
+}
+/// `HostNatServicePortForwardSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNatServicePortForwardSpec {
+    /// `type`.
+    pub type_: String,
+    /// `name`.
+    pub name: String,
+    /// `hostPort`.
+    pub host_port: i32,
+    /// `guestPort`.
+    pub guest_port: i32,
+    /// `guestIpAddress`.
+    pub guest_ip_address: String,
+}
+impl x::SchemaType for HostNatServicePortForwardSpec {
+    const TYPE_NAME: &'static str = "HostNatServicePortForwardSpec";
+}
+impl x::Structure for HostNatServicePortForwardSpec {}
+impl x::Fields for HostNatServicePortForwardSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "hostPort" => r.read(&mut self.host_port),
+            "guestPort" => r.read(&mut self.guest_port),
+            "guestIpAddress" => r.read(&mut self.guest_ip_address),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("hostPort", &self.host_port);
+        w.write("guestPort", &self.guest_port);
+        w.write("guestIpAddress", &self.guest_ip_address);
+    }
+}
+impl x::ArrayItem for HostNatServicePortForwardSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServicePortForwardSpec";
+    const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
+}
+/// `HostNatServiceSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNatServiceSpec {
+    /// `virtualSwitch`.
+    pub virtual_switch: String,
+    /// `activeFtp`.
+    pub active_ftp: bool,
+    /// `allowAnyOui`.
+    pub allow_any_oui: bool,
+    /// `configPort`.
+    pub config_port: bool,
+    /// `ipGatewayAddress`.
+    pub ip_gateway_address: String,
+    /// `udpTimeout`.
+    pub udp_timeout: i32,
+    /// `portForward`.
+    pub port_forward: Vec<HostNatServicePortForwardSpec>,
+    /// `nameService`.
+    pub name_service: Option<HostNatServiceNameServiceSpec>,
+}
+impl x::SchemaType for HostNatServiceSpec {
+    const TYPE_NAME: &'static str = "HostNatServiceSpec";
+}
+impl x::Structure for HostNatServiceSpec {}
+impl x::Fields for HostNatServiceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualSwitch" => r.read(&mut self.virtual_switch),
+            "activeFtp" => r.read(&mut self.active_ftp),
+            "allowAnyOui" => r.read(&mut self.allow_any_oui),
+            "configPort" => r.read(&mut self.config_port),
+            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address),
+            "udpTimeout" => r.read(&mut self.udp_timeout),
+            "portForward" => r.read_push(&mut self.port_forward),
+            "nameService" => r.read_opt(&mut self.name_service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("virtualSwitch", &self.virtual_switch);
+        w.write("activeFtp", &self.active_ftp);
+        w.write("allowAnyOui", &self.allow_any_oui);
+        w.write("configPort", &self.config_port);
+        w.write("ipGatewayAddress", &self.ip_gateway_address);
+        w.write("udpTimeout", &self.udp_timeout);
+        w.write_vec("portForward", &self.port_forward);
+        w.write_opt("nameService", &self.name_service);
+    }
+}
+/// `HostNetCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetCapabilities {
+    /// `canSetPhysicalNicLinkSpeed`.
+    pub can_set_physical_nic_link_speed: bool,
+    /// `supportsNicTeaming`.
+    pub supports_nic_teaming: bool,
+    /// `nicTeamingPolicy`.
+    pub nic_teaming_policy: Vec<String>,
+    /// `supportsVlan`.
+    pub supports_vlan: bool,
+    /// `usesServiceConsoleNic`.
+    pub uses_service_console_nic: bool,
+    /// `supportsNetworkHints`.
+    pub supports_network_hints: bool,
+    /// `maxPortGroupsPerVswitch`.
+    pub max_port_groups_per_vswitch: Option<i32>,
+    /// `vswitchConfigSupported`.
+    pub vswitch_config_supported: bool,
+    /// `vnicConfigSupported`.
+    pub vnic_config_supported: bool,
+    /// `ipRouteConfigSupported`.
+    pub ip_route_config_supported: bool,
+    /// `dnsConfigSupported`.
+    pub dns_config_supported: bool,
+    /// `dhcpOnVnicSupported`.
+    pub dhcp_on_vnic_supported: bool,
+    /// `ipV6Supported`.
+    pub ip_v6_supported: Option<bool>,
+    /// `backupNfcNiocSupported`.
+    pub backup_nfc_nioc_supported: Option<bool>,
+}
+impl x::SchemaType for HostNetCapabilities {
+    const TYPE_NAME: &'static str = "HostNetCapabilities";
+}
+impl x::Structure for HostNetCapabilities {}
+impl x::Fields for HostNetCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "canSetPhysicalNicLinkSpeed" => {
+                r.read(&mut self.can_set_physical_nic_link_speed)
+            }
+            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming),
+            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
+            "supportsVlan" => r.read(&mut self.supports_vlan),
+            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic),
+            "supportsNetworkHints" => r.read(&mut self.supports_network_hints),
+            "maxPortGroupsPerVswitch" => {
+                r.read_opt(&mut self.max_port_groups_per_vswitch)
+            }
+            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported),
+            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported),
+            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported),
+            "dnsConfigSupported" => r.read(&mut self.dns_config_supported),
+            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported),
+            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported),
+            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
+        w.write("supportsNicTeaming", &self.supports_nic_teaming);
+        w.write_vec("nicTeamingPolicy", &self.nic_teaming_policy);
+        w.write("supportsVlan", &self.supports_vlan);
+        w.write("usesServiceConsoleNic", &self.uses_service_console_nic);
+        w.write("supportsNetworkHints", &self.supports_network_hints);
+        w.write_opt("maxPortGroupsPerVswitch", &self.max_port_groups_per_vswitch);
+        w.write("vswitchConfigSupported", &self.vswitch_config_supported);
+        w.write("vnicConfigSupported", &self.vnic_config_supported);
+        w.write("ipRouteConfigSupported", &self.ip_route_config_supported);
+        w.write("dnsConfigSupported", &self.dns_config_supported);
+        w.write("dhcpOnVnicSupported", &self.dhcp_on_vnic_supported);
+        w.write_opt("ipV6Supported", &self.ip_v6_supported);
+        w.write_opt("backupNfcNiocSupported", &self.backup_nfc_nioc_supported);
+    }
+}
+/// `HostNetOffloadCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetOffloadCapabilities {
+    /// `csumOffload`.
+    pub csum_offload: Option<bool>,
+    /// `tcpSegmentation`.
+    pub tcp_segmentation: Option<bool>,
+    /// `zeroCopyXmit`.
+    pub zero_copy_xmit: Option<bool>,
+}
+impl x::SchemaType for HostNetOffloadCapabilities {
+    const TYPE_NAME: &'static str = "HostNetOffloadCapabilities";
+}
+impl x::Structure for HostNetOffloadCapabilities {}
+impl x::Fields for HostNetOffloadCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "csumOffload" => r.read_opt(&mut self.csum_offload),
+            "tcpSegmentation" => r.read_opt(&mut self.tcp_segmentation),
+            "zeroCopyXmit" => r.read_opt(&mut self.zero_copy_xmit),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("csumOffload", &self.csum_offload);
+        w.write_opt("tcpSegmentation", &self.tcp_segmentation);
+        w.write_opt("zeroCopyXmit", &self.zero_copy_xmit);
+    }
+}
+/// `HostNetStackInstance` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetStackInstance {
+    /// `key`.
+    pub key: Option<String>,
+    /// `name`.
+    pub name: Option<String>,
+    /// `dnsConfig`.
+    pub dns_config: Option<AnyHostDnsConfig>,
+    /// `ipRouteConfig`.
+    pub ip_route_config: Option<AnyHostIpRouteConfig>,
+    /// `requestedMaxNumberOfConnections`.
+    pub requested_max_number_of_connections: Option<i32>,
+    /// `congestionControlAlgorithm`.
+    pub congestion_control_algorithm: Option<String>,
+    /// `ipV6Enabled`.
+    pub ip_v6_enabled: Option<bool>,
+    /// `routeTableConfig`.
+    pub route_table_config: Option<HostIpRouteTableConfig>,
+    /// `owner`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub owner: Option<String>,
+}
+impl x::SchemaType for HostNetStackInstance {
+    const TYPE_NAME: &'static str = "HostNetStackInstance";
+}
+impl x::Structure for HostNetStackInstance {}
+impl x::Fields for HostNetStackInstance {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            "requestedMaxNumberOfConnections" => {
+                r.read_opt(&mut self.requested_max_number_of_connections)
+            }
+            "congestionControlAlgorithm" => {
+                r.read_opt(&mut self.congestion_control_algorithm)
+            }
+            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
+            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
+            "owner" => r.read_opt(&mut self.owner),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write_opt("name", &self.name);
+        w.write_opt("dnsConfig", &self.dns_config);
+        w.write_opt("ipRouteConfig", &self.ip_route_config);
+        w.write_opt(
+            "requestedMaxNumberOfConnections",
+            &self.requested_max_number_of_connections,
+        );
+        w.write_opt("congestionControlAlgorithm", &self.congestion_control_algorithm);
+        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
+        w.write_opt("routeTableConfig", &self.route_table_config);
+        if w.since(0x0900_0000, "HostNetStackInstance.owner", self.owner.is_some()) {
+            w.write_opt("owner", &self.owner);
+        }
+    }
+}
+impl x::ArrayItem for HostNetStackInstance {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetStackInstance";
+    const ITEM_TAG: &'static str = "HostNetStackInstance";
+}
+/// `HostNetworkConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetworkConfig {
+    /// `vswitch`.
+    pub vswitch: Vec<HostVirtualSwitchConfig>,
+    /// `proxySwitch`.
+    pub proxy_switch: Vec<HostProxySwitchConfig>,
+    /// `portgroup`.
+    pub portgroup: Vec<HostPortGroupConfig>,
+    /// `pnic`.
+    pub pnic: Vec<PhysicalNicConfig>,
+    /// `vnic`.
+    pub vnic: Vec<HostVirtualNicConfig>,
+    /// `consoleVnic`.
+    pub console_vnic: Vec<HostVirtualNicConfig>,
+    /// `dnsConfig`.
+    pub dns_config: Option<AnyHostDnsConfig>,
+    /// `ipRouteConfig`.
+    pub ip_route_config: Option<AnyHostIpRouteConfig>,
+    /// `consoleIpRouteConfig`.
+    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
+    /// `routeTableConfig`.
+    pub route_table_config: Option<HostIpRouteTableConfig>,
+    /// `dhcp`.
+    pub dhcp: Vec<HostDhcpServiceConfig>,
+    /// `nat`.
+    pub nat: Vec<HostNatServiceConfig>,
+    /// `ipV6Enabled`.
+    pub ip_v6_enabled: Option<bool>,
+    /// `netStackSpec`.
+    pub net_stack_spec: Vec<HostNetworkConfigNetStackSpec>,
+    /// `migrationStatus`.
+    pub migration_status: Option<String>,
+}
+impl x::SchemaType for HostNetworkConfig {
+    const TYPE_NAME: &'static str = "HostNetworkConfig";
+}
+impl x::Structure for HostNetworkConfig {}
+impl x::Fields for HostNetworkConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vswitch" => r.read_push(&mut self.vswitch),
+            "proxySwitch" => r.read_push(&mut self.proxy_switch),
+            "portgroup" => r.read_push(&mut self.portgroup),
+            "pnic" => r.read_push(&mut self.pnic),
+            "vnic" => r.read_push(&mut self.vnic),
+            "consoleVnic" => r.read_push(&mut self.console_vnic),
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
+            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
+            "dhcp" => r.read_push(&mut self.dhcp),
+            "nat" => r.read_push(&mut self.nat),
+            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
+            "netStackSpec" => r.read_push(&mut self.net_stack_spec),
+            "migrationStatus" => r.read_opt(&mut self.migration_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vswitch", &self.vswitch);
+        w.write_vec("proxySwitch", &self.proxy_switch);
+        w.write_vec("portgroup", &self.portgroup);
+        w.write_vec("pnic", &self.pnic);
+        w.write_vec("vnic", &self.vnic);
+        w.write_vec("consoleVnic", &self.console_vnic);
+        w.write_opt("dnsConfig", &self.dns_config);
+        w.write_opt("ipRouteConfig", &self.ip_route_config);
+        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
+        w.write_opt("routeTableConfig", &self.route_table_config);
+        w.write_vec("dhcp", &self.dhcp);
+        w.write_vec("nat", &self.nat);
+        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
+        w.write_vec("netStackSpec", &self.net_stack_spec);
+        w.write_opt("migrationStatus", &self.migration_status);
+    }
+}
+/// `HostNetworkConfigNetStackSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetworkConfigNetStackSpec {
+    /// `netStackInstance`.
+    pub net_stack_instance: HostNetStackInstance,
+    /// `operation`.
+    pub operation: Option<String>,
+}
+impl x::SchemaType for HostNetworkConfigNetStackSpec {
+    const TYPE_NAME: &'static str = "HostNetworkConfigNetStackSpec";
+}
+impl x::Structure for HostNetworkConfigNetStackSpec {}
+impl x::Fields for HostNetworkConfigNetStackSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstance" => r.read(&mut self.net_stack_instance),
+            "operation" => r.read_opt(&mut self.operation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("netStackInstance", &self.net_stack_instance);
+        w.write_opt("operation", &self.operation);
+    }
+}
+impl x::ArrayItem for HostNetworkConfigNetStackSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetworkConfigNetStackSpec";
+    const ITEM_TAG: &'static str = "HostNetworkConfigNetStackSpec";
+}
+/// `HostNetworkConfigResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetworkConfigResult {
+    /// `vnicDevice`.
+    pub vnic_device: Vec<String>,
+    /// `consoleVnicDevice`.
+    pub console_vnic_device: Vec<String>,
+}
+impl x::SchemaType for HostNetworkConfigResult {
+    const TYPE_NAME: &'static str = "HostNetworkConfigResult";
+}
+impl x::Structure for HostNetworkConfigResult {}
+impl x::Fields for HostNetworkConfigResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vnicDevice" => r.read_push(&mut self.vnic_device),
+            "consoleVnicDevice" => r.read_push(&mut self.console_vnic_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vnicDevice", &self.vnic_device);
+        w.write_vec("consoleVnicDevice", &self.console_vnic_device);
+    }
+}
+/// `HostNetworkInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetworkInfo {
+    /// `vswitch`.
+    pub vswitch: Vec<HostVirtualSwitch>,
+    /// `proxySwitch`.
+    pub proxy_switch: Vec<HostProxySwitch>,
+    /// `portgroup`.
+    pub portgroup: Vec<HostPortGroup>,
+    /// `pnic`.
+    pub pnic: Vec<PhysicalNic>,
+    /// `rdmaDevice`.
+    pub rdma_device: Vec<HostRdmaDevice>,
+    /// `vnic`.
+    pub vnic: Vec<HostVirtualNic>,
+    /// `consoleVnic`.
+    pub console_vnic: Vec<HostVirtualNic>,
+    /// `dnsConfig`.
+    pub dns_config: Option<AnyHostDnsConfig>,
+    /// `ipRouteConfig`.
+    pub ip_route_config: Option<AnyHostIpRouteConfig>,
+    /// `consoleIpRouteConfig`.
+    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
+    /// `routeTableInfo`.
+    pub route_table_info: Option<HostIpRouteTableInfo>,
+    /// `dhcp`.
+    pub dhcp: Vec<HostDhcpService>,
+    /// `nat`.
+    pub nat: Vec<HostNatService>,
+    /// `ipV6Enabled`.
+    pub ip_v6_enabled: Option<bool>,
+    /// `atBootIpV6Enabled`.
+    pub at_boot_ip_v6_enabled: Option<bool>,
+    /// `netStackInstance`.
+    pub net_stack_instance: Vec<HostNetStackInstance>,
+    /// `opaqueSwitch`.
+    pub opaque_switch: Vec<HostOpaqueSwitch>,
+    /// `opaqueNetwork`.
+    pub opaque_network: Vec<HostOpaqueNetworkInfo>,
+    /// `nsxTransportNodeId`.
+    pub nsx_transport_node_id: Option<String>,
+    /// `nvdsToVdsMigrationRequired`.
+    pub nvds_to_vds_migration_required: Option<bool>,
+    /// `migrationStatus`.
+    pub migration_status: Option<String>,
+}
+impl x::SchemaType for HostNetworkInfo {
+    const TYPE_NAME: &'static str = "HostNetworkInfo";
+}
+impl x::Structure for HostNetworkInfo {}
+impl x::Fields for HostNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vswitch" => r.read_push(&mut self.vswitch),
+            "proxySwitch" => r.read_push(&mut self.proxy_switch),
+            "portgroup" => r.read_push(&mut self.portgroup),
+            "pnic" => r.read_push(&mut self.pnic),
+            "rdmaDevice" => r.read_push(&mut self.rdma_device),
+            "vnic" => r.read_push(&mut self.vnic),
+            "consoleVnic" => r.read_push(&mut self.console_vnic),
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
+            "routeTableInfo" => r.read_opt(&mut self.route_table_info),
+            "dhcp" => r.read_push(&mut self.dhcp),
+            "nat" => r.read_push(&mut self.nat),
+            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
+            "atBootIpV6Enabled" => r.read_opt(&mut self.at_boot_ip_v6_enabled),
+            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
+            "opaqueSwitch" => r.read_push(&mut self.opaque_switch),
+            "opaqueNetwork" => r.read_push(&mut self.opaque_network),
+            "nsxTransportNodeId" => r.read_opt(&mut self.nsx_transport_node_id),
+            "nvdsToVdsMigrationRequired" => {
+                r.read_opt(&mut self.nvds_to_vds_migration_required)
+            }
+            "migrationStatus" => r.read_opt(&mut self.migration_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vswitch", &self.vswitch);
+        w.write_vec("proxySwitch", &self.proxy_switch);
+        w.write_vec("portgroup", &self.portgroup);
+        w.write_vec("pnic", &self.pnic);
+        w.write_vec("rdmaDevice", &self.rdma_device);
+        w.write_vec("vnic", &self.vnic);
+        w.write_vec("consoleVnic", &self.console_vnic);
+        w.write_opt("dnsConfig", &self.dns_config);
+        w.write_opt("ipRouteConfig", &self.ip_route_config);
+        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
+        w.write_opt("routeTableInfo", &self.route_table_info);
+        w.write_vec("dhcp", &self.dhcp);
+        w.write_vec("nat", &self.nat);
+        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
+        w.write_opt("atBootIpV6Enabled", &self.at_boot_ip_v6_enabled);
+        w.write_vec("netStackInstance", &self.net_stack_instance);
+        w.write_vec("opaqueSwitch", &self.opaque_switch);
+        w.write_vec("opaqueNetwork", &self.opaque_network);
+        w.write_opt("nsxTransportNodeId", &self.nsx_transport_node_id);
+        w.write_opt("nvdsToVdsMigrationRequired", &self.nvds_to_vds_migration_required);
+        w.write_opt("migrationStatus", &self.migration_status);
+    }
+}
+/// `HostNetworkPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetworkPolicy {
+    /// `security`.
+    pub security: Option<HostNetworkSecurityPolicy>,
+    /// `nicTeaming`.
+    pub nic_teaming: Option<HostNicTeamingPolicy>,
+    /// `offloadPolicy`.
+    pub offload_policy: Option<HostNetOffloadCapabilities>,
+    /// `shapingPolicy`.
+    pub shaping_policy: Option<HostNetworkTrafficShapingPolicy>,
+}
+impl x::SchemaType for HostNetworkPolicy {
+    const TYPE_NAME: &'static str = "HostNetworkPolicy";
+}
+impl x::Structure for HostNetworkPolicy {}
+impl x::Fields for HostNetworkPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "security" => r.read_opt(&mut self.security),
+            "nicTeaming" => r.read_opt(&mut self.nic_teaming),
+            "offloadPolicy" => r.read_opt(&mut self.offload_policy),
+            "shapingPolicy" => r.read_opt(&mut self.shaping_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("security", &self.security);
+        w.write_opt("nicTeaming", &self.nic_teaming);
+        w.write_opt("offloadPolicy", &self.offload_policy);
+        w.write_opt("shapingPolicy", &self.shaping_policy);
+    }
+}
+/// `HostNetworkResourceRuntime` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetworkResourceRuntime {
+    /// `pnicResourceInfo`.
+    pub pnic_resource_info: Vec<HostPnicNetworkResourceInfo>,
+}
+impl x::SchemaType for HostNetworkResourceRuntime {
+    const TYPE_NAME: &'static str = "HostNetworkResourceRuntime";
+}
+impl x::Structure for HostNetworkResourceRuntime {}
+impl x::Fields for HostNetworkResourceRuntime {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pnicResourceInfo" => r.read_push(&mut self.pnic_resource_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("pnicResourceInfo", &self.pnic_resource_info);
+    }
+}
+/// `HostNetworkSecurityPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNetworkSecurityPolicy {
+    /// `allowPromiscuous`.
+    pub allow_promiscuous: Option<bool>,
+    /// `macChanges`.
+    pub mac_changes: Option<bool>,
+    /// `forgedTransmits`.
+    pub forged_transmits: Option<bool>,
+}
+impl x::SchemaType for HostNetworkSecurityPolicy {
+    const TYPE_NAME: &'static str = "HostNetworkSecurityPolicy";
+}
+impl x::Structure for HostNetworkSecurityPolicy {}
+impl x::Fields for HostNetworkSecurityPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
+            "macChanges" => r.read_opt(&mut self.mac_changes),
+            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("allowPromiscuous", &self.allow_promiscuous);
+        w.write_opt("macChanges", &self.mac_changes);
+        w.write_opt("forgedTransmits", &self.forged_transmits);
+    }
+}
 /// `HostNetworkTrafficShapingPolicy` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostNetworkTrafficShapingPolicy {
@@ -315,10 +2348,14 @@ impl x::Fields for HostNoAvailableNetworksEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("ips", &self.ips);
     }
 }
@@ -403,10 +2440,14 @@ impl x::Fields for HostNoHAEnabledPortGroupsEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
@@ -490,10 +2531,14 @@ impl x::Fields for HostNoRedundantManagementNetworkEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostNonCompliantEvent` (extends `HostEvent`).
@@ -577,10 +2622,14 @@ impl x::Fields for HostNonCompliantEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostNotConnected` (extends `HostCommunication`).
@@ -695,10 +2744,14 @@ impl x::Fields for HostNotInClusterEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostNotReachable` (extends `HostCommunication`).
@@ -841,7 +2894,9 @@ impl x::Fields for HostNumaNode {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("typeId", &self.type_id);
         w.write_vec("cpuID", &self.cpu_id);
-        w.write_opt("memorySize", &self.memory_size);
+        if w.since(0x0800_0000, "HostNumaNode.memorySize", self.memory_size.is_some()) {
+            w.write_opt("memorySize", &self.memory_size);
+        }
         w.write("memoryRangeBegin", &self.memory_range_begin);
         w.write("memoryRangeLength", &self.memory_range_length);
         w.write_vec("pciId", &self.pci_id);
@@ -917,9 +2972,19 @@ impl x::Fields for HostNumericSensorInfo {
         w.write_opt("rateUnits", &self.rate_units);
         w.write("sensorType", &self.sensor_type);
         w.write_opt("id", &self.id);
-        w.write_opt("sensorNumber", &self.sensor_number);
+        if w
+            .since(
+                0x0800_0001,
+                "HostNumericSensorInfo.sensorNumber",
+                self.sensor_number.is_some(),
+            )
+        {
+            w.write_opt("sensorNumber", &self.sensor_number);
+        }
         w.write_opt("timeStamp", &self.time_stamp);
-        w.write_opt("fru", &self.fru);
+        if w.since(0x0800_0001, "HostNumericSensorInfo.fru", self.fru.is_some()) {
+            w.write_opt("fru", &self.fru);
+        }
     }
 }
 impl x::ArrayItem for HostNumericSensorInfo {
@@ -1059,2132 +3124,4 @@ impl x::Fields for HostNvmeController {
 impl x::ArrayItem for HostNvmeController {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeController";
     const ITEM_TAG: &'static str = "HostNvmeController";
-}
-/// `HostNvmeDisconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDisconnectSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `subnqn`.
-    pub subnqn: Option<String>,
-    /// `controllerNumber`.
-    pub controller_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeDisconnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
-}
-impl x::Structure for HostNvmeDisconnectSpec {}
-impl x::Fields for HostNvmeDisconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "subnqn" => r.read_opt(&mut self.subnqn),
-            "controllerNumber" => r.read_opt(&mut self.controller_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write_opt("subnqn", &self.subnqn);
-        w.write_opt("controllerNumber", &self.controller_number);
-    }
-}
-impl x::ArrayItem for HostNvmeDisconnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
-}
-/// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoverSpec {
-    /// `hbaName`, from `HostNvmeSpec`.
-    pub hba_name: String,
-    /// `transportParameters`, from `HostNvmeSpec`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `autoConnect`.
-    pub auto_connect: Option<bool>,
-    /// `rootDiscoveryController`.
-    pub root_discovery_controller: Option<bool>,
-}
-impl x::SchemaType for HostNvmeDiscoverSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
-}
-impl x::Structure for HostNvmeDiscoverSpec {}
-impl x::Fields for HostNvmeDiscoverSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "autoConnect" => r.read_opt(&mut self.auto_connect),
-            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write_opt("autoConnect", &self.auto_connect);
-        w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
-    }
-}
-/// `HostNvmeDiscoveryLog` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLog {
-    /// `entry`.
-    pub entry: Vec<HostNvmeDiscoveryLogEntry>,
-    /// `complete`.
-    pub complete: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLog {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
-}
-impl x::Structure for HostNvmeDiscoveryLog {}
-impl x::Fields for HostNvmeDiscoveryLog {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entry" => r.read_push(&mut self.entry),
-            "complete" => r.read(&mut self.complete),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("entry", &self.entry);
-        w.write("complete", &self.complete);
-    }
-}
-/// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLogEntry {
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `subsystemType`.
-    pub subsystem_type: String,
-    /// `subsystemPortId`.
-    pub subsystem_port_id: i32,
-    /// `controllerId`.
-    pub controller_id: i32,
-    /// `adminQueueMaxSize`.
-    pub admin_queue_max_size: i32,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `transportRequirements`.
-    pub transport_requirements: String,
-    /// `connected`.
-    pub connected: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLogEntry {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-impl x::Structure for HostNvmeDiscoveryLogEntry {}
-impl x::Fields for HostNvmeDiscoveryLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "subnqn" => r.read(&mut self.subnqn),
-            "subsystemType" => r.read(&mut self.subsystem_type),
-            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
-            "controllerId" => r.read(&mut self.controller_id),
-            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "transportRequirements" => r.read(&mut self.transport_requirements),
-            "connected" => r.read(&mut self.connected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("subnqn", &self.subnqn);
-        w.write("subsystemType", &self.subsystem_type);
-        w.write("subsystemPortId", &self.subsystem_port_id);
-        w.write("controllerId", &self.controller_id);
-        w.write("adminQueueMaxSize", &self.admin_queue_max_size);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write("transportRequirements", &self.transport_requirements);
-        w.write("connected", &self.connected);
-    }
-}
-impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
-    const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-/// `HostNvmeNamespace` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeNamespace {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `id`.
-    pub id: i32,
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `capacityInBlocks`.
-    pub capacity_in_blocks: i64,
-}
-impl x::SchemaType for HostNvmeNamespace {
-    const TYPE_NAME: &'static str = "HostNvmeNamespace";
-}
-impl x::Structure for HostNvmeNamespace {}
-impl x::Fields for HostNvmeNamespace {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "id" => r.read(&mut self.id),
-            "blockSize" => r.read(&mut self.block_size),
-            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("id", &self.id);
-        w.write("blockSize", &self.block_size);
-        w.write("capacityInBlocks", &self.capacity_in_blocks);
-    }
-}
-impl x::ArrayItem for HostNvmeNamespace {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeNamespace";
-    const ITEM_TAG: &'static str = "HostNvmeNamespace";
-}
-/// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOpaqueTransportParameters {
-    /// `trtype`.
-    pub trtype: String,
-    /// `traddr`.
-    pub traddr: String,
-    /// `adrfam`.
-    pub adrfam: String,
-    /// `trsvcid`.
-    pub trsvcid: String,
-    /// `tsas`.
-    pub tsas: Vec<u8>,
-}
-impl x::SchemaType for HostNvmeOpaqueTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
-}
-impl x::Structure for HostNvmeOpaqueTransportParameters {}
-impl x::Fields for HostNvmeOpaqueTransportParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "trtype" => r.read(&mut self.trtype),
-            "traddr" => r.read(&mut self.traddr),
-            "adrfam" => r.read(&mut self.adrfam),
-            "trsvcid" => r.read(&mut self.trsvcid),
-            "tsas" => r.read(&mut self.tsas),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("trtype", &self.trtype);
-        w.write("traddr", &self.traddr);
-        w.write("adrfam", &self.adrfam);
-        w.write("trsvcid", &self.trsvcid);
-        w.write("tsas", &self.tsas);
-    }
-}
-/// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverFibreChannelParameters {
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-}
-impl x::SchemaType for HostNvmeOverFibreChannelParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
-}
-impl x::Structure for HostNvmeOverFibreChannelParameters {}
-impl x::Fields for HostNvmeOverFibreChannelParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-    }
-}
-/// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverRdmaParameters {
-    /// `address`.
-    pub address: String,
-    /// `addressFamily`.
-    pub address_family: Option<String>,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeOverRdmaParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
-}
-impl x::Structure for HostNvmeOverRdmaParameters {}
-impl x::Fields for HostNvmeOverRdmaParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "addressFamily" => r.read_opt(&mut self.address_family),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("addressFamily", &self.address_family);
-        w.write_opt("portNumber", &self.port_number);
-    }
-}
-/// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverTcpParameters {
-    /// `address`.
-    pub address: String,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-    /// `digestVerification`.
-    pub digest_verification: Option<String>,
-}
-impl x::SchemaType for HostNvmeOverTcpParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
-}
-impl x::Structure for HostNvmeOverTcpParameters {}
-impl x::Fields for HostNvmeOverTcpParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            "digestVerification" => r.read_opt(&mut self.digest_verification),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("portNumber", &self.port_number);
-        w.write_opt("digestVerification", &self.digest_verification);
-    }
-}
-/// `HostNvmeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-}
-impl x::SchemaType for HostNvmeSpec {
-    const TYPE_NAME: &'static str = "HostNvmeSpec";
-}
-impl x::Structure for HostNvmeSpec {}
-impl x::Fields for HostNvmeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-    }
-}
-/// `HostNvmeTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostNvmeTopologyInterface>,
-}
-impl x::SchemaType for HostNvmeTopology {
-    const TYPE_NAME: &'static str = "HostNvmeTopology";
-}
-impl x::Structure for HostNvmeTopology {}
-impl x::Fields for HostNvmeTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostNvmeTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `connectedController`.
-    pub connected_controller: Vec<HostNvmeController>,
-}
-impl x::SchemaType for HostNvmeTopologyInterface {
-    const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
-}
-impl x::Structure for HostNvmeTopologyInterface {}
-impl x::Fields for HostNvmeTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "connectedController" => r.read_push(&mut self.connected_controller),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("connectedController", &self.connected_controller);
-    }
-}
-impl x::ArrayItem for HostNvmeTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeTopologyInterface";
-    const ITEM_TAG: &'static str = "HostNvmeTopologyInterface";
-}
-/// `HostNvmeTransportParameters` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTransportParameters {}
-impl x::SchemaType for HostNvmeTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
-}
-impl x::Structure for HostNvmeTransportParameters {}
-impl x::Fields for HostNvmeTransportParameters {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostOpaqueNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueNetworkInfo {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkName`.
-    pub opaque_network_name: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<String>,
-    /// `capability`.
-    pub capability: Option<OpaqueNetworkCapability>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for HostOpaqueNetworkInfo {
-    const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
-}
-impl x::Structure for HostOpaqueNetworkInfo {}
-impl x::Fields for HostOpaqueNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "capability" => r.read_opt(&mut self.capability),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkName", &self.opaque_network_name);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("capability", &self.capability);
-        w.write_vec("extraConfig", &self.extra_config);
-    }
-}
-impl x::ArrayItem for HostOpaqueNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueNetworkInfo";
-    const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
-}
-/// `HostOpaqueSwitch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueSwitch {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<HostOpaqueSwitchPhysicalNicZone>,
-    /// `status`.
-    pub status: Option<String>,
-    /// `vtep`.
-    pub vtep: Vec<HostVirtualNic>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `featureCapability`.
-    pub feature_capability: Vec<HostFeatureCapability>,
-}
-impl x::SchemaType for HostOpaqueSwitch {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitch";
-}
-impl x::Structure for HostOpaqueSwitch {}
-impl x::Fields for HostOpaqueSwitch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "pnic" => r.read_push(&mut self.pnic),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "status" => r.read_opt(&mut self.status),
-            "vtep" => r.read_push(&mut self.vtep),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "featureCapability" => r.read_push(&mut self.feature_capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("status", &self.status);
-        w.write_vec("vtep", &self.vtep);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_vec("featureCapability", &self.feature_capability);
-    }
-}
-impl x::ArrayItem for HostOpaqueSwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitch";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitch";
-}
-/// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueSwitchPhysicalNicZone {
-    /// `key`.
-    pub key: String,
-    /// `pnicDevice`.
-    pub pnic_device: Vec<String>,
-}
-impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
-}
-impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
-impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "pnicDevice" => r.read_push(&mut self.pnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("pnicDevice", &self.pnic_device);
-    }
-}
-impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
-}
-/// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOvercommittedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostOvercommittedEvent {
-    const TYPE_NAME: &'static str = "HostOvercommittedEvent";
-}
-impl x::Structure for HostOvercommittedEvent {}
-impl x::Fields for HostOvercommittedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-    }
-}
-/// `HostPMemVolume` (extends `HostFileSystemVolume`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPMemVolume {
-    /// `type`, from `HostFileSystemVolume`.
-    pub type_: String,
-    /// `name`, from `HostFileSystemVolume`.
-    pub name: String,
-    /// `capacity`, from `HostFileSystemVolume`.
-    pub capacity: i64,
-    /// `uuid`.
-    pub uuid: String,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for HostPMemVolume {
-    const TYPE_NAME: &'static str = "HostPMemVolume";
-}
-impl x::Structure for HostPMemVolume {}
-impl x::Fields for HostPMemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            "uuid" => r.read(&mut self.uuid),
-            "version" => r.read(&mut self.version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-        w.write("uuid", &self.uuid);
-        w.write("version", &self.version);
-    }
-}
-/// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostParallelScsiHba {
-    const TYPE_NAME: &'static str = "HostParallelScsiHba";
-}
-impl x::Structure for HostParallelScsiHba {}
-impl x::Fields for HostParallelScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-    }
-}
-/// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiTargetTransport {}
-impl x::SchemaType for HostParallelScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
-}
-impl x::Structure for HostParallelScsiTargetTransport {}
-impl x::Fields for HostParallelScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostPartialMaintenanceModeRuntimeInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPartialMaintenanceModeRuntimeInfo {
-    /// `key`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub key: String,
-    /// `hostStatus`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_status: String,
-}
-impl x::SchemaType for HostPartialMaintenanceModeRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
-}
-impl x::Structure for HostPartialMaintenanceModeRuntimeInfo {}
-impl x::Fields for HostPartialMaintenanceModeRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "hostStatus" => r.read(&mut self.host_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("hostStatus", &self.host_status);
-    }
-}
-impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPartialMaintenanceModeRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
-}
-/// `HostPatchManagerLocator` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerLocator {
-    /// `url`.
-    pub url: String,
-    /// `proxy`.
-    pub proxy: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerLocator {
-    const TYPE_NAME: &'static str = "HostPatchManagerLocator";
-}
-impl x::Structure for HostPatchManagerLocator {}
-impl x::Fields for HostPatchManagerLocator {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "url" => r.read(&mut self.url),
-            "proxy" => r.read_opt(&mut self.proxy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("url", &self.url);
-        w.write_opt("proxy", &self.proxy);
-    }
-}
-/// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerPatchManagerOperationSpec {
-    /// `proxy`.
-    pub proxy: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `cmdOption`.
-    pub cmd_option: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
-    const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
-}
-impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
-impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "proxy" => r.read_opt(&mut self.proxy),
-            "port" => r.read_opt(&mut self.port),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "cmdOption" => r.read_opt(&mut self.cmd_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("proxy", &self.proxy);
-        w.write_opt("port", &self.port);
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_opt("cmdOption", &self.cmd_option);
-    }
-}
-/// `HostPatchManagerResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerResult {
-    /// `version`.
-    pub version: String,
-    /// `status`.
-    pub status: Vec<HostPatchManagerStatus>,
-    /// `xmlResult`.
-    pub xml_result: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerResult {
-    const TYPE_NAME: &'static str = "HostPatchManagerResult";
-}
-impl x::Structure for HostPatchManagerResult {}
-impl x::Fields for HostPatchManagerResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "status" => r.read_push(&mut self.status),
-            "xmlResult" => r.read_opt(&mut self.xml_result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write_vec("status", &self.status);
-        w.write_opt("xmlResult", &self.xml_result);
-    }
-}
-/// `HostPatchManagerStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerStatus {
-    /// `id`.
-    pub id: String,
-    /// `applicable`.
-    pub applicable: bool,
-    /// `reason`.
-    pub reason: Vec<String>,
-    /// `integrity`.
-    pub integrity: Option<String>,
-    /// `installed`.
-    pub installed: bool,
-    /// `installState`.
-    pub install_state: Vec<String>,
-    /// `prerequisitePatch`.
-    pub prerequisite_patch: Vec<HostPatchManagerStatusPrerequisitePatch>,
-    /// `restartRequired`.
-    pub restart_required: bool,
-    /// `reconnectRequired`.
-    pub reconnect_required: bool,
-    /// `vmOffRequired`.
-    pub vm_off_required: bool,
-    /// `supersededPatchIds`.
-    pub superseded_patch_ids: Vec<String>,
-}
-impl x::SchemaType for HostPatchManagerStatus {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatus";
-}
-impl x::Structure for HostPatchManagerStatus {}
-impl x::Fields for HostPatchManagerStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "applicable" => r.read(&mut self.applicable),
-            "reason" => r.read_push(&mut self.reason),
-            "integrity" => r.read_opt(&mut self.integrity),
-            "installed" => r.read(&mut self.installed),
-            "installState" => r.read_push(&mut self.install_state),
-            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
-            "restartRequired" => r.read(&mut self.restart_required),
-            "reconnectRequired" => r.read(&mut self.reconnect_required),
-            "vmOffRequired" => r.read(&mut self.vm_off_required),
-            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("applicable", &self.applicable);
-        w.write_vec("reason", &self.reason);
-        w.write_opt("integrity", &self.integrity);
-        w.write("installed", &self.installed);
-        w.write_vec("installState", &self.install_state);
-        w.write_vec("prerequisitePatch", &self.prerequisite_patch);
-        w.write("restartRequired", &self.restart_required);
-        w.write("reconnectRequired", &self.reconnect_required);
-        w.write("vmOffRequired", &self.vm_off_required);
-        w.write_vec("supersededPatchIds", &self.superseded_patch_ids);
-    }
-}
-impl x::ArrayItem for HostPatchManagerStatus {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatus";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatus";
-}
-/// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerStatusPrerequisitePatch {
-    /// `id`.
-    pub id: String,
-    /// `installState`.
-    pub install_state: Vec<String>,
-}
-impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
-impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "installState" => r.read_push(&mut self.install_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_vec("installState", &self.install_state);
-    }
-}
-impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-/// `HostPathSelectionPolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPathSelectionPolicyOption {
-    /// `policy`.
-    pub policy: AnyElementDescription,
-}
-impl x::SchemaType for HostPathSelectionPolicyOption {
-    const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
-}
-impl x::Structure for HostPathSelectionPolicyOption {}
-impl x::Fields for HostPathSelectionPolicyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-impl x::ArrayItem for HostPathSelectionPolicyOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
-    const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
-}
-/// `HostPciDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDevice {
-    /// `id`.
-    pub id: String,
-    /// `classId`.
-    pub class_id: i16,
-    /// `bus`.
-    pub bus: i8,
-    /// `slot`.
-    pub slot: i8,
-    /// `physicalSlot`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub physical_slot: Option<i32>,
-    /// `slotDescription`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub slot_description: Option<String>,
-    /// `function`.
-    pub function: i8,
-    /// `vendorId`.
-    pub vendor_id: i16,
-    /// `subVendorId`.
-    pub sub_vendor_id: i16,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `deviceId`.
-    pub device_id: i16,
-    /// `subDeviceId`.
-    pub sub_device_id: i16,
-    /// `parentBridge`.
-    pub parent_bridge: Option<String>,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceClassName`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub device_class_name: Option<String>,
-    /// `directPathInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
-}
-impl x::SchemaType for HostPciDevice {
-    const TYPE_NAME: &'static str = "HostPciDevice";
-}
-impl x::Structure for HostPciDevice {}
-impl x::Fields for HostPciDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "classId" => r.read(&mut self.class_id),
-            "bus" => r.read(&mut self.bus),
-            "slot" => r.read(&mut self.slot),
-            "physicalSlot" => r.read_opt(&mut self.physical_slot),
-            "slotDescription" => r.read_opt(&mut self.slot_description),
-            "function" => r.read(&mut self.function),
-            "vendorId" => r.read(&mut self.vendor_id),
-            "subVendorId" => r.read(&mut self.sub_vendor_id),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "deviceId" => r.read(&mut self.device_id),
-            "subDeviceId" => r.read(&mut self.sub_device_id),
-            "parentBridge" => r.read_opt(&mut self.parent_bridge),
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceClassName" => r.read_opt(&mut self.device_class_name),
-            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("classId", &self.class_id);
-        w.write("bus", &self.bus);
-        w.write("slot", &self.slot);
-        w.write_opt("physicalSlot", &self.physical_slot);
-        w.write_opt("slotDescription", &self.slot_description);
-        w.write("function", &self.function);
-        w.write("vendorId", &self.vendor_id);
-        w.write("subVendorId", &self.sub_vendor_id);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceId", &self.device_id);
-        w.write("subDeviceId", &self.sub_device_id);
-        w.write_opt("parentBridge", &self.parent_bridge);
-        w.write("deviceName", &self.device_name);
-        w.write_opt("deviceClassName", &self.device_class_name);
-        w.write_opt("directPathInfo", &self.direct_path_info);
-    }
-}
-impl x::ArrayItem for HostPciDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
-    const ITEM_TAG: &'static str = "HostPciDevice";
-}
-/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDeviceDirectPathInfo {
-    /// `interconnectType`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub interconnect_type: Option<String>,
-    /// `driverName`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_name: Option<String>,
-    /// `driverVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `availableMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub available_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciDeviceDirectPathInfo {
-    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
-}
-impl x::Structure for HostPciDeviceDirectPathInfo {}
-impl x::Fields for HostPciDeviceDirectPathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "interconnectType" => r.read_opt(&mut self.interconnect_type),
-            "driverName" => r.read_opt(&mut self.driver_name),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "availableMemory" => r.read_opt(&mut self.available_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("interconnectType", &self.interconnect_type);
-        w.write_opt("driverName", &self.driver_name);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("availableMemory", &self.available_memory);
-    }
-}
-/// `HostPciPassthruConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruConfig {
-    /// `id`.
-    pub id: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `applyNow`.
-    pub apply_now: Option<bool>,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-}
-impl x::SchemaType for HostPciPassthruConfig {
-    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
-}
-impl x::Structure for HostPciPassthruConfig {}
-impl x::Fields for HostPciPassthruConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "applyNow" => r.read_opt(&mut self.apply_now),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write_opt("applyNow", &self.apply_now);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-    }
-}
-/// `HostPciPassthruInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfo {
-    /// `id`.
-    pub id: String,
-    /// `dependentDevice`.
-    pub dependent_device: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `passthruCapable`.
-    pub passthru_capable: bool,
-    /// `passthruActive`.
-    pub passthru_active: bool,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-    /// `directPathState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
-}
-impl x::SchemaType for HostPciPassthruInfo {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
-}
-impl x::Structure for HostPciPassthruInfo {}
-impl x::Fields for HostPciPassthruInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "dependentDevice" => r.read(&mut self.dependent_device),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "passthruCapable" => r.read(&mut self.passthru_capable),
-            "passthruActive" => r.read(&mut self.passthru_active),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "directPathState" => r.read_opt(&mut self.direct_path_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("dependentDevice", &self.dependent_device);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write("passthruCapable", &self.passthru_capable);
-        w.write("passthruActive", &self.passthru_active);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        w.write_opt("directPathState", &self.direct_path_state);
-    }
-}
-/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfoDirectPathState {
-    /// `mode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub mode: String,
-    /// `configurableModes`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub configurable_modes: Vec<String>,
-    /// `usedMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub used_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciPassthruInfoDirectPathState {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
-}
-impl x::Structure for HostPciPassthruInfoDirectPathState {}
-impl x::Fields for HostPciPassthruInfoDirectPathState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mode" => r.read(&mut self.mode),
-            "configurableModes" => r.read_push(&mut self.configurable_modes),
-            "usedMemory" => r.read_opt(&mut self.used_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mode", &self.mode);
-        w.write_vec("configurableModes", &self.configurable_modes);
-        w.write_opt("usedMemory", &self.used_memory);
-    }
-}
-/// `HostPcieHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPcieHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostPcieHba {
-    const TYPE_NAME: &'static str = "HostPcieHba";
-}
-impl x::Structure for HostPcieHba {}
-impl x::Fields for HostPcieHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-    }
-}
-/// `HostPcieTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPcieTargetTransport {}
-impl x::SchemaType for HostPcieTargetTransport {
-    const TYPE_NAME: &'static str = "HostPcieTargetTransport";
-}
-impl x::Structure for HostPcieTargetTransport {}
-impl x::Fields for HostPcieTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostPersistentMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPersistentMemoryInfo {
-    /// `capacityInMB`.
-    pub capacity_in_mb: Option<i64>,
-    /// `volumeUUID`.
-    pub volume_uuid: Option<String>,
-}
-impl x::SchemaType for HostPersistentMemoryInfo {
-    const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
-}
-impl x::Structure for HostPersistentMemoryInfo {}
-impl x::Fields for HostPersistentMemoryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
-            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("capacityInMB", &self.capacity_in_mb);
-        w.write_opt("volumeUUID", &self.volume_uuid);
-    }
-}
-/// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlacedVirtualNicIdentifier {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `vnicKey`.
-    pub vnic_key: String,
-    /// `reservation`.
-    pub reservation: Option<i32>,
-}
-impl x::SchemaType for HostPlacedVirtualNicIdentifier {
-    const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
-}
-impl x::Structure for HostPlacedVirtualNicIdentifier {}
-impl x::Fields for HostPlacedVirtualNicIdentifier {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "vnicKey" => r.read(&mut self.vnic_key),
-            "reservation" => r.read_opt(&mut self.reservation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write("vnicKey", &self.vnic_key);
-        w.write_opt("reservation", &self.reservation);
-    }
-}
-impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
-    const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
-}
-/// `HostPlugStoreTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
-    /// `path`.
-    pub path: Vec<HostPlugStoreTopologyPath>,
-    /// `target`.
-    pub target: Vec<HostPlugStoreTopologyTarget>,
-    /// `device`.
-    pub device: Vec<HostPlugStoreTopologyDevice>,
-    /// `plugin`.
-    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
-}
-impl x::SchemaType for HostPlugStoreTopology {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
-}
-impl x::Structure for HostPlugStoreTopology {}
-impl x::Fields for HostPlugStoreTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            "target" => r.read_push(&mut self.target),
-            "device" => r.read_push(&mut self.device),
-            "plugin" => r.read_push(&mut self.plugin),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-        w.write_vec("target", &self.target);
-        w.write_vec("device", &self.device);
-        w.write_vec("plugin", &self.plugin);
-    }
-}
-/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyAdapter {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyAdapter {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
-}
-impl x::Structure for HostPlugStoreTopologyAdapter {}
-impl x::Fields for HostPlugStoreTopologyAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyAdapter {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
-}
-/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyDevice {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyDevice {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
-}
-impl x::Structure for HostPlugStoreTopologyDevice {}
-impl x::Fields for HostPlugStoreTopologyDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
-}
-/// `HostPlugStoreTopologyPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyPath {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `channelNumber`.
-    pub channel_number: Option<i32>,
-    /// `targetNumber`.
-    pub target_number: Option<i32>,
-    /// `lunNumber`.
-    pub lun_number: Option<i32>,
-    /// `adapter`.
-    pub adapter: Option<String>,
-    /// `target`.
-    pub target: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyPath {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPath";
-}
-impl x::Structure for HostPlugStoreTopologyPath {}
-impl x::Fields for HostPlugStoreTopologyPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "channelNumber" => r.read_opt(&mut self.channel_number),
-            "targetNumber" => r.read_opt(&mut self.target_number),
-            "lunNumber" => r.read_opt(&mut self.lun_number),
-            "adapter" => r.read_opt(&mut self.adapter),
-            "target" => r.read_opt(&mut self.target),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write_opt("channelNumber", &self.channel_number);
-        w.write_opt("targetNumber", &self.target_number);
-        w.write_opt("lunNumber", &self.lun_number);
-        w.write_opt("adapter", &self.adapter);
-        w.write_opt("target", &self.target);
-        w.write_opt("device", &self.device);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPath";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPath";
-}
-/// `HostPlugStoreTopologyPlugin` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyPlugin {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `device`.
-    pub device: Vec<String>,
-    /// `claimedPath`.
-    pub claimed_path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyPlugin {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPlugin";
-}
-impl x::Structure for HostPlugStoreTopologyPlugin {}
-impl x::Fields for HostPlugStoreTopologyPlugin {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "device" => r.read_push(&mut self.device),
-            "claimedPath" => r.read_push(&mut self.claimed_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write_vec("device", &self.device);
-        w.write_vec("claimedPath", &self.claimed_path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyPlugin {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPlugin";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPlugin";
-}
-/// `HostPlugStoreTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyTarget {
-    /// `key`.
-    pub key: String,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostPlugStoreTopologyTarget {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyTarget";
-}
-impl x::Structure for HostPlugStoreTopologyTarget {}
-impl x::Fields for HostPlugStoreTopologyTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyTarget";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyTarget";
-}
-/// `HostPnicNetworkResourceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPnicNetworkResourceInfo {
-    /// `pnicDevice`.
-    pub pnic_device: String,
-    /// `availableBandwidthForVMTraffic`.
-    pub available_bandwidth_for_vm_traffic: Option<i64>,
-    /// `unusedBandwidthForVMTraffic`.
-    pub unused_bandwidth_for_vm_traffic: Option<i64>,
-    /// `placedVirtualNics`.
-    pub placed_virtual_nics: Vec<HostPlacedVirtualNicIdentifier>,
-}
-impl x::SchemaType for HostPnicNetworkResourceInfo {
-    const TYPE_NAME: &'static str = "HostPnicNetworkResourceInfo";
-}
-impl x::Structure for HostPnicNetworkResourceInfo {}
-impl x::Fields for HostPnicNetworkResourceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnicDevice" => r.read(&mut self.pnic_device),
-            "availableBandwidthForVMTraffic" => {
-                r.read_opt(&mut self.available_bandwidth_for_vm_traffic)
-            }
-            "unusedBandwidthForVMTraffic" => {
-                r.read_opt(&mut self.unused_bandwidth_for_vm_traffic)
-            }
-            "placedVirtualNics" => r.read_push(&mut self.placed_virtual_nics),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pnicDevice", &self.pnic_device);
-        w.write_opt(
-            "availableBandwidthForVMTraffic",
-            &self.available_bandwidth_for_vm_traffic,
-        );
-        w.write_opt(
-            "unusedBandwidthForVMTraffic",
-            &self.unused_bandwidth_for_vm_traffic,
-        );
-        w.write_vec("placedVirtualNics", &self.placed_virtual_nics);
-    }
-}
-impl x::ArrayItem for HostPnicNetworkResourceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPnicNetworkResourceInfo";
-    const ITEM_TAG: &'static str = "HostPnicNetworkResourceInfo";
-}
-/// `HostPortGroup` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroup {
-    /// `key`.
-    pub key: Option<String>,
-    /// `port`.
-    pub port: Vec<HostPortGroupPort>,
-    /// `vswitch`.
-    pub vswitch: Option<String>,
-    /// `computedPolicy`.
-    pub computed_policy: HostNetworkPolicy,
-    /// `spec`.
-    pub spec: HostPortGroupSpec,
-}
-impl x::SchemaType for HostPortGroup {
-    const TYPE_NAME: &'static str = "HostPortGroup";
-}
-impl x::Structure for HostPortGroup {}
-impl x::Fields for HostPortGroup {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "port" => r.read_push(&mut self.port),
-            "vswitch" => r.read_opt(&mut self.vswitch),
-            "computedPolicy" => r.read(&mut self.computed_policy),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_vec("port", &self.port);
-        w.write_opt("vswitch", &self.vswitch);
-        w.write("computedPolicy", &self.computed_policy);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostPortGroup {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroup";
-    const ITEM_TAG: &'static str = "HostPortGroup";
-}
-/// `HostPortGroupConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `spec`.
-    pub spec: Option<HostPortGroupSpec>,
-}
-impl x::SchemaType for HostPortGroupConfig {
-    const TYPE_NAME: &'static str = "HostPortGroupConfig";
-}
-impl x::Structure for HostPortGroupConfig {}
-impl x::Fields for HostPortGroupConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostPortGroupConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupConfig";
-    const ITEM_TAG: &'static str = "HostPortGroupConfig";
-}
-/// `HostPortGroupPort` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupPort {
-    /// `key`.
-    pub key: Option<String>,
-    /// `mac`.
-    pub mac: Vec<String>,
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for HostPortGroupPort {
-    const TYPE_NAME: &'static str = "HostPortGroupPort";
-}
-impl x::Structure for HostPortGroupPort {}
-impl x::Fields for HostPortGroupPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "mac" => r.read_push(&mut self.mac),
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_vec("mac", &self.mac);
-        w.write("type", &self.type_);
-    }
-}
-impl x::ArrayItem for HostPortGroupPort {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupPort";
-    const ITEM_TAG: &'static str = "HostPortGroupPort";
-}
-/// `HostPortGroupProfile` (extends `PortGroupProfile`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
-    /// `key`, from `PortGroupProfile`.
-    pub key: String,
-    /// `name`, from `PortGroupProfile`.
-    pub name: String,
-    /// `vlan`, from `PortGroupProfile`.
-    pub vlan: VlanProfile,
-    /// `vswitch`, from `PortGroupProfile`.
-    pub vswitch: VirtualSwitchSelectionProfile,
-    /// `networkPolicy`, from `PortGroupProfile`.
-    pub network_policy: NetworkPolicyProfile,
-    /// `ipConfig`.
-    pub ip_config: IpAddressProfile,
-}
-impl x::SchemaType for HostPortGroupProfile {
-    const TYPE_NAME: &'static str = "HostPortGroupProfile";
-}
-impl x::Structure for HostPortGroupProfile {}
-impl x::Fields for HostPortGroupProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "vlan" => r.read(&mut self.vlan),
-            "vswitch" => r.read(&mut self.vswitch),
-            "networkPolicy" => r.read(&mut self.network_policy),
-            "ipConfig" => r.read(&mut self.ip_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("vlan", &self.vlan);
-        w.write("vswitch", &self.vswitch);
-        w.write("networkPolicy", &self.network_policy);
-        w.write("ipConfig", &self.ip_config);
-    }
-}
-impl x::ArrayItem for HostPortGroupProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupProfile";
-    const ITEM_TAG: &'static str = "HostPortGroupProfile";
-}
-/// `HostPortGroupSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupSpec {
-    /// `name`.
-    pub name: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-    /// `vswitchName`.
-    pub vswitch_name: String,
-    /// `policy`.
-    pub policy: HostNetworkPolicy,
-}
-impl x::SchemaType for HostPortGroupSpec {
-    const TYPE_NAME: &'static str = "HostPortGroupSpec";
-}
-impl x::Structure for HostPortGroupSpec {}
-impl x::Fields for HostPortGroupSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "vlanId" => r.read(&mut self.vlan_id),
-            "vswitchName" => r.read(&mut self.vswitch_name),
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("vlanId", &self.vlan_id);
-        w.write("vswitchName", &self.vswitch_name);
-        w.write("policy", &self.policy);
-    }
 }

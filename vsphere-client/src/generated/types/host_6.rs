@@ -5,6 +5,2213 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostNvmeDisconnectSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeDisconnectSpec {
+    /// `hbaName`.
+    pub hba_name: String,
+    /// `subnqn`.
+    pub subnqn: Option<String>,
+    /// `controllerNumber`.
+    pub controller_number: Option<i32>,
+}
+impl x::SchemaType for HostNvmeDisconnectSpec {
+    const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
+}
+impl x::Structure for HostNvmeDisconnectSpec {}
+impl x::Fields for HostNvmeDisconnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "subnqn" => r.read_opt(&mut self.subnqn),
+            "controllerNumber" => r.read_opt(&mut self.controller_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write_opt("subnqn", &self.subnqn);
+        w.write_opt("controllerNumber", &self.controller_number);
+    }
+}
+impl x::ArrayItem for HostNvmeDisconnectSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
+    const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
+}
+/// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeDiscoverSpec {
+    /// `hbaName`, from `HostNvmeSpec`.
+    pub hba_name: String,
+    /// `transportParameters`, from `HostNvmeSpec`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+    /// `autoConnect`.
+    pub auto_connect: Option<bool>,
+    /// `rootDiscoveryController`.
+    pub root_discovery_controller: Option<bool>,
+}
+impl x::SchemaType for HostNvmeDiscoverSpec {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
+}
+impl x::Structure for HostNvmeDiscoverSpec {}
+impl x::Fields for HostNvmeDiscoverSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "autoConnect" => r.read_opt(&mut self.auto_connect),
+            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write("transportParameters", &self.transport_parameters);
+        w.write_opt("autoConnect", &self.auto_connect);
+        w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
+    }
+}
+/// `HostNvmeDiscoveryLog` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeDiscoveryLog {
+    /// `entry`.
+    pub entry: Vec<HostNvmeDiscoveryLogEntry>,
+    /// `complete`.
+    pub complete: bool,
+}
+impl x::SchemaType for HostNvmeDiscoveryLog {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
+}
+impl x::Structure for HostNvmeDiscoveryLog {}
+impl x::Fields for HostNvmeDiscoveryLog {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "entry" => r.read_push(&mut self.entry),
+            "complete" => r.read(&mut self.complete),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("entry", &self.entry);
+        w.write("complete", &self.complete);
+    }
+}
+/// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeDiscoveryLogEntry {
+    /// `subnqn`.
+    pub subnqn: String,
+    /// `subsystemType`.
+    pub subsystem_type: String,
+    /// `subsystemPortId`.
+    pub subsystem_port_id: i32,
+    /// `controllerId`.
+    pub controller_id: i32,
+    /// `adminQueueMaxSize`.
+    pub admin_queue_max_size: i32,
+    /// `transportParameters`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+    /// `transportRequirements`.
+    pub transport_requirements: String,
+    /// `connected`.
+    pub connected: bool,
+}
+impl x::SchemaType for HostNvmeDiscoveryLogEntry {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
+}
+impl x::Structure for HostNvmeDiscoveryLogEntry {}
+impl x::Fields for HostNvmeDiscoveryLogEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "subnqn" => r.read(&mut self.subnqn),
+            "subsystemType" => r.read(&mut self.subsystem_type),
+            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
+            "controllerId" => r.read(&mut self.controller_id),
+            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "transportRequirements" => r.read(&mut self.transport_requirements),
+            "connected" => r.read(&mut self.connected),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("subnqn", &self.subnqn);
+        w.write("subsystemType", &self.subsystem_type);
+        w.write("subsystemPortId", &self.subsystem_port_id);
+        w.write("controllerId", &self.controller_id);
+        w.write("adminQueueMaxSize", &self.admin_queue_max_size);
+        w.write("transportParameters", &self.transport_parameters);
+        w.write("transportRequirements", &self.transport_requirements);
+        w.write("connected", &self.connected);
+    }
+}
+impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
+    const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
+}
+/// `HostNvmeNamespace` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeNamespace {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `id`.
+    pub id: i32,
+    /// `blockSize`.
+    pub block_size: i32,
+    /// `capacityInBlocks`.
+    pub capacity_in_blocks: i64,
+}
+impl x::SchemaType for HostNvmeNamespace {
+    const TYPE_NAME: &'static str = "HostNvmeNamespace";
+}
+impl x::Structure for HostNvmeNamespace {}
+impl x::Fields for HostNvmeNamespace {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "id" => r.read(&mut self.id),
+            "blockSize" => r.read(&mut self.block_size),
+            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("id", &self.id);
+        w.write("blockSize", &self.block_size);
+        w.write("capacityInBlocks", &self.capacity_in_blocks);
+    }
+}
+impl x::ArrayItem for HostNvmeNamespace {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeNamespace";
+    const ITEM_TAG: &'static str = "HostNvmeNamespace";
+}
+/// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeOpaqueTransportParameters {
+    /// `trtype`.
+    pub trtype: String,
+    /// `traddr`.
+    pub traddr: String,
+    /// `adrfam`.
+    pub adrfam: String,
+    /// `trsvcid`.
+    pub trsvcid: String,
+    /// `tsas`.
+    pub tsas: Vec<u8>,
+}
+impl x::SchemaType for HostNvmeOpaqueTransportParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
+}
+impl x::Structure for HostNvmeOpaqueTransportParameters {}
+impl x::Fields for HostNvmeOpaqueTransportParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "trtype" => r.read(&mut self.trtype),
+            "traddr" => r.read(&mut self.traddr),
+            "adrfam" => r.read(&mut self.adrfam),
+            "trsvcid" => r.read(&mut self.trsvcid),
+            "tsas" => r.read(&mut self.tsas),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("trtype", &self.trtype);
+        w.write("traddr", &self.traddr);
+        w.write("adrfam", &self.adrfam);
+        w.write("trsvcid", &self.trsvcid);
+        w.write("tsas", &self.tsas);
+    }
+}
+/// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeOverFibreChannelParameters {
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+}
+impl x::SchemaType for HostNvmeOverFibreChannelParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
+}
+impl x::Structure for HostNvmeOverFibreChannelParameters {}
+impl x::Fields for HostNvmeOverFibreChannelParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+        w.write("portWorldWideName", &self.port_world_wide_name);
+    }
+}
+/// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeOverRdmaParameters {
+    /// `address`.
+    pub address: String,
+    /// `addressFamily`.
+    pub address_family: Option<String>,
+    /// `portNumber`.
+    pub port_number: Option<i32>,
+}
+impl x::SchemaType for HostNvmeOverRdmaParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
+}
+impl x::Structure for HostNvmeOverRdmaParameters {}
+impl x::Fields for HostNvmeOverRdmaParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "addressFamily" => r.read_opt(&mut self.address_family),
+            "portNumber" => r.read_opt(&mut self.port_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("addressFamily", &self.address_family);
+        w.write_opt("portNumber", &self.port_number);
+    }
+}
+/// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeOverTcpParameters {
+    /// `address`.
+    pub address: String,
+    /// `portNumber`.
+    pub port_number: Option<i32>,
+    /// `digestVerification`.
+    pub digest_verification: Option<String>,
+}
+impl x::SchemaType for HostNvmeOverTcpParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
+}
+impl x::Structure for HostNvmeOverTcpParameters {}
+impl x::Fields for HostNvmeOverTcpParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "portNumber" => r.read_opt(&mut self.port_number),
+            "digestVerification" => r.read_opt(&mut self.digest_verification),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("portNumber", &self.port_number);
+        w.write_opt("digestVerification", &self.digest_verification);
+    }
+}
+/// `HostNvmeSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeSpec {
+    /// `hbaName`.
+    pub hba_name: String,
+    /// `transportParameters`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+}
+impl x::SchemaType for HostNvmeSpec {
+    const TYPE_NAME: &'static str = "HostNvmeSpec";
+}
+impl x::Structure for HostNvmeSpec {}
+impl x::Fields for HostNvmeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write("transportParameters", &self.transport_parameters);
+    }
+}
+/// `HostNvmeTopology` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostNvmeTopologyInterface>,
+}
+impl x::SchemaType for HostNvmeTopology {
+    const TYPE_NAME: &'static str = "HostNvmeTopology";
+}
+impl x::Structure for HostNvmeTopology {}
+impl x::Fields for HostNvmeTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+    }
+}
+/// `HostNvmeTopologyInterface` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeTopologyInterface {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `connectedController`.
+    pub connected_controller: Vec<HostNvmeController>,
+}
+impl x::SchemaType for HostNvmeTopologyInterface {
+    const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
+}
+impl x::Structure for HostNvmeTopologyInterface {}
+impl x::Fields for HostNvmeTopologyInterface {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "connectedController" => r.read_push(&mut self.connected_controller),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("connectedController", &self.connected_controller);
+    }
+}
+impl x::ArrayItem for HostNvmeTopologyInterface {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeTopologyInterface";
+    const ITEM_TAG: &'static str = "HostNvmeTopologyInterface";
+}
+/// `HostNvmeTransportParameters` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeTransportParameters {}
+impl x::SchemaType for HostNvmeTransportParameters {
+    const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
+}
+impl x::Structure for HostNvmeTransportParameters {}
+impl x::Fields for HostNvmeTransportParameters {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostOpaqueNetworkInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostOpaqueNetworkInfo {
+    /// `opaqueNetworkId`.
+    pub opaque_network_id: String,
+    /// `opaqueNetworkName`.
+    pub opaque_network_name: String,
+    /// `opaqueNetworkType`.
+    pub opaque_network_type: String,
+    /// `pnicZone`.
+    pub pnic_zone: Vec<String>,
+    /// `capability`.
+    pub capability: Option<OpaqueNetworkCapability>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for HostOpaqueNetworkInfo {
+    const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
+}
+impl x::Structure for HostOpaqueNetworkInfo {}
+impl x::Fields for HostOpaqueNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            "pnicZone" => r.read_push(&mut self.pnic_zone),
+            "capability" => r.read_opt(&mut self.capability),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("opaqueNetworkId", &self.opaque_network_id);
+        w.write("opaqueNetworkName", &self.opaque_network_name);
+        w.write("opaqueNetworkType", &self.opaque_network_type);
+        w.write_vec("pnicZone", &self.pnic_zone);
+        w.write_opt("capability", &self.capability);
+        w.write_vec("extraConfig", &self.extra_config);
+    }
+}
+impl x::ArrayItem for HostOpaqueNetworkInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueNetworkInfo";
+    const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
+}
+/// `HostOpaqueSwitch` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostOpaqueSwitch {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: Option<String>,
+    /// `pnic`.
+    pub pnic: Vec<String>,
+    /// `pnicZone`.
+    pub pnic_zone: Vec<HostOpaqueSwitchPhysicalNicZone>,
+    /// `status`.
+    pub status: Option<String>,
+    /// `vtep`.
+    pub vtep: Vec<HostVirtualNic>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+    /// `featureCapability`.
+    pub feature_capability: Vec<HostFeatureCapability>,
+}
+impl x::SchemaType for HostOpaqueSwitch {
+    const TYPE_NAME: &'static str = "HostOpaqueSwitch";
+}
+impl x::Structure for HostOpaqueSwitch {}
+impl x::Fields for HostOpaqueSwitch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "pnic" => r.read_push(&mut self.pnic),
+            "pnicZone" => r.read_push(&mut self.pnic_zone),
+            "status" => r.read_opt(&mut self.status),
+            "vtep" => r.read_push(&mut self.vtep),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("name", &self.name);
+        w.write_vec("pnic", &self.pnic);
+        w.write_vec("pnicZone", &self.pnic_zone);
+        w.write_opt("status", &self.status);
+        w.write_vec("vtep", &self.vtep);
+        w.write_vec("extraConfig", &self.extra_config);
+        w.write_vec("featureCapability", &self.feature_capability);
+    }
+}
+impl x::ArrayItem for HostOpaqueSwitch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitch";
+    const ITEM_TAG: &'static str = "HostOpaqueSwitch";
+}
+/// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostOpaqueSwitchPhysicalNicZone {
+    /// `key`.
+    pub key: String,
+    /// `pnicDevice`.
+    pub pnic_device: Vec<String>,
+}
+impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
+    const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
+}
+impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
+impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "pnicDevice" => r.read_push(&mut self.pnic_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("pnicDevice", &self.pnic_device);
+    }
+}
+impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
+    const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
+}
+/// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostOvercommittedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostOvercommittedEvent {
+    const TYPE_NAME: &'static str = "HostOvercommittedEvent";
+}
+impl x::Structure for HostOvercommittedEvent {}
+impl x::Fields for HostOvercommittedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `HostPMemVolume` (extends `HostFileSystemVolume`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPMemVolume {
+    /// `type`, from `HostFileSystemVolume`.
+    pub type_: String,
+    /// `name`, from `HostFileSystemVolume`.
+    pub name: String,
+    /// `capacity`, from `HostFileSystemVolume`.
+    pub capacity: i64,
+    /// `uuid`.
+    pub uuid: String,
+    /// `version`.
+    pub version: String,
+}
+impl x::SchemaType for HostPMemVolume {
+    const TYPE_NAME: &'static str = "HostPMemVolume";
+}
+impl x::Structure for HostPMemVolume {}
+impl x::Fields for HostPMemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "uuid" => r.read(&mut self.uuid),
+            "version" => r.read(&mut self.version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("capacity", &self.capacity);
+        w.write("uuid", &self.uuid);
+        w.write("version", &self.version);
+    }
+}
+/// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostParallelScsiHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+}
+impl x::SchemaType for HostParallelScsiHba {
+    const TYPE_NAME: &'static str = "HostParallelScsiHba";
+}
+impl x::Structure for HostParallelScsiHba {}
+impl x::Fields for HostParallelScsiHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+    }
+}
+/// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostParallelScsiTargetTransport {}
+impl x::SchemaType for HostParallelScsiTargetTransport {
+    const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
+}
+impl x::Structure for HostParallelScsiTargetTransport {}
+impl x::Fields for HostParallelScsiTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostPartialMaintenanceModeRuntimeInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPartialMaintenanceModeRuntimeInfo {
+    /// `key`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub key: String,
+    /// `hostStatus`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_status: String,
+}
+impl x::SchemaType for HostPartialMaintenanceModeRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
+}
+impl x::Structure for HostPartialMaintenanceModeRuntimeInfo {}
+impl x::Fields for HostPartialMaintenanceModeRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "hostStatus" => r.read(&mut self.host_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type HostPartialMaintenanceModeRuntimeInfo", true);
+        w.write("key", &self.key);
+        w.write("hostStatus", &self.host_status);
+    }
+}
+impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPartialMaintenanceModeRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
+}
+/// `HostPatchManagerLocator` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerLocator {
+    /// `url`.
+    pub url: String,
+    /// `proxy`.
+    pub proxy: Option<String>,
+}
+impl x::SchemaType for HostPatchManagerLocator {
+    const TYPE_NAME: &'static str = "HostPatchManagerLocator";
+}
+impl x::Structure for HostPatchManagerLocator {}
+impl x::Fields for HostPatchManagerLocator {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "url" => r.read(&mut self.url),
+            "proxy" => r.read_opt(&mut self.proxy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("url", &self.url);
+        w.write_opt("proxy", &self.proxy);
+    }
+}
+/// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerPatchManagerOperationSpec {
+    /// `proxy`.
+    pub proxy: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+    /// `cmdOption`.
+    pub cmd_option: Option<String>,
+}
+impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
+    const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
+}
+impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
+impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "proxy" => r.read_opt(&mut self.proxy),
+            "port" => r.read_opt(&mut self.port),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "cmdOption" => r.read_opt(&mut self.cmd_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("proxy", &self.proxy);
+        w.write_opt("port", &self.port);
+        w.write_opt("userName", &self.user_name);
+        w.write_opt("password", &self.password);
+        w.write_opt("cmdOption", &self.cmd_option);
+    }
+}
+/// `HostPatchManagerResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerResult {
+    /// `version`.
+    pub version: String,
+    /// `status`.
+    pub status: Vec<HostPatchManagerStatus>,
+    /// `xmlResult`.
+    pub xml_result: Option<String>,
+}
+impl x::SchemaType for HostPatchManagerResult {
+    const TYPE_NAME: &'static str = "HostPatchManagerResult";
+}
+impl x::Structure for HostPatchManagerResult {}
+impl x::Fields for HostPatchManagerResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "status" => r.read_push(&mut self.status),
+            "xmlResult" => r.read_opt(&mut self.xml_result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write_vec("status", &self.status);
+        w.write_opt("xmlResult", &self.xml_result);
+    }
+}
+/// `HostPatchManagerStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerStatus {
+    /// `id`.
+    pub id: String,
+    /// `applicable`.
+    pub applicable: bool,
+    /// `reason`.
+    pub reason: Vec<String>,
+    /// `integrity`.
+    pub integrity: Option<String>,
+    /// `installed`.
+    pub installed: bool,
+    /// `installState`.
+    pub install_state: Vec<String>,
+    /// `prerequisitePatch`.
+    pub prerequisite_patch: Vec<HostPatchManagerStatusPrerequisitePatch>,
+    /// `restartRequired`.
+    pub restart_required: bool,
+    /// `reconnectRequired`.
+    pub reconnect_required: bool,
+    /// `vmOffRequired`.
+    pub vm_off_required: bool,
+    /// `supersededPatchIds`.
+    pub superseded_patch_ids: Vec<String>,
+}
+impl x::SchemaType for HostPatchManagerStatus {
+    const TYPE_NAME: &'static str = "HostPatchManagerStatus";
+}
+impl x::Structure for HostPatchManagerStatus {}
+impl x::Fields for HostPatchManagerStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "applicable" => r.read(&mut self.applicable),
+            "reason" => r.read_push(&mut self.reason),
+            "integrity" => r.read_opt(&mut self.integrity),
+            "installed" => r.read(&mut self.installed),
+            "installState" => r.read_push(&mut self.install_state),
+            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
+            "restartRequired" => r.read(&mut self.restart_required),
+            "reconnectRequired" => r.read(&mut self.reconnect_required),
+            "vmOffRequired" => r.read(&mut self.vm_off_required),
+            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("applicable", &self.applicable);
+        w.write_vec("reason", &self.reason);
+        w.write_opt("integrity", &self.integrity);
+        w.write("installed", &self.installed);
+        w.write_vec("installState", &self.install_state);
+        w.write_vec("prerequisitePatch", &self.prerequisite_patch);
+        w.write("restartRequired", &self.restart_required);
+        w.write("reconnectRequired", &self.reconnect_required);
+        w.write("vmOffRequired", &self.vm_off_required);
+        w.write_vec("supersededPatchIds", &self.superseded_patch_ids);
+    }
+}
+impl x::ArrayItem for HostPatchManagerStatus {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatus";
+    const ITEM_TAG: &'static str = "HostPatchManagerStatus";
+}
+/// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerStatusPrerequisitePatch {
+    /// `id`.
+    pub id: String,
+    /// `installState`.
+    pub install_state: Vec<String>,
+}
+impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
+    const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
+}
+impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
+impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "installState" => r.read_push(&mut self.install_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write_vec("installState", &self.install_state);
+    }
+}
+impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
+    const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
+}
+/// `HostPathSelectionPolicyOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPathSelectionPolicyOption {
+    /// `policy`.
+    pub policy: AnyElementDescription,
+}
+impl x::SchemaType for HostPathSelectionPolicyOption {
+    const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
+}
+impl x::Structure for HostPathSelectionPolicyOption {}
+impl x::Fields for HostPathSelectionPolicyOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+impl x::ArrayItem for HostPathSelectionPolicyOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
+    const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
+}
+/// `HostPciDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciDevice {
+    /// `id`.
+    pub id: String,
+    /// `classId`.
+    pub class_id: i16,
+    /// `bus`.
+    pub bus: i8,
+    /// `slot`.
+    pub slot: i8,
+    /// `physicalSlot`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub physical_slot: Option<i32>,
+    /// `slotDescription`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub slot_description: Option<String>,
+    /// `function`.
+    pub function: i8,
+    /// `vendorId`.
+    pub vendor_id: i16,
+    /// `subVendorId`.
+    pub sub_vendor_id: i16,
+    /// `vendorName`.
+    pub vendor_name: String,
+    /// `deviceId`.
+    pub device_id: i16,
+    /// `subDeviceId`.
+    pub sub_device_id: i16,
+    /// `parentBridge`.
+    pub parent_bridge: Option<String>,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceClassName`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub device_class_name: Option<String>,
+    /// `directPathInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
+}
+impl x::SchemaType for HostPciDevice {
+    const TYPE_NAME: &'static str = "HostPciDevice";
+}
+impl x::Structure for HostPciDevice {}
+impl x::Fields for HostPciDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "classId" => r.read(&mut self.class_id),
+            "bus" => r.read(&mut self.bus),
+            "slot" => r.read(&mut self.slot),
+            "physicalSlot" => r.read_opt(&mut self.physical_slot),
+            "slotDescription" => r.read_opt(&mut self.slot_description),
+            "function" => r.read(&mut self.function),
+            "vendorId" => r.read(&mut self.vendor_id),
+            "subVendorId" => r.read(&mut self.sub_vendor_id),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceId" => r.read(&mut self.device_id),
+            "subDeviceId" => r.read(&mut self.sub_device_id),
+            "parentBridge" => r.read_opt(&mut self.parent_bridge),
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceClassName" => r.read_opt(&mut self.device_class_name),
+            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("classId", &self.class_id);
+        w.write("bus", &self.bus);
+        w.write("slot", &self.slot);
+        if w
+            .since(
+                0x0900_0000,
+                "HostPciDevice.physicalSlot",
+                self.physical_slot.is_some(),
+            )
+        {
+            w.write_opt("physicalSlot", &self.physical_slot);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostPciDevice.slotDescription",
+                self.slot_description.is_some(),
+            )
+        {
+            w.write_opt("slotDescription", &self.slot_description);
+        }
+        w.write("function", &self.function);
+        w.write("vendorId", &self.vendor_id);
+        w.write("subVendorId", &self.sub_vendor_id);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceId", &self.device_id);
+        w.write("subDeviceId", &self.sub_device_id);
+        w.write_opt("parentBridge", &self.parent_bridge);
+        w.write("deviceName", &self.device_name);
+        if w
+            .since(
+                0x0800_0300,
+                "HostPciDevice.deviceClassName",
+                self.device_class_name.is_some(),
+            )
+        {
+            w.write_opt("deviceClassName", &self.device_class_name);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostPciDevice.directPathInfo",
+                self.direct_path_info.is_some(),
+            )
+        {
+            w.write_opt("directPathInfo", &self.direct_path_info);
+        }
+    }
+}
+impl x::ArrayItem for HostPciDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
+    const ITEM_TAG: &'static str = "HostPciDevice";
+}
+/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciDeviceDirectPathInfo {
+    /// `interconnectType`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub interconnect_type: Option<String>,
+    /// `driverName`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_name: Option<String>,
+    /// `driverVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `availableMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub available_memory: Option<i32>,
+}
+impl x::SchemaType for HostPciDeviceDirectPathInfo {
+    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
+}
+impl x::Structure for HostPciDeviceDirectPathInfo {}
+impl x::Fields for HostPciDeviceDirectPathInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "interconnectType" => r.read_opt(&mut self.interconnect_type),
+            "driverName" => r.read_opt(&mut self.driver_name),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "availableMemory" => r.read_opt(&mut self.available_memory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostPciDeviceDirectPathInfo", true);
+        w.write_opt("interconnectType", &self.interconnect_type);
+        w.write_opt("driverName", &self.driver_name);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("availableMemory", &self.available_memory);
+    }
+}
+/// `HostPciPassthruConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciPassthruConfig {
+    /// `id`.
+    pub id: String,
+    /// `passthruEnabled`.
+    pub passthru_enabled: bool,
+    /// `applyNow`.
+    pub apply_now: Option<bool>,
+    /// `hardwareLabel`.
+    pub hardware_label: Option<String>,
+}
+impl x::SchemaType for HostPciPassthruConfig {
+    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
+}
+impl x::Structure for HostPciPassthruConfig {}
+impl x::Fields for HostPciPassthruConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "applyNow" => r.read_opt(&mut self.apply_now),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("passthruEnabled", &self.passthru_enabled);
+        w.write_opt("applyNow", &self.apply_now);
+        w.write_opt("hardwareLabel", &self.hardware_label);
+    }
+}
+/// `HostPciPassthruInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciPassthruInfo {
+    /// `id`.
+    pub id: String,
+    /// `dependentDevice`.
+    pub dependent_device: String,
+    /// `passthruEnabled`.
+    pub passthru_enabled: bool,
+    /// `passthruCapable`.
+    pub passthru_capable: bool,
+    /// `passthruActive`.
+    pub passthru_active: bool,
+    /// `hardwareLabel`.
+    pub hardware_label: Option<String>,
+    /// `directPathState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
+}
+impl x::SchemaType for HostPciPassthruInfo {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
+}
+impl x::Structure for HostPciPassthruInfo {}
+impl x::Fields for HostPciPassthruInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "dependentDevice" => r.read(&mut self.dependent_device),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "passthruCapable" => r.read(&mut self.passthru_capable),
+            "passthruActive" => r.read(&mut self.passthru_active),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            "directPathState" => r.read_opt(&mut self.direct_path_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("dependentDevice", &self.dependent_device);
+        w.write("passthruEnabled", &self.passthru_enabled);
+        w.write("passthruCapable", &self.passthru_capable);
+        w.write("passthruActive", &self.passthru_active);
+        w.write_opt("hardwareLabel", &self.hardware_label);
+        if w
+            .since(
+                0x0901_0000,
+                "HostPciPassthruInfo.directPathState",
+                self.direct_path_state.is_some(),
+            )
+        {
+            w.write_opt("directPathState", &self.direct_path_state);
+        }
+    }
+}
+/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciPassthruInfoDirectPathState {
+    /// `mode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub mode: String,
+    /// `configurableModes`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub configurable_modes: Vec<String>,
+    /// `usedMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub used_memory: Option<i32>,
+}
+impl x::SchemaType for HostPciPassthruInfoDirectPathState {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
+}
+impl x::Structure for HostPciPassthruInfoDirectPathState {}
+impl x::Fields for HostPciPassthruInfoDirectPathState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mode" => r.read(&mut self.mode),
+            "configurableModes" => r.read_push(&mut self.configurable_modes),
+            "usedMemory" => r.read_opt(&mut self.used_memory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
+        w.write("mode", &self.mode);
+        w.write_vec("configurableModes", &self.configurable_modes);
+        w.write_opt("usedMemory", &self.used_memory);
+    }
+}
+/// `HostPcieHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPcieHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+}
+impl x::SchemaType for HostPcieHba {
+    const TYPE_NAME: &'static str = "HostPcieHba";
+}
+impl x::Structure for HostPcieHba {}
+impl x::Fields for HostPcieHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+    }
+}
+/// `HostPcieTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPcieTargetTransport {}
+impl x::SchemaType for HostPcieTargetTransport {
+    const TYPE_NAME: &'static str = "HostPcieTargetTransport";
+}
+impl x::Structure for HostPcieTargetTransport {}
+impl x::Fields for HostPcieTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostPersistentMemoryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPersistentMemoryInfo {
+    /// `capacityInMB`.
+    pub capacity_in_mb: Option<i64>,
+    /// `volumeUUID`.
+    pub volume_uuid: Option<String>,
+}
+impl x::SchemaType for HostPersistentMemoryInfo {
+    const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
+}
+impl x::Structure for HostPersistentMemoryInfo {}
+impl x::Fields for HostPersistentMemoryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
+            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("capacityInMB", &self.capacity_in_mb);
+        w.write_opt("volumeUUID", &self.volume_uuid);
+    }
+}
+/// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlacedVirtualNicIdentifier {
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `vnicKey`.
+    pub vnic_key: String,
+    /// `reservation`.
+    pub reservation: Option<i32>,
+}
+impl x::SchemaType for HostPlacedVirtualNicIdentifier {
+    const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
+}
+impl x::Structure for HostPlacedVirtualNicIdentifier {}
+impl x::Fields for HostPlacedVirtualNicIdentifier {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "vnicKey" => r.read(&mut self.vnic_key),
+            "reservation" => r.read_opt(&mut self.reservation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vm", &self.vm);
+        w.write("vnicKey", &self.vnic_key);
+        w.write_opt("reservation", &self.reservation);
+    }
+}
+impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
+    const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
+}
+/// `HostPlugStoreTopology` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
+    /// `path`.
+    pub path: Vec<HostPlugStoreTopologyPath>,
+    /// `target`.
+    pub target: Vec<HostPlugStoreTopologyTarget>,
+    /// `device`.
+    pub device: Vec<HostPlugStoreTopologyDevice>,
+    /// `plugin`.
+    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
+}
+impl x::SchemaType for HostPlugStoreTopology {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
+}
+impl x::Structure for HostPlugStoreTopology {}
+impl x::Fields for HostPlugStoreTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            "target" => r.read_push(&mut self.target),
+            "device" => r.read_push(&mut self.device),
+            "plugin" => r.read_push(&mut self.plugin),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
+        w.write_vec("target", &self.target);
+        w.write_vec("device", &self.device);
+        w.write_vec("plugin", &self.plugin);
+    }
+}
+/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyAdapter {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `path`.
+    pub path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyAdapter {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
+}
+impl x::Structure for HostPlugStoreTopologyAdapter {}
+impl x::Fields for HostPlugStoreTopologyAdapter {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyAdapter {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
+}
+/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyDevice {
+    /// `key`.
+    pub key: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyDevice {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
+}
+impl x::Structure for HostPlugStoreTopologyDevice {}
+impl x::Fields for HostPlugStoreTopologyDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
+}
+/// `HostPlugStoreTopologyPath` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyPath {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `channelNumber`.
+    pub channel_number: Option<i32>,
+    /// `targetNumber`.
+    pub target_number: Option<i32>,
+    /// `lunNumber`.
+    pub lun_number: Option<i32>,
+    /// `adapter`.
+    pub adapter: Option<String>,
+    /// `target`.
+    pub target: Option<String>,
+    /// `device`.
+    pub device: Option<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyPath {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPath";
+}
+impl x::Structure for HostPlugStoreTopologyPath {}
+impl x::Fields for HostPlugStoreTopologyPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "channelNumber" => r.read_opt(&mut self.channel_number),
+            "targetNumber" => r.read_opt(&mut self.target_number),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
+            "adapter" => r.read_opt(&mut self.adapter),
+            "target" => r.read_opt(&mut self.target),
+            "device" => r.read_opt(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write_opt("channelNumber", &self.channel_number);
+        w.write_opt("targetNumber", &self.target_number);
+        w.write_opt("lunNumber", &self.lun_number);
+        w.write_opt("adapter", &self.adapter);
+        w.write_opt("target", &self.target);
+        w.write_opt("device", &self.device);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPath";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPath";
+}
+/// `HostPlugStoreTopologyPlugin` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyPlugin {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `device`.
+    pub device: Vec<String>,
+    /// `claimedPath`.
+    pub claimed_path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyPlugin {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPlugin";
+}
+impl x::Structure for HostPlugStoreTopologyPlugin {}
+impl x::Fields for HostPlugStoreTopologyPlugin {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "device" => r.read_push(&mut self.device),
+            "claimedPath" => r.read_push(&mut self.claimed_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write_vec("device", &self.device);
+        w.write_vec("claimedPath", &self.claimed_path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyPlugin {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPlugin";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPlugin";
+}
+/// `HostPlugStoreTopologyTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlugStoreTopologyTarget {
+    /// `key`.
+    pub key: String,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostPlugStoreTopologyTarget {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyTarget";
+}
+impl x::Structure for HostPlugStoreTopologyTarget {}
+impl x::Fields for HostPlugStoreTopologyTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyTarget";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyTarget";
+}
+/// `HostPnicNetworkResourceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPnicNetworkResourceInfo {
+    /// `pnicDevice`.
+    pub pnic_device: String,
+    /// `availableBandwidthForVMTraffic`.
+    pub available_bandwidth_for_vm_traffic: Option<i64>,
+    /// `unusedBandwidthForVMTraffic`.
+    pub unused_bandwidth_for_vm_traffic: Option<i64>,
+    /// `placedVirtualNics`.
+    pub placed_virtual_nics: Vec<HostPlacedVirtualNicIdentifier>,
+}
+impl x::SchemaType for HostPnicNetworkResourceInfo {
+    const TYPE_NAME: &'static str = "HostPnicNetworkResourceInfo";
+}
+impl x::Structure for HostPnicNetworkResourceInfo {}
+impl x::Fields for HostPnicNetworkResourceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pnicDevice" => r.read(&mut self.pnic_device),
+            "availableBandwidthForVMTraffic" => {
+                r.read_opt(&mut self.available_bandwidth_for_vm_traffic)
+            }
+            "unusedBandwidthForVMTraffic" => {
+                r.read_opt(&mut self.unused_bandwidth_for_vm_traffic)
+            }
+            "placedVirtualNics" => r.read_push(&mut self.placed_virtual_nics),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pnicDevice", &self.pnic_device);
+        w.write_opt(
+            "availableBandwidthForVMTraffic",
+            &self.available_bandwidth_for_vm_traffic,
+        );
+        w.write_opt(
+            "unusedBandwidthForVMTraffic",
+            &self.unused_bandwidth_for_vm_traffic,
+        );
+        w.write_vec("placedVirtualNics", &self.placed_virtual_nics);
+    }
+}
+impl x::ArrayItem for HostPnicNetworkResourceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPnicNetworkResourceInfo";
+    const ITEM_TAG: &'static str = "HostPnicNetworkResourceInfo";
+}
+/// `HostPortGroup` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPortGroup {
+    /// `key`.
+    pub key: Option<String>,
+    /// `port`.
+    pub port: Vec<HostPortGroupPort>,
+    /// `vswitch`.
+    pub vswitch: Option<String>,
+    /// `computedPolicy`.
+    pub computed_policy: HostNetworkPolicy,
+    /// `spec`.
+    pub spec: HostPortGroupSpec,
+}
+impl x::SchemaType for HostPortGroup {
+    const TYPE_NAME: &'static str = "HostPortGroup";
+}
+impl x::Structure for HostPortGroup {}
+impl x::Fields for HostPortGroup {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "port" => r.read_push(&mut self.port),
+            "vswitch" => r.read_opt(&mut self.vswitch),
+            "computedPolicy" => r.read(&mut self.computed_policy),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write_vec("port", &self.port);
+        w.write_opt("vswitch", &self.vswitch);
+        w.write("computedPolicy", &self.computed_policy);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostPortGroup {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroup";
+    const ITEM_TAG: &'static str = "HostPortGroup";
+}
+/// `HostPortGroupConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPortGroupConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `spec`.
+    pub spec: Option<HostPortGroupSpec>,
+}
+impl x::SchemaType for HostPortGroupConfig {
+    const TYPE_NAME: &'static str = "HostPortGroupConfig";
+}
+impl x::Structure for HostPortGroupConfig {}
+impl x::Fields for HostPortGroupConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostPortGroupConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupConfig";
+    const ITEM_TAG: &'static str = "HostPortGroupConfig";
+}
+/// `HostPortGroupPort` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPortGroupPort {
+    /// `key`.
+    pub key: Option<String>,
+    /// `mac`.
+    pub mac: Vec<String>,
+    /// `type`.
+    pub type_: String,
+}
+impl x::SchemaType for HostPortGroupPort {
+    const TYPE_NAME: &'static str = "HostPortGroupPort";
+}
+impl x::Structure for HostPortGroupPort {}
+impl x::Fields for HostPortGroupPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "mac" => r.read_push(&mut self.mac),
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write_vec("mac", &self.mac);
+        w.write("type", &self.type_);
+    }
+}
+impl x::ArrayItem for HostPortGroupPort {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupPort";
+    const ITEM_TAG: &'static str = "HostPortGroupPort";
+}
+/// `HostPortGroupProfile` (extends `PortGroupProfile`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPortGroupProfile {
+    /// `enabled`, from `ApplyProfile`.
+    pub enabled: bool,
+    /// `policy`, from `ApplyProfile`.
+    pub policy: Vec<ProfilePolicy>,
+    /// `profileTypeName`, from `ApplyProfile`.
+    pub profile_type_name: Option<String>,
+    /// `profileVersion`, from `ApplyProfile`.
+    pub profile_version: Option<String>,
+    /// `property`, from `ApplyProfile`.
+    pub property: Vec<ProfileApplyProfileProperty>,
+    /// `favorite`, from `ApplyProfile`.
+    pub favorite: Option<bool>,
+    /// `toBeMerged`, from `ApplyProfile`.
+    pub to_be_merged: Option<bool>,
+    /// `toReplaceWith`, from `ApplyProfile`.
+    pub to_replace_with: Option<bool>,
+    /// `toBeDeleted`, from `ApplyProfile`.
+    pub to_be_deleted: Option<bool>,
+    /// `copyEnableStatus`, from `ApplyProfile`.
+    pub copy_enable_status: Option<bool>,
+    /// `hidden`, from `ApplyProfile`.
+    pub hidden: Option<bool>,
+    /// `key`, from `PortGroupProfile`.
+    pub key: String,
+    /// `name`, from `PortGroupProfile`.
+    pub name: String,
+    /// `vlan`, from `PortGroupProfile`.
+    pub vlan: VlanProfile,
+    /// `vswitch`, from `PortGroupProfile`.
+    pub vswitch: VirtualSwitchSelectionProfile,
+    /// `networkPolicy`, from `PortGroupProfile`.
+    pub network_policy: NetworkPolicyProfile,
+    /// `ipConfig`.
+    pub ip_config: IpAddressProfile,
+}
+impl x::SchemaType for HostPortGroupProfile {
+    const TYPE_NAME: &'static str = "HostPortGroupProfile";
+}
+impl x::Structure for HostPortGroupProfile {}
+impl x::Fields for HostPortGroupProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "vlan" => r.read(&mut self.vlan),
+            "vswitch" => r.read(&mut self.vswitch),
+            "networkPolicy" => r.read(&mut self.network_policy),
+            "ipConfig" => r.read(&mut self.ip_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("enabled", &self.enabled);
+        w.write_vec("policy", &self.policy);
+        w.write_opt("profileTypeName", &self.profile_type_name);
+        w.write_opt("profileVersion", &self.profile_version);
+        w.write_vec("property", &self.property);
+        w.write_opt("favorite", &self.favorite);
+        w.write_opt("toBeMerged", &self.to_be_merged);
+        w.write_opt("toReplaceWith", &self.to_replace_with);
+        w.write_opt("toBeDeleted", &self.to_be_deleted);
+        w.write_opt("copyEnableStatus", &self.copy_enable_status);
+        w.write_opt("hidden", &self.hidden);
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("vlan", &self.vlan);
+        w.write("vswitch", &self.vswitch);
+        w.write("networkPolicy", &self.network_policy);
+        w.write("ipConfig", &self.ip_config);
+    }
+}
+impl x::ArrayItem for HostPortGroupProfile {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupProfile";
+    const ITEM_TAG: &'static str = "HostPortGroupProfile";
+}
+/// `HostPortGroupSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPortGroupSpec {
+    /// `name`.
+    pub name: String,
+    /// `vlanId`.
+    pub vlan_id: i32,
+    /// `vswitchName`.
+    pub vswitch_name: String,
+    /// `policy`.
+    pub policy: HostNetworkPolicy,
+}
+impl x::SchemaType for HostPortGroupSpec {
+    const TYPE_NAME: &'static str = "HostPortGroupSpec";
+}
+impl x::Structure for HostPortGroupSpec {}
+impl x::Fields for HostPortGroupSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "vlanId" => r.read(&mut self.vlan_id),
+            "vswitchName" => r.read(&mut self.vswitch_name),
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("vlanId", &self.vlan_id);
+        w.write("vswitchName", &self.vswitch_name);
+        w.write("policy", &self.policy);
+    }
+}
 /// `HostPosixAccountSpec` (extends `HostAccountSpec`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostPosixAccountSpec {
@@ -206,10 +2413,14 @@ impl x::Fields for HostPrimaryAgentNotShortNameEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("primaryAgent", &self.primary_agent);
     }
 }
@@ -297,10 +2508,14 @@ impl x::Fields for HostProfileAppliedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("profile", &self.profile);
     }
 }
@@ -939,2123 +3154,18 @@ impl x::Fields for HostProtocolEndpoint {
         w.write_opt("nfsServerAuthType", &self.nfs_server_auth_type);
         w.write_opt("nfsServerUser", &self.nfs_server_user);
         w.write_opt("deviceId", &self.device_id);
-        w.write_opt("usedByStretchedContainer", &self.used_by_stretched_container);
+        if w
+            .since(
+                0x0800_0300,
+                "HostProtocolEndpoint.usedByStretchedContainer",
+                self.used_by_stretched_container.is_some(),
+            )
+        {
+            w.write_opt("usedByStretchedContainer", &self.used_by_stretched_container);
+        }
     }
 }
 impl x::ArrayItem for HostProtocolEndpoint {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProtocolEndpoint";
     const ITEM_TAG: &'static str = "HostProtocolEndpoint";
-}
-/// `HostProxySwitch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitch {
-    /// `dvsUuid`.
-    pub dvs_uuid: String,
-    /// `dvsName`.
-    pub dvs_name: String,
-    /// `key`.
-    pub key: String,
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `configNumPorts`.
-    pub config_num_ports: Option<i32>,
-    /// `numPortsAvailable`.
-    pub num_ports_available: i32,
-    /// `uplinkPort`.
-    pub uplink_port: Vec<KeyValue>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `spec`.
-    pub spec: HostProxySwitchSpec,
-    /// `hostLag`.
-    pub host_lag: Vec<HostProxySwitchHostLagConfig>,
-    /// `networkReservationSupported`.
-    pub network_reservation_supported: Option<bool>,
-    /// `nsxtEnabled`.
-    pub nsxt_enabled: Option<bool>,
-    /// `ensEnabled`.
-    pub ens_enabled: Option<bool>,
-    /// `ensInterruptEnabled`.
-    pub ens_interrupt_enabled: Option<bool>,
-    /// `transportZones`.
-    pub transport_zones: Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>,
-    /// `nsxUsedUplinkPort`.
-    pub nsx_used_uplink_port: Vec<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-    /// `ensInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ens_info: Option<HostProxySwitchEnsInfo>,
-    /// `networkOffloadingEnabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub network_offloading_enabled: Option<bool>,
-    /// `hostUplinkState`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
-    /// `autoDeployOwned`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub auto_deploy_owned: Option<bool>,
-    /// `hostPerfNicOffloadState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub host_perf_nic_offload_state: Option<
-        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
-    >,
-    /// `teplessMode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tepless_mode: Option<bool>,
-}
-impl x::SchemaType for HostProxySwitch {
-    const TYPE_NAME: &'static str = "HostProxySwitch";
-}
-impl x::Structure for HostProxySwitch {}
-impl x::Fields for HostProxySwitch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dvsUuid" => r.read(&mut self.dvs_uuid),
-            "dvsName" => r.read(&mut self.dvs_name),
-            "key" => r.read(&mut self.key),
-            "numPorts" => r.read(&mut self.num_ports),
-            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
-            "numPortsAvailable" => r.read(&mut self.num_ports_available),
-            "uplinkPort" => r.read_push(&mut self.uplink_port),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "pnic" => r.read_push(&mut self.pnic),
-            "spec" => r.read(&mut self.spec),
-            "hostLag" => r.read_push(&mut self.host_lag),
-            "networkReservationSupported" => {
-                r.read_opt(&mut self.network_reservation_supported)
-            }
-            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
-            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
-            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
-            "transportZones" => r.read_push(&mut self.transport_zones),
-            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            "ensInfo" => r.read_opt(&mut self.ens_info),
-            "networkOffloadingEnabled" => {
-                r.read_opt(&mut self.network_offloading_enabled)
-            }
-            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
-            "autoDeployOwned" => r.read_opt(&mut self.auto_deploy_owned),
-            "hostPerfNicOffloadState" => {
-                r.read_opt(&mut self.host_perf_nic_offload_state)
-            }
-            "teplessMode" => r.read_opt(&mut self.tepless_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dvsUuid", &self.dvs_uuid);
-        w.write("dvsName", &self.dvs_name);
-        w.write("key", &self.key);
-        w.write("numPorts", &self.num_ports);
-        w.write_opt("configNumPorts", &self.config_num_ports);
-        w.write("numPortsAvailable", &self.num_ports_available);
-        w.write_vec("uplinkPort", &self.uplink_port);
-        w.write_opt("mtu", &self.mtu);
-        w.write_vec("pnic", &self.pnic);
-        w.write("spec", &self.spec);
-        w.write_vec("hostLag", &self.host_lag);
-        w.write_opt("networkReservationSupported", &self.network_reservation_supported);
-        w.write_opt("nsxtEnabled", &self.nsxt_enabled);
-        w.write_opt("ensEnabled", &self.ens_enabled);
-        w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
-        w.write_vec("transportZones", &self.transport_zones);
-        w.write_vec("nsxUsedUplinkPort", &self.nsx_used_uplink_port);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-        w.write_opt("ensInfo", &self.ens_info);
-        w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
-        w.write_vec("hostUplinkState", &self.host_uplink_state);
-        w.write_opt("autoDeployOwned", &self.auto_deploy_owned);
-        w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
-        w.write_opt("teplessMode", &self.tepless_mode);
-    }
-}
-impl x::ArrayItem for HostProxySwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitch";
-    const ITEM_TAG: &'static str = "HostProxySwitch";
-}
-/// `HostProxySwitchConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `spec`.
-    pub spec: Option<HostProxySwitchSpec>,
-}
-impl x::SchemaType for HostProxySwitchConfig {
-    const TYPE_NAME: &'static str = "HostProxySwitchConfig";
-}
-impl x::Structure for HostProxySwitchConfig {}
-impl x::Fields for HostProxySwitchConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "uuid" => r.read(&mut self.uuid),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("uuid", &self.uuid);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostProxySwitchConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchConfig";
-    const ITEM_TAG: &'static str = "HostProxySwitchConfig";
-}
-/// `HostProxySwitchEnsInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchEnsInfo {
-    /// `opsVersion`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ops_version: i64,
-    /// `numPSOps`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_ps_ops: i64,
-    /// `numLcoreOps`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_lcore_ops: i64,
-    /// `errorStatus`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub error_status: i64,
-    /// `lcoreStatus`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub lcore_status: i64,
-}
-impl x::SchemaType for HostProxySwitchEnsInfo {
-    const TYPE_NAME: &'static str = "HostProxySwitchEnsInfo";
-}
-impl x::Structure for HostProxySwitchEnsInfo {}
-impl x::Fields for HostProxySwitchEnsInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opsVersion" => r.read(&mut self.ops_version),
-            "numPSOps" => r.read(&mut self.num_ps_ops),
-            "numLcoreOps" => r.read(&mut self.num_lcore_ops),
-            "errorStatus" => r.read(&mut self.error_status),
-            "lcoreStatus" => r.read(&mut self.lcore_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opsVersion", &self.ops_version);
-        w.write("numPSOps", &self.num_ps_ops);
-        w.write("numLcoreOps", &self.num_lcore_ops);
-        w.write("errorStatus", &self.error_status);
-        w.write("lcoreStatus", &self.lcore_status);
-    }
-}
-/// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchHostLagConfig {
-    /// `lagKey`.
-    pub lag_key: String,
-    /// `lagName`.
-    pub lag_name: Option<String>,
-    /// `uplinkPort`.
-    pub uplink_port: Vec<KeyValue>,
-}
-impl x::SchemaType for HostProxySwitchHostLagConfig {
-    const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
-}
-impl x::Structure for HostProxySwitchHostLagConfig {}
-impl x::Fields for HostProxySwitchHostLagConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lagKey" => r.read(&mut self.lag_key),
-            "lagName" => r.read_opt(&mut self.lag_name),
-            "uplinkPort" => r.read_push(&mut self.uplink_port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("lagKey", &self.lag_key);
-        w.write_opt("lagName", &self.lag_name);
-        w.write_vec("uplinkPort", &self.uplink_port);
-    }
-}
-impl x::ArrayItem for HostProxySwitchHostLagConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchHostLagConfig";
-    const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
-}
-/// `HostProxySwitchSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchSpec {
-    /// `backing`.
-    pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
-}
-impl x::SchemaType for HostProxySwitchSpec {
-    const TYPE_NAME: &'static str = "HostProxySwitchSpec";
-}
-impl x::Structure for HostProxySwitchSpec {}
-impl x::Fields for HostProxySwitchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "backing" => r.read_opt(&mut self.backing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("backing", &self.backing);
-    }
-}
-/// `HostPtpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPtpConfig {
-    /// `domain`.
-    pub domain: Option<i32>,
-    /// `port`.
-    pub port: Vec<HostPtpConfigPtpPort>,
-}
-impl x::SchemaType for HostPtpConfig {
-    const TYPE_NAME: &'static str = "HostPtpConfig";
-}
-impl x::Structure for HostPtpConfig {}
-impl x::Fields for HostPtpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "domain" => r.read_opt(&mut self.domain),
-            "port" => r.read_push(&mut self.port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("domain", &self.domain);
-        w.write_vec("port", &self.port);
-    }
-}
-/// `HostPtpConfigPtpPort` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPtpConfigPtpPort {
-    /// `index`.
-    pub index: i32,
-    /// `deviceType`.
-    pub device_type: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-    /// `ipConfig`.
-    pub ip_config: Option<HostIpConfig>,
-}
-impl x::SchemaType for HostPtpConfigPtpPort {
-    const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
-}
-impl x::Structure for HostPtpConfigPtpPort {}
-impl x::Fields for HostPtpConfigPtpPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "index" => r.read(&mut self.index),
-            "deviceType" => r.read_opt(&mut self.device_type),
-            "device" => r.read_opt(&mut self.device),
-            "ipConfig" => r.read_opt(&mut self.ip_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("index", &self.index);
-        w.write_opt("deviceType", &self.device_type);
-        w.write_opt("device", &self.device);
-        w.write_opt("ipConfig", &self.ip_config);
-    }
-}
-impl x::ArrayItem for HostPtpConfigPtpPort {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPtpConfigPtpPort";
-    const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
-}
-/// `HostQualifiedName` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostQualifiedName {
-    /// `value`.
-    pub value: String,
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for HostQualifiedName {
-    const TYPE_NAME: &'static str = "HostQualifiedName";
-}
-impl x::Structure for HostQualifiedName {}
-impl x::Fields for HostQualifiedName {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "value" => r.read(&mut self.value),
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("value", &self.value);
-        w.write("type", &self.type_);
-    }
-}
-impl x::ArrayItem for HostQualifiedName {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostQualifiedName";
-    const ITEM_TAG: &'static str = "HostQualifiedName";
-}
-/// `HostRdmaDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDevice {
-    /// `key`.
-    pub key: String,
-    /// `device`.
-    pub device: String,
-    /// `driver`.
-    pub driver: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-    /// `backing`.
-    pub backing: Option<AnyHostRdmaDeviceBacking>,
-    /// `connectionInfo`.
-    pub connection_info: HostRdmaDeviceConnectionInfo,
-    /// `capability`.
-    pub capability: HostRdmaDeviceCapability,
-}
-impl x::SchemaType for HostRdmaDevice {
-    const TYPE_NAME: &'static str = "HostRdmaDevice";
-}
-impl x::Structure for HostRdmaDevice {}
-impl x::Fields for HostRdmaDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "driver" => r.read_opt(&mut self.driver),
-            "description" => r.read_opt(&mut self.description),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectionInfo" => r.read(&mut self.connection_info),
-            "capability" => r.read(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("device", &self.device);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("description", &self.description);
-        w.write_opt("backing", &self.backing);
-        w.write("connectionInfo", &self.connection_info);
-        w.write("capability", &self.capability);
-    }
-}
-impl x::ArrayItem for HostRdmaDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRdmaDevice";
-    const ITEM_TAG: &'static str = "HostRdmaDevice";
-}
-/// `HostRdmaDeviceBacking` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceBacking {}
-impl x::SchemaType for HostRdmaDeviceBacking {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
-}
-impl x::Structure for HostRdmaDeviceBacking {}
-impl x::Fields for HostRdmaDeviceBacking {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostRdmaDeviceCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceCapability {
-    /// `roceV1Capable`.
-    pub roce_v1_capable: bool,
-    /// `roceV2Capable`.
-    pub roce_v2_capable: bool,
-    /// `iWarpCapable`.
-    pub i_warp_capable: bool,
-}
-impl x::SchemaType for HostRdmaDeviceCapability {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
-}
-impl x::Structure for HostRdmaDeviceCapability {}
-impl x::Fields for HostRdmaDeviceCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
-            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
-            "iWarpCapable" => r.read(&mut self.i_warp_capable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("roceV1Capable", &self.roce_v1_capable);
-        w.write("roceV2Capable", &self.roce_v2_capable);
-        w.write("iWarpCapable", &self.i_warp_capable);
-    }
-}
-/// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceConnectionInfo {
-    /// `state`.
-    pub state: String,
-    /// `mtu`.
-    pub mtu: i32,
-    /// `speedInMbps`.
-    pub speed_in_mbps: i32,
-}
-impl x::SchemaType for HostRdmaDeviceConnectionInfo {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
-}
-impl x::Structure for HostRdmaDeviceConnectionInfo {}
-impl x::Fields for HostRdmaDeviceConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "mtu" => r.read(&mut self.mtu),
-            "speedInMbps" => r.read(&mut self.speed_in_mbps),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("mtu", &self.mtu);
-        w.write("speedInMbps", &self.speed_in_mbps);
-    }
-}
-/// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDevicePnicBacking {
-    /// `pairedUplink`.
-    pub paired_uplink: String,
-}
-impl x::SchemaType for HostRdmaDevicePnicBacking {
-    const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
-}
-impl x::Structure for HostRdmaDevicePnicBacking {}
-impl x::Fields for HostRdmaDevicePnicBacking {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pairedUplink" => r.read(&mut self.paired_uplink),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pairedUplink", &self.paired_uplink);
-    }
-}
-/// `HostRdmaHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `associatedRdmaDevice`.
-    pub associated_rdma_device: Option<String>,
-}
-impl x::SchemaType for HostRdmaHba {
-    const TYPE_NAME: &'static str = "HostRdmaHba";
-}
-impl x::Structure for HostRdmaHba {}
-impl x::Fields for HostRdmaHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-        w.write_opt("associatedRdmaDevice", &self.associated_rdma_device);
-    }
-}
-/// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaTargetTransport {}
-impl x::SchemaType for HostRdmaTargetTransport {
-    const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
-}
-impl x::Structure for HostRdmaTargetTransport {}
-impl x::Fields for HostRdmaTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostReconnectionFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReconnectionFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostReconnectionFailedEvent {
-    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
-}
-impl x::Structure for HostReconnectionFailedEvent {}
-impl x::Fields for HostReconnectionFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-    }
-}
-/// `HostReliableMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReliableMemoryInfo {
-    /// `memorySize`.
-    pub memory_size: i64,
-}
-impl x::SchemaType for HostReliableMemoryInfo {
-    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
-}
-impl x::Structure for HostReliableMemoryInfo {}
-impl x::Fields for HostReliableMemoryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memorySize" => r.read(&mut self.memory_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("memorySize", &self.memory_size);
-    }
-}
-/// `HostRemovedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRemovedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostRemovedEvent {
-    const TYPE_NAME: &'static str = "HostRemovedEvent";
-}
-impl x::Structure for HostRemovedEvent {}
-impl x::Fields for HostRemovedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-    }
-}
-/// `HostResignatureRescanResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostResignatureRescanResult {
-    /// `rescan`.
-    pub rescan: Vec<HostVmfsRescanResult>,
-    /// `result`.
-    pub result: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostResignatureRescanResult {
-    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
-}
-impl x::Structure for HostResignatureRescanResult {}
-impl x::Fields for HostResignatureRescanResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rescan" => r.read_push(&mut self.rescan),
-            "result" => r.read(&mut self.result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rescan", &self.rescan);
-        w.write("result", &self.result);
-    }
-}
-/// `HostRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfo {
-    /// `connectionState`.
-    pub connection_state: HostSystemConnectionState,
-    /// `powerState`.
-    pub power_state: HostSystemPowerState,
-    /// `standbyMode`.
-    pub standby_mode: Option<String>,
-    /// `inMaintenanceMode`.
-    pub in_maintenance_mode: bool,
-    /// `inQuarantineMode`.
-    pub in_quarantine_mode: Option<bool>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `healthSystemRuntime`.
-    pub health_system_runtime: Option<HealthSystemRuntime>,
-    /// `dasHostState`.
-    pub das_host_state: Option<ClusterDasFdmHostState>,
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `vsanRuntimeInfo`.
-    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
-    /// `networkRuntimeInfo`.
-    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
-    /// `vFlashResourceRuntimeInfo`.
-    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
-    /// `hostMaxVirtualDiskCapacity`.
-    pub host_max_virtual_disk_capacity: Option<i64>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `cryptoKeyId`.
-    pub crypto_key_id: Option<CryptoKeyId>,
-    /// `statelessNvdsMigrationReady`.
-    pub stateless_nvds_migration_ready: Option<String>,
-    /// `partialMaintenanceMode`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
-    /// `stateEncryption`.
-    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
-    /// `podVMInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub pod_vm_info: Option<PodVMInfo>,
-}
-impl x::SchemaType for HostRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfo {}
-impl x::Fields for HostRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "standbyMode" => r.read_opt(&mut self.standby_mode),
-            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
-            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
-            "dasHostState" => r.read_opt(&mut self.das_host_state),
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
-            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
-            "vFlashResourceRuntimeInfo" => {
-                r.read_opt(&mut self.vflash_resource_runtime_info)
-            }
-            "hostMaxVirtualDiskCapacity" => {
-                r.read_opt(&mut self.host_max_virtual_disk_capacity)
-            }
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
-            "statelessNvdsMigrationReady" => {
-                r.read_opt(&mut self.stateless_nvds_migration_ready)
-            }
-            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
-            "stateEncryption" => r.read_opt(&mut self.state_encryption),
-            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("standbyMode", &self.standby_mode);
-        w.write("inMaintenanceMode", &self.in_maintenance_mode);
-        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
-        w.write_opt("dasHostState", &self.das_host_state);
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
-        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
-        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
-        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("cryptoKeyId", &self.crypto_key_id);
-        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
-        w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
-        w.write_opt("stateEncryption", &self.state_encryption);
-        w.write_opt("podVMInfo", &self.pod_vm_info);
-    }
-}
-/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    /// `netStackInstanceKey`.
-    pub net_stack_instance_key: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `vmknicKeys`.
-    pub vmknic_keys: Vec<String>,
-    /// `maxNumberOfConnections`.
-    pub max_number_of_connections: Option<i32>,
-    /// `currentIpV6Enabled`.
-    pub current_ip_v6_enabled: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
-impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
-            "state" => r.read_opt(&mut self.state),
-            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
-            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
-            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("netStackInstanceKey", &self.net_stack_instance_key);
-        w.write_opt("state", &self.state);
-        w.write_vec("vmknicKeys", &self.vmknic_keys);
-        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
-        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
-    }
-}
-impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoNetworkRuntimeInfo {
-    /// `netStackInstanceRuntimeInfo`.
-    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
-    /// `networkResourceRuntime`.
-    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
-}
-impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
-impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceRuntimeInfo" => {
-                r.read_push(&mut self.net_stack_instance_runtime_info)
-            }
-            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec(
-            "netStackInstanceRuntimeInfo",
-            &self.net_stack_instance_runtime_info,
-        );
-        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
-    }
-}
-/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoStateEncryptionInfo {
-    /// `protectionMode`.
-    pub protection_mode: String,
-    /// `requireSecureBoot`.
-    pub require_secure_boot: Option<bool>,
-    /// `requireExecInstalledOnly`.
-    pub require_exec_installed_only: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
-}
-impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
-impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "protectionMode" => r.read(&mut self.protection_mode),
-            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
-            "requireExecInstalledOnly" => {
-                r.read_opt(&mut self.require_exec_installed_only)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("protectionMode", &self.protection_mode);
-        w.write_opt("requireSecureBoot", &self.require_secure_boot);
-        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
-    }
-}
-/// `HostScsiDisk` (extends `ScsiLun`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiDisk {
-    /// `deviceName`, from `HostDevice`.
-    pub device_name: String,
-    /// `deviceType`, from `HostDevice`.
-    pub device_type: String,
-    /// `key`, from `ScsiLun`.
-    pub key: Option<String>,
-    /// `uuid`, from `ScsiLun`.
-    pub uuid: String,
-    /// `descriptor`, from `ScsiLun`.
-    pub descriptor: Vec<ScsiLunDescriptor>,
-    /// `canonicalName`, from `ScsiLun`.
-    pub canonical_name: Option<String>,
-    /// `displayName`, from `ScsiLun`.
-    pub display_name: Option<String>,
-    /// `lunType`, from `ScsiLun`.
-    pub lun_type: String,
-    /// `vendor`, from `ScsiLun`.
-    pub vendor: Option<String>,
-    /// `model`, from `ScsiLun`.
-    pub model: Option<String>,
-    /// `revision`, from `ScsiLun`.
-    pub revision: Option<String>,
-    /// `scsiLevel`, from `ScsiLun`.
-    pub scsi_level: Option<i32>,
-    /// `serialNumber`, from `ScsiLun`.
-    pub serial_number: Option<String>,
-    /// `durableName`, from `ScsiLun`.
-    pub durable_name: Option<ScsiLunDurableName>,
-    /// `alternateName`, from `ScsiLun`.
-    pub alternate_name: Vec<ScsiLunDurableName>,
-    /// `standardInquiry`, from `ScsiLun`.
-    pub standard_inquiry: Vec<i8>,
-    /// `queueDepth`, from `ScsiLun`.
-    pub queue_depth: Option<i32>,
-    /// `operationalState`, from `ScsiLun`.
-    pub operational_state: Vec<String>,
-    /// `capabilities`, from `ScsiLun`.
-    pub capabilities: Option<ScsiLunCapabilities>,
-    /// `vStorageSupport`, from `ScsiLun`.
-    pub vstorage_support: Option<String>,
-    /// `protocolEndpoint`, from `ScsiLun`.
-    pub protocol_endpoint: Option<bool>,
-    /// `perenniallyReserved`, from `ScsiLun`.
-    pub perennially_reserved: Option<bool>,
-    /// `clusteredVmdkSupported`, from `ScsiLun`.
-    pub clustered_vmdk_supported: Option<bool>,
-    /// `applicationProtocol`, from `ScsiLun`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub application_protocol: Option<String>,
-    /// `dispersedNs`, from `ScsiLun`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub dispersed_ns: Option<bool>,
-    /// `deviceReservation`, from `ScsiLun`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub device_reservation: Option<String>,
-    /// `capacity`.
-    pub capacity: HostDiskDimensionsLba,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `ssd`.
-    pub ssd: Option<bool>,
-    /// `localDisk`.
-    pub local_disk: Option<bool>,
-    /// `physicalLocation`.
-    pub physical_location: Vec<String>,
-    /// `emulatedDIXDIFEnabled`.
-    pub emulated_dixdif_enabled: Option<bool>,
-    /// `vsanDiskInfo`.
-    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
-    /// `scsiDiskType`.
-    pub scsi_disk_type: Option<String>,
-    /// `usedByMemoryTiering`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub used_by_memory_tiering: Option<bool>,
-}
-impl x::SchemaType for HostScsiDisk {
-    const TYPE_NAME: &'static str = "HostScsiDisk";
-}
-impl x::Structure for HostScsiDisk {}
-impl x::Fields for HostScsiDisk {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceType" => r.read(&mut self.device_type),
-            "key" => r.read_opt(&mut self.key),
-            "uuid" => r.read(&mut self.uuid),
-            "descriptor" => r.read_push(&mut self.descriptor),
-            "canonicalName" => r.read_opt(&mut self.canonical_name),
-            "displayName" => r.read_opt(&mut self.display_name),
-            "lunType" => r.read(&mut self.lun_type),
-            "vendor" => r.read_opt(&mut self.vendor),
-            "model" => r.read_opt(&mut self.model),
-            "revision" => r.read_opt(&mut self.revision),
-            "scsiLevel" => r.read_opt(&mut self.scsi_level),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "durableName" => r.read_opt(&mut self.durable_name),
-            "alternateName" => r.read_push(&mut self.alternate_name),
-            "standardInquiry" => r.read_push(&mut self.standard_inquiry),
-            "queueDepth" => r.read_opt(&mut self.queue_depth),
-            "operationalState" => r.read_push(&mut self.operational_state),
-            "capabilities" => r.read_opt(&mut self.capabilities),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
-            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved),
-            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
-            "applicationProtocol" => r.read_opt(&mut self.application_protocol),
-            "dispersedNs" => r.read_opt(&mut self.dispersed_ns),
-            "deviceReservation" => r.read_opt(&mut self.device_reservation),
-            "capacity" => r.read(&mut self.capacity),
-            "devicePath" => r.read(&mut self.device_path),
-            "ssd" => r.read_opt(&mut self.ssd),
-            "localDisk" => r.read_opt(&mut self.local_disk),
-            "physicalLocation" => r.read_push(&mut self.physical_location),
-            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
-            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
-            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("deviceType", &self.device_type);
-        w.write_opt("key", &self.key);
-        w.write("uuid", &self.uuid);
-        w.write_vec("descriptor", &self.descriptor);
-        w.write_opt("canonicalName", &self.canonical_name);
-        w.write_opt("displayName", &self.display_name);
-        w.write("lunType", &self.lun_type);
-        w.write_opt("vendor", &self.vendor);
-        w.write_opt("model", &self.model);
-        w.write_opt("revision", &self.revision);
-        w.write_opt("scsiLevel", &self.scsi_level);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("durableName", &self.durable_name);
-        w.write_vec("alternateName", &self.alternate_name);
-        w.write_vec("standardInquiry", &self.standard_inquiry);
-        w.write_opt("queueDepth", &self.queue_depth);
-        w.write_vec("operationalState", &self.operational_state);
-        w.write_opt("capabilities", &self.capabilities);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
-        w.write_opt("perenniallyReserved", &self.perennially_reserved);
-        w.write_opt("clusteredVmdkSupported", &self.clustered_vmdk_supported);
-        w.write_opt("applicationProtocol", &self.application_protocol);
-        w.write_opt("dispersedNs", &self.dispersed_ns);
-        w.write_opt("deviceReservation", &self.device_reservation);
-        w.write("capacity", &self.capacity);
-        w.write("devicePath", &self.device_path);
-        w.write_opt("ssd", &self.ssd);
-        w.write_opt("localDisk", &self.local_disk);
-        w.write_vec("physicalLocation", &self.physical_location);
-        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
-        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
-        w.write_opt("scsiDiskType", &self.scsi_disk_type);
-        w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
-    }
-}
-impl x::ArrayItem for HostScsiDisk {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
-    const ITEM_TAG: &'static str = "HostScsiDisk";
-}
-/// `HostScsiDiskPartition` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiDiskPartition {
-    /// `diskName`.
-    pub disk_name: String,
-    /// `partition`.
-    pub partition: i32,
-}
-impl x::SchemaType for HostScsiDiskPartition {
-    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
-}
-impl x::Structure for HostScsiDiskPartition {}
-impl x::Fields for HostScsiDiskPartition {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskName" => r.read(&mut self.disk_name),
-            "partition" => r.read(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskName", &self.disk_name);
-        w.write("partition", &self.partition);
-    }
-}
-impl x::ArrayItem for HostScsiDiskPartition {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
-    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
-}
-/// `HostScsiTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostScsiTopologyInterface>,
-}
-impl x::SchemaType for HostScsiTopology {
-    const TYPE_NAME: &'static str = "HostScsiTopology";
-}
-impl x::Structure for HostScsiTopology {}
-impl x::Fields for HostScsiTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostScsiTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `target`.
-    pub target: Vec<HostScsiTopologyTarget>,
-}
-impl x::SchemaType for HostScsiTopologyInterface {
-    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
-}
-impl x::Structure for HostScsiTopologyInterface {}
-impl x::Fields for HostScsiTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "target" => r.read_push(&mut self.target),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("target", &self.target);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
-    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
-}
-/// `HostScsiTopologyLun` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyLun {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: i32,
-    /// `scsiLun`.
-    pub scsi_lun: String,
-}
-impl x::SchemaType for HostScsiTopologyLun {
-    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
-}
-impl x::Structure for HostScsiTopologyLun {}
-impl x::Fields for HostScsiTopologyLun {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "scsiLun" => r.read(&mut self.scsi_lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write("scsiLun", &self.scsi_lun);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyLun {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
-    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
-}
-/// `HostScsiTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyTarget {
-    /// `key`.
-    pub key: String,
-    /// `target`.
-    pub target: i32,
-    /// `lun`.
-    pub lun: Vec<HostScsiTopologyLun>,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostScsiTopologyTarget {
-    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
-}
-impl x::Structure for HostScsiTopologyTarget {}
-impl x::Fields for HostScsiTopologyTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "target" => r.read(&mut self.target),
-            "lun" => r.read_push(&mut self.lun),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("target", &self.target);
-        w.write_vec("lun", &self.lun);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
-    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
-}
-/// `HostSecuritySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSecuritySpec {
-    /// `adminPassword`.
-    pub admin_password: Option<String>,
-    /// `removePermission`.
-    pub remove_permission: Vec<Permission>,
-    /// `addPermission`.
-    pub add_permission: Vec<Permission>,
-}
-impl x::SchemaType for HostSecuritySpec {
-    const TYPE_NAME: &'static str = "HostSecuritySpec";
-}
-impl x::Structure for HostSecuritySpec {}
-impl x::Fields for HostSecuritySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adminPassword" => r.read_opt(&mut self.admin_password),
-            "removePermission" => r.read_push(&mut self.remove_permission),
-            "addPermission" => r.read_push(&mut self.add_permission),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("adminPassword", &self.admin_password);
-        w.write_vec("removePermission", &self.remove_permission);
-        w.write_vec("addPermission", &self.add_permission);
-    }
-}
-/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: String,
-}
-impl x::SchemaType for HostSerialAttachedHba {
-    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
-}
-impl x::Structure for HostSerialAttachedHba {}
-impl x::Fields for HostSerialAttachedHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedTargetTransport {}
-impl x::SchemaType for HostSerialAttachedTargetTransport {
-    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
-}
-impl x::Structure for HostSerialAttachedTargetTransport {}
-impl x::Fields for HostSerialAttachedTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostService {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `uninstallable`.
-    pub uninstallable: bool,
-    /// `running`.
-    pub running: bool,
-    /// `ruleset`.
-    pub ruleset: Vec<String>,
-    /// `policy`.
-    pub policy: String,
-    /// `sourcePackage`.
-    pub source_package: Option<HostServiceSourcePackage>,
-}
-impl x::SchemaType for HostService {
-    const TYPE_NAME: &'static str = "HostService";
-}
-impl x::Structure for HostService {}
-impl x::Fields for HostService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "uninstallable" => r.read(&mut self.uninstallable),
-            "running" => r.read(&mut self.running),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            "policy" => r.read(&mut self.policy),
-            "sourcePackage" => r.read_opt(&mut self.source_package),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write("uninstallable", &self.uninstallable);
-        w.write("running", &self.running);
-        w.write_vec("ruleset", &self.ruleset);
-        w.write("policy", &self.policy);
-        w.write_opt("sourcePackage", &self.source_package);
-    }
-}
-impl x::ArrayItem for HostService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
-    const ITEM_TAG: &'static str = "HostService";
-}
-/// `HostServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceConfig {
-    /// `serviceId`.
-    pub service_id: String,
-    /// `startupPolicy`.
-    pub startup_policy: String,
-}
-impl x::SchemaType for HostServiceConfig {
-    const TYPE_NAME: &'static str = "HostServiceConfig";
-}
-impl x::Structure for HostServiceConfig {}
-impl x::Fields for HostServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceId" => r.read(&mut self.service_id),
-            "startupPolicy" => r.read(&mut self.startup_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("serviceId", &self.service_id);
-        w.write("startupPolicy", &self.startup_policy);
-    }
-}
-impl x::ArrayItem for HostServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
-    const ITEM_TAG: &'static str = "HostServiceConfig";
-}
-/// `HostServiceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceInfo {
-    /// `service`.
-    pub service: Vec<HostService>,
-}
-impl x::SchemaType for HostServiceInfo {
-    const TYPE_NAME: &'static str = "HostServiceInfo";
-}
-impl x::Structure for HostServiceInfo {}
-impl x::Fields for HostServiceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "service" => r.read_push(&mut self.service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("service", &self.service);
-    }
-}
-/// `HostServiceSourcePackage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceSourcePackage {
-    /// `sourcePackageName`.
-    pub source_package_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostServiceSourcePackage {
-    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
-}
-impl x::Structure for HostServiceSourcePackage {}
-impl x::Fields for HostServiceSourcePackage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sourcePackageName" => r.read(&mut self.source_package_name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sourcePackageName", &self.source_package_name);
-        w.write("description", &self.description);
-    }
-}
-/// `HostServiceTicket` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceTicket {
-    /// `host`.
-    pub host: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-    /// `sslCertificate`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub ssl_certificate: Option<String>,
-    /// `service`.
-    pub service: String,
-    /// `serviceVersion`.
-    pub service_version: String,
-    /// `sessionId`.
-    pub session_id: String,
-}
-impl x::SchemaType for HostServiceTicket {
-    const TYPE_NAME: &'static str = "HostServiceTicket";
-}
-impl x::Structure for HostServiceTicket {}
-impl x::Fields for HostServiceTicket {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read_opt(&mut self.host),
-            "port" => r.read_opt(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
-            "service" => r.read(&mut self.service),
-            "serviceVersion" => r.read(&mut self.service_version),
-            "sessionId" => r.read(&mut self.session_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("host", &self.host);
-        w.write_opt("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        w.write_opt("sslCertificate", &self.ssl_certificate);
-        w.write("service", &self.service);
-        w.write("serviceVersion", &self.service_version);
-        w.write("sessionId", &self.session_id);
-    }
-}
-/// `HostSevInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSevInfo {
-    /// `sevState`.
-    pub sev_state: String,
-    /// `maxSevEsGuests`.
-    pub max_sev_es_guests: i64,
-    /// `snpState`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub snp_state: Option<String>,
-    /// `snpSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub snp_supported: Option<bool>,
-}
-impl x::SchemaType for HostSevInfo {
-    const TYPE_NAME: &'static str = "HostSevInfo";
-}
-impl x::Structure for HostSevInfo {}
-impl x::Fields for HostSevInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sevState" => r.read(&mut self.sev_state),
-            "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests),
-            "snpState" => r.read_opt(&mut self.snp_state),
-            "snpSupported" => r.read_opt(&mut self.snp_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sevState", &self.sev_state);
-        w.write("maxSevEsGuests", &self.max_sev_es_guests);
-        w.write_opt("snpState", &self.snp_state);
-        w.write_opt("snpSupported", &self.snp_supported);
-    }
-}
-/// `HostSgxInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSgxInfo {
-    /// `sgxState`.
-    pub sgx_state: String,
-    /// `totalEpcMemory`.
-    pub total_epc_memory: i64,
-    /// `flcMode`.
-    pub flc_mode: String,
-    /// `lePubKeyHash`.
-    pub le_pub_key_hash: Option<String>,
-    /// `registrationInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub registration_info: Option<HostSgxRegistrationInfo>,
-}
-impl x::SchemaType for HostSgxInfo {
-    const TYPE_NAME: &'static str = "HostSgxInfo";
-}
-impl x::Structure for HostSgxInfo {}
-impl x::Fields for HostSgxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sgxState" => r.read(&mut self.sgx_state),
-            "totalEpcMemory" => r.read(&mut self.total_epc_memory),
-            "flcMode" => r.read(&mut self.flc_mode),
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
-            "registrationInfo" => r.read_opt(&mut self.registration_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sgxState", &self.sgx_state);
-        w.write("totalEpcMemory", &self.total_epc_memory);
-        w.write("flcMode", &self.flc_mode);
-        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-        w.write_opt("registrationInfo", &self.registration_info);
-    }
-}
-/// `HostSgxRegistrationInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSgxRegistrationInfo {
-    /// `status`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub status: Option<String>,
-    /// `biosError`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub bios_error: Option<i32>,
-    /// `registrationUrl`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub registration_url: Option<String>,
-    /// `type`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub type_: Option<String>,
-    /// `ppid`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ppid: Option<String>,
-    /// `lastRegisteredTime`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub last_registered_time: Option<x::DateTime>,
-}
-impl x::SchemaType for HostSgxRegistrationInfo {
-    const TYPE_NAME: &'static str = "HostSgxRegistrationInfo";
-}
-impl x::Structure for HostSgxRegistrationInfo {}
-impl x::Fields for HostSgxRegistrationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "status" => r.read_opt(&mut self.status),
-            "biosError" => r.read_opt(&mut self.bios_error),
-            "registrationUrl" => r.read_opt(&mut self.registration_url),
-            "type" => r.read_opt(&mut self.type_),
-            "ppid" => r.read_opt(&mut self.ppid),
-            "lastRegisteredTime" => r.read_opt(&mut self.last_registered_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("status", &self.status);
-        w.write_opt("biosError", &self.bios_error);
-        w.write_opt("registrationUrl", &self.registration_url);
-        w.write_opt("type", &self.type_);
-        w.write_opt("ppid", &self.ppid);
-        w.write_opt("lastRegisteredTime", &self.last_registered_time);
-    }
-}
-/// `HostSharedGpuCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSharedGpuCapabilities {
-    /// `vgpu`.
-    pub vgpu: String,
-    /// `diskSnapshotSupported`.
-    pub disk_snapshot_supported: bool,
-    /// `memorySnapshotSupported`.
-    pub memory_snapshot_supported: bool,
-    /// `suspendSupported`.
-    pub suspend_supported: bool,
-    /// `migrateSupported`.
-    pub migrate_supported: bool,
-}
-impl x::SchemaType for HostSharedGpuCapabilities {
-    const TYPE_NAME: &'static str = "HostSharedGpuCapabilities";
-}
-impl x::Structure for HostSharedGpuCapabilities {}
-impl x::Fields for HostSharedGpuCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read(&mut self.vgpu),
-            "diskSnapshotSupported" => r.read(&mut self.disk_snapshot_supported),
-            "memorySnapshotSupported" => r.read(&mut self.memory_snapshot_supported),
-            "suspendSupported" => r.read(&mut self.suspend_supported),
-            "migrateSupported" => r.read(&mut self.migrate_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vgpu", &self.vgpu);
-        w.write("diskSnapshotSupported", &self.disk_snapshot_supported);
-        w.write("memorySnapshotSupported", &self.memory_snapshot_supported);
-        w.write("suspendSupported", &self.suspend_supported);
-        w.write("migrateSupported", &self.migrate_supported);
-    }
-}
-impl x::ArrayItem for HostSharedGpuCapabilities {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSharedGpuCapabilities";
-    const ITEM_TAG: &'static str = "HostSharedGpuCapabilities";
-}
-/// `HostShortNameInconsistentEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShortNameInconsistentEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `shortName`.
-    pub short_name: String,
-    /// `shortName2`.
-    pub short_name2: String,
-}
-impl x::SchemaType for HostShortNameInconsistentEvent {
-    const TYPE_NAME: &'static str = "HostShortNameInconsistentEvent";
-}
-impl x::Structure for HostShortNameInconsistentEvent {}
-impl x::Fields for HostShortNameInconsistentEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "shortName" => r.read(&mut self.short_name),
-            "shortName2" => r.read(&mut self.short_name2),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("shortName", &self.short_name);
-        w.write("shortName2", &self.short_name2);
-    }
 }

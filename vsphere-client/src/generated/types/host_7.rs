@@ -5,6 +5,2265 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostProxySwitch` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitch {
+    /// `dvsUuid`.
+    pub dvs_uuid: String,
+    /// `dvsName`.
+    pub dvs_name: String,
+    /// `key`.
+    pub key: String,
+    /// `numPorts`.
+    pub num_ports: i32,
+    /// `configNumPorts`.
+    pub config_num_ports: Option<i32>,
+    /// `numPortsAvailable`.
+    pub num_ports_available: i32,
+    /// `uplinkPort`.
+    pub uplink_port: Vec<KeyValue>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
+    /// `pnic`.
+    pub pnic: Vec<String>,
+    /// `spec`.
+    pub spec: HostProxySwitchSpec,
+    /// `hostLag`.
+    pub host_lag: Vec<HostProxySwitchHostLagConfig>,
+    /// `networkReservationSupported`.
+    pub network_reservation_supported: Option<bool>,
+    /// `nsxtEnabled`.
+    pub nsxt_enabled: Option<bool>,
+    /// `ensEnabled`.
+    pub ens_enabled: Option<bool>,
+    /// `ensInterruptEnabled`.
+    pub ens_interrupt_enabled: Option<bool>,
+    /// `transportZones`.
+    pub transport_zones: Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>,
+    /// `nsxUsedUplinkPort`.
+    pub nsx_used_uplink_port: Vec<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `ensInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ens_info: Option<HostProxySwitchEnsInfo>,
+    /// `networkOffloadingEnabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub network_offloading_enabled: Option<bool>,
+    /// `hostUplinkState`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `autoDeployOwned`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub auto_deploy_owned: Option<bool>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
+    /// `teplessMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tepless_mode: Option<bool>,
+}
+impl x::SchemaType for HostProxySwitch {
+    const TYPE_NAME: &'static str = "HostProxySwitch";
+}
+impl x::Structure for HostProxySwitch {}
+impl x::Fields for HostProxySwitch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dvsUuid" => r.read(&mut self.dvs_uuid),
+            "dvsName" => r.read(&mut self.dvs_name),
+            "key" => r.read(&mut self.key),
+            "numPorts" => r.read(&mut self.num_ports),
+            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
+            "numPortsAvailable" => r.read(&mut self.num_ports_available),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "pnic" => r.read_push(&mut self.pnic),
+            "spec" => r.read(&mut self.spec),
+            "hostLag" => r.read_push(&mut self.host_lag),
+            "networkReservationSupported" => {
+                r.read_opt(&mut self.network_reservation_supported)
+            }
+            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
+            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
+            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
+            "transportZones" => r.read_push(&mut self.transport_zones),
+            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "ensInfo" => r.read_opt(&mut self.ens_info),
+            "networkOffloadingEnabled" => {
+                r.read_opt(&mut self.network_offloading_enabled)
+            }
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "autoDeployOwned" => r.read_opt(&mut self.auto_deploy_owned),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
+            "teplessMode" => r.read_opt(&mut self.tepless_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dvsUuid", &self.dvs_uuid);
+        w.write("dvsName", &self.dvs_name);
+        w.write("key", &self.key);
+        w.write("numPorts", &self.num_ports);
+        w.write_opt("configNumPorts", &self.config_num_ports);
+        w.write("numPortsAvailable", &self.num_ports_available);
+        w.write_vec("uplinkPort", &self.uplink_port);
+        w.write_opt("mtu", &self.mtu);
+        w.write_vec("pnic", &self.pnic);
+        w.write("spec", &self.spec);
+        w.write_vec("hostLag", &self.host_lag);
+        w.write_opt("networkReservationSupported", &self.network_reservation_supported);
+        w.write_opt("nsxtEnabled", &self.nsxt_enabled);
+        w.write_opt("ensEnabled", &self.ens_enabled);
+        w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
+        w.write_vec("transportZones", &self.transport_zones);
+        w.write_vec("nsxUsedUplinkPort", &self.nsx_used_uplink_port);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        if w.since(0x0800_0001, "HostProxySwitch.ensInfo", self.ens_info.is_some()) {
+            w.write_opt("ensInfo", &self.ens_info);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "HostProxySwitch.networkOffloadingEnabled",
+                self.network_offloading_enabled.is_some(),
+            )
+        {
+            w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostProxySwitch.hostUplinkState",
+                !self.host_uplink_state.is_empty(),
+            )
+        {
+            w.write_vec("hostUplinkState", &self.host_uplink_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.autoDeployOwned",
+                self.auto_deploy_owned.is_some(),
+            )
+        {
+            w.write_opt("autoDeployOwned", &self.auto_deploy_owned);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.hostPerfNicOffloadState",
+                self.host_perf_nic_offload_state.is_some(),
+            )
+        {
+            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.teplessMode",
+                self.tepless_mode.is_some(),
+            )
+        {
+            w.write_opt("teplessMode", &self.tepless_mode);
+        }
+    }
+}
+impl x::ArrayItem for HostProxySwitch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitch";
+    const ITEM_TAG: &'static str = "HostProxySwitch";
+}
+/// `HostProxySwitchConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `spec`.
+    pub spec: Option<HostProxySwitchSpec>,
+}
+impl x::SchemaType for HostProxySwitchConfig {
+    const TYPE_NAME: &'static str = "HostProxySwitchConfig";
+}
+impl x::Structure for HostProxySwitchConfig {}
+impl x::Fields for HostProxySwitchConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "uuid" => r.read(&mut self.uuid),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("uuid", &self.uuid);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostProxySwitchConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchConfig";
+    const ITEM_TAG: &'static str = "HostProxySwitchConfig";
+}
+/// `HostProxySwitchEnsInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchEnsInfo {
+    /// `opsVersion`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ops_version: i64,
+    /// `numPSOps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_ps_ops: i64,
+    /// `numLcoreOps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_lcore_ops: i64,
+    /// `errorStatus`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub error_status: i64,
+    /// `lcoreStatus`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub lcore_status: i64,
+}
+impl x::SchemaType for HostProxySwitchEnsInfo {
+    const TYPE_NAME: &'static str = "HostProxySwitchEnsInfo";
+}
+impl x::Structure for HostProxySwitchEnsInfo {}
+impl x::Fields for HostProxySwitchEnsInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opsVersion" => r.read(&mut self.ops_version),
+            "numPSOps" => r.read(&mut self.num_ps_ops),
+            "numLcoreOps" => r.read(&mut self.num_lcore_ops),
+            "errorStatus" => r.read(&mut self.error_status),
+            "lcoreStatus" => r.read(&mut self.lcore_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostProxySwitchEnsInfo", true);
+        w.write("opsVersion", &self.ops_version);
+        w.write("numPSOps", &self.num_ps_ops);
+        w.write("numLcoreOps", &self.num_lcore_ops);
+        w.write("errorStatus", &self.error_status);
+        w.write("lcoreStatus", &self.lcore_status);
+    }
+}
+/// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchHostLagConfig {
+    /// `lagKey`.
+    pub lag_key: String,
+    /// `lagName`.
+    pub lag_name: Option<String>,
+    /// `uplinkPort`.
+    pub uplink_port: Vec<KeyValue>,
+}
+impl x::SchemaType for HostProxySwitchHostLagConfig {
+    const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
+}
+impl x::Structure for HostProxySwitchHostLagConfig {}
+impl x::Fields for HostProxySwitchHostLagConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lagKey" => r.read(&mut self.lag_key),
+            "lagName" => r.read_opt(&mut self.lag_name),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("lagKey", &self.lag_key);
+        w.write_opt("lagName", &self.lag_name);
+        w.write_vec("uplinkPort", &self.uplink_port);
+    }
+}
+impl x::ArrayItem for HostProxySwitchHostLagConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchHostLagConfig";
+    const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
+}
+/// `HostProxySwitchSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostProxySwitchSpec {
+    /// `backing`.
+    pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
+}
+impl x::SchemaType for HostProxySwitchSpec {
+    const TYPE_NAME: &'static str = "HostProxySwitchSpec";
+}
+impl x::Structure for HostProxySwitchSpec {}
+impl x::Fields for HostProxySwitchSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "backing" => r.read_opt(&mut self.backing),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("backing", &self.backing);
+    }
+}
+/// `HostPtpConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPtpConfig {
+    /// `domain`.
+    pub domain: Option<i32>,
+    /// `port`.
+    pub port: Vec<HostPtpConfigPtpPort>,
+}
+impl x::SchemaType for HostPtpConfig {
+    const TYPE_NAME: &'static str = "HostPtpConfig";
+}
+impl x::Structure for HostPtpConfig {}
+impl x::Fields for HostPtpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "domain" => r.read_opt(&mut self.domain),
+            "port" => r.read_push(&mut self.port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("domain", &self.domain);
+        w.write_vec("port", &self.port);
+    }
+}
+/// `HostPtpConfigPtpPort` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPtpConfigPtpPort {
+    /// `index`.
+    pub index: i32,
+    /// `deviceType`.
+    pub device_type: Option<String>,
+    /// `device`.
+    pub device: Option<String>,
+    /// `ipConfig`.
+    pub ip_config: Option<HostIpConfig>,
+}
+impl x::SchemaType for HostPtpConfigPtpPort {
+    const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
+}
+impl x::Structure for HostPtpConfigPtpPort {}
+impl x::Fields for HostPtpConfigPtpPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "deviceType" => r.read_opt(&mut self.device_type),
+            "device" => r.read_opt(&mut self.device),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("index", &self.index);
+        w.write_opt("deviceType", &self.device_type);
+        w.write_opt("device", &self.device);
+        w.write_opt("ipConfig", &self.ip_config);
+    }
+}
+impl x::ArrayItem for HostPtpConfigPtpPort {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPtpConfigPtpPort";
+    const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
+}
+/// `HostQualifiedName` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostQualifiedName {
+    /// `value`.
+    pub value: String,
+    /// `type`.
+    pub type_: String,
+}
+impl x::SchemaType for HostQualifiedName {
+    const TYPE_NAME: &'static str = "HostQualifiedName";
+}
+impl x::Structure for HostQualifiedName {}
+impl x::Fields for HostQualifiedName {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "value" => r.read(&mut self.value),
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("value", &self.value);
+        w.write("type", &self.type_);
+    }
+}
+impl x::ArrayItem for HostQualifiedName {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostQualifiedName";
+    const ITEM_TAG: &'static str = "HostQualifiedName";
+}
+/// `HostRdmaDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDevice {
+    /// `key`.
+    pub key: String,
+    /// `device`.
+    pub device: String,
+    /// `driver`.
+    pub driver: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `backing`.
+    pub backing: Option<AnyHostRdmaDeviceBacking>,
+    /// `connectionInfo`.
+    pub connection_info: HostRdmaDeviceConnectionInfo,
+    /// `capability`.
+    pub capability: HostRdmaDeviceCapability,
+}
+impl x::SchemaType for HostRdmaDevice {
+    const TYPE_NAME: &'static str = "HostRdmaDevice";
+}
+impl x::Structure for HostRdmaDevice {}
+impl x::Fields for HostRdmaDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "driver" => r.read_opt(&mut self.driver),
+            "description" => r.read_opt(&mut self.description),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectionInfo" => r.read(&mut self.connection_info),
+            "capability" => r.read(&mut self.capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("device", &self.device);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("description", &self.description);
+        w.write_opt("backing", &self.backing);
+        w.write("connectionInfo", &self.connection_info);
+        w.write("capability", &self.capability);
+    }
+}
+impl x::ArrayItem for HostRdmaDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRdmaDevice";
+    const ITEM_TAG: &'static str = "HostRdmaDevice";
+}
+/// `HostRdmaDeviceBacking` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceBacking {}
+impl x::SchemaType for HostRdmaDeviceBacking {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
+}
+impl x::Structure for HostRdmaDeviceBacking {}
+impl x::Fields for HostRdmaDeviceBacking {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostRdmaDeviceCapability` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceCapability {
+    /// `roceV1Capable`.
+    pub roce_v1_capable: bool,
+    /// `roceV2Capable`.
+    pub roce_v2_capable: bool,
+    /// `iWarpCapable`.
+    pub i_warp_capable: bool,
+}
+impl x::SchemaType for HostRdmaDeviceCapability {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
+}
+impl x::Structure for HostRdmaDeviceCapability {}
+impl x::Fields for HostRdmaDeviceCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
+            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
+            "iWarpCapable" => r.read(&mut self.i_warp_capable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("roceV1Capable", &self.roce_v1_capable);
+        w.write("roceV2Capable", &self.roce_v2_capable);
+        w.write("iWarpCapable", &self.i_warp_capable);
+    }
+}
+/// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDeviceConnectionInfo {
+    /// `state`.
+    pub state: String,
+    /// `mtu`.
+    pub mtu: i32,
+    /// `speedInMbps`.
+    pub speed_in_mbps: i32,
+}
+impl x::SchemaType for HostRdmaDeviceConnectionInfo {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
+}
+impl x::Structure for HostRdmaDeviceConnectionInfo {}
+impl x::Fields for HostRdmaDeviceConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "mtu" => r.read(&mut self.mtu),
+            "speedInMbps" => r.read(&mut self.speed_in_mbps),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("state", &self.state);
+        w.write("mtu", &self.mtu);
+        w.write("speedInMbps", &self.speed_in_mbps);
+    }
+}
+/// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaDevicePnicBacking {
+    /// `pairedUplink`.
+    pub paired_uplink: String,
+}
+impl x::SchemaType for HostRdmaDevicePnicBacking {
+    const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
+}
+impl x::Structure for HostRdmaDevicePnicBacking {}
+impl x::Fields for HostRdmaDevicePnicBacking {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pairedUplink" => r.read(&mut self.paired_uplink),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pairedUplink", &self.paired_uplink);
+    }
+}
+/// `HostRdmaHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+    /// `associatedRdmaDevice`.
+    pub associated_rdma_device: Option<String>,
+}
+impl x::SchemaType for HostRdmaHba {
+    const TYPE_NAME: &'static str = "HostRdmaHba";
+}
+impl x::Structure for HostRdmaHba {}
+impl x::Fields for HostRdmaHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+        w.write_opt("associatedRdmaDevice", &self.associated_rdma_device);
+    }
+}
+/// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRdmaTargetTransport {}
+impl x::SchemaType for HostRdmaTargetTransport {
+    const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
+}
+impl x::Structure for HostRdmaTargetTransport {}
+impl x::Fields for HostRdmaTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostReconnectionFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostReconnectionFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostReconnectionFailedEvent {
+    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
+}
+impl x::Structure for HostReconnectionFailedEvent {}
+impl x::Fields for HostReconnectionFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `HostReliableMemoryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostReliableMemoryInfo {
+    /// `memorySize`.
+    pub memory_size: i64,
+}
+impl x::SchemaType for HostReliableMemoryInfo {
+    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
+}
+impl x::Structure for HostReliableMemoryInfo {}
+impl x::Fields for HostReliableMemoryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "memorySize" => r.read(&mut self.memory_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("memorySize", &self.memory_size);
+    }
+}
+/// `HostRemovedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRemovedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostRemovedEvent {
+    const TYPE_NAME: &'static str = "HostRemovedEvent";
+}
+impl x::Structure for HostRemovedEvent {}
+impl x::Fields for HostRemovedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `HostResignatureRescanResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostResignatureRescanResult {
+    /// `rescan`.
+    pub rescan: Vec<HostVmfsRescanResult>,
+    /// `result`.
+    pub result: x::ManagedObjectReference,
+}
+impl x::SchemaType for HostResignatureRescanResult {
+    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
+}
+impl x::Structure for HostResignatureRescanResult {}
+impl x::Fields for HostResignatureRescanResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rescan" => r.read_push(&mut self.rescan),
+            "result" => r.read(&mut self.result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("rescan", &self.rescan);
+        w.write("result", &self.result);
+    }
+}
+/// `HostRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfo {
+    /// `connectionState`.
+    pub connection_state: HostSystemConnectionState,
+    /// `powerState`.
+    pub power_state: HostSystemPowerState,
+    /// `standbyMode`.
+    pub standby_mode: Option<String>,
+    /// `inMaintenanceMode`.
+    pub in_maintenance_mode: bool,
+    /// `inQuarantineMode`.
+    pub in_quarantine_mode: Option<bool>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `healthSystemRuntime`.
+    pub health_system_runtime: Option<HealthSystemRuntime>,
+    /// `dasHostState`.
+    pub das_host_state: Option<ClusterDasFdmHostState>,
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `vsanRuntimeInfo`.
+    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
+    /// `networkRuntimeInfo`.
+    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
+    /// `vFlashResourceRuntimeInfo`.
+    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
+    /// `hostMaxVirtualDiskCapacity`.
+    pub host_max_virtual_disk_capacity: Option<i64>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `cryptoKeyId`.
+    pub crypto_key_id: Option<CryptoKeyId>,
+    /// `statelessNvdsMigrationReady`.
+    pub stateless_nvds_migration_ready: Option<String>,
+    /// `partialMaintenanceMode`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
+    /// `stateEncryption`.
+    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
+    /// `podVMInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pod_vm_info: Option<PodVMInfo>,
+}
+impl x::SchemaType for HostRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfo {}
+impl x::Fields for HostRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "standbyMode" => r.read_opt(&mut self.standby_mode),
+            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
+            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
+            "dasHostState" => r.read_opt(&mut self.das_host_state),
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
+            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
+            "vFlashResourceRuntimeInfo" => {
+                r.read_opt(&mut self.vflash_resource_runtime_info)
+            }
+            "hostMaxVirtualDiskCapacity" => {
+                r.read_opt(&mut self.host_max_virtual_disk_capacity)
+            }
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
+            "statelessNvdsMigrationReady" => {
+                r.read_opt(&mut self.stateless_nvds_migration_ready)
+            }
+            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
+            "stateEncryption" => r.read_opt(&mut self.state_encryption),
+            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("standbyMode", &self.standby_mode);
+        w.write("inMaintenanceMode", &self.in_maintenance_mode);
+        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
+        w.write_opt("dasHostState", &self.das_host_state);
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
+        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
+        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
+        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("cryptoKeyId", &self.crypto_key_id);
+        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
+        if w
+            .since(
+                0x0800_0300,
+                "HostRuntimeInfo.partialMaintenanceMode",
+                !self.partial_maintenance_mode.is_empty(),
+            )
+        {
+            w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
+        }
+        w.write_opt("stateEncryption", &self.state_encryption);
+        if w.since(0x0901_0000, "HostRuntimeInfo.podVMInfo", self.pod_vm_info.is_some())
+        {
+            w.write_opt("podVMInfo", &self.pod_vm_info);
+        }
+    }
+}
+/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    /// `netStackInstanceKey`.
+    pub net_stack_instance_key: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `vmknicKeys`.
+    pub vmknic_keys: Vec<String>,
+    /// `maxNumberOfConnections`.
+    pub max_number_of_connections: Option<i32>,
+    /// `currentIpV6Enabled`.
+    pub current_ip_v6_enabled: Option<bool>,
+}
+impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
+impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
+            "state" => r.read_opt(&mut self.state),
+            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
+            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
+            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("netStackInstanceKey", &self.net_stack_instance_key);
+        w.write_opt("state", &self.state);
+        w.write_vec("vmknicKeys", &self.vmknic_keys);
+        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
+        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
+    }
+}
+impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+}
+/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoNetworkRuntimeInfo {
+    /// `netStackInstanceRuntimeInfo`.
+    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
+    /// `networkResourceRuntime`.
+    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
+}
+impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
+impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstanceRuntimeInfo" => {
+                r.read_push(&mut self.net_stack_instance_runtime_info)
+            }
+            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec(
+            "netStackInstanceRuntimeInfo",
+            &self.net_stack_instance_runtime_info,
+        );
+        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
+    }
+}
+/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoStateEncryptionInfo {
+    /// `protectionMode`.
+    pub protection_mode: String,
+    /// `requireSecureBoot`.
+    pub require_secure_boot: Option<bool>,
+    /// `requireExecInstalledOnly`.
+    pub require_exec_installed_only: Option<bool>,
+}
+impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
+}
+impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
+impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "protectionMode" => r.read(&mut self.protection_mode),
+            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
+            "requireExecInstalledOnly" => {
+                r.read_opt(&mut self.require_exec_installed_only)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("protectionMode", &self.protection_mode);
+        w.write_opt("requireSecureBoot", &self.require_secure_boot);
+        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
+    }
+}
+/// `HostScsiDisk` (extends `ScsiLun`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiDisk {
+    /// `deviceName`, from `HostDevice`.
+    pub device_name: String,
+    /// `deviceType`, from `HostDevice`.
+    pub device_type: String,
+    /// `key`, from `ScsiLun`.
+    pub key: Option<String>,
+    /// `uuid`, from `ScsiLun`.
+    pub uuid: String,
+    /// `descriptor`, from `ScsiLun`.
+    pub descriptor: Vec<ScsiLunDescriptor>,
+    /// `canonicalName`, from `ScsiLun`.
+    pub canonical_name: Option<String>,
+    /// `displayName`, from `ScsiLun`.
+    pub display_name: Option<String>,
+    /// `lunType`, from `ScsiLun`.
+    pub lun_type: String,
+    /// `vendor`, from `ScsiLun`.
+    pub vendor: Option<String>,
+    /// `model`, from `ScsiLun`.
+    pub model: Option<String>,
+    /// `revision`, from `ScsiLun`.
+    pub revision: Option<String>,
+    /// `scsiLevel`, from `ScsiLun`.
+    pub scsi_level: Option<i32>,
+    /// `serialNumber`, from `ScsiLun`.
+    pub serial_number: Option<String>,
+    /// `durableName`, from `ScsiLun`.
+    pub durable_name: Option<ScsiLunDurableName>,
+    /// `alternateName`, from `ScsiLun`.
+    pub alternate_name: Vec<ScsiLunDurableName>,
+    /// `standardInquiry`, from `ScsiLun`.
+    pub standard_inquiry: Vec<i8>,
+    /// `queueDepth`, from `ScsiLun`.
+    pub queue_depth: Option<i32>,
+    /// `operationalState`, from `ScsiLun`.
+    pub operational_state: Vec<String>,
+    /// `capabilities`, from `ScsiLun`.
+    pub capabilities: Option<ScsiLunCapabilities>,
+    /// `vStorageSupport`, from `ScsiLun`.
+    pub vstorage_support: Option<String>,
+    /// `protocolEndpoint`, from `ScsiLun`.
+    pub protocol_endpoint: Option<bool>,
+    /// `perenniallyReserved`, from `ScsiLun`.
+    pub perennially_reserved: Option<bool>,
+    /// `clusteredVmdkSupported`, from `ScsiLun`.
+    pub clustered_vmdk_supported: Option<bool>,
+    /// `applicationProtocol`, from `ScsiLun`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub application_protocol: Option<String>,
+    /// `dispersedNs`, from `ScsiLun`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub dispersed_ns: Option<bool>,
+    /// `deviceReservation`, from `ScsiLun`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub device_reservation: Option<String>,
+    /// `capacity`.
+    pub capacity: HostDiskDimensionsLba,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `ssd`.
+    pub ssd: Option<bool>,
+    /// `localDisk`.
+    pub local_disk: Option<bool>,
+    /// `physicalLocation`.
+    pub physical_location: Vec<String>,
+    /// `emulatedDIXDIFEnabled`.
+    pub emulated_dixdif_enabled: Option<bool>,
+    /// `vsanDiskInfo`.
+    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
+    /// `scsiDiskType`.
+    pub scsi_disk_type: Option<String>,
+    /// `usedByMemoryTiering`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub used_by_memory_tiering: Option<bool>,
+}
+impl x::SchemaType for HostScsiDisk {
+    const TYPE_NAME: &'static str = "HostScsiDisk";
+}
+impl x::Structure for HostScsiDisk {}
+impl x::Fields for HostScsiDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceType" => r.read(&mut self.device_type),
+            "key" => r.read_opt(&mut self.key),
+            "uuid" => r.read(&mut self.uuid),
+            "descriptor" => r.read_push(&mut self.descriptor),
+            "canonicalName" => r.read_opt(&mut self.canonical_name),
+            "displayName" => r.read_opt(&mut self.display_name),
+            "lunType" => r.read(&mut self.lun_type),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "model" => r.read_opt(&mut self.model),
+            "revision" => r.read_opt(&mut self.revision),
+            "scsiLevel" => r.read_opt(&mut self.scsi_level),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "durableName" => r.read_opt(&mut self.durable_name),
+            "alternateName" => r.read_push(&mut self.alternate_name),
+            "standardInquiry" => r.read_push(&mut self.standard_inquiry),
+            "queueDepth" => r.read_opt(&mut self.queue_depth),
+            "operationalState" => r.read_push(&mut self.operational_state),
+            "capabilities" => r.read_opt(&mut self.capabilities),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
+            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved),
+            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
+            "applicationProtocol" => r.read_opt(&mut self.application_protocol),
+            "dispersedNs" => r.read_opt(&mut self.dispersed_ns),
+            "deviceReservation" => r.read_opt(&mut self.device_reservation),
+            "capacity" => r.read(&mut self.capacity),
+            "devicePath" => r.read(&mut self.device_path),
+            "ssd" => r.read_opt(&mut self.ssd),
+            "localDisk" => r.read_opt(&mut self.local_disk),
+            "physicalLocation" => r.read_push(&mut self.physical_location),
+            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
+            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
+            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
+            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write("deviceType", &self.device_type);
+        w.write_opt("key", &self.key);
+        w.write("uuid", &self.uuid);
+        w.write_vec("descriptor", &self.descriptor);
+        w.write_opt("canonicalName", &self.canonical_name);
+        w.write_opt("displayName", &self.display_name);
+        w.write("lunType", &self.lun_type);
+        w.write_opt("vendor", &self.vendor);
+        w.write_opt("model", &self.model);
+        w.write_opt("revision", &self.revision);
+        w.write_opt("scsiLevel", &self.scsi_level);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_opt("durableName", &self.durable_name);
+        w.write_vec("alternateName", &self.alternate_name);
+        w.write_vec("standardInquiry", &self.standard_inquiry);
+        w.write_opt("queueDepth", &self.queue_depth);
+        w.write_vec("operationalState", &self.operational_state);
+        w.write_opt("capabilities", &self.capabilities);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
+        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
+        w.write_opt("perenniallyReserved", &self.perennially_reserved);
+        w.write_opt("clusteredVmdkSupported", &self.clustered_vmdk_supported);
+        if w
+            .since(
+                0x0800_0100,
+                "ScsiLun.applicationProtocol",
+                self.application_protocol.is_some(),
+            )
+        {
+            w.write_opt("applicationProtocol", &self.application_protocol);
+        }
+        if w.since(0x0800_0100, "ScsiLun.dispersedNs", self.dispersed_ns.is_some()) {
+            w.write_opt("dispersedNs", &self.dispersed_ns);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "ScsiLun.deviceReservation",
+                self.device_reservation.is_some(),
+            )
+        {
+            w.write_opt("deviceReservation", &self.device_reservation);
+        }
+        w.write("capacity", &self.capacity);
+        w.write("devicePath", &self.device_path);
+        w.write_opt("ssd", &self.ssd);
+        w.write_opt("localDisk", &self.local_disk);
+        w.write_vec("physicalLocation", &self.physical_location);
+        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
+        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
+        w.write_opt("scsiDiskType", &self.scsi_disk_type);
+        if w
+            .since(
+                0x0800_0300,
+                "HostScsiDisk.usedByMemoryTiering",
+                self.used_by_memory_tiering.is_some(),
+            )
+        {
+            w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
+        }
+    }
+}
+impl x::ArrayItem for HostScsiDisk {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
+    const ITEM_TAG: &'static str = "HostScsiDisk";
+}
+/// `HostScsiDiskPartition` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiDiskPartition {
+    /// `diskName`.
+    pub disk_name: String,
+    /// `partition`.
+    pub partition: i32,
+}
+impl x::SchemaType for HostScsiDiskPartition {
+    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
+}
+impl x::Structure for HostScsiDiskPartition {}
+impl x::Fields for HostScsiDiskPartition {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskName" => r.read(&mut self.disk_name),
+            "partition" => r.read(&mut self.partition),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskName", &self.disk_name);
+        w.write("partition", &self.partition);
+    }
+}
+impl x::ArrayItem for HostScsiDiskPartition {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
+    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
+}
+/// `HostScsiTopology` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostScsiTopologyInterface>,
+}
+impl x::SchemaType for HostScsiTopology {
+    const TYPE_NAME: &'static str = "HostScsiTopology";
+}
+impl x::Structure for HostScsiTopology {}
+impl x::Fields for HostScsiTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+    }
+}
+/// `HostScsiTopologyInterface` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyInterface {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `target`.
+    pub target: Vec<HostScsiTopologyTarget>,
+}
+impl x::SchemaType for HostScsiTopologyInterface {
+    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
+}
+impl x::Structure for HostScsiTopologyInterface {}
+impl x::Fields for HostScsiTopologyInterface {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "target" => r.read_push(&mut self.target),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("target", &self.target);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyInterface {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
+    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
+}
+/// `HostScsiTopologyLun` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyLun {
+    /// `key`.
+    pub key: String,
+    /// `lun`.
+    pub lun: i32,
+    /// `scsiLun`.
+    pub scsi_lun: String,
+}
+impl x::SchemaType for HostScsiTopologyLun {
+    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
+}
+impl x::Structure for HostScsiTopologyLun {}
+impl x::Fields for HostScsiTopologyLun {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "scsiLun" => r.read(&mut self.scsi_lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write("scsiLun", &self.scsi_lun);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyLun {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
+    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
+}
+/// `HostScsiTopologyTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyTarget {
+    /// `key`.
+    pub key: String,
+    /// `target`.
+    pub target: i32,
+    /// `lun`.
+    pub lun: Vec<HostScsiTopologyLun>,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostScsiTopologyTarget {
+    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
+}
+impl x::Structure for HostScsiTopologyTarget {}
+impl x::Fields for HostScsiTopologyTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "target" => r.read(&mut self.target),
+            "lun" => r.read_push(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("target", &self.target);
+        w.write_vec("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
+    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
+}
+/// `HostSecuritySpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSecuritySpec {
+    /// `adminPassword`.
+    pub admin_password: Option<String>,
+    /// `removePermission`.
+    pub remove_permission: Vec<Permission>,
+    /// `addPermission`.
+    pub add_permission: Vec<Permission>,
+}
+impl x::SchemaType for HostSecuritySpec {
+    const TYPE_NAME: &'static str = "HostSecuritySpec";
+}
+impl x::Structure for HostSecuritySpec {}
+impl x::Fields for HostSecuritySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adminPassword" => r.read_opt(&mut self.admin_password),
+            "removePermission" => r.read_push(&mut self.remove_permission),
+            "addPermission" => r.read_push(&mut self.add_permission),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("adminPassword", &self.admin_password);
+        w.write_vec("removePermission", &self.remove_permission);
+        w.write_vec("addPermission", &self.add_permission);
+    }
+}
+/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSerialAttachedHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: String,
+}
+impl x::SchemaType for HostSerialAttachedHba {
+    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
+}
+impl x::Structure for HostSerialAttachedHba {}
+impl x::Fields for HostSerialAttachedHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+    }
+}
+/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSerialAttachedTargetTransport {}
+impl x::SchemaType for HostSerialAttachedTargetTransport {
+    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
+}
+impl x::Structure for HostSerialAttachedTargetTransport {}
+impl x::Fields for HostSerialAttachedTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostService` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostService {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `uninstallable`.
+    pub uninstallable: bool,
+    /// `running`.
+    pub running: bool,
+    /// `ruleset`.
+    pub ruleset: Vec<String>,
+    /// `policy`.
+    pub policy: String,
+    /// `sourcePackage`.
+    pub source_package: Option<HostServiceSourcePackage>,
+}
+impl x::SchemaType for HostService {
+    const TYPE_NAME: &'static str = "HostService";
+}
+impl x::Structure for HostService {}
+impl x::Fields for HostService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "uninstallable" => r.read(&mut self.uninstallable),
+            "running" => r.read(&mut self.running),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            "policy" => r.read(&mut self.policy),
+            "sourcePackage" => r.read_opt(&mut self.source_package),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write("uninstallable", &self.uninstallable);
+        w.write("running", &self.running);
+        w.write_vec("ruleset", &self.ruleset);
+        w.write("policy", &self.policy);
+        w.write_opt("sourcePackage", &self.source_package);
+    }
+}
+impl x::ArrayItem for HostService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
+    const ITEM_TAG: &'static str = "HostService";
+}
+/// `HostServiceConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceConfig {
+    /// `serviceId`.
+    pub service_id: String,
+    /// `startupPolicy`.
+    pub startup_policy: String,
+}
+impl x::SchemaType for HostServiceConfig {
+    const TYPE_NAME: &'static str = "HostServiceConfig";
+}
+impl x::Structure for HostServiceConfig {}
+impl x::Fields for HostServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceId" => r.read(&mut self.service_id),
+            "startupPolicy" => r.read(&mut self.startup_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("serviceId", &self.service_id);
+        w.write("startupPolicy", &self.startup_policy);
+    }
+}
+impl x::ArrayItem for HostServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
+    const ITEM_TAG: &'static str = "HostServiceConfig";
+}
+/// `HostServiceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceInfo {
+    /// `service`.
+    pub service: Vec<HostService>,
+}
+impl x::SchemaType for HostServiceInfo {
+    const TYPE_NAME: &'static str = "HostServiceInfo";
+}
+impl x::Structure for HostServiceInfo {}
+impl x::Fields for HostServiceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "service" => r.read_push(&mut self.service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("service", &self.service);
+    }
+}
+/// `HostServiceSourcePackage` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceSourcePackage {
+    /// `sourcePackageName`.
+    pub source_package_name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for HostServiceSourcePackage {
+    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
+}
+impl x::Structure for HostServiceSourcePackage {}
+impl x::Fields for HostServiceSourcePackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sourcePackageName" => r.read(&mut self.source_package_name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sourcePackageName", &self.source_package_name);
+        w.write("description", &self.description);
+    }
+}
+/// `HostServiceTicket` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceTicket {
+    /// `host`.
+    pub host: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `service`.
+    pub service: String,
+    /// `serviceVersion`.
+    pub service_version: String,
+    /// `sessionId`.
+    pub session_id: String,
+}
+impl x::SchemaType for HostServiceTicket {
+    const TYPE_NAME: &'static str = "HostServiceTicket";
+}
+impl x::Structure for HostServiceTicket {}
+impl x::Fields for HostServiceTicket {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "service" => r.read(&mut self.service),
+            "serviceVersion" => r.read(&mut self.service_version),
+            "sessionId" => r.read(&mut self.session_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("host", &self.host);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostServiceTicket.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write("service", &self.service);
+        w.write("serviceVersion", &self.service_version);
+        w.write("sessionId", &self.session_id);
+    }
+}
+/// `HostSevInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSevInfo {
+    /// `sevState`.
+    pub sev_state: String,
+    /// `maxSevEsGuests`.
+    pub max_sev_es_guests: i64,
+    /// `snpState`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub snp_state: Option<String>,
+    /// `snpSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub snp_supported: Option<bool>,
+}
+impl x::SchemaType for HostSevInfo {
+    const TYPE_NAME: &'static str = "HostSevInfo";
+}
+impl x::Structure for HostSevInfo {}
+impl x::Fields for HostSevInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sevState" => r.read(&mut self.sev_state),
+            "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests),
+            "snpState" => r.read_opt(&mut self.snp_state),
+            "snpSupported" => r.read_opt(&mut self.snp_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sevState", &self.sev_state);
+        w.write("maxSevEsGuests", &self.max_sev_es_guests);
+        if w.since(0x0900_0000, "HostSevInfo.snpState", self.snp_state.is_some()) {
+            w.write_opt("snpState", &self.snp_state);
+        }
+        if w.since(0x0900_0000, "HostSevInfo.snpSupported", self.snp_supported.is_some())
+        {
+            w.write_opt("snpSupported", &self.snp_supported);
+        }
+    }
+}
+/// `HostSgxInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSgxInfo {
+    /// `sgxState`.
+    pub sgx_state: String,
+    /// `totalEpcMemory`.
+    pub total_epc_memory: i64,
+    /// `flcMode`.
+    pub flc_mode: String,
+    /// `lePubKeyHash`.
+    pub le_pub_key_hash: Option<String>,
+    /// `registrationInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub registration_info: Option<HostSgxRegistrationInfo>,
+}
+impl x::SchemaType for HostSgxInfo {
+    const TYPE_NAME: &'static str = "HostSgxInfo";
+}
+impl x::Structure for HostSgxInfo {}
+impl x::Fields for HostSgxInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sgxState" => r.read(&mut self.sgx_state),
+            "totalEpcMemory" => r.read(&mut self.total_epc_memory),
+            "flcMode" => r.read(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "registrationInfo" => r.read_opt(&mut self.registration_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sgxState", &self.sgx_state);
+        w.write("totalEpcMemory", &self.total_epc_memory);
+        w.write("flcMode", &self.flc_mode);
+        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        if w
+            .since(
+                0x0800_0001,
+                "HostSgxInfo.registrationInfo",
+                self.registration_info.is_some(),
+            )
+        {
+            w.write_opt("registrationInfo", &self.registration_info);
+        }
+    }
+}
+/// `HostSgxRegistrationInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSgxRegistrationInfo {
+    /// `status`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub status: Option<String>,
+    /// `biosError`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub bios_error: Option<i32>,
+    /// `registrationUrl`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub registration_url: Option<String>,
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: Option<String>,
+    /// `ppid`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ppid: Option<String>,
+    /// `lastRegisteredTime`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub last_registered_time: Option<x::DateTime>,
+}
+impl x::SchemaType for HostSgxRegistrationInfo {
+    const TYPE_NAME: &'static str = "HostSgxRegistrationInfo";
+}
+impl x::Structure for HostSgxRegistrationInfo {}
+impl x::Fields for HostSgxRegistrationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "status" => r.read_opt(&mut self.status),
+            "biosError" => r.read_opt(&mut self.bios_error),
+            "registrationUrl" => r.read_opt(&mut self.registration_url),
+            "type" => r.read_opt(&mut self.type_),
+            "ppid" => r.read_opt(&mut self.ppid),
+            "lastRegisteredTime" => r.read_opt(&mut self.last_registered_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostSgxRegistrationInfo", true);
+        w.write_opt("status", &self.status);
+        w.write_opt("biosError", &self.bios_error);
+        w.write_opt("registrationUrl", &self.registration_url);
+        w.write_opt("type", &self.type_);
+        w.write_opt("ppid", &self.ppid);
+        w.write_opt("lastRegisteredTime", &self.last_registered_time);
+    }
+}
+/// `HostSharedGpuCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSharedGpuCapabilities {
+    /// `vgpu`.
+    pub vgpu: String,
+    /// `diskSnapshotSupported`.
+    pub disk_snapshot_supported: bool,
+    /// `memorySnapshotSupported`.
+    pub memory_snapshot_supported: bool,
+    /// `suspendSupported`.
+    pub suspend_supported: bool,
+    /// `migrateSupported`.
+    pub migrate_supported: bool,
+}
+impl x::SchemaType for HostSharedGpuCapabilities {
+    const TYPE_NAME: &'static str = "HostSharedGpuCapabilities";
+}
+impl x::Structure for HostSharedGpuCapabilities {}
+impl x::Fields for HostSharedGpuCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read(&mut self.vgpu),
+            "diskSnapshotSupported" => r.read(&mut self.disk_snapshot_supported),
+            "memorySnapshotSupported" => r.read(&mut self.memory_snapshot_supported),
+            "suspendSupported" => r.read(&mut self.suspend_supported),
+            "migrateSupported" => r.read(&mut self.migrate_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vgpu", &self.vgpu);
+        w.write("diskSnapshotSupported", &self.disk_snapshot_supported);
+        w.write("memorySnapshotSupported", &self.memory_snapshot_supported);
+        w.write("suspendSupported", &self.suspend_supported);
+        w.write("migrateSupported", &self.migrate_supported);
+    }
+}
+impl x::ArrayItem for HostSharedGpuCapabilities {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSharedGpuCapabilities";
+    const ITEM_TAG: &'static str = "HostSharedGpuCapabilities";
+}
+/// `HostShortNameInconsistentEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostShortNameInconsistentEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `shortName`.
+    pub short_name: String,
+    /// `shortName2`.
+    pub short_name2: String,
+}
+impl x::SchemaType for HostShortNameInconsistentEvent {
+    const TYPE_NAME: &'static str = "HostShortNameInconsistentEvent";
+}
+impl x::Structure for HostShortNameInconsistentEvent {}
+impl x::Fields for HostShortNameInconsistentEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "shortName" => r.read(&mut self.short_name),
+            "shortName2" => r.read(&mut self.short_name2),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("shortName", &self.short_name);
+        w.write("shortName2", &self.short_name2);
+    }
+}
 /// `HostShortNameToIpFailedEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostShortNameToIpFailedEvent {
@@ -89,10 +2348,14 @@ impl x::Fields for HostShortNameToIpFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("shortName", &self.short_name);
     }
 }
@@ -180,10 +2443,14 @@ impl x::Fields for HostShutdownEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("reason", &self.reason);
     }
 }
@@ -436,10 +2703,14 @@ impl x::Fields for HostSpecificationChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostSpecificationOperationFailed` (extends `VimFault`).
@@ -558,10 +2829,14 @@ impl x::Fields for HostSpecificationRequireEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostSpecificationUpdateEvent` (extends `HostEvent`).
@@ -648,10 +2923,14 @@ impl x::Fields for HostSpecificationUpdateEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("hostSpec", &self.host_spec);
     }
 }
@@ -803,7 +3082,15 @@ impl x::Fields for HostSriovInfo {
         w.write("passthruCapable", &self.passthru_capable);
         w.write("passthruActive", &self.passthru_active);
         w.write_opt("hardwareLabel", &self.hardware_label);
-        w.write_opt("directPathState", &self.direct_path_state);
+        if w
+            .since(
+                0x0901_0000,
+                "HostPciPassthruInfo.directPathState",
+                self.direct_path_state.is_some(),
+            )
+        {
+            w.write_opt("directPathState", &self.direct_path_state);
+        }
         w.write("sriovEnabled", &self.sriov_enabled);
         w.write("sriovCapable", &self.sriov_capable);
         w.write("sriovActive", &self.sriov_active);
@@ -849,2214 +3136,5 @@ impl x::Fields for HostSriovNetworkDevicePoolInfo {
         w.write_opt("switchKey", &self.switch_key);
         w.write_opt("switchUuid", &self.switch_uuid);
         w.write_vec("pnic", &self.pnic);
-    }
-}
-/// `HostSslThumbprintInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSslThumbprintInfo {
-    /// `principal`.
-    pub principal: String,
-    /// `ownerTag`.
-    pub owner_tag: Option<String>,
-    /// `sslThumbprints`.
-    pub ssl_thumbprints: Vec<String>,
-}
-impl x::SchemaType for HostSslThumbprintInfo {
-    const TYPE_NAME: &'static str = "HostSslThumbprintInfo";
-}
-impl x::Structure for HostSslThumbprintInfo {}
-impl x::Fields for HostSslThumbprintInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "principal" => r.read(&mut self.principal),
-            "ownerTag" => r.read_opt(&mut self.owner_tag),
-            "sslThumbprints" => r.read_push(&mut self.ssl_thumbprints),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("principal", &self.principal);
-        w.write_opt("ownerTag", &self.owner_tag);
-        w.write_vec("sslThumbprints", &self.ssl_thumbprints);
-    }
-}
-impl x::ArrayItem for HostSslThumbprintInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSslThumbprintInfo";
-    const ITEM_TAG: &'static str = "HostSslThumbprintInfo";
-}
-/// `HostStatusChangedEvent` (extends `ClusterStatusChangedEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStatusChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `oldStatus`, from `ClusterStatusChangedEvent`.
-    pub old_status: String,
-    /// `newStatus`, from `ClusterStatusChangedEvent`.
-    pub new_status: String,
-}
-impl x::SchemaType for HostStatusChangedEvent {
-    const TYPE_NAME: &'static str = "HostStatusChangedEvent";
-}
-impl x::Structure for HostStatusChangedEvent {}
-impl x::Fields for HostStatusChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "oldStatus" => r.read(&mut self.old_status),
-            "newStatus" => r.read(&mut self.new_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("oldStatus", &self.old_status);
-        w.write("newStatus", &self.new_status);
-    }
-}
-/// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageArrayTypePolicyOption {
-    /// `policy`.
-    pub policy: AnyElementDescription,
-}
-impl x::SchemaType for HostStorageArrayTypePolicyOption {
-    const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
-}
-impl x::Structure for HostStorageArrayTypePolicyOption {}
-impl x::Fields for HostStorageArrayTypePolicyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-impl x::ArrayItem for HostStorageArrayTypePolicyOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageArrayTypePolicyOption";
-    const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
-}
-/// `HostStorageDeviceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageDeviceInfo {
-    /// `hostBusAdapter`.
-    pub host_bus_adapter: Vec<AnyHostHostBusAdapter>,
-    /// `scsiLun`.
-    pub scsi_lun: Vec<AnyScsiLun>,
-    /// `scsiTopology`.
-    pub scsi_topology: Option<HostScsiTopology>,
-    /// `nvmeTopology`.
-    pub nvme_topology: Option<HostNvmeTopology>,
-    /// `multipathInfo`.
-    pub multipath_info: Option<HostMultipathInfo>,
-    /// `plugStoreTopology`.
-    pub plug_store_topology: Option<HostPlugStoreTopology>,
-    /// `softwareInternetScsiEnabled`.
-    pub software_internet_scsi_enabled: bool,
-}
-impl x::SchemaType for HostStorageDeviceInfo {
-    const TYPE_NAME: &'static str = "HostStorageDeviceInfo";
-}
-impl x::Structure for HostStorageDeviceInfo {}
-impl x::Fields for HostStorageDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostBusAdapter" => r.read_push(&mut self.host_bus_adapter),
-            "scsiLun" => r.read_push(&mut self.scsi_lun),
-            "scsiTopology" => r.read_opt(&mut self.scsi_topology),
-            "nvmeTopology" => r.read_opt(&mut self.nvme_topology),
-            "multipathInfo" => r.read_opt(&mut self.multipath_info),
-            "plugStoreTopology" => r.read_opt(&mut self.plug_store_topology),
-            "softwareInternetScsiEnabled" => {
-                r.read(&mut self.software_internet_scsi_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("hostBusAdapter", &self.host_bus_adapter);
-        w.write_vec("scsiLun", &self.scsi_lun);
-        w.write_opt("scsiTopology", &self.scsi_topology);
-        w.write_opt("nvmeTopology", &self.nvme_topology);
-        w.write_opt("multipathInfo", &self.multipath_info);
-        w.write_opt("plugStoreTopology", &self.plug_store_topology);
-        w.write("softwareInternetScsiEnabled", &self.software_internet_scsi_enabled);
-    }
-}
-/// `HostStorageElementInfo` (extends `HostHardwareElementInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageElementInfo {
-    /// `name`, from `HostHardwareElementInfo`.
-    pub name: String,
-    /// `status`, from `HostHardwareElementInfo`.
-    pub status: AnyElementDescription,
-    /// `operationalInfo`.
-    pub operational_info: Vec<HostStorageOperationalInfo>,
-}
-impl x::SchemaType for HostStorageElementInfo {
-    const TYPE_NAME: &'static str = "HostStorageElementInfo";
-}
-impl x::Structure for HostStorageElementInfo {}
-impl x::Fields for HostStorageElementInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "status" => r.read(&mut self.status),
-            "operationalInfo" => r.read_push(&mut self.operational_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("status", &self.status);
-        w.write_vec("operationalInfo", &self.operational_info);
-    }
-}
-impl x::ArrayItem for HostStorageElementInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageElementInfo";
-    const ITEM_TAG: &'static str = "HostStorageElementInfo";
-}
-/// `HostStorageOperationalInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageOperationalInfo {
-    /// `property`.
-    pub property: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostStorageOperationalInfo {
-    const TYPE_NAME: &'static str = "HostStorageOperationalInfo";
-}
-impl x::Structure for HostStorageOperationalInfo {}
-impl x::Fields for HostStorageOperationalInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "property" => r.read(&mut self.property),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("property", &self.property);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostStorageOperationalInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageOperationalInfo";
-    const ITEM_TAG: &'static str = "HostStorageOperationalInfo";
-}
-/// `HostStorageSystemDiskLocatorLedResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemDiskLocatorLedResult {
-    /// `key`.
-    pub key: String,
-    /// `fault`.
-    pub fault: LocalizedMethodFault,
-}
-impl x::SchemaType for HostStorageSystemDiskLocatorLedResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemDiskLocatorLedResult";
-}
-impl x::Structure for HostStorageSystemDiskLocatorLedResult {}
-impl x::Fields for HostStorageSystemDiskLocatorLedResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemDiskLocatorLedResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemDiskLocatorLedResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemDiskLocatorLedResult";
-}
-/// `HostStorageSystemScsiLunResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemScsiLunResult {
-    /// `key`.
-    pub key: String,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostStorageSystemScsiLunResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemScsiLunResult";
-}
-impl x::Structure for HostStorageSystemScsiLunResult {}
-impl x::Fields for HostStorageSystemScsiLunResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemScsiLunResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemScsiLunResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemScsiLunResult";
-}
-/// `HostStorageSystemVmfsVolumeResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemVmfsVolumeResult {
-    /// `key`.
-    pub key: String,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostStorageSystemVmfsVolumeResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemVmfsVolumeResult";
-}
-impl x::Structure for HostStorageSystemVmfsVolumeResult {}
-impl x::Fields for HostStorageSystemVmfsVolumeResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemVmfsVolumeResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemVmfsVolumeResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemVmfsVolumeResult";
-}
-/// `HostSubSpecification` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSubSpecification {
-    /// `name`.
-    pub name: String,
-    /// `createdTime`.
-    pub created_time: x::DateTime,
-    /// `data`.
-    pub data: Vec<i8>,
-    /// `binaryData`.
-    pub binary_data: Option<Vec<u8>>,
-}
-impl x::SchemaType for HostSubSpecification {
-    const TYPE_NAME: &'static str = "HostSubSpecification";
-}
-impl x::Structure for HostSubSpecification {}
-impl x::Fields for HostSubSpecification {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "createdTime" => r.read(&mut self.created_time),
-            "data" => r.read_push(&mut self.data),
-            "binaryData" => r.read_opt(&mut self.binary_data),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("createdTime", &self.created_time);
-        w.write_vec("data", &self.data);
-        w.write_opt("binaryData", &self.binary_data);
-    }
-}
-impl x::ArrayItem for HostSubSpecification {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSubSpecification";
-    const ITEM_TAG: &'static str = "HostSubSpecification";
-}
-/// `HostSubSpecificationDeleteEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSubSpecificationDeleteEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `subSpecName`.
-    pub sub_spec_name: String,
-}
-impl x::SchemaType for HostSubSpecificationDeleteEvent {
-    const TYPE_NAME: &'static str = "HostSubSpecificationDeleteEvent";
-}
-impl x::Structure for HostSubSpecificationDeleteEvent {}
-impl x::Fields for HostSubSpecificationDeleteEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "subSpecName" => r.read(&mut self.sub_spec_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("subSpecName", &self.sub_spec_name);
-    }
-}
-/// `HostSubSpecificationUpdateEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSubSpecificationUpdateEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `hostSubSpec`.
-    pub host_sub_spec: HostSubSpecification,
-}
-impl x::SchemaType for HostSubSpecificationUpdateEvent {
-    const TYPE_NAME: &'static str = "HostSubSpecificationUpdateEvent";
-}
-impl x::Structure for HostSubSpecificationUpdateEvent {}
-impl x::Fields for HostSubSpecificationUpdateEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "hostSubSpec" => r.read(&mut self.host_sub_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("hostSubSpec", &self.host_sub_spec);
-    }
-}
-/// `HostSyncFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSyncFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `reason`.
-    pub reason: LocalizedMethodFault,
-}
-impl x::SchemaType for HostSyncFailedEvent {
-    const TYPE_NAME: &'static str = "HostSyncFailedEvent";
-}
-impl x::Structure for HostSyncFailedEvent {}
-impl x::Fields for HostSyncFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("reason", &self.reason);
-    }
-}
-/// `HostSystemComplianceCheckState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemComplianceCheckState {
-    /// `state`.
-    pub state: String,
-    /// `checkTime`.
-    pub check_time: x::DateTime,
-}
-impl x::SchemaType for HostSystemComplianceCheckState {
-    const TYPE_NAME: &'static str = "HostSystemComplianceCheckState";
-}
-impl x::Structure for HostSystemComplianceCheckState {}
-impl x::Fields for HostSystemComplianceCheckState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "checkTime" => r.read(&mut self.check_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("checkTime", &self.check_time);
-    }
-}
-/// `HostSystemHealthInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemHealthInfo {
-    /// `numericSensorInfo`.
-    pub numeric_sensor_info: Vec<HostNumericSensorInfo>,
-}
-impl x::SchemaType for HostSystemHealthInfo {
-    const TYPE_NAME: &'static str = "HostSystemHealthInfo";
-}
-impl x::Structure for HostSystemHealthInfo {}
-impl x::Fields for HostSystemHealthInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numericSensorInfo" => r.read_push(&mut self.numeric_sensor_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("numericSensorInfo", &self.numeric_sensor_info);
-    }
-}
-/// `HostSystemIdentificationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemIdentificationInfo {
-    /// `identifierValue`.
-    pub identifier_value: String,
-    /// `identifierType`.
-    pub identifier_type: AnyElementDescription,
-}
-impl x::SchemaType for HostSystemIdentificationInfo {
-    const TYPE_NAME: &'static str = "HostSystemIdentificationInfo";
-}
-impl x::Structure for HostSystemIdentificationInfo {}
-impl x::Fields for HostSystemIdentificationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "identifierValue" => r.read(&mut self.identifier_value),
-            "identifierType" => r.read(&mut self.identifier_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("identifierValue", &self.identifier_value);
-        w.write("identifierType", &self.identifier_type);
-    }
-}
-impl x::ArrayItem for HostSystemIdentificationInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemIdentificationInfo";
-    const ITEM_TAG: &'static str = "HostSystemIdentificationInfo";
-}
-/// `HostSystemInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemInfo {
-    /// `vendor`.
-    pub vendor: String,
-    /// `model`.
-    pub model: String,
-    /// `family`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub family: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `otherIdentifyingInfo`.
-    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
-    /// `serialNumber`.
-    pub serial_number: Option<String>,
-    /// `qualifiedName`.
-    pub qualified_name: Vec<HostQualifiedName>,
-    /// `vvolHostNQN`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub vvol_host_nqn: Option<HostQualifiedName>,
-    /// `vvolHostId`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub vvol_host_id: Option<String>,
-    /// `bootCommandLine`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub boot_command_line: Option<String>,
-}
-impl x::SchemaType for HostSystemInfo {
-    const TYPE_NAME: &'static str = "HostSystemInfo";
-}
-impl x::Structure for HostSystemInfo {}
-impl x::Fields for HostSystemInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendor" => r.read(&mut self.vendor),
-            "model" => r.read(&mut self.model),
-            "family" => r.read_opt(&mut self.family),
-            "uuid" => r.read(&mut self.uuid),
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "qualifiedName" => r.read_push(&mut self.qualified_name),
-            "vvolHostNQN" => r.read_opt(&mut self.vvol_host_nqn),
-            "vvolHostId" => r.read_opt(&mut self.vvol_host_id),
-            "bootCommandLine" => r.read_opt(&mut self.boot_command_line),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendor", &self.vendor);
-        w.write("model", &self.model);
-        w.write_opt("family", &self.family);
-        w.write("uuid", &self.uuid);
-        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_vec("qualifiedName", &self.qualified_name);
-        w.write_opt("vvolHostNQN", &self.vvol_host_nqn);
-        w.write_opt("vvolHostId", &self.vvol_host_id);
-        w.write_opt("bootCommandLine", &self.boot_command_line);
-    }
-}
-/// `HostSystemReconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemReconnectSpec {
-    /// `syncState`.
-    pub sync_state: Option<bool>,
-}
-impl x::SchemaType for HostSystemReconnectSpec {
-    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
-}
-impl x::Structure for HostSystemReconnectSpec {}
-impl x::Fields for HostSystemReconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "syncState" => r.read_opt(&mut self.sync_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("syncState", &self.sync_state);
-    }
-}
-/// `HostSystemRemediationState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemRemediationState {
-    /// `state`.
-    pub state: String,
-    /// `operationTime`.
-    pub operation_time: x::DateTime,
-}
-impl x::SchemaType for HostSystemRemediationState {
-    const TYPE_NAME: &'static str = "HostSystemRemediationState";
-}
-impl x::Structure for HostSystemRemediationState {}
-impl x::Fields for HostSystemRemediationState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "operationTime" => r.read(&mut self.operation_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("operationTime", &self.operation_time);
-    }
-}
-/// `HostSystemResourceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemResourceInfo {
-    /// `key`.
-    pub key: String,
-    /// `config`.
-    pub config: Option<ResourceConfigSpec>,
-    /// `child`.
-    pub child: Vec<HostSystemResourceInfo>,
-}
-impl x::SchemaType for HostSystemResourceInfo {
-    const TYPE_NAME: &'static str = "HostSystemResourceInfo";
-}
-impl x::Structure for HostSystemResourceInfo {}
-impl x::Fields for HostSystemResourceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "config" => r.read_opt(&mut self.config),
-            "child" => r.read_push(&mut self.child),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("config", &self.config);
-        w.write_vec("child", &self.child);
-    }
-}
-impl x::ArrayItem for HostSystemResourceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemResourceInfo";
-    const ITEM_TAG: &'static str = "HostSystemResourceInfo";
-}
-/// `HostSystemSwapConfiguration` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfiguration {
-    /// `option`.
-    pub option: Vec<AnyHostSystemSwapConfigurationSystemSwapOption>,
-}
-impl x::SchemaType for HostSystemSwapConfiguration {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfiguration";
-}
-impl x::Structure for HostSystemSwapConfiguration {}
-impl x::Fields for HostSystemSwapConfiguration {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("option", &self.option);
-    }
-}
-/// `HostSystemSwapConfigurationDatastoreOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationDatastoreOption {
-    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub key: i32,
-    /// `datastore`.
-    pub datastore: String,
-}
-impl x::SchemaType for HostSystemSwapConfigurationDatastoreOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDatastoreOption";
-}
-impl x::Structure for HostSystemSwapConfigurationDatastoreOption {}
-impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "datastore" => r.read(&mut self.datastore),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("datastore", &self.datastore);
-    }
-}
-/// `HostSystemSwapConfigurationDisabledOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationDisabledOption {
-    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationDisabledOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDisabledOption";
-}
-impl x::Structure for HostSystemSwapConfigurationDisabledOption {}
-impl x::Fields for HostSystemSwapConfigurationDisabledOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostSystemSwapConfigurationHostCacheOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationHostCacheOption {
-    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationHostCacheOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostCacheOption";
-}
-impl x::Structure for HostSystemSwapConfigurationHostCacheOption {}
-impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostSystemSwapConfigurationHostLocalSwapOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationHostLocalSwapOption {
-    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationHostLocalSwapOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostLocalSwapOption";
-}
-impl x::Structure for HostSystemSwapConfigurationHostLocalSwapOption {}
-impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostSystemSwapConfigurationSystemSwapOption` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostSystemSwapConfigurationSystemSwapOption`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationSystemSwapOption {
-    /// `key`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationSystemSwapOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationSystemSwapOption";
-}
-impl x::Structure for HostSystemSwapConfigurationSystemSwapOption {}
-impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostTargetTransport` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostTargetTransport`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTargetTransport {}
-impl x::SchemaType for HostTargetTransport {
-    const TYPE_NAME: &'static str = "HostTargetTransport";
-}
-impl x::Structure for HostTargetTransport {}
-impl x::Fields for HostTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostTcpHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`, from `HostHostBusAdapter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-    /// `associatedPnic`.
-    pub associated_pnic: Option<String>,
-}
-impl x::SchemaType for HostTcpHba {
-    const TYPE_NAME: &'static str = "HostTcpHba";
-}
-impl x::Structure for HostTcpHba {}
-impl x::Fields for HostTcpHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-        w.write_opt("associatedPnic", &self.associated_pnic);
-    }
-}
-/// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpHbaCreateSpec {
-    /// `pnic`.
-    pub pnic: String,
-}
-impl x::SchemaType for HostTcpHbaCreateSpec {
-    const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
-}
-impl x::Structure for HostTcpHbaCreateSpec {}
-impl x::Fields for HostTcpHbaCreateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnic" => r.read(&mut self.pnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pnic", &self.pnic);
-    }
-}
-/// `HostTcpTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpTargetTransport {}
-impl x::SchemaType for HostTcpTargetTransport {
-    const TYPE_NAME: &'static str = "HostTcpTargetTransport";
-}
-impl x::Structure for HostTcpTargetTransport {}
-impl x::Fields for HostTcpTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostTdxInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTdxInfo {
-    /// `tdxState`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_state: String,
-    /// `numTDXPrivateKeyIDs`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub num_tdx_private_key_ids: i32,
-}
-impl x::SchemaType for HostTdxInfo {
-    const TYPE_NAME: &'static str = "HostTdxInfo";
-}
-impl x::Structure for HostTdxInfo {}
-impl x::Fields for HostTdxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "tdxState" => r.read(&mut self.tdx_state),
-            "numTDXPrivateKeyIDs" => r.read(&mut self.num_tdx_private_key_ids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("tdxState", &self.tdx_state);
-        w.write("numTDXPrivateKeyIDs", &self.num_tdx_private_key_ids);
-    }
-}
-/// `HostTpmAttestationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmAttestationInfo {
-    /// `time`.
-    pub time: x::DateTime,
-    /// `status`.
-    pub status: HostTpmAttestationInfoAcceptanceStatus,
-    /// `message`.
-    pub message: Option<LocalizableMessage>,
-}
-impl x::SchemaType for HostTpmAttestationInfo {
-    const TYPE_NAME: &'static str = "HostTpmAttestationInfo";
-}
-impl x::Structure for HostTpmAttestationInfo {}
-impl x::Fields for HostTpmAttestationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "time" => r.read(&mut self.time),
-            "status" => r.read(&mut self.status),
-            "message" => r.read_opt(&mut self.message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("time", &self.time);
-        w.write("status", &self.status);
-        w.write_opt("message", &self.message);
-    }
-}
-/// `HostTpmAttestationReport` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmAttestationReport {
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `tpmEvents`.
-    pub tpm_events: Vec<HostTpmEventLogEntry>,
-    /// `tpmLogReliable`.
-    pub tpm_log_reliable: bool,
-}
-impl x::SchemaType for HostTpmAttestationReport {
-    const TYPE_NAME: &'static str = "HostTpmAttestationReport";
-}
-impl x::Structure for HostTpmAttestationReport {}
-impl x::Fields for HostTpmAttestationReport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "tpmEvents" => r.read_push(&mut self.tpm_events),
-            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_vec("tpmEvents", &self.tpm_events);
-        w.write("tpmLogReliable", &self.tpm_log_reliable);
-    }
-}
-/// `HostTpmBootCompleteEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 8.0.1.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmBootCompleteEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-}
-impl x::SchemaType for HostTpmBootCompleteEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmBootCompleteEventDetails";
-}
-impl x::Structure for HostTpmBootCompleteEventDetails {}
-impl x::Fields for HostTpmBootCompleteEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-    }
-}
-/// `HostTpmBootSecurityOptionEventDetails` (extends `HostTpmEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmBootSecurityOptionEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `bootSecurityOption`.
-    pub boot_security_option: String,
-}
-impl x::SchemaType for HostTpmBootSecurityOptionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmBootSecurityOptionEventDetails";
-}
-impl x::Structure for HostTpmBootSecurityOptionEventDetails {}
-impl x::Fields for HostTpmBootSecurityOptionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "bootSecurityOption" => r.read(&mut self.boot_security_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("bootSecurityOption", &self.boot_security_option);
-    }
-}
-/// `HostTpmCommandEventDetails` (extends `HostTpmEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmCommandEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `commandLine`.
-    pub command_line: String,
-}
-impl x::SchemaType for HostTpmCommandEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmCommandEventDetails";
-}
-impl x::Structure for HostTpmCommandEventDetails {}
-impl x::Fields for HostTpmCommandEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "commandLine" => r.read(&mut self.command_line),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("commandLine", &self.command_line);
-    }
-}
-/// `HostTpmDigestInfo` (extends `HostDigestInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmDigestInfo {
-    /// `digestMethod`, from `HostDigestInfo`.
-    pub digest_method: String,
-    /// `digestValue`, from `HostDigestInfo`.
-    pub digest_value: Vec<i8>,
-    /// `objectName`, from `HostDigestInfo`.
-    pub object_name: Option<String>,
-    /// `pcrNumber`.
-    pub pcr_number: i32,
-}
-impl x::SchemaType for HostTpmDigestInfo {
-    const TYPE_NAME: &'static str = "HostTpmDigestInfo";
-}
-impl x::Structure for HostTpmDigestInfo {}
-impl x::Fields for HostTpmDigestInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "digestMethod" => r.read(&mut self.digest_method),
-            "digestValue" => r.read_push(&mut self.digest_value),
-            "objectName" => r.read_opt(&mut self.object_name),
-            "pcrNumber" => r.read(&mut self.pcr_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("digestMethod", &self.digest_method);
-        w.write_vec("digestValue", &self.digest_value);
-        w.write_opt("objectName", &self.object_name);
-        w.write("pcrNumber", &self.pcr_number);
-    }
-}
-impl x::ArrayItem for HostTpmDigestInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmDigestInfo";
-    const ITEM_TAG: &'static str = "HostTpmDigestInfo";
-}
-/// `HostTpmEventDetails` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostTpmEventDetails`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmEventDetails {
-    /// `dataHash`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`.
-    pub data_hash_method: Option<String>,
-}
-impl x::SchemaType for HostTpmEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmEventDetails";
-}
-impl x::Structure for HostTpmEventDetails {}
-impl x::Fields for HostTpmEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-    }
-}
-/// `HostTpmEventLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmEventLogEntry {
-    /// `pcrIndex`.
-    pub pcr_index: i32,
-    /// `eventDetails`.
-    pub event_details: AnyHostTpmEventDetails,
-}
-impl x::SchemaType for HostTpmEventLogEntry {
-    const TYPE_NAME: &'static str = "HostTpmEventLogEntry";
-}
-impl x::Structure for HostTpmEventLogEntry {}
-impl x::Fields for HostTpmEventLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pcrIndex" => r.read(&mut self.pcr_index),
-            "eventDetails" => r.read(&mut self.event_details),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pcrIndex", &self.pcr_index);
-        w.write("eventDetails", &self.event_details);
-    }
-}
-impl x::ArrayItem for HostTpmEventLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmEventLogEntry";
-    const ITEM_TAG: &'static str = "HostTpmEventLogEntry";
-}
-/// `HostTpmNvTagEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmNvTagEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `bootSecurityOption`, from `HostTpmBootSecurityOptionEventDetails`.
-    pub boot_security_option: String,
-}
-impl x::SchemaType for HostTpmNvTagEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmNvTagEventDetails";
-}
-impl x::Structure for HostTpmNvTagEventDetails {}
-impl x::Fields for HostTpmNvTagEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "bootSecurityOption" => r.read(&mut self.boot_security_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("bootSecurityOption", &self.boot_security_option);
-    }
-}
-/// `HostTpmOptionEventDetails` (extends `HostTpmEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmOptionEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `optionsFileName`.
-    pub options_file_name: String,
-    /// `bootOptions`.
-    pub boot_options: Vec<i8>,
-}
-impl x::SchemaType for HostTpmOptionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmOptionEventDetails";
-}
-impl x::Structure for HostTpmOptionEventDetails {}
-impl x::Fields for HostTpmOptionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "optionsFileName" => r.read(&mut self.options_file_name),
-            "bootOptions" => r.read_push(&mut self.boot_options),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("optionsFileName", &self.options_file_name);
-        w.write_vec("bootOptions", &self.boot_options);
-    }
-}
-/// `HostTpmSignerEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSignerEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `bootSecurityOption`, from `HostTpmBootSecurityOptionEventDetails`.
-    pub boot_security_option: String,
-}
-impl x::SchemaType for HostTpmSignerEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSignerEventDetails";
-}
-impl x::Structure for HostTpmSignerEventDetails {}
-impl x::Fields for HostTpmSignerEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "bootSecurityOption" => r.read(&mut self.boot_security_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("bootSecurityOption", &self.boot_security_option);
-    }
-}
-/// `HostTpmSoftwareComponentEventDetails` (extends `HostTpmEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSoftwareComponentEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `componentName`.
-    pub component_name: String,
-    /// `vibName`.
-    pub vib_name: String,
-    /// `vibVersion`.
-    pub vib_version: String,
-    /// `vibVendor`.
-    pub vib_vendor: String,
-}
-impl x::SchemaType for HostTpmSoftwareComponentEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSoftwareComponentEventDetails";
-}
-impl x::Structure for HostTpmSoftwareComponentEventDetails {}
-impl x::Fields for HostTpmSoftwareComponentEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "componentName" => r.read(&mut self.component_name),
-            "vibName" => r.read(&mut self.vib_name),
-            "vibVersion" => r.read(&mut self.vib_version),
-            "vibVendor" => r.read(&mut self.vib_vendor),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("componentName", &self.component_name);
-        w.write("vibName", &self.vib_name);
-        w.write("vibVersion", &self.vib_version);
-        w.write("vibVendor", &self.vib_vendor);
-    }
-}
-/// `HostTpmSystemVersionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSystemVersionEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `systemVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub system_version: String,
-}
-impl x::SchemaType for HostTpmSystemVersionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSystemVersionEventDetails";
-}
-impl x::Structure for HostTpmSystemVersionEventDetails {}
-impl x::Fields for HostTpmSystemVersionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "systemVersion" => r.read(&mut self.system_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("systemVersion", &self.system_version);
-    }
-}
-/// `HostTpmVersionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmVersionEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `version`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub version: Vec<u8>,
-}
-impl x::SchemaType for HostTpmVersionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmVersionEventDetails";
-}
-impl x::Structure for HostTpmVersionEventDetails {}
-impl x::Fields for HostTpmVersionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "version" => r.read(&mut self.version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("version", &self.version);
-    }
-}
-/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTrustAuthorityAttestationInfo {
-    /// `attestationStatus`.
-    pub attestation_status: String,
-    /// `serviceId`.
-    pub service_id: Option<String>,
-    /// `attestedAt`.
-    pub attested_at: Option<x::DateTime>,
-    /// `attestedUntil`.
-    pub attested_until: Option<x::DateTime>,
-    /// `messages`.
-    pub messages: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostTrustAuthorityAttestationInfo {
-    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
-}
-impl x::Structure for HostTrustAuthorityAttestationInfo {}
-impl x::Fields for HostTrustAuthorityAttestationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "attestationStatus" => r.read(&mut self.attestation_status),
-            "serviceId" => r.read_opt(&mut self.service_id),
-            "attestedAt" => r.read_opt(&mut self.attested_at),
-            "attestedUntil" => r.read_opt(&mut self.attested_until),
-            "messages" => r.read_push(&mut self.messages),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("attestationStatus", &self.attestation_status);
-        w.write_opt("serviceId", &self.service_id);
-        w.write_opt("attestedAt", &self.attested_at);
-        w.write_opt("attestedUntil", &self.attested_until);
-        w.write_vec("messages", &self.messages);
-    }
-}
-impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
-    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
-}
-/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsExtent {
-    /// `device`.
-    pub device: HostScsiDiskPartition,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `isHeadExtent`.
-    pub is_head_extent: bool,
-    /// `ordinal`.
-    pub ordinal: i32,
-    /// `startBlock`.
-    pub start_block: i32,
-    /// `endBlock`.
-    pub end_block: i32,
-    /// `reason`.
-    pub reason: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsExtent {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
-}
-impl x::Structure for HostUnresolvedVmfsExtent {}
-impl x::Fields for HostUnresolvedVmfsExtent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "devicePath" => r.read(&mut self.device_path),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "isHeadExtent" => r.read(&mut self.is_head_extent),
-            "ordinal" => r.read(&mut self.ordinal),
-            "startBlock" => r.read(&mut self.start_block),
-            "endBlock" => r.read(&mut self.end_block),
-            "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("device", &self.device);
-        w.write("devicePath", &self.device_path);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("isHeadExtent", &self.is_head_extent);
-        w.write("ordinal", &self.ordinal);
-        w.write("startBlock", &self.start_block);
-        w.write("endBlock", &self.end_block);
-        w.write("reason", &self.reason);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsExtent {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
-}
-/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResignatureSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-}
-impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
-impl x::Fields for HostUnresolvedVmfsResignatureSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-    }
-}
-/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionResult {
-    /// `spec`.
-    pub spec: HostUnresolvedVmfsResolutionSpec,
-    /// `vmfs`.
-    pub vmfs: Option<HostVmfsVolume>,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionResult {}
-impl x::Fields for HostUnresolvedVmfsResolutionResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "spec" => r.read(&mut self.spec),
-            "vmfs" => r.read_opt(&mut self.vmfs),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("spec", &self.spec);
-        w.write_opt("vmfs", &self.vmfs);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
-}
-/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-    /// `uuidResolution`.
-    pub uuid_resolution: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
-impl x::Fields for HostUnresolvedVmfsResolutionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            "uuidResolution" => r.read(&mut self.uuid_resolution),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-        w.write("uuidResolution", &self.uuid_resolution);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolume {
-    /// `extent`.
-    pub extent: Vec<HostUnresolvedVmfsExtent>,
-    /// `vmfsLabel`.
-    pub vmfs_label: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `totalBlocks`.
-    pub total_blocks: i32,
-    /// `resolveStatus`.
-    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolume {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
-}
-impl x::Structure for HostUnresolvedVmfsVolume {}
-impl x::Fields for HostUnresolvedVmfsVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extent" => r.read_push(&mut self.extent),
-            "vmfsLabel" => r.read(&mut self.vmfs_label),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "totalBlocks" => r.read(&mut self.total_blocks),
-            "resolveStatus" => r.read(&mut self.resolve_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extent", &self.extent);
-        w.write("vmfsLabel", &self.vmfs_label);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("totalBlocks", &self.total_blocks);
-        w.write("resolveStatus", &self.resolve_status);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsVolume {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
-}
-/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolumeResolveStatus {
-    /// `resolvable`.
-    pub resolvable: bool,
-    /// `incompleteExtents`.
-    pub incomplete_extents: Option<bool>,
-    /// `multipleCopies`.
-    pub multiple_copies: Option<bool>,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
-}
-impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
-impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "resolvable" => r.read(&mut self.resolvable),
-            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
-            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("resolvable", &self.resolvable);
-        w.write_opt("incompleteExtents", &self.incomplete_extents);
-        w.write_opt("multipleCopies", &self.multiple_copies);
-    }
-}
-/// `HostUpgradeFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUpgradeFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for HostUpgradeFailedEvent {
-    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
-}
-impl x::Structure for HostUpgradeFailedEvent {}
-impl x::Fields for HostUpgradeFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
     }
 }

@@ -5,6 +5,2277 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostSslThumbprintInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSslThumbprintInfo {
+    /// `principal`.
+    pub principal: String,
+    /// `ownerTag`.
+    pub owner_tag: Option<String>,
+    /// `sslThumbprints`.
+    pub ssl_thumbprints: Vec<String>,
+}
+impl x::SchemaType for HostSslThumbprintInfo {
+    const TYPE_NAME: &'static str = "HostSslThumbprintInfo";
+}
+impl x::Structure for HostSslThumbprintInfo {}
+impl x::Fields for HostSslThumbprintInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "ownerTag" => r.read_opt(&mut self.owner_tag),
+            "sslThumbprints" => r.read_push(&mut self.ssl_thumbprints),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("principal", &self.principal);
+        w.write_opt("ownerTag", &self.owner_tag);
+        w.write_vec("sslThumbprints", &self.ssl_thumbprints);
+    }
+}
+impl x::ArrayItem for HostSslThumbprintInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSslThumbprintInfo";
+    const ITEM_TAG: &'static str = "HostSslThumbprintInfo";
+}
+/// `HostStatusChangedEvent` (extends `ClusterStatusChangedEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStatusChangedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `oldStatus`, from `ClusterStatusChangedEvent`.
+    pub old_status: String,
+    /// `newStatus`, from `ClusterStatusChangedEvent`.
+    pub new_status: String,
+}
+impl x::SchemaType for HostStatusChangedEvent {
+    const TYPE_NAME: &'static str = "HostStatusChangedEvent";
+}
+impl x::Structure for HostStatusChangedEvent {}
+impl x::Fields for HostStatusChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "oldStatus" => r.read(&mut self.old_status),
+            "newStatus" => r.read(&mut self.new_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("oldStatus", &self.old_status);
+        w.write("newStatus", &self.new_status);
+    }
+}
+/// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageArrayTypePolicyOption {
+    /// `policy`.
+    pub policy: AnyElementDescription,
+}
+impl x::SchemaType for HostStorageArrayTypePolicyOption {
+    const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
+}
+impl x::Structure for HostStorageArrayTypePolicyOption {}
+impl x::Fields for HostStorageArrayTypePolicyOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+impl x::ArrayItem for HostStorageArrayTypePolicyOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageArrayTypePolicyOption";
+    const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
+}
+/// `HostStorageDeviceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageDeviceInfo {
+    /// `hostBusAdapter`.
+    pub host_bus_adapter: Vec<AnyHostHostBusAdapter>,
+    /// `scsiLun`.
+    pub scsi_lun: Vec<AnyScsiLun>,
+    /// `scsiTopology`.
+    pub scsi_topology: Option<HostScsiTopology>,
+    /// `nvmeTopology`.
+    pub nvme_topology: Option<HostNvmeTopology>,
+    /// `multipathInfo`.
+    pub multipath_info: Option<HostMultipathInfo>,
+    /// `plugStoreTopology`.
+    pub plug_store_topology: Option<HostPlugStoreTopology>,
+    /// `softwareInternetScsiEnabled`.
+    pub software_internet_scsi_enabled: bool,
+}
+impl x::SchemaType for HostStorageDeviceInfo {
+    const TYPE_NAME: &'static str = "HostStorageDeviceInfo";
+}
+impl x::Structure for HostStorageDeviceInfo {}
+impl x::Fields for HostStorageDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostBusAdapter" => r.read_push(&mut self.host_bus_adapter),
+            "scsiLun" => r.read_push(&mut self.scsi_lun),
+            "scsiTopology" => r.read_opt(&mut self.scsi_topology),
+            "nvmeTopology" => r.read_opt(&mut self.nvme_topology),
+            "multipathInfo" => r.read_opt(&mut self.multipath_info),
+            "plugStoreTopology" => r.read_opt(&mut self.plug_store_topology),
+            "softwareInternetScsiEnabled" => {
+                r.read(&mut self.software_internet_scsi_enabled)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("hostBusAdapter", &self.host_bus_adapter);
+        w.write_vec("scsiLun", &self.scsi_lun);
+        w.write_opt("scsiTopology", &self.scsi_topology);
+        w.write_opt("nvmeTopology", &self.nvme_topology);
+        w.write_opt("multipathInfo", &self.multipath_info);
+        w.write_opt("plugStoreTopology", &self.plug_store_topology);
+        w.write("softwareInternetScsiEnabled", &self.software_internet_scsi_enabled);
+    }
+}
+/// `HostStorageElementInfo` (extends `HostHardwareElementInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageElementInfo {
+    /// `name`, from `HostHardwareElementInfo`.
+    pub name: String,
+    /// `status`, from `HostHardwareElementInfo`.
+    pub status: AnyElementDescription,
+    /// `operationalInfo`.
+    pub operational_info: Vec<HostStorageOperationalInfo>,
+}
+impl x::SchemaType for HostStorageElementInfo {
+    const TYPE_NAME: &'static str = "HostStorageElementInfo";
+}
+impl x::Structure for HostStorageElementInfo {}
+impl x::Fields for HostStorageElementInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "status" => r.read(&mut self.status),
+            "operationalInfo" => r.read_push(&mut self.operational_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("status", &self.status);
+        w.write_vec("operationalInfo", &self.operational_info);
+    }
+}
+impl x::ArrayItem for HostStorageElementInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageElementInfo";
+    const ITEM_TAG: &'static str = "HostStorageElementInfo";
+}
+/// `HostStorageOperationalInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageOperationalInfo {
+    /// `property`.
+    pub property: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostStorageOperationalInfo {
+    const TYPE_NAME: &'static str = "HostStorageOperationalInfo";
+}
+impl x::Structure for HostStorageOperationalInfo {}
+impl x::Fields for HostStorageOperationalInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "property" => r.read(&mut self.property),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("property", &self.property);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostStorageOperationalInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageOperationalInfo";
+    const ITEM_TAG: &'static str = "HostStorageOperationalInfo";
+}
+/// `HostStorageSystemDiskLocatorLedResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageSystemDiskLocatorLedResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for HostStorageSystemDiskLocatorLedResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemDiskLocatorLedResult";
+}
+impl x::Structure for HostStorageSystemDiskLocatorLedResult {}
+impl x::Fields for HostStorageSystemDiskLocatorLedResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemDiskLocatorLedResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemDiskLocatorLedResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemDiskLocatorLedResult";
+}
+/// `HostStorageSystemScsiLunResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageSystemScsiLunResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostStorageSystemScsiLunResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemScsiLunResult";
+}
+impl x::Structure for HostStorageSystemScsiLunResult {}
+impl x::Fields for HostStorageSystemScsiLunResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemScsiLunResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemScsiLunResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemScsiLunResult";
+}
+/// `HostStorageSystemVmfsVolumeResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostStorageSystemVmfsVolumeResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostStorageSystemVmfsVolumeResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemVmfsVolumeResult";
+}
+impl x::Structure for HostStorageSystemVmfsVolumeResult {}
+impl x::Fields for HostStorageSystemVmfsVolumeResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemVmfsVolumeResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemVmfsVolumeResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemVmfsVolumeResult";
+}
+/// `HostSubSpecification` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSubSpecification {
+    /// `name`.
+    pub name: String,
+    /// `createdTime`.
+    pub created_time: x::DateTime,
+    /// `data`.
+    pub data: Vec<i8>,
+    /// `binaryData`.
+    pub binary_data: Option<Vec<u8>>,
+}
+impl x::SchemaType for HostSubSpecification {
+    const TYPE_NAME: &'static str = "HostSubSpecification";
+}
+impl x::Structure for HostSubSpecification {}
+impl x::Fields for HostSubSpecification {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "createdTime" => r.read(&mut self.created_time),
+            "data" => r.read_push(&mut self.data),
+            "binaryData" => r.read_opt(&mut self.binary_data),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("createdTime", &self.created_time);
+        w.write_vec("data", &self.data);
+        w.write_opt("binaryData", &self.binary_data);
+    }
+}
+impl x::ArrayItem for HostSubSpecification {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSubSpecification";
+    const ITEM_TAG: &'static str = "HostSubSpecification";
+}
+/// `HostSubSpecificationDeleteEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSubSpecificationDeleteEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `subSpecName`.
+    pub sub_spec_name: String,
+}
+impl x::SchemaType for HostSubSpecificationDeleteEvent {
+    const TYPE_NAME: &'static str = "HostSubSpecificationDeleteEvent";
+}
+impl x::Structure for HostSubSpecificationDeleteEvent {}
+impl x::Fields for HostSubSpecificationDeleteEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "subSpecName" => r.read(&mut self.sub_spec_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("subSpecName", &self.sub_spec_name);
+    }
+}
+/// `HostSubSpecificationUpdateEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSubSpecificationUpdateEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `hostSubSpec`.
+    pub host_sub_spec: HostSubSpecification,
+}
+impl x::SchemaType for HostSubSpecificationUpdateEvent {
+    const TYPE_NAME: &'static str = "HostSubSpecificationUpdateEvent";
+}
+impl x::Structure for HostSubSpecificationUpdateEvent {}
+impl x::Fields for HostSubSpecificationUpdateEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "hostSubSpec" => r.read(&mut self.host_sub_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("hostSubSpec", &self.host_sub_spec);
+    }
+}
+/// `HostSyncFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSyncFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+impl x::SchemaType for HostSyncFailedEvent {
+    const TYPE_NAME: &'static str = "HostSyncFailedEvent";
+}
+impl x::Structure for HostSyncFailedEvent {}
+impl x::Fields for HostSyncFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "reason" => r.read(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("reason", &self.reason);
+    }
+}
+/// `HostSystemComplianceCheckState` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemComplianceCheckState {
+    /// `state`.
+    pub state: String,
+    /// `checkTime`.
+    pub check_time: x::DateTime,
+}
+impl x::SchemaType for HostSystemComplianceCheckState {
+    const TYPE_NAME: &'static str = "HostSystemComplianceCheckState";
+}
+impl x::Structure for HostSystemComplianceCheckState {}
+impl x::Fields for HostSystemComplianceCheckState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "checkTime" => r.read(&mut self.check_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("state", &self.state);
+        w.write("checkTime", &self.check_time);
+    }
+}
+/// `HostSystemHealthInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemHealthInfo {
+    /// `numericSensorInfo`.
+    pub numeric_sensor_info: Vec<HostNumericSensorInfo>,
+}
+impl x::SchemaType for HostSystemHealthInfo {
+    const TYPE_NAME: &'static str = "HostSystemHealthInfo";
+}
+impl x::Structure for HostSystemHealthInfo {}
+impl x::Fields for HostSystemHealthInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numericSensorInfo" => r.read_push(&mut self.numeric_sensor_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("numericSensorInfo", &self.numeric_sensor_info);
+    }
+}
+/// `HostSystemIdentificationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemIdentificationInfo {
+    /// `identifierValue`.
+    pub identifier_value: String,
+    /// `identifierType`.
+    pub identifier_type: AnyElementDescription,
+}
+impl x::SchemaType for HostSystemIdentificationInfo {
+    const TYPE_NAME: &'static str = "HostSystemIdentificationInfo";
+}
+impl x::Structure for HostSystemIdentificationInfo {}
+impl x::Fields for HostSystemIdentificationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "identifierValue" => r.read(&mut self.identifier_value),
+            "identifierType" => r.read(&mut self.identifier_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("identifierValue", &self.identifier_value);
+        w.write("identifierType", &self.identifier_type);
+    }
+}
+impl x::ArrayItem for HostSystemIdentificationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemIdentificationInfo";
+    const ITEM_TAG: &'static str = "HostSystemIdentificationInfo";
+}
+/// `HostSystemInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemInfo {
+    /// `vendor`.
+    pub vendor: String,
+    /// `model`.
+    pub model: String,
+    /// `family`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub family: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `otherIdentifyingInfo`.
+    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
+    /// `serialNumber`.
+    pub serial_number: Option<String>,
+    /// `qualifiedName`.
+    pub qualified_name: Vec<HostQualifiedName>,
+    /// `vvolHostNQN`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub vvol_host_nqn: Option<HostQualifiedName>,
+    /// `vvolHostId`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub vvol_host_id: Option<String>,
+    /// `bootCommandLine`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub boot_command_line: Option<String>,
+}
+impl x::SchemaType for HostSystemInfo {
+    const TYPE_NAME: &'static str = "HostSystemInfo";
+}
+impl x::Structure for HostSystemInfo {}
+impl x::Fields for HostSystemInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendor" => r.read(&mut self.vendor),
+            "model" => r.read(&mut self.model),
+            "family" => r.read_opt(&mut self.family),
+            "uuid" => r.read(&mut self.uuid),
+            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "qualifiedName" => r.read_push(&mut self.qualified_name),
+            "vvolHostNQN" => r.read_opt(&mut self.vvol_host_nqn),
+            "vvolHostId" => r.read_opt(&mut self.vvol_host_id),
+            "bootCommandLine" => r.read_opt(&mut self.boot_command_line),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendor", &self.vendor);
+        w.write("model", &self.model);
+        if w.since(0x0900_0000, "HostSystemInfo.family", self.family.is_some()) {
+            w.write_opt("family", &self.family);
+        }
+        w.write("uuid", &self.uuid);
+        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_vec("qualifiedName", &self.qualified_name);
+        if w
+            .since(
+                0x0800_0000,
+                "HostSystemInfo.vvolHostNQN",
+                self.vvol_host_nqn.is_some(),
+            )
+        {
+            w.write_opt("vvolHostNQN", &self.vvol_host_nqn);
+        }
+        if w.since(0x0800_0000, "HostSystemInfo.vvolHostId", self.vvol_host_id.is_some())
+        {
+            w.write_opt("vvolHostId", &self.vvol_host_id);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostSystemInfo.bootCommandLine",
+                self.boot_command_line.is_some(),
+            )
+        {
+            w.write_opt("bootCommandLine", &self.boot_command_line);
+        }
+    }
+}
+/// `HostSystemReconnectSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemReconnectSpec {
+    /// `syncState`.
+    pub sync_state: Option<bool>,
+}
+impl x::SchemaType for HostSystemReconnectSpec {
+    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
+}
+impl x::Structure for HostSystemReconnectSpec {}
+impl x::Fields for HostSystemReconnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "syncState" => r.read_opt(&mut self.sync_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("syncState", &self.sync_state);
+    }
+}
+/// `HostSystemRemediationState` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemRemediationState {
+    /// `state`.
+    pub state: String,
+    /// `operationTime`.
+    pub operation_time: x::DateTime,
+}
+impl x::SchemaType for HostSystemRemediationState {
+    const TYPE_NAME: &'static str = "HostSystemRemediationState";
+}
+impl x::Structure for HostSystemRemediationState {}
+impl x::Fields for HostSystemRemediationState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "operationTime" => r.read(&mut self.operation_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("state", &self.state);
+        w.write("operationTime", &self.operation_time);
+    }
+}
+/// `HostSystemResourceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemResourceInfo {
+    /// `key`.
+    pub key: String,
+    /// `config`.
+    pub config: Option<ResourceConfigSpec>,
+    /// `child`.
+    pub child: Vec<HostSystemResourceInfo>,
+}
+impl x::SchemaType for HostSystemResourceInfo {
+    const TYPE_NAME: &'static str = "HostSystemResourceInfo";
+}
+impl x::Structure for HostSystemResourceInfo {}
+impl x::Fields for HostSystemResourceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "config" => r.read_opt(&mut self.config),
+            "child" => r.read_push(&mut self.child),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("config", &self.config);
+        w.write_vec("child", &self.child);
+    }
+}
+impl x::ArrayItem for HostSystemResourceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemResourceInfo";
+    const ITEM_TAG: &'static str = "HostSystemResourceInfo";
+}
+/// `HostSystemSwapConfiguration` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfiguration {
+    /// `option`.
+    pub option: Vec<AnyHostSystemSwapConfigurationSystemSwapOption>,
+}
+impl x::SchemaType for HostSystemSwapConfiguration {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfiguration";
+}
+impl x::Structure for HostSystemSwapConfiguration {}
+impl x::Fields for HostSystemSwapConfiguration {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "option" => r.read_push(&mut self.option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("option", &self.option);
+    }
+}
+/// `HostSystemSwapConfigurationDatastoreOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationDatastoreOption {
+    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub key: i32,
+    /// `datastore`.
+    pub datastore: String,
+}
+impl x::SchemaType for HostSystemSwapConfigurationDatastoreOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDatastoreOption";
+}
+impl x::Structure for HostSystemSwapConfigurationDatastoreOption {}
+impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "datastore" => r.read(&mut self.datastore),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("datastore", &self.datastore);
+    }
+}
+/// `HostSystemSwapConfigurationDisabledOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationDisabledOption {
+    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub key: i32,
+}
+impl x::SchemaType for HostSystemSwapConfigurationDisabledOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDisabledOption";
+}
+impl x::Structure for HostSystemSwapConfigurationDisabledOption {}
+impl x::Fields for HostSystemSwapConfigurationDisabledOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostSystemSwapConfigurationHostCacheOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationHostCacheOption {
+    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub key: i32,
+}
+impl x::SchemaType for HostSystemSwapConfigurationHostCacheOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostCacheOption";
+}
+impl x::Structure for HostSystemSwapConfigurationHostCacheOption {}
+impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostSystemSwapConfigurationHostLocalSwapOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationHostLocalSwapOption {
+    /// `key`, from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub key: i32,
+}
+impl x::SchemaType for HostSystemSwapConfigurationHostLocalSwapOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostLocalSwapOption";
+}
+impl x::Structure for HostSystemSwapConfigurationHostLocalSwapOption {}
+impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostSystemSwapConfigurationSystemSwapOption` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostSystemSwapConfigurationSystemSwapOption`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationSystemSwapOption {
+    /// `key`.
+    pub key: i32,
+}
+impl x::SchemaType for HostSystemSwapConfigurationSystemSwapOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationSystemSwapOption";
+}
+impl x::Structure for HostSystemSwapConfigurationSystemSwapOption {}
+impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostTargetTransport` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostTargetTransport`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTargetTransport {}
+impl x::SchemaType for HostTargetTransport {
+    const TYPE_NAME: &'static str = "HostTargetTransport";
+}
+impl x::Structure for HostTargetTransport {}
+impl x::Fields for HostTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostTcpHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`, from `HostHostBusAdapter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+    /// `associatedPnic`.
+    pub associated_pnic: Option<String>,
+}
+impl x::SchemaType for HostTcpHba {
+    const TYPE_NAME: &'static str = "HostTcpHba";
+}
+impl x::Structure for HostTcpHba {}
+impl x::Fields for HostTcpHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+        w.write_opt("associatedPnic", &self.associated_pnic);
+    }
+}
+/// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpHbaCreateSpec {
+    /// `pnic`.
+    pub pnic: String,
+}
+impl x::SchemaType for HostTcpHbaCreateSpec {
+    const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
+}
+impl x::Structure for HostTcpHbaCreateSpec {}
+impl x::Fields for HostTcpHbaCreateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pnic" => r.read(&mut self.pnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pnic", &self.pnic);
+    }
+}
+/// `HostTcpTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpTargetTransport {}
+impl x::SchemaType for HostTcpTargetTransport {
+    const TYPE_NAME: &'static str = "HostTcpTargetTransport";
+}
+impl x::Structure for HostTcpTargetTransport {}
+impl x::Fields for HostTcpTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostTdxInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTdxInfo {
+    /// `tdxState`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_state: String,
+    /// `numTDXPrivateKeyIDs`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub num_tdx_private_key_ids: i32,
+}
+impl x::SchemaType for HostTdxInfo {
+    const TYPE_NAME: &'static str = "HostTdxInfo";
+}
+impl x::Structure for HostTdxInfo {}
+impl x::Fields for HostTdxInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "tdxState" => r.read(&mut self.tdx_state),
+            "numTDXPrivateKeyIDs" => r.read(&mut self.num_tdx_private_key_ids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type HostTdxInfo", true);
+        w.write("tdxState", &self.tdx_state);
+        w.write("numTDXPrivateKeyIDs", &self.num_tdx_private_key_ids);
+    }
+}
+/// `HostTpmAttestationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmAttestationInfo {
+    /// `time`.
+    pub time: x::DateTime,
+    /// `status`.
+    pub status: HostTpmAttestationInfoAcceptanceStatus,
+    /// `message`.
+    pub message: Option<LocalizableMessage>,
+}
+impl x::SchemaType for HostTpmAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTpmAttestationInfo";
+}
+impl x::Structure for HostTpmAttestationInfo {}
+impl x::Fields for HostTpmAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "time" => r.read(&mut self.time),
+            "status" => r.read(&mut self.status),
+            "message" => r.read_opt(&mut self.message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("time", &self.time);
+        w.write("status", &self.status);
+        w.write_opt("message", &self.message);
+    }
+}
+/// `HostTpmAttestationReport` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmAttestationReport {
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `tpmEvents`.
+    pub tpm_events: Vec<HostTpmEventLogEntry>,
+    /// `tpmLogReliable`.
+    pub tpm_log_reliable: bool,
+}
+impl x::SchemaType for HostTpmAttestationReport {
+    const TYPE_NAME: &'static str = "HostTpmAttestationReport";
+}
+impl x::Structure for HostTpmAttestationReport {}
+impl x::Fields for HostTpmAttestationReport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "tpmEvents" => r.read_push(&mut self.tpm_events),
+            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_vec("tpmEvents", &self.tpm_events);
+        w.write("tpmLogReliable", &self.tpm_log_reliable);
+    }
+}
+/// `HostTpmBootCompleteEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 8.0.1.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmBootCompleteEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+}
+impl x::SchemaType for HostTpmBootCompleteEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmBootCompleteEventDetails";
+}
+impl x::Structure for HostTpmBootCompleteEventDetails {}
+impl x::Fields for HostTpmBootCompleteEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "type HostTpmBootCompleteEventDetails", true);
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+    }
+}
+/// `HostTpmBootSecurityOptionEventDetails` (extends `HostTpmEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmBootSecurityOptionEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `bootSecurityOption`.
+    pub boot_security_option: String,
+}
+impl x::SchemaType for HostTpmBootSecurityOptionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmBootSecurityOptionEventDetails";
+}
+impl x::Structure for HostTpmBootSecurityOptionEventDetails {}
+impl x::Fields for HostTpmBootSecurityOptionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("bootSecurityOption", &self.boot_security_option);
+    }
+}
+/// `HostTpmCommandEventDetails` (extends `HostTpmEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmCommandEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `commandLine`.
+    pub command_line: String,
+}
+impl x::SchemaType for HostTpmCommandEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmCommandEventDetails";
+}
+impl x::Structure for HostTpmCommandEventDetails {}
+impl x::Fields for HostTpmCommandEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "commandLine" => r.read(&mut self.command_line),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("commandLine", &self.command_line);
+    }
+}
+/// `HostTpmDigestInfo` (extends `HostDigestInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmDigestInfo {
+    /// `digestMethod`, from `HostDigestInfo`.
+    pub digest_method: String,
+    /// `digestValue`, from `HostDigestInfo`.
+    pub digest_value: Vec<i8>,
+    /// `objectName`, from `HostDigestInfo`.
+    pub object_name: Option<String>,
+    /// `pcrNumber`.
+    pub pcr_number: i32,
+}
+impl x::SchemaType for HostTpmDigestInfo {
+    const TYPE_NAME: &'static str = "HostTpmDigestInfo";
+}
+impl x::Structure for HostTpmDigestInfo {}
+impl x::Fields for HostTpmDigestInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "digestMethod" => r.read(&mut self.digest_method),
+            "digestValue" => r.read_push(&mut self.digest_value),
+            "objectName" => r.read_opt(&mut self.object_name),
+            "pcrNumber" => r.read(&mut self.pcr_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("digestMethod", &self.digest_method);
+        w.write_vec("digestValue", &self.digest_value);
+        w.write_opt("objectName", &self.object_name);
+        w.write("pcrNumber", &self.pcr_number);
+    }
+}
+impl x::ArrayItem for HostTpmDigestInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmDigestInfo";
+    const ITEM_TAG: &'static str = "HostTpmDigestInfo";
+}
+/// `HostTpmEventDetails` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostTpmEventDetails`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmEventDetails {
+    /// `dataHash`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`.
+    pub data_hash_method: Option<String>,
+}
+impl x::SchemaType for HostTpmEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmEventDetails";
+}
+impl x::Structure for HostTpmEventDetails {}
+impl x::Fields for HostTpmEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+    }
+}
+/// `HostTpmEventLogEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmEventLogEntry {
+    /// `pcrIndex`.
+    pub pcr_index: i32,
+    /// `eventDetails`.
+    pub event_details: AnyHostTpmEventDetails,
+}
+impl x::SchemaType for HostTpmEventLogEntry {
+    const TYPE_NAME: &'static str = "HostTpmEventLogEntry";
+}
+impl x::Structure for HostTpmEventLogEntry {}
+impl x::Fields for HostTpmEventLogEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pcrIndex" => r.read(&mut self.pcr_index),
+            "eventDetails" => r.read(&mut self.event_details),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pcrIndex", &self.pcr_index);
+        w.write("eventDetails", &self.event_details);
+    }
+}
+impl x::ArrayItem for HostTpmEventLogEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmEventLogEntry";
+    const ITEM_TAG: &'static str = "HostTpmEventLogEntry";
+}
+/// `HostTpmNvTagEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmNvTagEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `bootSecurityOption`, from `HostTpmBootSecurityOptionEventDetails`.
+    pub boot_security_option: String,
+}
+impl x::SchemaType for HostTpmNvTagEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmNvTagEventDetails";
+}
+impl x::Structure for HostTpmNvTagEventDetails {}
+impl x::Fields for HostTpmNvTagEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("bootSecurityOption", &self.boot_security_option);
+    }
+}
+/// `HostTpmOptionEventDetails` (extends `HostTpmEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmOptionEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `optionsFileName`.
+    pub options_file_name: String,
+    /// `bootOptions`.
+    pub boot_options: Vec<i8>,
+}
+impl x::SchemaType for HostTpmOptionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmOptionEventDetails";
+}
+impl x::Structure for HostTpmOptionEventDetails {}
+impl x::Fields for HostTpmOptionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "optionsFileName" => r.read(&mut self.options_file_name),
+            "bootOptions" => r.read_push(&mut self.boot_options),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("optionsFileName", &self.options_file_name);
+        w.write_vec("bootOptions", &self.boot_options);
+    }
+}
+/// `HostTpmSignerEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmSignerEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `bootSecurityOption`, from `HostTpmBootSecurityOptionEventDetails`.
+    pub boot_security_option: String,
+}
+impl x::SchemaType for HostTpmSignerEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSignerEventDetails";
+}
+impl x::Structure for HostTpmSignerEventDetails {}
+impl x::Fields for HostTpmSignerEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostTpmSignerEventDetails", true);
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("bootSecurityOption", &self.boot_security_option);
+    }
+}
+/// `HostTpmSoftwareComponentEventDetails` (extends `HostTpmEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmSoftwareComponentEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `componentName`.
+    pub component_name: String,
+    /// `vibName`.
+    pub vib_name: String,
+    /// `vibVersion`.
+    pub vib_version: String,
+    /// `vibVendor`.
+    pub vib_vendor: String,
+}
+impl x::SchemaType for HostTpmSoftwareComponentEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSoftwareComponentEventDetails";
+}
+impl x::Structure for HostTpmSoftwareComponentEventDetails {}
+impl x::Fields for HostTpmSoftwareComponentEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "componentName" => r.read(&mut self.component_name),
+            "vibName" => r.read(&mut self.vib_name),
+            "vibVersion" => r.read(&mut self.vib_version),
+            "vibVendor" => r.read(&mut self.vib_vendor),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("componentName", &self.component_name);
+        w.write("vibName", &self.vib_name);
+        w.write("vibVersion", &self.vib_version);
+        w.write("vibVendor", &self.vib_vendor);
+    }
+}
+/// `HostTpmSystemVersionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmSystemVersionEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `systemVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub system_version: String,
+}
+impl x::SchemaType for HostTpmSystemVersionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSystemVersionEventDetails";
+}
+impl x::Structure for HostTpmSystemVersionEventDetails {}
+impl x::Fields for HostTpmSystemVersionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "systemVersion" => r.read(&mut self.system_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostTpmSystemVersionEventDetails", true);
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("systemVersion", &self.system_version);
+    }
+}
+/// `HostTpmVersionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmVersionEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `version`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub version: Vec<u8>,
+}
+impl x::SchemaType for HostTpmVersionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmVersionEventDetails";
+}
+impl x::Structure for HostTpmVersionEventDetails {}
+impl x::Fields for HostTpmVersionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "version" => r.read(&mut self.version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostTpmVersionEventDetails", true);
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("version", &self.version);
+    }
+}
+/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTrustAuthorityAttestationInfo {
+    /// `attestationStatus`.
+    pub attestation_status: String,
+    /// `serviceId`.
+    pub service_id: Option<String>,
+    /// `attestedAt`.
+    pub attested_at: Option<x::DateTime>,
+    /// `attestedUntil`.
+    pub attested_until: Option<x::DateTime>,
+    /// `messages`.
+    pub messages: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostTrustAuthorityAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+impl x::Structure for HostTrustAuthorityAttestationInfo {}
+impl x::Fields for HostTrustAuthorityAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "attestationStatus" => r.read(&mut self.attestation_status),
+            "serviceId" => r.read_opt(&mut self.service_id),
+            "attestedAt" => r.read_opt(&mut self.attested_at),
+            "attestedUntil" => r.read_opt(&mut self.attested_until),
+            "messages" => r.read_push(&mut self.messages),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("attestationStatus", &self.attestation_status);
+        w.write_opt("serviceId", &self.service_id);
+        w.write_opt("attestedAt", &self.attested_at);
+        w.write_opt("attestedUntil", &self.attested_until);
+        w.write_vec("messages", &self.messages);
+    }
+}
+impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
+    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsExtent {
+    /// `device`.
+    pub device: HostScsiDiskPartition,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `isHeadExtent`.
+    pub is_head_extent: bool,
+    /// `ordinal`.
+    pub ordinal: i32,
+    /// `startBlock`.
+    pub start_block: i32,
+    /// `endBlock`.
+    pub end_block: i32,
+    /// `reason`.
+    pub reason: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsExtent {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
+}
+impl x::Structure for HostUnresolvedVmfsExtent {}
+impl x::Fields for HostUnresolvedVmfsExtent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "devicePath" => r.read(&mut self.device_path),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "isHeadExtent" => r.read(&mut self.is_head_extent),
+            "ordinal" => r.read(&mut self.ordinal),
+            "startBlock" => r.read(&mut self.start_block),
+            "endBlock" => r.read(&mut self.end_block),
+            "reason" => r.read(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("devicePath", &self.device_path);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("isHeadExtent", &self.is_head_extent);
+        w.write("ordinal", &self.ordinal);
+        w.write("startBlock", &self.start_block);
+        w.write("endBlock", &self.end_block);
+        w.write("reason", &self.reason);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsExtent {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
+}
+/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResignatureSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
+impl x::Fields for HostUnresolvedVmfsResignatureSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+    }
+}
+/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionResult {
+    /// `spec`.
+    pub spec: HostUnresolvedVmfsResolutionSpec,
+    /// `vmfs`.
+    pub vmfs: Option<HostVmfsVolume>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionResult {}
+impl x::Fields for HostUnresolvedVmfsResolutionResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "spec" => r.read(&mut self.spec),
+            "vmfs" => r.read_opt(&mut self.vmfs),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("spec", &self.spec);
+        w.write_opt("vmfs", &self.vmfs);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+    /// `uuidResolution`.
+    pub uuid_resolution: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
+impl x::Fields for HostUnresolvedVmfsResolutionSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            "uuidResolution" => r.read(&mut self.uuid_resolution),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+        w.write("uuidResolution", &self.uuid_resolution);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolume {
+    /// `extent`.
+    pub extent: Vec<HostUnresolvedVmfsExtent>,
+    /// `vmfsLabel`.
+    pub vmfs_label: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `totalBlocks`.
+    pub total_blocks: i32,
+    /// `resolveStatus`.
+    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolume {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
+}
+impl x::Structure for HostUnresolvedVmfsVolume {}
+impl x::Fields for HostUnresolvedVmfsVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsLabel" => r.read(&mut self.vmfs_label),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "totalBlocks" => r.read(&mut self.total_blocks),
+            "resolveStatus" => r.read(&mut self.resolve_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extent", &self.extent);
+        w.write("vmfsLabel", &self.vmfs_label);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("totalBlocks", &self.total_blocks);
+        w.write("resolveStatus", &self.resolve_status);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsVolume {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
+}
+/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolumeResolveStatus {
+    /// `resolvable`.
+    pub resolvable: bool,
+    /// `incompleteExtents`.
+    pub incomplete_extents: Option<bool>,
+    /// `multipleCopies`.
+    pub multiple_copies: Option<bool>,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
+}
+impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
+impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resolvable" => r.read(&mut self.resolvable),
+            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
+            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("resolvable", &self.resolvable);
+        w.write_opt("incompleteExtents", &self.incomplete_extents);
+        w.write_opt("multipleCopies", &self.multiple_copies);
+    }
+}
+/// `HostUpgradeFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUpgradeFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for HostUpgradeFailedEvent {
+    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
+}
+impl x::Structure for HostUpgradeFailedEvent {}
+impl x::Fields for HostUpgradeFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
 /// `HostUserWorldSwapNotEnabledEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostUserWorldSwapNotEnabledEvent {
@@ -86,10 +2357,14 @@ impl x::Fields for HostUserWorldSwapNotEnabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `HostVFlashManagerVFlashCacheConfigInfo` (extends `DynamicData`).
@@ -797,7 +3072,9 @@ impl x::Fields for HostVirtualNic {
         w.write("portgroup", &self.portgroup);
         w.write("spec", &self.spec);
         w.write_opt("port", &self.port);
-        w.write_opt("owner", &self.owner);
+        if w.since(0x0900_0000, "HostVirtualNic.owner", self.owner.is_some()) {
+            w.write_opt("owner", &self.owner);
+        }
     }
 }
 impl x::ArrayItem for HostVirtualNic {
@@ -846,1395 +3123,4 @@ impl x::Fields for HostVirtualNicConfig {
 impl x::ArrayItem for HostVirtualNicConfig {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNicConfig";
     const ITEM_TAG: &'static str = "HostVirtualNicConfig";
-}
-/// `HostVirtualNicConnection` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicConnection {
-    /// `portgroup`.
-    pub portgroup: Option<String>,
-    /// `dvPort`.
-    pub dv_port: Option<DistributedVirtualSwitchPortConnection>,
-    /// `opNetwork`.
-    pub op_network: Option<HostVirtualNicOpaqueNetworkSpec>,
-}
-impl x::SchemaType for HostVirtualNicConnection {
-    const TYPE_NAME: &'static str = "HostVirtualNicConnection";
-}
-impl x::Structure for HostVirtualNicConnection {}
-impl x::Fields for HostVirtualNicConnection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portgroup" => r.read_opt(&mut self.portgroup),
-            "dvPort" => r.read_opt(&mut self.dv_port),
-            "opNetwork" => r.read_opt(&mut self.op_network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("portgroup", &self.portgroup);
-        w.write_opt("dvPort", &self.dv_port);
-        w.write_opt("opNetwork", &self.op_network);
-    }
-}
-/// `HostVirtualNicIpRouteSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicIpRouteSpec {
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-}
-impl x::SchemaType for HostVirtualNicIpRouteSpec {
-    const TYPE_NAME: &'static str = "HostVirtualNicIpRouteSpec";
-}
-impl x::Structure for HostVirtualNicIpRouteSpec {}
-impl x::Fields for HostVirtualNicIpRouteSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-    }
-}
-/// `HostVirtualNicManagerInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicManagerInfo {
-    /// `netConfig`.
-    pub net_config: Vec<VirtualNicManagerNetConfig>,
-}
-impl x::SchemaType for HostVirtualNicManagerInfo {
-    const TYPE_NAME: &'static str = "HostVirtualNicManagerInfo";
-}
-impl x::Structure for HostVirtualNicManagerInfo {}
-impl x::Fields for HostVirtualNicManagerInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netConfig" => r.read_push(&mut self.net_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("netConfig", &self.net_config);
-    }
-}
-/// `HostVirtualNicManagerNicTypeSelection` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicManagerNicTypeSelection {
-    /// `vnic`.
-    pub vnic: HostVirtualNicConnection,
-    /// `nicType`.
-    pub nic_type: Vec<String>,
-}
-impl x::SchemaType for HostVirtualNicManagerNicTypeSelection {
-    const TYPE_NAME: &'static str = "HostVirtualNicManagerNicTypeSelection";
-}
-impl x::Structure for HostVirtualNicManagerNicTypeSelection {}
-impl x::Fields for HostVirtualNicManagerNicTypeSelection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnic" => r.read(&mut self.vnic),
-            "nicType" => r.read_push(&mut self.nic_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vnic", &self.vnic);
-        w.write_vec("nicType", &self.nic_type);
-    }
-}
-impl x::ArrayItem for HostVirtualNicManagerNicTypeSelection {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNicManagerNicTypeSelection";
-    const ITEM_TAG: &'static str = "HostVirtualNicManagerNicTypeSelection";
-}
-/// `HostVirtualNicOpaqueNetworkSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicOpaqueNetworkSpec {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-}
-impl x::SchemaType for HostVirtualNicOpaqueNetworkSpec {
-    const TYPE_NAME: &'static str = "HostVirtualNicOpaqueNetworkSpec";
-}
-impl x::Structure for HostVirtualNicOpaqueNetworkSpec {}
-impl x::Fields for HostVirtualNicOpaqueNetworkSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-    }
-}
-/// `HostVirtualNicSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicSpec {
-    /// `ip`.
-    pub ip: Option<HostIpConfig>,
-    /// `mac`.
-    pub mac: Option<String>,
-    /// `distributedVirtualPort`.
-    pub distributed_virtual_port: Option<DistributedVirtualSwitchPortConnection>,
-    /// `portgroup`.
-    pub portgroup: Option<String>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `tsoEnabled`.
-    pub tso_enabled: Option<bool>,
-    /// `netStackInstanceKey`.
-    pub net_stack_instance_key: Option<String>,
-    /// `opaqueNetwork`.
-    pub opaque_network: Option<HostVirtualNicOpaqueNetworkSpec>,
-    /// `externalId`.
-    pub external_id: Option<String>,
-    /// `pinnedPnic`.
-    pub pinned_pnic: Option<String>,
-    /// `ipRouteSpec`.
-    pub ip_route_spec: Option<HostVirtualNicIpRouteSpec>,
-    /// `systemOwned`.
-    pub system_owned: Option<bool>,
-    /// `dpuId`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dpu_id: Option<String>,
-}
-impl x::SchemaType for HostVirtualNicSpec {
-    const TYPE_NAME: &'static str = "HostVirtualNicSpec";
-}
-impl x::Structure for HostVirtualNicSpec {}
-impl x::Fields for HostVirtualNicSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ip" => r.read_opt(&mut self.ip),
-            "mac" => r.read_opt(&mut self.mac),
-            "distributedVirtualPort" => r.read_opt(&mut self.distributed_virtual_port),
-            "portgroup" => r.read_opt(&mut self.portgroup),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "tsoEnabled" => r.read_opt(&mut self.tso_enabled),
-            "netStackInstanceKey" => r.read_opt(&mut self.net_stack_instance_key),
-            "opaqueNetwork" => r.read_opt(&mut self.opaque_network),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "pinnedPnic" => r.read_opt(&mut self.pinned_pnic),
-            "ipRouteSpec" => r.read_opt(&mut self.ip_route_spec),
-            "systemOwned" => r.read_opt(&mut self.system_owned),
-            "dpuId" => r.read_opt(&mut self.dpu_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ip", &self.ip);
-        w.write_opt("mac", &self.mac);
-        w.write_opt("distributedVirtualPort", &self.distributed_virtual_port);
-        w.write_opt("portgroup", &self.portgroup);
-        w.write_opt("mtu", &self.mtu);
-        w.write_opt("tsoEnabled", &self.tso_enabled);
-        w.write_opt("netStackInstanceKey", &self.net_stack_instance_key);
-        w.write_opt("opaqueNetwork", &self.opaque_network);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("pinnedPnic", &self.pinned_pnic);
-        w.write_opt("ipRouteSpec", &self.ip_route_spec);
-        w.write_opt("systemOwned", &self.system_owned);
-        w.write_opt("dpuId", &self.dpu_id);
-    }
-}
-/// `HostVirtualSwitch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitch {
-    /// `name`.
-    pub name: String,
-    /// `key`.
-    pub key: String,
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `numPortsAvailable`.
-    pub num_ports_available: i32,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `portgroup`.
-    pub portgroup: Vec<String>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `spec`.
-    pub spec: HostVirtualSwitchSpec,
-}
-impl x::SchemaType for HostVirtualSwitch {
-    const TYPE_NAME: &'static str = "HostVirtualSwitch";
-}
-impl x::Structure for HostVirtualSwitch {}
-impl x::Fields for HostVirtualSwitch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "key" => r.read(&mut self.key),
-            "numPorts" => r.read(&mut self.num_ports),
-            "numPortsAvailable" => r.read(&mut self.num_ports_available),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("key", &self.key);
-        w.write("numPorts", &self.num_ports);
-        w.write("numPortsAvailable", &self.num_ports_available);
-        w.write_opt("mtu", &self.mtu);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostVirtualSwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualSwitch";
-    const ITEM_TAG: &'static str = "HostVirtualSwitch";
-}
-/// `HostVirtualSwitchAutoBridge` (extends `HostVirtualSwitchBridge`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchAutoBridge {
-    /// `excludedNicDevice`.
-    pub excluded_nic_device: Vec<String>,
-}
-impl x::SchemaType for HostVirtualSwitchAutoBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchAutoBridge";
-}
-impl x::Structure for HostVirtualSwitchAutoBridge {}
-impl x::Fields for HostVirtualSwitchAutoBridge {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "excludedNicDevice" => r.read_push(&mut self.excluded_nic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("excludedNicDevice", &self.excluded_nic_device);
-    }
-}
-/// `HostVirtualSwitchBeaconConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchBeaconConfig {
-    /// `interval`.
-    pub interval: i32,
-}
-impl x::SchemaType for HostVirtualSwitchBeaconConfig {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBeaconConfig";
-}
-impl x::Structure for HostVirtualSwitchBeaconConfig {}
-impl x::Fields for HostVirtualSwitchBeaconConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "interval" => r.read(&mut self.interval),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("interval", &self.interval);
-    }
-}
-/// `HostVirtualSwitchBondBridge` (extends `HostVirtualSwitchBridge`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchBondBridge {
-    /// `nicDevice`.
-    pub nic_device: Vec<String>,
-    /// `beacon`.
-    pub beacon: Option<HostVirtualSwitchBeaconConfig>,
-    /// `linkDiscoveryProtocolConfig`.
-    pub link_discovery_protocol_config: Option<LinkDiscoveryProtocolConfig>,
-}
-impl x::SchemaType for HostVirtualSwitchBondBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBondBridge";
-}
-impl x::Structure for HostVirtualSwitchBondBridge {}
-impl x::Fields for HostVirtualSwitchBondBridge {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nicDevice" => r.read_push(&mut self.nic_device),
-            "beacon" => r.read_opt(&mut self.beacon),
-            "linkDiscoveryProtocolConfig" => {
-                r.read_opt(&mut self.link_discovery_protocol_config)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("nicDevice", &self.nic_device);
-        w.write_opt("beacon", &self.beacon);
-        w.write_opt("linkDiscoveryProtocolConfig", &self.link_discovery_protocol_config);
-    }
-}
-/// `HostVirtualSwitchBridge` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostVirtualSwitchBridge`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchBridge {}
-impl x::SchemaType for HostVirtualSwitchBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBridge";
-}
-impl x::Structure for HostVirtualSwitchBridge {}
-impl x::Fields for HostVirtualSwitchBridge {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostVirtualSwitchConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `name`.
-    pub name: String,
-    /// `spec`.
-    pub spec: Option<HostVirtualSwitchSpec>,
-}
-impl x::SchemaType for HostVirtualSwitchConfig {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchConfig";
-}
-impl x::Structure for HostVirtualSwitchConfig {}
-impl x::Fields for HostVirtualSwitchConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "name" => r.read(&mut self.name),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("name", &self.name);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostVirtualSwitchConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualSwitchConfig";
-    const ITEM_TAG: &'static str = "HostVirtualSwitchConfig";
-}
-/// `HostVirtualSwitchSimpleBridge` (extends `HostVirtualSwitchBridge`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchSimpleBridge {
-    /// `nicDevice`.
-    pub nic_device: String,
-}
-impl x::SchemaType for HostVirtualSwitchSimpleBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchSimpleBridge";
-}
-impl x::Structure for HostVirtualSwitchSimpleBridge {}
-impl x::Fields for HostVirtualSwitchSimpleBridge {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nicDevice" => r.read(&mut self.nic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nicDevice", &self.nic_device);
-    }
-}
-/// `HostVirtualSwitchSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchSpec {
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `bridge`.
-    pub bridge: Option<AnyHostVirtualSwitchBridge>,
-    /// `policy`.
-    pub policy: Option<HostNetworkPolicy>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-}
-impl x::SchemaType for HostVirtualSwitchSpec {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchSpec";
-}
-impl x::Structure for HostVirtualSwitchSpec {}
-impl x::Fields for HostVirtualSwitchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numPorts" => r.read(&mut self.num_ports),
-            "bridge" => r.read_opt(&mut self.bridge),
-            "policy" => r.read_opt(&mut self.policy),
-            "mtu" => r.read_opt(&mut self.mtu),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numPorts", &self.num_ports);
-        w.write_opt("bridge", &self.bridge);
-        w.write_opt("policy", &self.policy);
-        w.write_opt("mtu", &self.mtu);
-    }
-}
-/// `HostVmciAccessManagerAccessSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVmciAccessManagerAccessSpec {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `services`.
-    pub services: Vec<String>,
-    /// `mode`.
-    pub mode: String,
-}
-impl x::SchemaType for HostVmciAccessManagerAccessSpec {
-    const TYPE_NAME: &'static str = "HostVmciAccessManagerAccessSpec";
-}
-impl x::Structure for HostVmciAccessManagerAccessSpec {}
-impl x::Fields for HostVmciAccessManagerAccessSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "services" => r.read_push(&mut self.services),
-            "mode" => r.read(&mut self.mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write_vec("services", &self.services);
-        w.write("mode", &self.mode);
-    }
-}
-impl x::ArrayItem for HostVmciAccessManagerAccessSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVmciAccessManagerAccessSpec";
-    const ITEM_TAG: &'static str = "HostVmciAccessManagerAccessSpec";
-}
-/// `HostVmfsRescanResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVmfsRescanResult {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostVmfsRescanResult {
-    const TYPE_NAME: &'static str = "HostVmfsRescanResult";
-}
-impl x::Structure for HostVmfsRescanResult {}
-impl x::Fields for HostVmfsRescanResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostVmfsRescanResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVmfsRescanResult";
-    const ITEM_TAG: &'static str = "HostVmfsRescanResult";
-}
-/// `HostVmfsSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVmfsSpec {
-    /// `extent`.
-    pub extent: HostScsiDiskPartition,
-    /// `blockSizeMb`.
-    pub block_size_mb: Option<i32>,
-    /// `majorVersion`.
-    pub major_version: i32,
-    /// `volumeName`.
-    pub volume_name: String,
-    /// `blockSize`.
-    pub block_size: Option<i32>,
-    /// `unmapGranularity`.
-    pub unmap_granularity: Option<i32>,
-    /// `unmapPriority`.
-    pub unmap_priority: Option<String>,
-    /// `unmapBandwidthSpec`.
-    pub unmap_bandwidth_spec: Option<VmfsUnmapBandwidthSpec>,
-}
-impl x::SchemaType for HostVmfsSpec {
-    const TYPE_NAME: &'static str = "HostVmfsSpec";
-}
-impl x::Structure for HostVmfsSpec {}
-impl x::Fields for HostVmfsSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extent" => r.read(&mut self.extent),
-            "blockSizeMb" => r.read_opt(&mut self.block_size_mb),
-            "majorVersion" => r.read(&mut self.major_version),
-            "volumeName" => r.read(&mut self.volume_name),
-            "blockSize" => r.read_opt(&mut self.block_size),
-            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
-            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
-            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("extent", &self.extent);
-        w.write_opt("blockSizeMb", &self.block_size_mb);
-        w.write("majorVersion", &self.major_version);
-        w.write("volumeName", &self.volume_name);
-        w.write_opt("blockSize", &self.block_size);
-        w.write_opt("unmapGranularity", &self.unmap_granularity);
-        w.write_opt("unmapPriority", &self.unmap_priority);
-        w.write_opt("unmapBandwidthSpec", &self.unmap_bandwidth_spec);
-    }
-}
-/// `HostVmfsVolume` (extends `HostFileSystemVolume`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVmfsVolume {
-    /// `type`, from `HostFileSystemVolume`.
-    pub type_: String,
-    /// `name`, from `HostFileSystemVolume`.
-    pub name: String,
-    /// `capacity`, from `HostFileSystemVolume`.
-    pub capacity: i64,
-    /// `blockSizeMb`.
-    pub block_size_mb: i32,
-    /// `blockSize`.
-    pub block_size: Option<i32>,
-    /// `unmapGranularity`.
-    pub unmap_granularity: Option<i32>,
-    /// `unmapPriority`.
-    pub unmap_priority: Option<String>,
-    /// `unmapBandwidthSpec`.
-    pub unmap_bandwidth_spec: Option<VmfsUnmapBandwidthSpec>,
-    /// `maxBlocks`.
-    pub max_blocks: i32,
-    /// `majorVersion`.
-    pub major_version: i32,
-    /// `version`.
-    pub version: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `extent`.
-    pub extent: Vec<HostScsiDiskPartition>,
-    /// `vmfsUpgradable`.
-    pub vmfs_upgradable: bool,
-    /// `forceMountedInfo`.
-    pub force_mounted_info: Option<HostForceMountedInfo>,
-    /// `ssd`.
-    pub ssd: Option<bool>,
-    /// `local`.
-    pub local: Option<bool>,
-    /// `scsiDiskType`.
-    pub scsi_disk_type: Option<String>,
-}
-impl x::SchemaType for HostVmfsVolume {
-    const TYPE_NAME: &'static str = "HostVmfsVolume";
-}
-impl x::Structure for HostVmfsVolume {}
-impl x::Fields for HostVmfsVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            "blockSizeMb" => r.read(&mut self.block_size_mb),
-            "blockSize" => r.read_opt(&mut self.block_size),
-            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
-            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
-            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
-            "maxBlocks" => r.read(&mut self.max_blocks),
-            "majorVersion" => r.read(&mut self.major_version),
-            "version" => r.read(&mut self.version),
-            "uuid" => r.read(&mut self.uuid),
-            "extent" => r.read_push(&mut self.extent),
-            "vmfsUpgradable" => r.read(&mut self.vmfs_upgradable),
-            "forceMountedInfo" => r.read_opt(&mut self.force_mounted_info),
-            "ssd" => r.read_opt(&mut self.ssd),
-            "local" => r.read_opt(&mut self.local),
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-        w.write("blockSizeMb", &self.block_size_mb);
-        w.write_opt("blockSize", &self.block_size);
-        w.write_opt("unmapGranularity", &self.unmap_granularity);
-        w.write_opt("unmapPriority", &self.unmap_priority);
-        w.write_opt("unmapBandwidthSpec", &self.unmap_bandwidth_spec);
-        w.write("maxBlocks", &self.max_blocks);
-        w.write("majorVersion", &self.major_version);
-        w.write("version", &self.version);
-        w.write("uuid", &self.uuid);
-        w.write_vec("extent", &self.extent);
-        w.write("vmfsUpgradable", &self.vmfs_upgradable);
-        w.write_opt("forceMountedInfo", &self.force_mounted_info);
-        w.write_opt("ssd", &self.ssd);
-        w.write_opt("local", &self.local);
-        w.write_opt("scsiDiskType", &self.scsi_disk_type);
-    }
-}
-/// `HostVnicConnectedToCustomizedDVPortEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVnicConnectedToCustomizedDVPortEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `vnic`.
-    pub vnic: VnicPortArgument,
-    /// `prevPortKey`.
-    pub prev_port_key: Option<String>,
-}
-impl x::SchemaType for HostVnicConnectedToCustomizedDVPortEvent {
-    const TYPE_NAME: &'static str = "HostVnicConnectedToCustomizedDVPortEvent";
-}
-impl x::Structure for HostVnicConnectedToCustomizedDVPortEvent {}
-impl x::Fields for HostVnicConnectedToCustomizedDVPortEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "vnic" => r.read(&mut self.vnic),
-            "prevPortKey" => r.read_opt(&mut self.prev_port_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("vnic", &self.vnic);
-        w.write_opt("prevPortKey", &self.prev_port_key);
-    }
-}
-/// `HostVsanInternalSystemCmmdsQuery` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVsanInternalSystemCmmdsQuery {
-    /// `type`.
-    pub type_: Option<String>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `owner`.
-    pub owner: Option<String>,
-}
-impl x::SchemaType for HostVsanInternalSystemCmmdsQuery {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemCmmdsQuery";
-}
-impl x::Structure for HostVsanInternalSystemCmmdsQuery {}
-impl x::Fields for HostVsanInternalSystemCmmdsQuery {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read_opt(&mut self.type_),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "owner" => r.read_opt(&mut self.owner),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("type", &self.type_);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("owner", &self.owner);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemCmmdsQuery {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemCmmdsQuery";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemCmmdsQuery";
-}
-/// `HostVsanInternalSystemDeleteVsanObjectsResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVsanInternalSystemDeleteVsanObjectsResult {
-    /// `uuid`.
-    pub uuid: String,
-    /// `success`.
-    pub success: bool,
-    /// `failureReason`.
-    pub failure_reason: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostVsanInternalSystemDeleteVsanObjectsResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
-}
-impl x::Structure for HostVsanInternalSystemDeleteVsanObjectsResult {}
-impl x::Fields for HostVsanInternalSystemDeleteVsanObjectsResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            "success" => r.read(&mut self.success),
-            "failureReason" => r.read_push(&mut self.failure_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("uuid", &self.uuid);
-        w.write("success", &self.success);
-        w.write_vec("failureReason", &self.failure_reason);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
-}
-/// `HostVsanInternalSystemVsanObjectOperationResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVsanInternalSystemVsanObjectOperationResult {
-    /// `uuid`.
-    pub uuid: String,
-    /// `failureReason`.
-    pub failure_reason: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostVsanInternalSystemVsanObjectOperationResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
-}
-impl x::Structure for HostVsanInternalSystemVsanObjectOperationResult {}
-impl x::Fields for HostVsanInternalSystemVsanObjectOperationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            "failureReason" => r.read_push(&mut self.failure_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("uuid", &self.uuid);
-        w.write_vec("failureReason", &self.failure_reason);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanObjectOperationResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
-}
-/// `HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    /// `diskUuid`.
-    pub disk_uuid: String,
-    /// `success`.
-    pub success: bool,
-    /// `failureReason`.
-    pub failure_reason: Option<String>,
-}
-impl x::SchemaType for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
-}
-impl x::Structure for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {}
-impl x::Fields for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskUuid" => r.read(&mut self.disk_uuid),
-            "success" => r.read(&mut self.success),
-            "failureReason" => r.read_opt(&mut self.failure_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskUuid", &self.disk_uuid);
-        w.write("success", &self.success);
-        w.write_opt("failureReason", &self.failure_reason);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
-}
-/// `HostVvolNQN` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.2.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVvolNQN {
-    /// `targetNQN`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub target_nqn: String,
-    /// `storageArray`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub storage_array: String,
-    /// `online`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub online: bool,
-}
-impl x::SchemaType for HostVvolNQN {
-    const TYPE_NAME: &'static str = "HostVvolNQN";
-}
-impl x::Structure for HostVvolNQN {}
-impl x::Fields for HostVvolNQN {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "targetNQN" => r.read(&mut self.target_nqn),
-            "storageArray" => r.read(&mut self.storage_array),
-            "online" => r.read(&mut self.online),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("targetNQN", &self.target_nqn);
-        w.write("storageArray", &self.storage_array);
-        w.write("online", &self.online);
-    }
-}
-impl x::ArrayItem for HostVvolNQN {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVvolNQN";
-    const ITEM_TAG: &'static str = "HostVvolNQN";
-}
-/// `HostVvolVolume` (extends `HostFileSystemVolume`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVvolVolume {
-    /// `type`, from `HostFileSystemVolume`.
-    pub type_: String,
-    /// `name`, from `HostFileSystemVolume`.
-    pub name: String,
-    /// `capacity`, from `HostFileSystemVolume`.
-    pub capacity: i64,
-    /// `scId`.
-    pub sc_id: String,
-    /// `hostPE`.
-    pub host_pe: Vec<VVolHostPE>,
-    /// `hostVvolNQN`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub host_vvol_nqn: Vec<HostVvolVolumeHostVvolNQN>,
-    /// `vasaProviderInfo`.
-    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
-    /// `storageArray`.
-    pub storage_array: Vec<VASAStorageArray>,
-    /// `protocolEndpointType`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub protocol_endpoint_type: Option<String>,
-    /// `vvolNQNFieldsAvailable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub vvol_nqn_fields_available: Option<bool>,
-    /// `stretched`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stretched: Option<bool>,
-}
-impl x::SchemaType for HostVvolVolume {
-    const TYPE_NAME: &'static str = "HostVvolVolume";
-}
-impl x::Structure for HostVvolVolume {}
-impl x::Fields for HostVvolVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            "scId" => r.read(&mut self.sc_id),
-            "hostPE" => r.read_push(&mut self.host_pe),
-            "hostVvolNQN" => r.read_push(&mut self.host_vvol_nqn),
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
-            "storageArray" => r.read_push(&mut self.storage_array),
-            "protocolEndpointType" => r.read_opt(&mut self.protocol_endpoint_type),
-            "vvolNQNFieldsAvailable" => r.read_opt(&mut self.vvol_nqn_fields_available),
-            "stretched" => r.read_opt(&mut self.stretched),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-        w.write("scId", &self.sc_id);
-        w.write_vec("hostPE", &self.host_pe);
-        w.write_vec("hostVvolNQN", &self.host_vvol_nqn);
-        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
-        w.write_vec("storageArray", &self.storage_array);
-        w.write_opt("protocolEndpointType", &self.protocol_endpoint_type);
-        w.write_opt("vvolNQNFieldsAvailable", &self.vvol_nqn_fields_available);
-        w.write_opt("stretched", &self.stretched);
-    }
-}
-/// `HostVvolVolumeHostVvolNQN` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.2.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVvolVolumeHostVvolNQN {
-    /// `host`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `vvolNQN`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub vvol_nqn: Vec<HostVvolNQN>,
-}
-impl x::SchemaType for HostVvolVolumeHostVvolNQN {
-    const TYPE_NAME: &'static str = "HostVvolVolumeHostVvolNQN";
-}
-impl x::Structure for HostVvolVolumeHostVvolNQN {}
-impl x::Fields for HostVvolVolumeHostVvolNQN {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read_opt(&mut self.host),
-            "vvolNQN" => r.read_push(&mut self.vvol_nqn),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("host", &self.host);
-        w.write_vec("vvolNQN", &self.vvol_nqn);
-    }
-}
-impl x::ArrayItem for HostVvolVolumeHostVvolNQN {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVvolVolumeHostVvolNQN";
-    const ITEM_TAG: &'static str = "HostVvolVolumeHostVvolNQN";
-}
-/// `HostVvolVolumeSpecification` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVvolVolumeSpecification {
-    /// `maxSizeInMB`.
-    pub max_size_in_mb: i64,
-    /// `volumeName`.
-    pub volume_name: String,
-    /// `vasaProviderInfo`.
-    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
-    /// `storageArray`.
-    pub storage_array: Vec<VASAStorageArray>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `stretched`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stretched: Option<bool>,
-}
-impl x::SchemaType for HostVvolVolumeSpecification {
-    const TYPE_NAME: &'static str = "HostVvolVolumeSpecification";
-}
-impl x::Structure for HostVvolVolumeSpecification {}
-impl x::Fields for HostVvolVolumeSpecification {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "maxSizeInMB" => r.read(&mut self.max_size_in_mb),
-            "volumeName" => r.read(&mut self.volume_name),
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
-            "storageArray" => r.read_push(&mut self.storage_array),
-            "uuid" => r.read(&mut self.uuid),
-            "stretched" => r.read_opt(&mut self.stretched),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("maxSizeInMB", &self.max_size_in_mb);
-        w.write("volumeName", &self.volume_name);
-        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
-        w.write_vec("storageArray", &self.storage_array);
-        w.write("uuid", &self.uuid);
-        w.write_opt("stretched", &self.stretched);
-    }
-}
-/// `HostWwnChangedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostWwnChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `oldNodeWwns`.
-    pub old_node_wwns: Vec<i64>,
-    /// `oldPortWwns`.
-    pub old_port_wwns: Vec<i64>,
-    /// `newNodeWwns`.
-    pub new_node_wwns: Vec<i64>,
-    /// `newPortWwns`.
-    pub new_port_wwns: Vec<i64>,
-}
-impl x::SchemaType for HostWwnChangedEvent {
-    const TYPE_NAME: &'static str = "HostWwnChangedEvent";
-}
-impl x::Structure for HostWwnChangedEvent {}
-impl x::Fields for HostWwnChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "oldNodeWwns" => r.read_push(&mut self.old_node_wwns),
-            "oldPortWwns" => r.read_push(&mut self.old_port_wwns),
-            "newNodeWwns" => r.read_push(&mut self.new_node_wwns),
-            "newPortWwns" => r.read_push(&mut self.new_port_wwns),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write_vec("oldNodeWwns", &self.old_node_wwns);
-        w.write_vec("oldPortWwns", &self.old_port_wwns);
-        w.write_vec("newNodeWwns", &self.new_node_wwns);
-        w.write_vec("newPortWwns", &self.new_port_wwns);
-    }
-}
-/// `HostWwnConflictEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostWwnConflictEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `conflictedVms`.
-    pub conflicted_vms: Vec<VmEventArgument>,
-    /// `conflictedHosts`.
-    pub conflicted_hosts: Vec<HostEventArgument>,
-    /// `wwn`.
-    pub wwn: i64,
-}
-impl x::SchemaType for HostWwnConflictEvent {
-    const TYPE_NAME: &'static str = "HostWwnConflictEvent";
-}
-impl x::Structure for HostWwnConflictEvent {}
-impl x::Fields for HostWwnConflictEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "conflictedVms" => r.read_push(&mut self.conflicted_vms),
-            "conflictedHosts" => r.read_push(&mut self.conflicted_hosts),
-            "wwn" => r.read(&mut self.wwn),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write_vec("conflictedVms", &self.conflicted_vms);
-        w.write_vec("conflictedHosts", &self.conflicted_hosts);
-        w.write("wwn", &self.wwn);
-    }
 }

@@ -234,7 +234,15 @@ impl x::Fields for HttpNfcLeaseDeviceUrl {
         w.write("importKey", &self.import_key);
         w.write("url", &self.url);
         w.write("sslThumbprint", &self.ssl_thumbprint);
-        w.write_opt("sslCertificate", &self.ssl_certificate);
+        if w
+            .since(
+                0x0900_0000,
+                "HttpNfcLeaseDeviceUrl.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
         w.write_opt("disk", &self.disk);
         w.write_opt("targetId", &self.target_id);
         w.write_opt("datastoreKey", &self.datastore_key);
@@ -469,7 +477,15 @@ impl x::Fields for HttpNfcLeaseSourceFile {
         w.write_opt("memberName", &self.member_name);
         w.write("create", &self.create);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        w.write_opt("sslCertificate", &self.ssl_certificate);
+        if w
+            .since(
+                0x0900_0000,
+                "HttpNfcLeaseSourceFile.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
         w.write_vec("httpHeaders", &self.http_headers);
         w.write_opt("size", &self.size);
     }
@@ -668,10 +684,14 @@ impl x::Fields for IScsiBootFailureEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `ImportHostAddFailure` (extends `DvsFault`).

@@ -907,10 +907,14 @@ impl x::Fields for InvalidEditionEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("feature", &self.feature);
     }
 }
@@ -1975,6 +1979,7 @@ impl x::Fields for InvalidScheduledTask {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type InvalidScheduledTask", true);
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
     }
@@ -2070,6 +2075,7 @@ impl x::Fields for InvalidToken {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type InvalidToken", true);
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
     }

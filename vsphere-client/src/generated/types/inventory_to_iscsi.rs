@@ -208,7 +208,9 @@ impl x::Fields for IoFilterManagerSslTrust {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type IoFilterManagerSslTrust", true);
+    }
 }
 /// `IoFilterQueryIssueResult` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]

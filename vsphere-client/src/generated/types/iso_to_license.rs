@@ -370,8 +370,18 @@ impl x::Fields for KmipClusterInfo {
         w.write_opt("hasBackup", &self.has_backup);
         w.write_opt("tpmRequired", &self.tpm_required);
         w.write_opt("keyId", &self.key_id);
-        w.write_opt("defaultKeyType", &self.default_key_type);
-        w.write_opt("keyInfo", &self.key_info);
+        if w
+            .since(
+                0x0900_0000,
+                "KmipClusterInfo.defaultKeyType",
+                self.default_key_type.is_some(),
+            )
+        {
+            w.write_opt("defaultKeyType", &self.default_key_type);
+        }
+        if w.since(0x0900_0000, "KmipClusterInfo.keyInfo", self.key_info.is_some()) {
+            w.write_opt("keyInfo", &self.key_info);
+        }
     }
 }
 impl x::ArrayItem for KmipClusterInfo {
@@ -397,7 +407,9 @@ impl x::Fields for KmipClusterInfoKeyInfo {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type KmipClusterInfoKeyInfo", true);
+    }
 }
 /// `KmipClusterInfoWrappingKeyIdKeyInfo` (extends `KmipClusterInfoKeyInfo`).
 ///
@@ -432,6 +444,7 @@ impl x::Fields for KmipClusterInfoWrappingKeyIdKeyInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type KmipClusterInfoWrappingKeyIdKeyInfo", true);
         w.write("keyId", &self.key_id);
         w.write("configuredTime", &self.configured_time);
     }
@@ -474,6 +487,11 @@ impl x::Fields for KmipClusterInfoWrappingRotationIntervalKeyInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0900_0000,
+            "type KmipClusterInfoWrappingRotationIntervalKeyInfo",
+            true,
+        );
         w.write_opt("keyId", &self.key_id);
         w.write_opt("rotationInterval", &self.rotation_interval);
         w.write_opt("lastRotation", &self.last_rotation);
@@ -589,8 +607,18 @@ impl x::Fields for KmipServerSpec {
         w.write("clusterId", &self.cluster_id);
         w.write("info", &self.info);
         w.write_opt("password", &self.password);
-        w.write_opt("defaultKeyType", &self.default_key_type);
-        w.write_opt("keySpec", &self.key_spec);
+        if w
+            .since(
+                0x0900_0000,
+                "KmipServerSpec.defaultKeyType",
+                self.default_key_type.is_some(),
+            )
+        {
+            w.write_opt("defaultKeyType", &self.default_key_type);
+        }
+        if w.since(0x0900_0000, "KmipServerSpec.keySpec", self.key_spec.is_some()) {
+            w.write_opt("keySpec", &self.key_spec);
+        }
     }
 }
 /// `KmipServerSpecKeySpec` (extends `DynamicData`).
@@ -612,7 +640,9 @@ impl x::Fields for KmipServerSpecKeySpec {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type KmipServerSpecKeySpec", true);
+    }
 }
 /// `KmipServerSpecWrappingKeyIdKeySpec` (extends `KmipServerSpecKeySpec`).
 ///
@@ -642,6 +672,7 @@ impl x::Fields for KmipServerSpecWrappingKeyIdKeySpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type KmipServerSpecWrappingKeyIdKeySpec", true);
         w.write("keyId", &self.key_id);
     }
 }
@@ -673,6 +704,7 @@ impl x::Fields for KmipServerSpecWrappingRotationIntervalKeySpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type KmipServerSpecWrappingRotationIntervalKeySpec", true);
         w.write_opt("rotationInterval", &self.rotation_interval);
     }
 }
@@ -1210,10 +1242,14 @@ impl x::Fields for LicenseEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `LicenseExpired` (extends `NotEnoughLicenses`).
@@ -1335,10 +1371,14 @@ impl x::Fields for LicenseExpiredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("feature", &self.feature);
     }
 }
@@ -1606,10 +1646,14 @@ impl x::Fields for LicenseNonComplianceEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("url", &self.url);
     }
 }
@@ -1764,10 +1808,14 @@ impl x::Fields for LicenseRestrictedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `LicenseServerAvailableEvent` (extends `LicenseEvent`).
@@ -1854,10 +1902,14 @@ impl x::Fields for LicenseServerAvailableEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("licenseServer", &self.license_server);
     }
 }
@@ -2007,10 +2059,14 @@ impl x::Fields for LicenseServerUnavailableEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("licenseServer", &self.license_server);
     }
 }

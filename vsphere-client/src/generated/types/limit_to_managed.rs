@@ -299,10 +299,14 @@ impl x::Fields for LocalDatastoreCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("datastore", &self.datastore);
         w.write_opt("datastoreUrl", &self.datastore_url);
     }
@@ -382,9 +386,33 @@ impl x::Fields for LocalDatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
-        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        w.write_opt("logicalSectorSize", &self.logical_sector_size);
-        w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.supportedVDiskFormats",
+                !self.supported_vdisk_formats.is_empty(),
+            )
+        {
+            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.logicalSectorSize",
+                self.logical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.physicalSectorSize",
+                self.physical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        }
         w.write_opt("path", &self.path);
     }
 }
@@ -496,10 +524,14 @@ impl x::Fields for LocalTSMEnabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `LocalizableMessage` (extends `DynamicData`).
@@ -715,10 +747,14 @@ impl x::Fields for LockerMisconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("datastore", &self.datastore);
     }
 }
@@ -809,10 +845,14 @@ impl x::Fields for LockerReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("oldDatastore", &self.old_datastore);
         w.write_opt("newDatastore", &self.new_datastore);
     }

@@ -300,10 +300,14 @@ impl x::Fields for NonVIWorkloadDetectedOnDatastoreEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -462,7 +466,15 @@ impl x::Fields for NotAuthenticated {
         w.write_vec("faultMessage", &self.fault_message);
         w.write("object", &self.object);
         w.write("privilegeId", &self.privilege_id);
-        w.write_vec("missingPrivileges", &self.missing_privileges);
+        if w
+            .since(
+                0x0700_0302,
+                "NoPermission.missingPrivileges",
+                !self.missing_privileges.is_empty(),
+            )
+        {
+            w.write_vec("missingPrivileges", &self.missing_privileges);
+        }
     }
 }
 /// `NotEnoughCpus` (extends `VirtualHardwareCompatibilityIssue`).
@@ -665,10 +677,14 @@ impl x::Fields for NotEnoughResourcesToStartVmEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("reason", &self.reason);
     }

@@ -651,10 +651,14 @@ impl x::Fields for OutOfSyncDvsHost {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_vec("hostOutOfSync", &self.host_out_of_sync);
     }
 }
@@ -1612,6 +1616,7 @@ impl x::Fields for OvfDatastoreMapping {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type OvfDatastoreMapping", true);
         w.write("diskId", &self.disk_id);
         w.write("datastore", &self.datastore);
     }
@@ -2491,6 +2496,7 @@ impl x::Fields for OvfImportParams {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type OvfImportParams", true);
         w.write("locale", &self.locale);
         w.write("deploymentOption", &self.deployment_option);
         w.write_vec("msgBundle", &self.msg_bundle);

@@ -865,6 +865,7 @@ impl x::Fields for OvfStorageProfileMapping {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type OvfStorageProfileMapping", true);
         w.write("diskId", &self.disk_id);
         w.write("storageProfileId", &self.storage_profile_id);
     }

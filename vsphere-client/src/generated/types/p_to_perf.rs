@@ -80,9 +80,33 @@ impl x::Fields for PMemDatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
-        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        w.write_opt("logicalSectorSize", &self.logical_sector_size);
-        w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.supportedVDiskFormats",
+                !self.supported_vdisk_formats.is_empty(),
+            )
+        {
+            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.logicalSectorSize",
+                self.logical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.physicalSectorSize",
+                self.physical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        }
         w.write("pmem", &self.pmem);
     }
 }
@@ -160,8 +184,18 @@ impl x::Fields for ParaVirtualSCSIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
@@ -268,7 +302,15 @@ impl x::Fields for ParaVirtualSCSIControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIDisks", &self.num_scsi_disks);

@@ -245,10 +245,14 @@ impl x::Fields for PermissionAddedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("entity", &self.entity);
         w.write("principal", &self.principal);
         w.write("group", &self.group);
@@ -346,10 +350,14 @@ impl x::Fields for PermissionEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("entity", &self.entity);
         w.write("principal", &self.principal);
         w.write("group", &self.group);
@@ -520,10 +528,14 @@ impl x::Fields for PermissionRemovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("entity", &self.entity);
         w.write("principal", &self.principal);
         w.write("group", &self.group);
@@ -631,10 +643,14 @@ impl x::Fields for PermissionUpdatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("entity", &self.entity);
         w.write("principal", &self.principal);
         w.write("group", &self.group);
@@ -792,8 +808,24 @@ impl x::Fields for PhysicalNic {
         w.write("device", &self.device);
         w.write("pci", &self.pci);
         w.write_opt("driver", &self.driver);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("firmwareVersion", &self.firmware_version);
+        if w
+            .since(
+                0x0800_0001,
+                "PhysicalNic.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "PhysicalNic.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
         w.write_opt("linkSpeed", &self.link_speed);
         w.write_vec("validLinkSpecification", &self.valid_link_specification);
         w.write("spec", &self.spec);
@@ -820,8 +852,18 @@ impl x::Fields for PhysicalNic {
         );
         w.write_opt("ensInterruptSupported", &self.ens_interrupt_supported);
         w.write_opt("rdmaDevice", &self.rdma_device);
-        w.write_opt("dpuId", &self.dpu_id);
-        w.write_opt("perfNicOffloadSupported", &self.perf_nic_offload_supported);
+        if w.since(0x0800_0001, "PhysicalNic.dpuId", self.dpu_id.is_some()) {
+            w.write_opt("dpuId", &self.dpu_id);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "PhysicalNic.perfNicOffloadSupported",
+                self.perf_nic_offload_supported.is_some(),
+            )
+        {
+            w.write_opt("perfNicOffloadSupported", &self.perf_nic_offload_supported);
+        }
     }
 }
 impl x::ArrayItem for PhysicalNic {

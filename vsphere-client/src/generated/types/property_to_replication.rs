@@ -762,10 +762,14 @@ impl x::Fields for RecoveryEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("hostName", &self.host_name);
         w.write("portKey", &self.port_key);
         w.write_opt("dvsUuid", &self.dvs_uuid);
@@ -966,10 +970,14 @@ impl x::Fields for RemoteTSMEnabledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `RemoveFailed` (extends `VimFault`).
@@ -1131,14 +1139,41 @@ impl x::Fields for ReplicationConfigSpec {
         w.write_opt("netCompressionEnabled", &self.net_compression_enabled);
         w.write_opt("netEncryptionEnabled", &self.net_encryption_enabled);
         w.write_opt("encryptionDestination", &self.encryption_destination);
-        w.write_vec(
-            "additionalEncryptionDestination",
-            &self.additional_encryption_destination,
-        );
+        if w
+            .since(
+                0x0901_0000,
+                "ReplicationConfigSpec.additionalEncryptionDestination",
+                !self.additional_encryption_destination.is_empty(),
+            )
+        {
+            w.write_vec(
+                "additionalEncryptionDestination",
+                &self.additional_encryption_destination,
+            );
+        }
         w.write_opt("encryptionPort", &self.encryption_port);
         w.write_opt("remoteCertificateThumbprint", &self.remote_certificate_thumbprint);
-        w.write_opt("dataSetsReplicationEnabled", &self.data_sets_replication_enabled);
-        w.write_opt("useHbrProxyHttpPreamble", &self.use_hbr_proxy_http_preamble);
+        if w
+            .since(
+                0x0800_0000,
+                "ReplicationConfigSpec.dataSetsReplicationEnabled",
+                self.data_sets_replication_enabled.is_some(),
+            )
+        {
+            w.write_opt(
+                "dataSetsReplicationEnabled",
+                &self.data_sets_replication_enabled,
+            );
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "ReplicationConfigSpec.useHbrProxyHttpPreamble",
+                self.use_hbr_proxy_http_preamble.is_some(),
+            )
+        {
+            w.write_opt("useHbrProxyHttpPreamble", &self.use_hbr_proxy_http_preamble);
+        }
         w.write_vec("disk", &self.disk);
     }
 }

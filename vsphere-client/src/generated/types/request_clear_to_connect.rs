@@ -511,7 +511,10 @@ impl x::Fields for ClusterEnterMaintenanceModeRequestType {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
         w.write_vec("option", &self.option);
-        w.write_opt("info", &self.info);
+        if w.since(0x0800_0300, "ClusterEnterMaintenanceMode.info", self.info.is_some())
+        {
+            w.write_opt("info", &self.info);
+        }
     }
 }
 impl x::Request for ClusterEnterMaintenanceModeRequestType {

@@ -579,6 +579,7 @@ impl x::Fields for CreateCollectorWithInfoFilterForTasksRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "operation CreateCollectorWithInfoFilterForTasks", true);
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
         w.write_opt("infoFilter", &self.info_filter);
@@ -1093,9 +1094,33 @@ impl x::Fields for CreateDiskFromSnapshotRequestType {
         w.write_vec("profile", &self.profile);
         w.write_opt("crypto", &self.crypto);
         w.write_opt("path", &self.path);
-        w.write_opt("isLinkedClone", &self.is_linked_clone);
-        w.write_opt("targetId", &self.target_id);
-        w.write_opt("targetDatastore", &self.target_datastore);
+        if w
+            .since(
+                0x0901_0000,
+                "CreateDiskFromSnapshot_Task.isLinkedClone",
+                self.is_linked_clone.is_some(),
+            )
+        {
+            w.write_opt("isLinkedClone", &self.is_linked_clone);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "CreateDiskFromSnapshot_Task.targetId",
+                self.target_id.is_some(),
+            )
+        {
+            w.write_opt("targetId", &self.target_id);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "CreateDiskFromSnapshot_Task.targetDatastore",
+                self.target_datastore.is_some(),
+            )
+        {
+            w.write_opt("targetDatastore", &self.target_datastore);
+        }
     }
 }
 impl x::Request for CreateDiskFromSnapshotRequestType {

@@ -766,6 +766,7 @@ impl x::Fields for DirectPathProfileManagerCreateRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerCreate", true);
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
     }
@@ -816,6 +817,7 @@ impl x::Fields for DirectPathProfileManagerDeleteRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerDelete", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
     }
@@ -866,6 +868,7 @@ impl x::Fields for DirectPathProfileManagerListRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerList", true);
         w.write("_this", &self.this);
         w.write("filterSpec", &self.filter_spec);
     }
@@ -921,6 +924,7 @@ impl x::Fields for DirectPathProfileManagerQueryCapacityRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerQueryCapacity", true);
         w.write("_this", &self.this);
         w.write("target", &self.target);
         w.write_vec("querySpec", &self.query_spec);
@@ -977,6 +981,7 @@ impl x::Fields for DirectPathProfileManagerUpdateRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerUpdate", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("spec", &self.spec);
@@ -1287,6 +1292,7 @@ impl x::Fields for DisableNetworkBootRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DisableNetworkBoot_Task", true);
         w.write("_this", &self.this);
     }
 }

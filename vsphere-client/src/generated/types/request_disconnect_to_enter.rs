@@ -566,6 +566,7 @@ impl x::Fields for EmitSyslogMarkRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0002, "operation EmitSyslogMark", true);
         w.write("_this", &self.this);
         w.write("message", &self.message);
     }
@@ -932,6 +933,7 @@ impl x::Fields for EnableNetworkBootRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation EnableNetworkBoot_Task", true);
         w.write("_this", &self.this);
         w.write("networkBootMode", &self.network_boot_mode);
     }

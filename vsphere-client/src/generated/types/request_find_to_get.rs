@@ -719,7 +719,15 @@ impl x::Fields for GenerateCertificateSigningRequestByDnRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("distinguishedName", &self.distinguished_name);
-        w.write_opt("spec", &self.spec);
+        if w
+            .since(
+                0x0800_0100,
+                "GenerateCertificateSigningRequestByDn.spec",
+                self.spec.is_some(),
+            )
+        {
+            w.write_opt("spec", &self.spec);
+        }
     }
 }
 impl x::Request for GenerateCertificateSigningRequestByDnRequestType {
@@ -769,7 +777,15 @@ impl x::Fields for GenerateCertificateSigningRequestRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("useIpAddressAsCommonName", &self.use_ip_address_as_common_name);
-        w.write_opt("spec", &self.spec);
+        if w
+            .since(
+                0x0800_0100,
+                "GenerateCertificateSigningRequest.spec",
+                self.spec.is_some(),
+            )
+        {
+            w.write_opt("spec", &self.spec);
+        }
     }
 }
 impl x::Request for GenerateCertificateSigningRequestRequestType {
@@ -819,7 +835,9 @@ impl x::Fields for GenerateClientCsrRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
-        w.write_opt("request", &self.request);
+        if w.since(0x0800_0100, "GenerateClientCsr.request", self.request.is_some()) {
+            w.write_opt("request", &self.request);
+        }
     }
 }
 impl x::Request for GenerateClientCsrRequestType {
@@ -1014,8 +1032,12 @@ impl x::Fields for GenerateKeyRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("keyProvider", &self.key_provider);
-        w.write_opt("spec", &self.spec);
-        w.write_opt("keySpec", &self.key_spec);
+        if w.since(0x0800_0100, "GenerateKey.spec", self.spec.is_some()) {
+            w.write_opt("spec", &self.spec);
+        }
+        if w.since(0x0900_0000, "GenerateKey.keySpec", self.key_spec.is_some()) {
+            w.write_opt("keySpec", &self.key_spec);
+        }
     }
 }
 impl x::Request for GenerateKeyRequestType {
@@ -1113,7 +1135,15 @@ impl x::Fields for GenerateSelfSignedClientCertRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
-        w.write_opt("request", &self.request);
+        if w
+            .since(
+                0x0800_0100,
+                "GenerateSelfSignedClientCert.request",
+                self.request.is_some(),
+            )
+        {
+            w.write_opt("request", &self.request);
+        }
     }
 }
 impl x::Request for GenerateSelfSignedClientCertRequestType {
@@ -1250,6 +1280,7 @@ impl x::Fields for GetCryptoKeyStatusRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "operation GetCryptoKeyStatus", true);
         w.write("_this", &self.this);
         w.write_vec("keys", &self.keys);
     }
@@ -1592,6 +1623,7 @@ impl x::Fields for GetVpcNetworkSpanRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "operation GetVpcNetworkSpan", true);
         w.write("_this", &self.this);
         w.write_opt("spanId", &self.span_id);
     }

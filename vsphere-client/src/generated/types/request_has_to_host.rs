@@ -527,7 +527,15 @@ impl x::Fields for HostDeleteVStorageObjectExRequestType {
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
-        w.write_opt("isLcParentAttached", &self.is_lc_parent_attached);
+        if w
+            .since(
+                0x0901_0000,
+                "HostDeleteVStorageObjectEx_Task.isLcParentAttached",
+                self.is_lc_parent_attached.is_some(),
+            )
+        {
+            w.write_opt("isLcParentAttached", &self.is_lc_parent_attached);
+        }
     }
 }
 impl x::Request for HostDeleteVStorageObjectExRequestType {
@@ -581,7 +589,15 @@ impl x::Fields for HostDeleteVStorageObjectRequestType {
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
-        w.write_opt("isLcParentAttached", &self.is_lc_parent_attached);
+        if w
+            .since(
+                0x0901_0000,
+                "HostDeleteVStorageObject_Task.isLcParentAttached",
+                self.is_lc_parent_attached.is_some(),
+            )
+        {
+            w.write_opt("isLcParentAttached", &self.is_lc_parent_attached);
+        }
     }
 }
 impl x::Request for HostDeleteVStorageObjectRequestType {
@@ -938,6 +954,7 @@ impl x::Fields for HostQueryVirtualDiskUuidRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "operation HostQueryVirtualDiskUuid", true);
         w.write("_this", &self.this);
         w.write("name", &self.name);
     }
@@ -989,7 +1006,15 @@ impl x::Fields for HostReconcileDatastoreInventoryRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
-        w.write_opt("deepCleansing", &self.deep_cleansing);
+        if w
+            .since(
+                0x0900_0000,
+                "HostReconcileDatastoreInventory_Task.deepCleansing",
+                self.deep_cleansing.is_some(),
+            )
+        {
+            w.write_opt("deepCleansing", &self.deep_cleansing);
+        }
     }
 }
 impl x::Request for HostReconcileDatastoreInventoryRequestType {
@@ -1048,8 +1073,18 @@ impl x::Fields for HostRegisterDiskRequestType {
         w.write("_this", &self.this);
         w.write("path", &self.path);
         w.write_opt("name", &self.name);
-        w.write_opt("modifyControlFlags", &self.modify_control_flags);
-        w.write_opt("id", &self.id);
+        if w
+            .since(
+                0x0800_0200,
+                "HostRegisterDisk.modifyControlFlags",
+                self.modify_control_flags.is_some(),
+            )
+        {
+            w.write_opt("modifyControlFlags", &self.modify_control_flags);
+        }
+        if w.since(0x0901_0000, "HostRegisterDisk.id", self.id.is_some()) {
+            w.write_opt("id", &self.id);
+        }
     }
 }
 impl x::Request for HostRegisterDiskRequestType {
@@ -1107,7 +1142,15 @@ impl x::Fields for HostRelocateVStorageObjectRequestType {
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
         w.write("spec", &self.spec);
-        w.write_opt("isLcParentAttached", &self.is_lc_parent_attached);
+        if w
+            .since(
+                0x0901_0000,
+                "HostRelocateVStorageObject_Task.isLcParentAttached",
+                self.is_lc_parent_attached.is_some(),
+            )
+        {
+            w.write_opt("isLcParentAttached", &self.is_lc_parent_attached);
+        }
     }
 }
 impl x::Request for HostRelocateVStorageObjectRequestType {
@@ -1409,7 +1452,15 @@ impl x::Fields for HostRetrieveVStorageObjectRequestType {
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
-        w.write_vec("diskInfoFlags", &self.disk_info_flags);
+        if w
+            .since(
+                0x0800_0001,
+                "HostRetrieveVStorageObject.diskInfoFlags",
+                !self.disk_info_flags.is_empty(),
+            )
+        {
+            w.write_vec("diskInfoFlags", &self.disk_info_flags);
+        }
     }
 }
 impl x::Request for HostRetrieveVStorageObjectRequestType {
@@ -1507,7 +1558,15 @@ impl x::Fields for HostScheduleReconcileDatastoreInventoryRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
-        w.write_opt("deepCleansing", &self.deep_cleansing);
+        if w
+            .since(
+                0x0900_0000,
+                "HostScheduleReconcileDatastoreInventory.deepCleansing",
+                self.deep_cleansing.is_some(),
+            )
+        {
+            w.write_opt("deepCleansing", &self.deep_cleansing);
+        }
     }
 }
 impl x::Request for HostScheduleReconcileDatastoreInventoryRequestType {
@@ -1613,6 +1672,7 @@ impl x::Fields for HostSetVirtualDiskUuidRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "operation HostSetVirtualDiskUuid_Task", true);
         w.write("_this", &self.this);
         w.write("name", &self.name);
         w.write_opt("uuid", &self.uuid);
@@ -1864,10 +1924,42 @@ impl x::Fields for HostVStorageObjectCreateDiskFromSnapshotRequestType {
         w.write_vec("profile", &self.profile);
         w.write_opt("crypto", &self.crypto);
         w.write_opt("path", &self.path);
-        w.write_opt("provisioningType", &self.provisioning_type);
-        w.write_opt("isLinkedClone", &self.is_linked_clone);
-        w.write_opt("targetId", &self.target_id);
-        w.write_opt("targetDatastore", &self.target_datastore);
+        if w
+            .since(
+                0x0800_0001,
+                "HostVStorageObjectCreateDiskFromSnapshot_Task.provisioningType",
+                self.provisioning_type.is_some(),
+            )
+        {
+            w.write_opt("provisioningType", &self.provisioning_type);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostVStorageObjectCreateDiskFromSnapshot_Task.isLinkedClone",
+                self.is_linked_clone.is_some(),
+            )
+        {
+            w.write_opt("isLinkedClone", &self.is_linked_clone);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostVStorageObjectCreateDiskFromSnapshot_Task.targetId",
+                self.target_id.is_some(),
+            )
+        {
+            w.write_opt("targetId", &self.target_id);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostVStorageObjectCreateDiskFromSnapshot_Task.targetDatastore",
+                self.target_datastore.is_some(),
+            )
+        {
+            w.write_opt("targetDatastore", &self.target_datastore);
+        }
     }
 }
 impl x::Request for HostVStorageObjectCreateDiskFromSnapshotRequestType {

@@ -554,6 +554,7 @@ impl x::Fields for IncreaseDirectorySizeRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "operation IncreaseDirectorySize", true);
         w.write("_this", &self.this);
         w.write_opt("datacenter", &self.datacenter);
         w.write("stableName", &self.stable_name);
@@ -862,6 +863,7 @@ impl x::Fields for InitiateTransitionToVLCMRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation InitiateTransitionToVLCM_Task", true);
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
     }
@@ -1025,7 +1027,15 @@ impl x::Fields for InstallIoFilterRequestType {
         w.write("_this", &self.this);
         w.write("vibUrl", &self.vib_url);
         w.write("compRes", &self.comp_res);
-        w.write_opt("vibSslTrust", &self.vib_ssl_trust);
+        if w
+            .since(
+                0x0800_0300,
+                "InstallIoFilter_Task.vibSslTrust",
+                self.vib_ssl_trust.is_some(),
+            )
+        {
+            w.write_opt("vibSslTrust", &self.vib_ssl_trust);
+        }
     }
 }
 impl x::Request for InstallIoFilterRequestType {
@@ -1206,6 +1216,7 @@ impl x::Fields for IsGuestOsCustomizableRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation IsGuestOsCustomizable", true);
         w.write("_this", &self.this);
         w.write("guestId", &self.guest_id);
     }

@@ -866,6 +866,7 @@ impl x::Fields for ProvisionServerPrivateKeyRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "operation ProvisionServerPrivateKey", true);
         w.write("_this", &self.this);
         w.write("key", &self.key);
     }
@@ -1653,6 +1654,7 @@ impl x::Fields for QueryCompatibleVmnicsFromHostsRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "operation QueryCompatibleVmnicsFromHosts", true);
         w.write("_this", &self.this);
         w.write_vec("hosts", &self.hosts);
         w.write("dvs", &self.dvs);
@@ -1989,7 +1991,15 @@ impl x::Fields for QueryConnectionInfoRequestType {
         w.write("username", &self.username);
         w.write("password", &self.password);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        w.write_opt("sslCertificate", &self.ssl_certificate);
+        if w
+            .since(
+                0x0900_0000,
+                "QueryConnectionInfo.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
     }
 }
 impl x::Request for QueryConnectionInfoRequestType {
@@ -2303,6 +2313,7 @@ impl x::Fields for QueryDirectoryInfoRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "operation QueryDirectoryInfo", true);
         w.write("_this", &self.this);
         w.write_opt("datacenter", &self.datacenter);
         w.write("stableName", &self.stable_name);
@@ -2679,7 +2690,15 @@ impl x::Fields for QueryEventsRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
-        w.write_opt("eventViewSpec", &self.event_view_spec);
+        if w
+            .since(
+                0x0900_0000,
+                "QueryEvents.eventViewSpec",
+                self.event_view_spec.is_some(),
+            )
+        {
+            w.write_opt("eventViewSpec", &self.event_view_spec);
+        }
     }
 }
 impl x::Request for QueryEventsRequestType {
@@ -2909,6 +2928,7 @@ impl x::Fields for QueryFileLockInfoRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation QueryFileLockInfo", true);
         w.write("_this", &self.this);
         w.write("path", &self.path);
         w.write_opt("host", &self.host);

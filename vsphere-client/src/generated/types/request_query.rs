@@ -398,6 +398,7 @@ impl x::Fields for QueryMaxQueueDepthRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "operation QueryMaxQueueDepth", true);
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
     }
@@ -800,6 +801,7 @@ impl x::Fields for QueryNextRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "operation QueryNext", true);
         w.write("_this", &self.this);
         w.write("iterationSpec", &self.iteration_spec);
     }
@@ -1598,6 +1600,7 @@ impl x::Fields for QueryRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "operation Query", true);
         w.write("_this", &self.this);
         w.write("querySpec", &self.query_spec);
     }
@@ -1820,6 +1823,7 @@ impl x::Fields for QuerySupportedNetworkOffloadSpecRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "operation QuerySupportedNetworkOffloadSpec", true);
         w.write("_this", &self.this);
         w.write("switchProductSpec", &self.switch_product_spec);
     }
@@ -2447,6 +2451,7 @@ impl x::Fields for QueryVirtualDiskUuidExRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "operation QueryVirtualDiskUuidEx", true);
         w.write("_this", &self.this);
         w.write("name", &self.name);
         w.write_opt("datacenter", &self.datacenter);

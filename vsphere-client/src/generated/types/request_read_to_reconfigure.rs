@@ -144,6 +144,7 @@ impl x::Fields for ReadNextTasksByViewSpecRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation ReadNextTasksByViewSpec", true);
         w.write("_this", &self.this);
         w.write("viewSpec", &self.view_spec);
         w.write("filterSpec", &self.filter_spec);
@@ -544,6 +545,7 @@ impl x::Fields for ReconcileDatastoreInventoryExRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation ReconcileDatastoreInventoryEx_Task", true);
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
     }
@@ -595,7 +597,15 @@ impl x::Fields for ReconcileDatastoreInventoryRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
-        w.write_opt("deepCleansing", &self.deep_cleansing);
+        if w
+            .since(
+                0x0900_0000,
+                "ReconcileDatastoreInventory_Task.deepCleansing",
+                self.deep_cleansing.is_some(),
+            )
+        {
+            w.write_opt("deepCleansing", &self.deep_cleansing);
+        }
     }
 }
 impl x::Request for ReconcileDatastoreInventoryRequestType {

@@ -883,7 +883,9 @@ impl x::Fields for RegisterDiskRequestType {
         w.write("_this", &self.this);
         w.write("path", &self.path);
         w.write_opt("name", &self.name);
-        w.write_opt("id", &self.id);
+        if w.since(0x0901_0000, "RegisterDisk.id", self.id.is_some()) {
+            w.write_opt("id", &self.id);
+        }
     }
 }
 impl x::Request for RegisterDiskRequestType {

@@ -219,7 +219,9 @@ impl x::Fields for RemoveAllSnapshotsRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("consolidate", &self.consolidate);
-        w.write_opt("spec", &self.spec);
+        if w.since(0x0800_0300, "RemoveAllSnapshots_Task.spec", self.spec.is_some()) {
+            w.write_opt("spec", &self.spec);
+        }
     }
 }
 impl x::Request for RemoveAllSnapshotsRequestType {
@@ -1592,6 +1594,7 @@ impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation RemoveSmartCardTrustAnchorCertificate", true);
         w.write("_this", &self.this);
         w.write("certificate", &self.certificate);
     }

@@ -280,6 +280,7 @@ impl x::Fields for RenameVStorageObjectExRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation RenameVStorageObjectEx", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
@@ -389,6 +390,7 @@ impl x::Fields for RepairVStorageObjectChainRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "operation RepairVStorageObjectChain_Task", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
@@ -435,6 +437,7 @@ impl x::Fields for RepairVmDiskChainsRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "operation RepairVmDiskChains_Task", true);
         w.write("_this", &self.this);
     }
 }
@@ -1363,6 +1366,7 @@ impl x::Fields for ResolveNfsServerHostNameRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "operation ResolveNfsServerHostName", true);
         w.write("_this", &self.this);
         w.write("hostName", &self.host_name);
         w.write_opt("volumeName", &self.volume_name);

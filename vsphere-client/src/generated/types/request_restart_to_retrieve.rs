@@ -341,6 +341,7 @@ impl x::Fields for RetrieveCertificateInfoListRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "operation RetrieveCertificateInfoList", true);
         w.write("_this", &self.this);
     }
 }
@@ -1691,7 +1692,15 @@ impl x::Fields for RetrieveVStorageObjectRequestType {
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
-        w.write_vec("diskInfoFlags", &self.disk_info_flags);
+        if w
+            .since(
+                0x0800_0001,
+                "RetrieveVStorageObject.diskInfoFlags",
+                !self.disk_info_flags.is_empty(),
+            )
+        {
+            w.write_vec("diskInfoFlags", &self.disk_info_flags);
+        }
     }
 }
 impl x::Request for RetrieveVStorageObjectRequestType {
@@ -1783,6 +1792,7 @@ impl x::Fields for RetrieveVendorDeviceGroupInfoRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "operation RetrieveVendorDeviceGroupInfo", true);
         w.write("_this", &self.this);
     }
 }

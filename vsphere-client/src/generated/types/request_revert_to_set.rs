@@ -144,6 +144,7 @@ impl x::Fields for RevertVStorageObjectExRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation RevertVStorageObjectEx_Task", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
@@ -473,7 +474,15 @@ impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
-        w.write_opt("deepCleansing", &self.deep_cleansing);
+        if w
+            .since(
+                0x0900_0000,
+                "ScheduleReconcileDatastoreInventory.deepCleansing",
+                self.deep_cleansing.is_some(),
+            )
+        {
+            w.write_opt("deepCleansing", &self.deep_cleansing);
+        }
     }
 }
 impl x::Request for ScheduleReconcileDatastoreInventoryRequestType {
@@ -927,7 +936,9 @@ impl x::Fields for SetCryptoModeRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cryptoMode", &self.crypto_mode);
-        w.write_opt("policy", &self.policy);
+        if w.since(0x0800_0300, "SetCryptoMode.policy", self.policy.is_some()) {
+            w.write_opt("policy", &self.policy);
+        }
     }
 }
 impl x::Request for SetCryptoModeRequestType {
@@ -1221,6 +1232,7 @@ impl x::Fields for SetKeyCustomAttributesRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "operation SetKeyCustomAttributes", true);
         w.write("_this", &self.this);
         w.write("keyId", &self.key_id);
         w.write("spec", &self.spec);
@@ -1369,6 +1381,7 @@ impl x::Fields for SetMaxQueueDepthRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "operation SetMaxQueueDepth", true);
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
         w.write("maxQdepth", &self.max_qdepth);
@@ -1669,6 +1682,7 @@ impl x::Fields for SetServiceAccountRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation SetServiceAccount", true);
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
         w.write("serviceAccount", &self.service_account);
@@ -1878,6 +1892,7 @@ impl x::Fields for SetVirtualDiskUuidExRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "operation SetVirtualDiskUuidEx_Task", true);
         w.write("_this", &self.this);
         w.write("name", &self.name);
         w.write_opt("datacenter", &self.datacenter);

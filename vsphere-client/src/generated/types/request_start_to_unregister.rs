@@ -43,6 +43,7 @@ impl x::Fields for StartDpuFailoverRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "operation startDpuFailover", true);
         w.write("_this", &self.this);
         w.write("dvsName", &self.dvs_name);
         w.write_opt("targetDpuAlias", &self.target_dpu_alias);

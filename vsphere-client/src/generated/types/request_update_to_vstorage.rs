@@ -745,7 +745,15 @@ impl x::Fields for UpgradeIoFilterRequestType {
         w.write("filterId", &self.filter_id);
         w.write("compRes", &self.comp_res);
         w.write("vibUrl", &self.vib_url);
-        w.write_opt("vibSslTrust", &self.vib_ssl_trust);
+        if w
+            .since(
+                0x0800_0300,
+                "UpgradeIoFilter_Task.vibSslTrust",
+                self.vib_ssl_trust.is_some(),
+            )
+        {
+            w.write_opt("vibSslTrust", &self.vib_ssl_trust);
+        }
     }
 }
 impl x::Request for UpgradeIoFilterRequestType {
@@ -1185,11 +1193,20 @@ impl x::Fields for VStorageObjectCreateSnapshotExRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation VStorageObjectCreateSnapshotEx_Task", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
         w.write("description", &self.description);
-        w.write_opt("snapshotId", &self.snapshot_id);
+        if w
+            .since(
+                0x0901_0000,
+                "VStorageObjectCreateSnapshotEx_Task.snapshotId",
+                self.snapshot_id.is_some(),
+            )
+        {
+            w.write_opt("snapshotId", &self.snapshot_id);
+        }
     }
 }
 impl x::Request for VStorageObjectCreateSnapshotExRequestType {
@@ -1300,6 +1317,7 @@ impl x::Fields for VStorageObjectDeleteSnapshotEx2RequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation VStorageObjectDeleteSnapshotEx2_Task", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
@@ -1362,6 +1380,7 @@ impl x::Fields for VStorageObjectDeleteSnapshotExRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation VStorageObjectDeleteSnapshotEx_Task", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);
@@ -1424,6 +1443,7 @@ impl x::Fields for VStorageObjectExtendDiskExRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation VStorageObjectExtendDiskEx_Task", true);
         w.write("_this", &self.this);
         w.write("id", &self.id);
         w.write("datastore", &self.datastore);

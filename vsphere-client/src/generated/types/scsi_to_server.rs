@@ -135,9 +135,27 @@ impl x::Fields for ScsiLun {
         w.write_opt("protocolEndpoint", &self.protocol_endpoint);
         w.write_opt("perenniallyReserved", &self.perennially_reserved);
         w.write_opt("clusteredVmdkSupported", &self.clustered_vmdk_supported);
-        w.write_opt("applicationProtocol", &self.application_protocol);
-        w.write_opt("dispersedNs", &self.dispersed_ns);
-        w.write_opt("deviceReservation", &self.device_reservation);
+        if w
+            .since(
+                0x0800_0100,
+                "ScsiLun.applicationProtocol",
+                self.application_protocol.is_some(),
+            )
+        {
+            w.write_opt("applicationProtocol", &self.application_protocol);
+        }
+        if w.since(0x0800_0100, "ScsiLun.dispersedNs", self.dispersed_ns.is_some()) {
+            w.write_opt("dispersedNs", &self.dispersed_ns);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "ScsiLun.deviceReservation",
+                self.device_reservation.is_some(),
+            )
+        {
+            w.write_opt("deviceReservation", &self.device_reservation);
+        }
     }
 }
 /// `ScsiLunCapabilities` (extends `DynamicData`).
@@ -292,7 +310,15 @@ impl x::Fields for SeSparseVirtualDiskSpec {
         w.write("capacityKb", &self.capacity_kb);
         w.write_vec("profile", &self.profile);
         w.write_opt("crypto", &self.crypto);
-        w.write_opt("sectorFormat", &self.sector_format);
+        if w
+            .since(
+                0x0900_0000,
+                "FileBackedVirtualDiskSpec.sectorFormat",
+                self.sector_format.is_some(),
+            )
+        {
+            w.write_opt("sectorFormat", &self.sector_format);
+        }
         w.write_opt("grainSizeKb", &self.grain_size_kb);
     }
 }
@@ -324,6 +350,7 @@ impl x::Fields for SearchIndexFilter {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type SearchIndexFilter", true);
         w.write_vec("predicates", &self.predicates);
     }
 }
@@ -364,6 +391,7 @@ impl x::Fields for SearchIndexIterationSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type SearchIndexIterationSpec", true);
         w.write_opt("marker", &self.marker);
         w.write_opt("limit", &self.limit);
     }
@@ -396,6 +424,7 @@ impl x::Fields for SearchIndexOptionalValue {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type SearchIndexOptionalValue", true);
         w.write_opt("value", &self.value);
     }
 }
@@ -451,6 +480,7 @@ impl x::Fields for SearchIndexPredicate {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type SearchIndexPredicate", true);
         w.write("propertyPath", &self.property_path);
         w.write("operator", &self.operator);
         w.write_opt("arrayOperator", &self.array_operator);
@@ -510,6 +540,7 @@ impl x::Fields for SearchIndexQuerySpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type SearchIndexQuerySpec", true);
         w.write_vec("properties", &self.properties);
         w.write("resourceType", &self.resource_type);
         w.write_vec("filters", &self.filters);
@@ -545,6 +576,7 @@ impl x::Fields for SearchIndexResourceItem {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type SearchIndexResourceItem", true);
         w.write_vec("propertyValues", &self.property_values);
     }
 }
@@ -595,6 +627,7 @@ impl x::Fields for SearchIndexResultSet {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type SearchIndexResultSet", true);
         w.write_vec("properties", &self.properties);
         w.write_vec("items", &self.items);
         w.write_opt("totalCount", &self.total_count);
@@ -1031,10 +1064,14 @@ impl x::Fields for ServerLicenseExpiredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("product", &self.product);
     }
 }
@@ -1119,9 +1156,13 @@ impl x::Fields for ServerStartedSessionEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }

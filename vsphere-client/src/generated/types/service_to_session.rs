@@ -371,7 +371,15 @@ impl x::Fields for ServiceContent {
         w.write_opt("tenantManager", &self.tenant_manager);
         w.write_opt("siteInfoManager", &self.site_info_manager);
         w.write_opt("storageQueryManager", &self.storage_query_manager);
-        w.write_opt("directPathProfileManager", &self.direct_path_profile_manager);
+        if w
+            .since(
+                0x0900_0000,
+                "ServiceContent.directPathProfileManager",
+                self.direct_path_profile_manager.is_some(),
+            )
+        {
+            w.write_opt("directPathProfileManager", &self.direct_path_profile_manager);
+        }
     }
 }
 /// `ServiceLocator` (extends `DynamicData`).
@@ -416,7 +424,15 @@ impl x::Fields for ServiceLocator {
         w.write("url", &self.url);
         w.write("credential", &self.credential);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        w.write_opt("sslCertificate", &self.ssl_certificate);
+        if w
+            .since(
+                0x0900_0000,
+                "ServiceLocator.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
     }
 }
 impl x::ArrayItem for ServiceLocator {
@@ -699,10 +715,14 @@ impl x::Fields for SessionEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `SessionManagerGenericServiceTicket` (extends `DynamicData`).
@@ -751,8 +771,24 @@ impl x::Fields for SessionManagerGenericServiceTicket {
         w.write("id", &self.id);
         w.write_opt("hostName", &self.host_name);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        w.write_vec("certThumbprintList", &self.cert_thumbprint_list);
-        w.write_opt("sslCertificate", &self.ssl_certificate);
+        if w
+            .since(
+                0x0700_0301,
+                "SessionManagerGenericServiceTicket.certThumbprintList",
+                !self.cert_thumbprint_list.is_empty(),
+            )
+        {
+            w.write_vec("certThumbprintList", &self.cert_thumbprint_list);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "SessionManagerGenericServiceTicket.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
         w.write_opt("ticketType", &self.ticket_type);
     }
 }
@@ -893,6 +929,7 @@ impl x::Fields for SessionNotFound {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type SessionNotFound", true);
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
     }
@@ -984,10 +1021,14 @@ impl x::Fields for SessionTerminatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("sessionId", &self.session_id);
         w.write("terminatedUsername", &self.terminated_username);
     }

@@ -605,6 +605,7 @@ impl x::Fields for SnapshotSelectionSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type SnapshotSelectionSpec", true);
         w.write_opt("retentionDays", &self.retention_days);
     }
 }

@@ -191,6 +191,7 @@ impl x::Fields for SubnetInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type SubnetInfo", true);
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
         w.write("id", &self.id);
@@ -237,6 +238,7 @@ impl x::Fields for SubnetInfoFolderInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type SubnetInfoFolderInfo", true);
         w.write("name", &self.name);
         w.write("folder", &self.folder);
     }
@@ -589,6 +591,7 @@ impl x::Fields for TagId {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type TagId", true);
         w.write_opt("nameId", &self.name_id);
         w.write_opt("uuid", &self.uuid);
     }
@@ -630,6 +633,7 @@ impl x::Fields for TagIdNameId {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type TagIdNameId", true);
         w.write("tag", &self.tag);
         w.write("category", &self.category);
     }
@@ -668,6 +672,7 @@ impl x::Fields for TagSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type TagSpec", true);
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
         w.write("id", &self.id);
@@ -796,10 +801,14 @@ impl x::Fields for TaskEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("info", &self.info);
     }
 }
@@ -1111,7 +1120,15 @@ impl x::Fields for TaskInfo {
         w.write_opt("error", &self.error);
         w.write_opt("result", &self.result);
         w.write_opt("progress", &self.progress);
-        w.write_vec("progressDetails", &self.progress_details);
+        if w
+            .since(
+                0x0800_0100,
+                "TaskInfo.progressDetails",
+                !self.progress_details.is_empty(),
+            )
+        {
+            w.write_vec("progressDetails", &self.progress_details);
+        }
         w.write("reason", &self.reason);
         w.write("queueTime", &self.queue_time);
         w.write_opt("startTime", &self.start_time);
@@ -1155,6 +1172,7 @@ impl x::Fields for TaskInfoFilterSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type TaskInfoFilterSpec", true);
         w.write_opt("filterTaskResults", &self.filter_task_results);
     }
 }
@@ -1196,6 +1214,7 @@ impl x::Fields for TaskInfoFilterSpecFilterTaskResults {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type TaskInfoFilterSpecFilterTaskResults", true);
         w.write_opt("removeAll", &self.remove_all);
         w.write_vec("descriptionIds", &self.description_ids);
         w.write_opt("filterIn", &self.filter_in);
@@ -1220,7 +1239,9 @@ impl x::Fields for TaskManagerTaskViewSpec {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type TaskManagerTaskViewSpec", true);
+    }
 }
 /// `TaskManagerViewByStartId` (extends `TaskManagerTaskViewSpec`).
 ///
@@ -1255,6 +1276,7 @@ impl x::Fields for TaskManagerViewByStartId {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type TaskManagerViewByStartId", true);
         w.write("count", &self.count);
         w.write("startId", &self.start_id);
     }
@@ -1509,10 +1531,14 @@ impl x::Fields for TaskTimeoutEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("info", &self.info);
     }
 }

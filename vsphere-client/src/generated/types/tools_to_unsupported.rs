@@ -394,6 +394,7 @@ impl x::Fields for TransitGatewayConfigInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type TransitGatewayConfigInfo", true);
         w.write("ID", &self.id);
         w.write("name", &self.name);
     }
@@ -426,6 +427,7 @@ impl x::Fields for TransitGatewayConfigSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type TransitGatewayConfigSpec", true);
         w.write_opt("name", &self.name);
     }
 }
@@ -462,6 +464,7 @@ impl x::Fields for TransitGatewayCreateSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type TransitGatewayCreateSpec", true);
         w.write("ID", &self.id);
         w.write("name", &self.name);
     }
@@ -863,10 +866,14 @@ impl x::Fields for UnlicensedVirtualMachinesEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("unlicensed", &self.unlicensed);
         w.write("available", &self.available);
     }
@@ -955,10 +962,14 @@ impl x::Fields for UnlicensedVirtualMachinesFoundEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("available", &self.available);
     }
 }

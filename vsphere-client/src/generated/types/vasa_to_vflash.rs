@@ -47,7 +47,15 @@ impl x::Fields for VASAStorageArray {
         w.write("uuid", &self.uuid);
         w.write("vendorId", &self.vendor_id);
         w.write("modelId", &self.model_id);
-        w.write_vec("discoverySvcInfo", &self.discovery_svc_info);
+        if w
+            .since(
+                0x0800_0000,
+                "VASAStorageArray.discoverySvcInfo",
+                !self.discovery_svc_info.is_empty(),
+            )
+        {
+            w.write_vec("discoverySvcInfo", &self.discovery_svc_info);
+        }
     }
 }
 impl x::ArrayItem for VASAStorageArray {
@@ -87,6 +95,7 @@ impl x::Fields for VASAStorageArrayDiscoveryFcTransport {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0000, "type VASAStorageArrayDiscoveryFcTransport", true);
         w.write("nodeWwn", &self.node_wwn);
         w.write("portWwn", &self.port_wwn);
     }
@@ -124,6 +133,7 @@ impl x::Fields for VASAStorageArrayDiscoveryIpTransport {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0000, "type VASAStorageArrayDiscoveryIpTransport", true);
         w.write("ipAddress", &self.ip_address);
         w.write_opt("portNumber", &self.port_number);
     }
@@ -171,6 +181,7 @@ impl x::Fields for VASAStorageArrayDiscoverySvcInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0000, "type VASAStorageArrayDiscoverySvcInfo", true);
         w.write("portType", &self.port_type);
         w.write("svcNqn", &self.svc_nqn);
         w.write_opt("ipInfo", &self.ip_info);

@@ -335,10 +335,14 @@ impl x::Fields for VimAccountPasswordChangedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `VimFault` (extends `MethodFault`).
@@ -419,8 +423,18 @@ impl x::Fields for VimVasaProvider {
         w.write("url", &self.url);
         w.write_opt("name", &self.name);
         w.write_opt("selfSignedCertificate", &self.self_signed_certificate);
-        w.write_opt("vhostConfig", &self.vhost_config);
-        w.write_opt("versionId", &self.version_id);
+        if w
+            .since(
+                0x0800_0100,
+                "VimVasaProvider.vhostConfig",
+                self.vhost_config.is_some(),
+            )
+        {
+            w.write_opt("vhostConfig", &self.vhost_config);
+        }
+        if w.since(0x0800_0100, "VimVasaProvider.versionId", self.version_id.is_some()) {
+            w.write_opt("versionId", &self.version_id);
+        }
     }
 }
 /// `VimVasaProviderInfo` (extends `DynamicData`).
@@ -535,6 +549,7 @@ impl x::Fields for VimVasaProviderVirtualHostConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "type VimVasaProviderVirtualHostConfig", true);
         w.write_opt("vhostName", &self.vhost_name);
         w.write("serviceHost", &self.service_host);
         w.write_opt("servicePort", &self.service_port);
@@ -605,8 +620,18 @@ impl x::Fields for VirtualAHCIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -695,7 +720,15 @@ impl x::Fields for VirtualAHCIControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSATADisks", &self.num_sata_disks);
@@ -921,8 +954,18 @@ impl x::Fields for VirtualBusLogicController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
@@ -1029,7 +1072,15 @@ impl x::Fields for VirtualBusLogicControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIDisks", &self.num_scsi_disks);
@@ -1100,8 +1151,18 @@ impl x::Fields for VirtualCdrom {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualCdromAtapiBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
@@ -1304,7 +1365,15 @@ impl x::Fields for VirtualCdromOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualCdromPassthroughBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
@@ -1574,8 +1643,18 @@ impl x::Fields for VirtualController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -1658,7 +1737,15 @@ impl x::Fields for VirtualControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
     }
@@ -1724,8 +1811,18 @@ impl x::Fields for VirtualDevice {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualDeviceBackingInfo` (extends `DynamicData`).
@@ -1874,7 +1971,15 @@ impl x::Fields for VirtualDeviceConfigSpec {
         w.write_vec("profile", &self.profile);
         w.write_opt("backing", &self.backing);
         w.write_vec("filterSpec", &self.filter_spec);
-        w.write_opt("changeMode", &self.change_mode);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceConfigSpec.changeMode",
+                self.change_mode.is_some(),
+            )
+        {
+            w.write_opt("changeMode", &self.change_mode);
+        }
     }
 }
 /// `VirtualDeviceConfigSpecBackingSpec` (extends `DynamicData`).
@@ -2077,6 +2182,7 @@ impl x::Fields for VirtualDeviceDeviceGroupInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualDeviceDeviceGroupInfo", true);
         w.write("groupInstanceKey", &self.group_instance_key);
         w.write("sequenceId", &self.sequence_id);
     }
@@ -2221,7 +2327,15 @@ impl x::Fields for VirtualDeviceOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualDevicePciBusSlotInfo` (extends `VirtualDeviceBusSlotInfo`).
@@ -2544,8 +2658,18 @@ impl x::Fields for VirtualDisk {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("capacityInKB", &self.capacity_in_kb);
         w.write_opt("capacityInBytes", &self.capacity_in_bytes);
         w.write_opt("shares", &self.shares);
@@ -2554,12 +2678,39 @@ impl x::Fields for VirtualDisk {
         w.write_opt("vFlashCacheConfigInfo", &self.vflash_cache_config_info);
         w.write_vec("iofilter", &self.iofilter);
         w.write_opt("vDiskId", &self.vdisk_id);
-        w.write_opt("vDiskVersion", &self.vdisk_version);
-        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        if w.since(0x0800_0100, "VirtualDisk.vDiskVersion", self.vdisk_version.is_some())
+        {
+            w.write_opt("vDiskVersion", &self.vdisk_version);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualDisk.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
         w.write_opt("nativeUnmanagedLinkedClone", &self.native_unmanaged_linked_clone);
         w.write_vec("independentFilters", &self.independent_filters);
-        w.write_opt("guestReadOnly", &self.guest_read_only);
-        w.write_opt("diskChainBrokenIssue", &self.disk_chain_broken_issue);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualDisk.guestReadOnly",
+                self.guest_read_only.is_some(),
+            )
+        {
+            w.write_opt("guestReadOnly", &self.guest_read_only);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualDisk.diskChainBrokenIssue",
+                self.disk_chain_broken_issue.is_some(),
+            )
+        {
+            w.write_opt("diskChainBrokenIssue", &self.disk_chain_broken_issue);
+        }
     }
 }
 impl x::ArrayItem for VirtualDisk {
@@ -2724,7 +2875,15 @@ impl x::Fields for VirtualDiskConfigSpec {
         w.write_vec("profile", &self.profile);
         w.write_opt("backing", &self.backing);
         w.write_vec("filterSpec", &self.filter_spec);
-        w.write_opt("changeMode", &self.change_mode);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceConfigSpec.changeMode",
+                self.change_mode.is_some(),
+            )
+        {
+            w.write_opt("changeMode", &self.change_mode);
+        }
         w.write_opt("diskMoveType", &self.disk_move_type);
         w.write_opt("migrateCache", &self.migrate_cache);
     }
@@ -2817,52 +2976,5 @@ impl x::Fields for VirtualDiskFlatVer1BackingInfo {
         w.write_opt("writeThrough", &self.write_through);
         w.write_opt("contentId", &self.content_id);
         w.write_opt_box("parent", &self.parent);
-    }
-}
-/// `VirtualDiskFlatVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskFlatVer1BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-    /// `diskMode`.
-    pub disk_mode: ChoiceOption,
-    /// `split`.
-    pub split: BoolOption,
-    /// `writeThrough`.
-    pub write_through: BoolOption,
-    /// `growable`.
-    pub growable: bool,
-}
-impl x::SchemaType for VirtualDiskFlatVer1BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskFlatVer1BackingOption";
-}
-impl x::Structure for VirtualDiskFlatVer1BackingOption {}
-impl x::Fields for VirtualDiskFlatVer1BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            "diskMode" => r.read(&mut self.disk_mode),
-            "split" => r.read(&mut self.split),
-            "writeThrough" => r.read(&mut self.write_through),
-            "growable" => r.read(&mut self.growable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-        w.write("diskMode", &self.disk_mode);
-        w.write("split", &self.split);
-        w.write("writeThrough", &self.write_through);
-        w.write("growable", &self.growable);
     }
 }

@@ -5,6 +5,53 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualDiskFlatVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskFlatVer1BackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
+    pub file_name_extensions: Option<ChoiceOption>,
+    /// `diskMode`.
+    pub disk_mode: ChoiceOption,
+    /// `split`.
+    pub split: BoolOption,
+    /// `writeThrough`.
+    pub write_through: BoolOption,
+    /// `growable`.
+    pub growable: bool,
+}
+impl x::SchemaType for VirtualDiskFlatVer1BackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskFlatVer1BackingOption";
+}
+impl x::Structure for VirtualDiskFlatVer1BackingOption {}
+impl x::Fields for VirtualDiskFlatVer1BackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+        w.write("diskMode", &self.disk_mode);
+        w.write("split", &self.split);
+        w.write("writeThrough", &self.write_through);
+        w.write("growable", &self.growable);
+    }
+}
 /// `VirtualDiskFlatVer2BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskFlatVer2BackingInfo {
@@ -176,7 +223,15 @@ impl x::Fields for VirtualDiskFlatVer2BackingOption {
         w.write_opt("eagerlyScrub", &self.eagerly_scrub);
         w.write_opt("deltaDiskFormat", &self.delta_disk_format);
         w.write_vec("deltaDiskFormatsSupported", &self.delta_disk_formats_supported);
-        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualDiskFlatVer2BackingOption.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
     }
 }
 /// `VirtualDiskId` (extends `DynamicData`).
@@ -436,7 +491,15 @@ impl x::Fields for VirtualDiskOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("capacityInKB", &self.capacity_in_kb);
         w.write_opt("ioAllocationOption", &self.io_allocation_option);
         w.write_opt("vFlashCacheConfigOption", &self.vflash_cache_config_option);
@@ -707,7 +770,15 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
         w.write("compatibilityMode", &self.compatibility_mode);
         w.write("diskMode", &self.disk_mode);
         w.write("uuid", &self.uuid);
-        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualDiskRawDiskMappingVer1BackingOption.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
     }
 }
 /// `VirtualDiskRawDiskVer2BackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
@@ -1000,7 +1071,15 @@ impl x::Fields for VirtualDiskSeSparseBackingOption {
         w.write("hotGrowable", &self.hot_growable);
         w.write("uuid", &self.uuid);
         w.write_vec("deltaDiskFormatsSupported", &self.delta_disk_formats_supported);
-        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualDiskSeSparseBackingOption.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
     }
 }
 /// `VirtualDiskSparseVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
@@ -1238,7 +1317,15 @@ impl x::Fields for VirtualDiskSparseVer2BackingOption {
         w.write("growable", &self.growable);
         w.write("hotGrowable", &self.hot_growable);
         w.write("uuid", &self.uuid);
-        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualDiskSparseVer2BackingOption.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
     }
 }
 /// `VirtualDiskSpec` (extends `DynamicData`).
@@ -1399,15 +1486,28 @@ impl x::Fields for VirtualE1000 {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
     }
 }
 /// `VirtualE1000Option` (extends `VirtualEthernetCardOption`).
@@ -1499,7 +1599,15 @@ impl x::Fields for VirtualE1000Option {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -1589,15 +1697,28 @@ impl x::Fields for VirtualE1000e {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
     }
 }
 /// `VirtualE1000eOption` (extends `VirtualEthernetCardOption`).
@@ -1689,7 +1810,15 @@ impl x::Fields for VirtualE1000eOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -1756,8 +1885,18 @@ impl x::Fields for VirtualEnsoniq1371 {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualEnsoniq1371Option` (extends `VirtualSoundCardOption`).
@@ -1832,7 +1971,15 @@ impl x::Fields for VirtualEnsoniq1371Option {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualEthernetCard` (extends `VirtualDevice`).
@@ -1917,15 +2064,28 @@ impl x::Fields for VirtualEthernetCard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
     }
 }
 /// `VirtualEthernetCardDVPortBackingOption` (extends `VirtualDeviceBackingOption`).
@@ -2300,7 +2460,15 @@ impl x::Fields for VirtualEthernetCardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -2402,8 +2570,18 @@ impl x::Fields for VirtualFloppy {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualFloppyDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
@@ -2606,7 +2784,15 @@ impl x::Fields for VirtualFloppyOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualFloppyRemoteDeviceBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
@@ -2638,132 +2824,5 @@ impl x::Fields for VirtualFloppyRemoteDeviceBackingInfo {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualFloppyRemoteDeviceBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyRemoteDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceRemoteDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingOption";
-}
-impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
-impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualHardware` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardware {
-    /// `numCPU`.
-    pub num_cpu: i32,
-    /// `numCoresPerSocket`.
-    pub num_cores_per_socket: Option<i32>,
-    /// `autoCoresPerSocket`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub auto_cores_per_socket: Option<bool>,
-    /// `memoryMB`.
-    pub memory_mb: i32,
-    /// `virtualICH7MPresent`.
-    pub virtual_ich7_m_present: Option<bool>,
-    /// `virtualSMCPresent`.
-    pub virtual_smc_present: Option<bool>,
-    /// `device`.
-    pub device: Vec<AnyVirtualDevice>,
-    /// `motherboardLayout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub motherboard_layout: Option<String>,
-    /// `simultaneousThreads`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub simultaneous_threads: Option<i32>,
-}
-impl x::SchemaType for VirtualHardware {
-    const TYPE_NAME: &'static str = "VirtualHardware";
-}
-impl x::Structure for VirtualHardware {}
-impl x::Fields for VirtualHardware {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numCPU" => r.read(&mut self.num_cpu),
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
-            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
-            "memoryMB" => r.read(&mut self.memory_mb),
-            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
-            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
-            "device" => r.read_push(&mut self.device),
-            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
-            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numCPU", &self.num_cpu);
-        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
-        w.write("memoryMB", &self.memory_mb);
-        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
-        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
-        w.write_vec("device", &self.device);
-        w.write_opt("motherboardLayout", &self.motherboard_layout);
-        w.write_opt("simultaneousThreads", &self.simultaneous_threads);
-    }
-}
-/// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardwareCompatibilityIssue {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for VirtualHardwareCompatibilityIssue {
-    const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
-}
-impl x::Structure for VirtualHardwareCompatibilityIssue {}
-impl x::Fields for VirtualHardwareCompatibilityIssue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
     }
 }

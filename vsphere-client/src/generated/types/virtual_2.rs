@@ -5,6 +5,157 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualFloppyRemoteDeviceBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualFloppyRemoteDeviceBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceRemoteDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingOption";
+}
+impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
+impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualHardware` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHardware {
+    /// `numCPU`.
+    pub num_cpu: i32,
+    /// `numCoresPerSocket`.
+    pub num_cores_per_socket: Option<i32>,
+    /// `autoCoresPerSocket`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_socket: Option<bool>,
+    /// `memoryMB`.
+    pub memory_mb: i32,
+    /// `virtualICH7MPresent`.
+    pub virtual_ich7_m_present: Option<bool>,
+    /// `virtualSMCPresent`.
+    pub virtual_smc_present: Option<bool>,
+    /// `device`.
+    pub device: Vec<AnyVirtualDevice>,
+    /// `motherboardLayout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub motherboard_layout: Option<String>,
+    /// `simultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub simultaneous_threads: Option<i32>,
+}
+impl x::SchemaType for VirtualHardware {
+    const TYPE_NAME: &'static str = "VirtualHardware";
+}
+impl x::Structure for VirtualHardware {}
+impl x::Fields for VirtualHardware {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numCPU" => r.read(&mut self.num_cpu),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
+            "memoryMB" => r.read(&mut self.memory_mb),
+            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
+            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
+            "device" => r.read_push(&mut self.device),
+            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
+            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("numCPU", &self.num_cpu);
+        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.autoCoresPerSocket",
+                self.auto_cores_per_socket.is_some(),
+            )
+        {
+            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
+        }
+        w.write("memoryMB", &self.memory_mb);
+        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
+        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
+        w.write_vec("device", &self.device);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.motherboardLayout",
+                self.motherboard_layout.is_some(),
+            )
+        {
+            w.write_opt("motherboardLayout", &self.motherboard_layout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.simultaneousThreads",
+                self.simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
+        }
+    }
+}
+/// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualHardwareCompatibilityIssue {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for VirtualHardwareCompatibilityIssue {
+    const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
+}
+impl x::Structure for VirtualHardwareCompatibilityIssue {}
+impl x::Fields for VirtualHardwareCompatibilityIssue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
 /// `VirtualHardwareOption` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualHardwareOption {
@@ -133,7 +284,15 @@ impl x::Fields for VirtualHardwareOption {
         w.write("deviceListReadonly", &self.device_list_readonly);
         w.write_vec("numCPU", &self.num_cpu);
         w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.autoCoresPerSocket",
+                self.auto_cores_per_socket.is_some(),
+            )
+        {
+            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
+        }
         w.write("numCpuReadonly", &self.num_cpu_readonly);
         w.write("memoryMB", &self.memory_mb);
         w.write("numPCIControllers", &self.num_pci_controllers);
@@ -151,11 +310,51 @@ impl x::Fields for VirtualHardwareOption {
         w.write_opt("numWDTDevices", &self.num_wdt_devices);
         w.write_opt("numPrecisionClockDevices", &self.num_precision_clock_devices);
         w.write_opt("epcMemoryMB", &self.epc_memory_mb);
-        w.write_vec("acpiHostBridgesFirmware", &self.acpi_host_bridges_firmware);
-        w.write_opt("numCpuSimultaneousThreads", &self.num_cpu_simultaneous_threads);
-        w.write_opt("numNumaNodes", &self.num_numa_nodes);
-        w.write_opt("numDeviceGroups", &self.num_device_groups);
-        w.write_vec("deviceGroupTypes", &self.device_group_types);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.acpiHostBridgesFirmware",
+                !self.acpi_host_bridges_firmware.is_empty(),
+            )
+        {
+            w.write_vec("acpiHostBridgesFirmware", &self.acpi_host_bridges_firmware);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numCpuSimultaneousThreads",
+                self.num_cpu_simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("numCpuSimultaneousThreads", &self.num_cpu_simultaneous_threads);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numNumaNodes",
+                self.num_numa_nodes.is_some(),
+            )
+        {
+            w.write_opt("numNumaNodes", &self.num_numa_nodes);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numDeviceGroups",
+                self.num_device_groups.is_some(),
+            )
+        {
+            w.write_opt("numDeviceGroups", &self.num_device_groups);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.deviceGroupTypes",
+                !self.device_group_types.is_empty(),
+            )
+        {
+            w.write_vec("deviceGroupTypes", &self.device_group_types);
+        }
     }
 }
 /// `VirtualHardwareVersionNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
@@ -256,8 +455,18 @@ impl x::Fields for VirtualHdAudioCard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualHdAudioCardOption` (extends `VirtualSoundCardOption`).
@@ -332,7 +541,15 @@ impl x::Fields for VirtualHdAudioCardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualIDEController` (extends `VirtualController`).
@@ -400,8 +617,18 @@ impl x::Fields for VirtualIDEController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -490,7 +717,15 @@ impl x::Fields for VirtualIDEControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numIDEDisks", &self.num_ide_disks);
@@ -556,8 +791,18 @@ impl x::Fields for VirtualKeyboard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualKeyboardOption` (extends `VirtualDeviceOption`).
@@ -632,7 +877,15 @@ impl x::Fields for VirtualKeyboardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualLsiLogicController` (extends `VirtualSCSIController`).
@@ -709,8 +962,18 @@ impl x::Fields for VirtualLsiLogicController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
@@ -817,7 +1080,15 @@ impl x::Fields for VirtualLsiLogicControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIDisks", &self.num_scsi_disks);
@@ -903,8 +1174,18 @@ impl x::Fields for VirtualLsiLogicSASController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
@@ -1011,7 +1292,15 @@ impl x::Fields for VirtualLsiLogicSASControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIDisks", &self.num_scsi_disks);
@@ -1532,15 +1821,66 @@ impl x::Fields for VirtualMachineCapability {
         );
         w.write_opt("sevSupported", &self.sev_supported);
         w.write_opt("pmemFailoverSupported", &self.pmem_failover_supported);
-        w.write_opt(
-            "requireSgxAttestationSupported",
-            &self.require_sgx_attestation_supported,
-        );
-        w.write_opt("changeModeDisksSupported", &self.change_mode_disks_supported);
-        w.write_opt("vendorDeviceGroupSupported", &self.vendor_device_group_supported);
-        w.write_opt("sevSnpSupported", &self.sev_snp_supported);
-        w.write_opt("tdxSupported", &self.tdx_supported);
-        w.write_opt("ehvSecureBootSupported", &self.ehv_secure_boot_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineCapability.requireSgxAttestationSupported",
+                self.require_sgx_attestation_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "requireSgxAttestationSupported",
+                &self.require_sgx_attestation_supported,
+            );
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineCapability.changeModeDisksSupported",
+                self.change_mode_disks_supported.is_some(),
+            )
+        {
+            w.write_opt("changeModeDisksSupported", &self.change_mode_disks_supported);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineCapability.vendorDeviceGroupSupported",
+                self.vendor_device_group_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "vendorDeviceGroupSupported",
+                &self.vendor_device_group_supported,
+            );
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineCapability.sevSnpSupported",
+                self.sev_snp_supported.is_some(),
+            )
+        {
+            w.write_opt("sevSnpSupported", &self.sev_snp_supported);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineCapability.tdxSupported",
+                self.tdx_supported.is_some(),
+            )
+        {
+            w.write_opt("tdxSupported", &self.tdx_supported);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineCapability.ehvSecureBootSupported",
+                self.ehv_secure_boot_supported.is_some(),
+            )
+        {
+            w.write_opt("ehvSecureBootSupported", &self.ehv_secure_boot_supported);
+        }
     }
 }
 /// `VirtualMachineCdromInfo` (extends `VirtualMachineTargetInfo`).
@@ -1615,6 +1955,7 @@ impl x::Fields for VirtualMachineCertThumbprint {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0700_0301, "type VirtualMachineCertThumbprint", true);
         w.write("thumbprint", &self.thumbprint);
         w.write_opt("hashAlgorithm", &self.hash_algorithm);
     }
@@ -1677,7 +2018,15 @@ impl x::Fields for VirtualMachineCloneSpec {
         w.write("powerOn", &self.power_on);
         w.write_opt("snapshot", &self.snapshot);
         w.write_opt("memory", &self.memory);
-        w.write_opt("tpmProvisionPolicy", &self.tpm_provision_policy);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineCloneSpec.tpmProvisionPolicy",
+                self.tpm_provision_policy.is_some(),
+            )
+        {
+            w.write_opt("tpmProvisionPolicy", &self.tpm_provision_policy);
+        }
     }
 }
 /// `VirtualMachineConfigInfo` (extends `DynamicData`).
@@ -2025,7 +2374,15 @@ impl x::Fields for VirtualMachineConfigInfo {
         w.write("flags", &self.flags);
         w.write_opt("consolePreferences", &self.console_preferences);
         w.write("defaultPowerOps", &self.default_power_ops);
-        w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.rebootPowerOff",
+                self.reboot_power_off.is_some(),
+            )
+        {
+            w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        }
         w.write("hardware", &self.hardware);
         w.write_vec("vcpuConfig", &self.vcpu_config);
         w.write_opt("cpuAllocation", &self.cpu_allocation);
@@ -2078,27 +2435,123 @@ impl x::Fields for VirtualMachineConfigInfo {
         w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
         w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
         w.write_opt("sevEnabled", &self.sev_enabled);
-        w.write_opt("numaInfo", &self.numa_info);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.numaInfo",
+                self.numa_info.is_some(),
+            )
+        {
+            w.write_opt("numaInfo", &self.numa_info);
+        }
         w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
-        w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineConfigInfo.vmxStatsCollectionEnabled",
+                self.vmx_stats_collection_enabled.is_some(),
+            )
+        {
+            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        }
         w.write_opt(
             "vmOpNotificationToAppEnabled",
             &self.vm_op_notification_to_app_enabled,
         );
-        w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
-        w.write_opt("deviceSwap", &self.device_swap);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.vmOpNotificationTimeout",
+                self.vm_op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.deviceSwap",
+                self.device_swap.is_some(),
+            )
+        {
+            w.write_opt("deviceSwap", &self.device_swap);
+        }
         w.write_opt("pmem", &self.pmem);
-        w.write_opt("deviceGroups", &self.device_groups);
-        w.write_opt(
-            "fixedPassthruHotPlugEnabled",
-            &self.fixed_passthru_hot_plug_enabled,
-        );
-        w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
-        w.write_vec("vmxRuntimeConfig", &self.vmx_runtime_config);
-        w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
-        w.write_opt("tdxEnabled", &self.tdx_enabled);
-        w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
-        w.write_opt("guestArchitecture", &self.guest_architecture);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.deviceGroups",
+                self.device_groups.is_some(),
+            )
+        {
+            w.write_opt("deviceGroups", &self.device_groups);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineConfigInfo.fixedPassthruHotPlugEnabled",
+                self.fixed_passthru_hot_plug_enabled.is_some(),
+            )
+        {
+            w.write_opt(
+                "fixedPassthruHotPlugEnabled",
+                &self.fixed_passthru_hot_plug_enabled,
+            );
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigInfo.metroFtEnabled",
+                self.metro_ft_enabled.is_some(),
+            )
+        {
+            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.vmxRuntimeConfig",
+                !self.vmx_runtime_config.is_empty(),
+            )
+        {
+            w.write_vec("vmxRuntimeConfig", &self.vmx_runtime_config);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigInfo.metroFtHostGroup",
+                self.metro_ft_host_group.is_some(),
+            )
+        {
+            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.tdxEnabled",
+                self.tdx_enabled.is_some(),
+            )
+        {
+            w.write_opt("tdxEnabled", &self.tdx_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.sevSnpEnabled",
+                self.sev_snp_enabled.is_some(),
+            )
+        {
+            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigInfo.guestArchitecture",
+                self.guest_architecture.is_some(),
+            )
+        {
+            w.write_opt("guestArchitecture", &self.guest_architecture);
+        }
     }
 }
 /// `VirtualMachineConfigInfoDatastoreUrlPair` (extends `DynamicData`).

@@ -338,7 +338,15 @@ impl x::Fields for VirtualMachineConfigSpec {
         w.write_opt("flags", &self.flags);
         w.write_opt("consolePreferences", &self.console_preferences);
         w.write_opt("powerOpInfo", &self.power_op_info);
-        w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.rebootPowerOff",
+                self.reboot_power_off.is_some(),
+            )
+        {
+            w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        }
         w.write_opt("numCPUs", &self.num_cpus);
         w.write_vec("vcpuConfig", &self.vcpu_config);
         w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
@@ -387,29 +395,141 @@ impl x::Fields for VirtualMachineConfigSpec {
         w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
         w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
         w.write_opt("sevEnabled", &self.sev_enabled);
-        w.write_opt("virtualNuma", &self.virtual_numa);
-        w.write_opt("motherboardLayout", &self.motherboard_layout);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.virtualNuma",
+                self.virtual_numa.is_some(),
+            )
+        {
+            w.write_opt("virtualNuma", &self.virtual_numa);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.motherboardLayout",
+                self.motherboard_layout.is_some(),
+            )
+        {
+            w.write_opt("motherboardLayout", &self.motherboard_layout);
+        }
         w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
-        w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineConfigSpec.vmxStatsCollectionEnabled",
+                self.vmx_stats_collection_enabled.is_some(),
+            )
+        {
+            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        }
         w.write_opt(
             "vmOpNotificationToAppEnabled",
             &self.vm_op_notification_to_app_enabled,
         );
-        w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
-        w.write_opt("deviceSwap", &self.device_swap);
-        w.write_opt("simultaneousThreads", &self.simultaneous_threads);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.vmOpNotificationTimeout",
+                self.vm_op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.deviceSwap",
+                self.device_swap.is_some(),
+            )
+        {
+            w.write_opt("deviceSwap", &self.device_swap);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.simultaneousThreads",
+                self.simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
+        }
         w.write_opt("pmem", &self.pmem);
-        w.write_opt("deviceGroups", &self.device_groups);
-        w.write_opt(
-            "fixedPassthruHotPlugEnabled",
-            &self.fixed_passthru_hot_plug_enabled,
-        );
-        w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
-        w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
-        w.write_opt("tdxEnabled", &self.tdx_enabled);
-        w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
-        w.write_vec("tagSpecs", &self.tag_specs);
-        w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.deviceGroups",
+                self.device_groups.is_some(),
+            )
+        {
+            w.write_opt("deviceGroups", &self.device_groups);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineConfigSpec.fixedPassthruHotPlugEnabled",
+                self.fixed_passthru_hot_plug_enabled.is_some(),
+            )
+        {
+            w.write_opt(
+                "fixedPassthruHotPlugEnabled",
+                &self.fixed_passthru_hot_plug_enabled,
+            );
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigSpec.metroFtEnabled",
+                self.metro_ft_enabled.is_some(),
+            )
+        {
+            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigSpec.metroFtHostGroup",
+                self.metro_ft_host_group.is_some(),
+            )
+        {
+            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigSpec.tdxEnabled",
+                self.tdx_enabled.is_some(),
+            )
+        {
+            w.write_opt("tdxEnabled", &self.tdx_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigSpec.sevSnpEnabled",
+                self.sev_snp_enabled.is_some(),
+            )
+        {
+            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigSpec.tagSpecs",
+                !self.tag_specs.is_empty(),
+            )
+        {
+            w.write_vec("tagSpecs", &self.tag_specs);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigSpec.vmPlacementPolicies",
+                !self.vm_placement_policies.is_empty(),
+            )
+        {
+            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
+        }
     }
 }
 impl x::ArrayItem for VirtualMachineConfigSpec {
@@ -737,7 +857,15 @@ impl x::Fields for VirtualMachineDatastoreInfo {
         w.write_opt("maxVirtualRDMFileSize", &self.max_virtual_rdm_file_size);
         w.write("mode", &self.mode);
         w.write_opt("vStorageSupport", &self.vstorage_support);
-        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineDatastoreInfo.supportedVDiskFormats",
+                !self.supported_vdisk_formats.is_empty(),
+            )
+        {
+            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        }
     }
 }
 impl x::ArrayItem for VirtualMachineDatastoreInfo {
@@ -1018,9 +1146,33 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStat
             "vmDirectPathGen2InactiveReasonExtended",
             &self.vm_direct_path_gen2_inactive_reason_extended,
         );
-        w.write_opt("uptv2Active", &self.uptv2_active);
-        w.write_vec("uptv2InactiveReasonVm", &self.uptv2_inactive_reason_vm);
-        w.write_vec("uptv2InactiveReasonOther", &self.uptv2_inactive_reason_other);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2Active",
+                self.uptv2_active.is_some(),
+            )
+        {
+            w.write_opt("uptv2Active", &self.uptv2_active);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonVm",
+                !self.uptv2_inactive_reason_vm.is_empty(),
+            )
+        {
+            w.write_vec("uptv2InactiveReasonVm", &self.uptv2_inactive_reason_vm);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonOther",
+                !self.uptv2_inactive_reason_other.is_empty(),
+            )
+        {
+            w.write_vec("uptv2InactiveReasonOther", &self.uptv2_inactive_reason_other);
+        }
         w.write_opt("reservationStatus", &self.reservation_status);
         w.write_opt("attachmentStatus", &self.attachment_status);
         w.write_vec("featureRequirement", &self.feature_requirement);
@@ -1151,6 +1303,7 @@ impl x::Fields for VirtualMachineDvxClassInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineDvxClassInfo", true);
         w.write("deviceClass", &self.device_class);
         w.write("vendorName", &self.vendor_name);
         w.write("sriovNic", &self.sriov_nic);
@@ -1482,7 +1635,15 @@ impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
-        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineFileLayoutExDiskLayout.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
         w.write_vec("chain", &self.chain);
     }
 }
@@ -1946,6 +2107,7 @@ impl x::Fields for VirtualMachineGuestRebootStatus {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VirtualMachineGuestRebootStatus", true);
         w.write("rebootRequested", &self.reboot_requested);
         w.write_vec("requestingComponents", &self.requesting_components);
         w.write_opt("requestTimestamp", &self.request_timestamp);
@@ -2817,124 +2979,4 @@ impl x::Fields for VirtualMachineProfileDetails {
         w.write_vec("profile", &self.profile);
         w.write_vec("diskProfileDetails", &self.disk_profile_details);
     }
-}
-/// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileDetailsDiskProfileDetails {
-    /// `diskId`.
-    pub disk_id: i32,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-}
-impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
-}
-impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
-impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskId" => r.read(&mut self.disk_id),
-            "profile" => r.read_push(&mut self.profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskId", &self.disk_id);
-        w.write_vec("profile", &self.profile);
-    }
-}
-impl x::ArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineProfileDetailsDiskProfileDetails";
-    const ITEM_TAG: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
-}
-/// `VirtualMachineProfileRawData` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileRawData {
-    /// `extensionKey`.
-    pub extension_key: String,
-    /// `objectData`.
-    pub object_data: Option<String>,
-}
-impl x::SchemaType for VirtualMachineProfileRawData {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileRawData";
-}
-impl x::Structure for VirtualMachineProfileRawData {}
-impl x::Fields for VirtualMachineProfileRawData {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extensionKey" => r.read(&mut self.extension_key),
-            "objectData" => r.read_opt(&mut self.object_data),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("extensionKey", &self.extension_key);
-        w.write_opt("objectData", &self.object_data);
-    }
-}
-/// `VirtualMachineProfileSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineProfileSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileSpec {}
-impl x::SchemaType for VirtualMachineProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileSpec";
-}
-impl x::Structure for VirtualMachineProfileSpec {}
-impl x::Fields for VirtualMachineProfileSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachinePropertyRelation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePropertyRelation {
-    /// `key`.
-    pub key: DynamicProperty,
-    /// `relations`.
-    pub relations: Vec<DynamicProperty>,
-}
-impl x::SchemaType for VirtualMachinePropertyRelation {
-    const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
-}
-impl x::Structure for VirtualMachinePropertyRelation {}
-impl x::Fields for VirtualMachinePropertyRelation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "relations" => r.read_push(&mut self.relations),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("relations", &self.relations);
-    }
-}
-impl x::ArrayItem for VirtualMachinePropertyRelation {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePropertyRelation";
-    const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
 }

@@ -5,6 +5,126 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileDetailsDiskProfileDetails {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+}
+impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
+}
+impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
+impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "profile" => r.read_push(&mut self.profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write_vec("profile", &self.profile);
+    }
+}
+impl x::ArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineProfileDetailsDiskProfileDetails";
+    const ITEM_TAG: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
+}
+/// `VirtualMachineProfileRawData` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileRawData {
+    /// `extensionKey`.
+    pub extension_key: String,
+    /// `objectData`.
+    pub object_data: Option<String>,
+}
+impl x::SchemaType for VirtualMachineProfileRawData {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileRawData";
+}
+impl x::Structure for VirtualMachineProfileRawData {}
+impl x::Fields for VirtualMachineProfileRawData {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extensionKey" => r.read(&mut self.extension_key),
+            "objectData" => r.read_opt(&mut self.object_data),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("extensionKey", &self.extension_key);
+        w.write_opt("objectData", &self.object_data);
+    }
+}
+/// `VirtualMachineProfileSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineProfileSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineProfileSpec {}
+impl x::SchemaType for VirtualMachineProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileSpec";
+}
+impl x::Structure for VirtualMachineProfileSpec {}
+impl x::Fields for VirtualMachineProfileSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachinePropertyRelation` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachinePropertyRelation {
+    /// `key`.
+    pub key: DynamicProperty,
+    /// `relations`.
+    pub relations: Vec<DynamicProperty>,
+}
+impl x::SchemaType for VirtualMachinePropertyRelation {
+    const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
+}
+impl x::Structure for VirtualMachinePropertyRelation {}
+impl x::Fields for VirtualMachinePropertyRelation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "relations" => r.read_push(&mut self.relations),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("relations", &self.relations);
+    }
+}
+impl x::ArrayItem for VirtualMachinePropertyRelation {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePropertyRelation";
+    const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
+}
 /// `VirtualMachineQuestionInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineQuestionInfo {
@@ -280,8 +400,24 @@ impl x::Fields for VirtualMachineRelocateSpec {
         w.write_vec("deviceChange", &self.device_change);
         w.write_vec("profile", &self.profile);
         w.write_opt("cryptoSpec", &self.crypto_spec);
-        w.write_vec("tagSpecs", &self.tag_specs);
-        w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRelocateSpec.tagSpecs",
+                !self.tag_specs.is_empty(),
+            )
+        {
+            w.write_vec("tagSpecs", &self.tag_specs);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRelocateSpec.vmPlacementPolicies",
+                !self.vm_placement_policies.is_empty(),
+            )
+        {
+            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
+        }
     }
 }
 /// `VirtualMachineRelocateSpecDiskLocator` (extends `DynamicData`).
@@ -546,11 +682,51 @@ impl x::Fields for VirtualMachineRuntimeInfo {
         w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
         w.write_opt("cryptoState", &self.crypto_state);
         w.write_opt("suspendedToMemory", &self.suspended_to_memory);
-        w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
-        w.write_opt("iommuActive", &self.iommu_active);
-        w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
-        w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
-        w.write_opt("diskChainBroken", &self.disk_chain_broken);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineRuntimeInfo.opNotificationTimeout",
+                self.op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineRuntimeInfo.iommuActive",
+                self.iommu_active.is_some(),
+            )
+        {
+            w.write_opt("iommuActive", &self.iommu_active);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
+                self.consolidate_work_total.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkDone",
+                self.consolidate_work_done.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.diskChainBroken",
+                self.disk_chain_broken.is_some(),
+            )
+        {
+            w.write_opt("diskChainBroken", &self.disk_chain_broken);
+        }
     }
 }
 /// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
@@ -755,7 +931,15 @@ impl x::Fields for VirtualMachineSgxInfo {
         w.write("epcSize", &self.epc_size);
         w.write_opt("flcMode", &self.flc_mode);
         w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-        w.write_opt("requireAttestation", &self.require_attestation);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxInfo.requireAttestation",
+                self.require_attestation.is_some(),
+            )
+        {
+            w.write_opt("requireAttestation", &self.require_attestation);
+        }
     }
 }
 /// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
@@ -806,7 +990,18 @@ impl x::Fields for VirtualMachineSgxTargetInfo {
         w.write("maxEpcSize", &self.max_epc_size);
         w.write_vec("flcModes", &self.flc_modes);
         w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
-        w.write_opt("requireAttestationSupported", &self.require_attestation_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
+                self.require_attestation_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "requireAttestationSupported",
+                &self.require_attestation_supported,
+            );
+        }
     }
 }
 /// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
@@ -1279,8 +1474,24 @@ impl x::Fields for VirtualMachineTicket {
         w.write_opt("host", &self.host);
         w.write_opt("port", &self.port);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        w.write_vec("certThumbprintList", &self.cert_thumbprint_list);
-        w.write_opt("sslCertificate", &self.ssl_certificate);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineTicket.certThumbprintList",
+                !self.cert_thumbprint_list.is_empty(),
+            )
+        {
+            w.write_vec("certThumbprintList", &self.cert_thumbprint_list);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineTicket.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
         w.write_opt("url", &self.url);
     }
 }
@@ -1502,8 +1713,18 @@ impl x::Fields for VirtualMachineVMCIDevice {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("id", &self.id);
         w.write_opt(
             "allowUnrestrictedCommunication",
@@ -1674,7 +1895,15 @@ impl x::Fields for VirtualMachineVMCIDeviceOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write(
             "allowUnrestrictedCommunication",
             &self.allow_unrestricted_communication,
@@ -1785,8 +2014,18 @@ impl x::Fields for VirtualMachineVMIROM {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualMachineVMotionStunTimeInfo` (extends `VirtualMachineTargetInfo`).
@@ -1828,6 +2067,7 @@ impl x::Fields for VirtualMachineVMotionStunTimeInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type VirtualMachineVMotionStunTimeInfo", true);
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
         w.write("migrationBW", &self.migration_bw);
@@ -1915,6 +2155,7 @@ impl x::Fields for VirtualMachineVendorDeviceGroupInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVendorDeviceGroupInfo", true);
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
         w.write("deviceGroupName", &self.device_group_name);
@@ -1974,6 +2215,11 @@ impl x::Fields for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0001,
+            "type VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo",
+            true,
+        );
         w.write("type", &self.type_);
         w.write("vendorName", &self.vendor_name);
         w.write("deviceName", &self.device_name);
@@ -2102,7 +2348,15 @@ impl x::Fields for VirtualMachineVgpuProfileInfo {
         w.write("fbSizeInGib", &self.fb_size_in_gib);
         w.write("profileSharing", &self.profile_sharing);
         w.write("profileClass", &self.profile_class);
-        w.write_vec("stunTimeEstimates", &self.stun_time_estimates);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualMachineVgpuProfileInfo.stunTimeEstimates",
+                !self.stun_time_estimates.is_empty(),
+            )
+        {
+            w.write_vec("stunTimeEstimates", &self.stun_time_estimates);
+        }
     }
 }
 impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
@@ -2186,8 +2440,18 @@ impl x::Fields for VirtualMachineVideoCard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
         w.write_opt("numDisplays", &self.num_displays);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -2224,6 +2488,7 @@ impl x::Fields for VirtualMachineVirtualDeviceGroups {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceGroups", true);
         w.write_vec("deviceGroup", &self.device_group);
     }
 }
@@ -2262,6 +2527,7 @@ impl x::Fields for VirtualMachineVirtualDeviceGroupsDeviceGroup {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceGroupsDeviceGroup", true);
         w.write("groupInstanceKey", &self.group_instance_key);
         w.write_opt("deviceInfo", &self.device_info);
     }
@@ -2304,6 +2570,11 @@ impl x::Fields for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0001,
+            "type VirtualMachineVirtualDeviceGroupsVendorDeviceGroup",
+            true,
+        );
         w.write("groupInstanceKey", &self.group_instance_key);
         w.write_opt("deviceInfo", &self.device_info);
         w.write("deviceGroupName", &self.device_group_name);
@@ -2337,6 +2608,7 @@ impl x::Fields for VirtualMachineVirtualDeviceSwap {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceSwap", true);
         w.write_opt("lsiToPvscsi", &self.lsi_to_pvscsi);
     }
 }
@@ -2378,6 +2650,7 @@ impl x::Fields for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceSwapDeviceSwapInfo", true);
         w.write_opt("enabled", &self.enabled);
         w.write_opt("applicable", &self.applicable);
         w.write_opt("status", &self.status);
@@ -2416,6 +2689,7 @@ impl x::Fields for VirtualMachineVirtualNuma {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualNuma", true);
         w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
         w.write_opt("exposeVnumaOnCpuHotadd", &self.expose_vnuma_on_cpu_hotadd);
     }
@@ -2460,6 +2734,7 @@ impl x::Fields for VirtualMachineVirtualNumaInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualNumaInfo", true);
         w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
         w.write_opt("autoCoresPerNumaNode", &self.auto_cores_per_numa_node);
         w.write_opt("vnumaOnCpuHotaddExposed", &self.vnuma_on_cpu_hotadd_exposed);
@@ -2631,8 +2906,18 @@ impl x::Fields for VirtualNVDIMM {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("capacityInMB", &self.capacity_in_mb);
         w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
     }
@@ -2678,163 +2963,5 @@ impl x::Fields for VirtualNVDIMMBackingInfo {
         w.write_opt("backingObjectId", &self.backing_object_id);
         w.write_opt_box("parent", &self.parent);
         w.write_opt("changeId", &self.change_id);
-    }
-}
-/// `VirtualNVDIMMController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualNVDIMMController {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
-}
-impl x::Structure for VirtualNVDIMMController {}
-impl x::Fields for VirtualNVDIMMController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numNVDIMMControllers`.
-    pub num_nvdimm_controllers: IntOption,
-}
-impl x::SchemaType for VirtualNVDIMMControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
-}
-impl x::Structure for VirtualNVDIMMControllerOption {}
-impl x::Fields for VirtualNVDIMMControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
     }
 }

@@ -5,6 +5,182 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualNVDIMMController` (extends `VirtualController`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMController {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `busNumber`, from `VirtualController`.
+    pub bus_number: i32,
+    /// `device`, from `VirtualController`.
+    pub device: Vec<i32>,
+}
+impl x::SchemaType for VirtualNVDIMMController {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
+}
+impl x::Structure for VirtualNVDIMMController {}
+impl x::Fields for VirtualNVDIMMController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
+        w.write("busNumber", &self.bus_number);
+        w.write_vec("device", &self.device);
+    }
+}
+/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMControllerOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `devices`, from `VirtualControllerOption`.
+    pub devices: IntOption,
+    /// `supportedDevice`, from `VirtualControllerOption`.
+    pub supported_device: Vec<String>,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: IntOption,
+}
+impl x::SchemaType for VirtualNVDIMMControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
+}
+impl x::Structure for VirtualNVDIMMControllerOption {}
+impl x::Fields for VirtualNVDIMMControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
+        w.write("devices", &self.devices);
+        w.write_vec("supportedDevice", &self.supported_device);
+        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
+    }
+}
 /// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualNVDIMMOption {
@@ -89,7 +265,15 @@ impl x::Fields for VirtualNVDIMMOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("capacityInMB", &self.capacity_in_mb);
         w.write("growable", &self.growable);
         w.write("hotGrowable", &self.hot_growable);
@@ -166,11 +350,29 @@ impl x::Fields for VirtualNVMEController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
-        w.write_opt("sharedBus", &self.shared_bus);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEController.sharedBus",
+                self.shared_bus.is_some(),
+            )
+        {
+            w.write_opt("sharedBus", &self.shared_bus);
+        }
     }
 }
 /// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
@@ -259,11 +461,27 @@ impl x::Fields for VirtualNVMEControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numNVMEDisks", &self.num_nvme_disks);
-        w.write_vec("sharing", &self.sharing);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEControllerOption.sharing",
+                !self.sharing.is_empty(),
+            )
+        {
+            w.write_vec("sharing", &self.sharing);
+        }
     }
 }
 /// `VirtualNicManagerNetConfig` (extends `DynamicData`).
@@ -374,8 +592,18 @@ impl x::Fields for VirtualPCIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -503,7 +731,15 @@ impl x::Fields for VirtualPCIControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSCSIControllers", &self.num_scsi_controllers);
@@ -586,8 +822,18 @@ impl x::Fields for VirtualPCIPassthrough {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
@@ -748,6 +994,7 @@ impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
         w.write_opt("deviceClass", &self.device_class);
         w.write_vec("configParams", &self.config_params);
     }
@@ -778,6 +1025,7 @@ impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
         w.write("type", &self.type_);
     }
 }
@@ -927,7 +1175,15 @@ impl x::Fields for VirtualPCIPassthroughOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
@@ -1014,9 +1270,25 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vgpu", &self.vgpu);
-        w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
+                self.vgpu_migrate_data_size_mb.is_some(),
+            )
+        {
+            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
+        }
         w.write_opt("migrateSupported", &self.migrate_supported);
-        w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
+                self.enhanced_migrate_capability.is_some(),
+            )
+        {
+            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
+        }
     }
 }
 /// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
@@ -1136,15 +1408,28 @@ impl x::Fields for VirtualPCNet32 {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
     }
 }
 /// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
@@ -1239,7 +1524,15 @@ impl x::Fields for VirtualPCNet32Option {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -1313,8 +1606,18 @@ impl x::Fields for VirtualPS2Controller {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -1403,7 +1706,15 @@ impl x::Fields for VirtualPS2ControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numKeyboards", &self.num_keyboards);
@@ -1469,8 +1780,18 @@ impl x::Fields for VirtualParallelPort {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
@@ -1673,7 +1994,15 @@ impl x::Fields for VirtualParallelPortOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualPointingDevice` (extends `VirtualDevice`).
@@ -1735,8 +2064,18 @@ impl x::Fields for VirtualPointingDevice {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
@@ -1881,7 +2220,15 @@ impl x::Fields for VirtualPointingDeviceOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualPrecisionClock` (extends `VirtualDevice`).
@@ -1943,8 +2290,18 @@ impl x::Fields for VirtualPrecisionClock {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualPrecisionClockOption` (extends `VirtualDeviceOption`).
@@ -2019,7 +2376,15 @@ impl x::Fields for VirtualPrecisionClockOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualPrecisionClockSystemClockBackingInfo` (extends `VirtualDeviceBackingInfo`).
@@ -2145,8 +2510,18 @@ impl x::Fields for VirtualSATAController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
     }
@@ -2235,7 +2610,15 @@ impl x::Fields for VirtualSATAControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numSATADisks", &self.num_sata_disks);
@@ -2316,394 +2699,22 @@ impl x::Fields for VirtualSCSIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("hotAddRemove", &self.hot_add_remove);
         w.write("sharedBus", &self.shared_bus);
         w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualSCSIControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSCSIDisks`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`.
-    pub scsi_ctlr_unit_number: i32,
-}
-impl x::SchemaType for VirtualSCSIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIControllerOption";
-}
-impl x::Structure for VirtualSCSIControllerOption {}
-impl x::Fields for VirtualSCSIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthrough {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-}
-impl x::SchemaType for VirtualSCSIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
-}
-impl x::Structure for VirtualSCSIPassthrough {}
-impl x::Fields for VirtualSCSIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualSCSIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
-}
-impl x::Structure for VirtualSCSIPassthroughOption {}
-impl x::Fields for VirtualSCSIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
-    }
-}
-/// `VirtualSIOController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSIOController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualSIOController {
-    const TYPE_NAME: &'static str = "VirtualSIOController";
-}
-impl x::Structure for VirtualSIOController {}
-impl x::Fields for VirtualSIOController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
     }
 }

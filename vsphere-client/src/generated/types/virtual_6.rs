@@ -5,6 +5,424 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualSCSIControllerOption` (extends `VirtualControllerOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIControllerOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `devices`, from `VirtualControllerOption`.
+    pub devices: IntOption,
+    /// `supportedDevice`, from `VirtualControllerOption`.
+    pub supported_device: Vec<String>,
+    /// `numSCSIDisks`.
+    pub num_scsi_disks: IntOption,
+    /// `numSCSICdroms`.
+    pub num_scsi_cdroms: IntOption,
+    /// `numSCSIPassthrough`.
+    pub num_scsi_passthrough: IntOption,
+    /// `sharing`.
+    pub sharing: Vec<VirtualSCSISharing>,
+    /// `defaultSharedIndex`.
+    pub default_shared_index: i32,
+    /// `hotAddRemove`.
+    pub hot_add_remove: BoolOption,
+    /// `scsiCtlrUnitNumber`.
+    pub scsi_ctlr_unit_number: i32,
+}
+impl x::SchemaType for VirtualSCSIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIControllerOption";
+}
+impl x::Structure for VirtualSCSIControllerOption {}
+impl x::Fields for VirtualSCSIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
+        w.write("devices", &self.devices);
+        w.write_vec("supportedDevice", &self.supported_device);
+        w.write("numSCSIDisks", &self.num_scsi_disks);
+        w.write("numSCSICdroms", &self.num_scsi_cdroms);
+        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
+        w.write_vec("sharing", &self.sharing);
+        w.write("defaultSharedIndex", &self.default_shared_index);
+        w.write("hotAddRemove", &self.hot_add_remove);
+        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthrough {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+}
+impl x::SchemaType for VirtualSCSIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
+}
+impl x::Structure for VirtualSCSIPassthrough {}
+impl x::Fields for VirtualSCSIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualSCSIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
+}
+impl x::Structure for VirtualSCSIPassthroughOption {}
+impl x::Fields for VirtualSCSIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
+    }
+}
+/// `VirtualSIOController` (extends `VirtualController`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSIOController {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `busNumber`, from `VirtualController`.
+    pub bus_number: i32,
+    /// `device`, from `VirtualController`.
+    pub device: Vec<i32>,
+}
+impl x::SchemaType for VirtualSIOController {
+    const TYPE_NAME: &'static str = "VirtualSIOController";
+}
+impl x::Structure for VirtualSIOController {}
+impl x::Fields for VirtualSIOController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
+        w.write("busNumber", &self.bus_number);
+        w.write_vec("device", &self.device);
+    }
+}
 /// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualSIOControllerOption {
@@ -92,7 +510,15 @@ impl x::Fields for VirtualSIOControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numFloppyDrives", &self.num_floppy_drives);
@@ -162,8 +588,18 @@ impl x::Fields for VirtualSerialPort {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("yieldOnPoll", &self.yield_on_poll);
     }
 }
@@ -370,7 +806,15 @@ impl x::Fields for VirtualSerialPortOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("yieldOnPoll", &self.yield_on_poll);
     }
 }
@@ -613,8 +1057,18 @@ impl x::Fields for VirtualSoundBlaster16 {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualSoundBlaster16Option` (extends `VirtualSoundCardOption`).
@@ -689,7 +1143,15 @@ impl x::Fields for VirtualSoundBlaster16Option {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualSoundCard` (extends `VirtualDevice`).
@@ -751,8 +1213,18 @@ impl x::Fields for VirtualSoundCard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
     }
 }
 /// `VirtualSoundCardDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
@@ -889,7 +1361,15 @@ impl x::Fields for VirtualSoundCardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualSriovEthernetCard` (extends `VirtualEthernetCard`).
@@ -985,18 +1465,39 @@ impl x::Fields for VirtualSriovEthernetCard {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
         w.write_opt("allowGuestOSMtuChange", &self.allow_guest_os_mtu_change);
         w.write_opt("sriovBacking", &self.sriov_backing);
-        w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualSriovEthernetCard.dvxBackingInfo",
+                self.dvx_backing_info.is_some(),
+            )
+        {
+            w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
+        }
     }
 }
 /// `VirtualSriovEthernetCardOption` (extends `VirtualEthernetCardOption`).
@@ -1088,7 +1589,15 @@ impl x::Fields for VirtualSriovEthernetCardOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -1385,8 +1894,18 @@ impl x::Fields for VirtualTPM {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_vec(
             "endorsementKeyCertificateSigningRequest",
             &self.endorsement_key_certificate_signing_request,
@@ -1469,7 +1988,15 @@ impl x::Fields for VirtualTPMOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write_vec("supportedFirmware", &self.supported_firmware);
     }
 }
@@ -1547,8 +2074,18 @@ impl x::Fields for VirtualUSB {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("connected", &self.connected);
         w.write_opt("vendor", &self.vendor);
         w.write_opt("product", &self.product);
@@ -1627,8 +2164,18 @@ impl x::Fields for VirtualUSBController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("autoConnectDevices", &self.auto_connect_devices);
@@ -1722,7 +2269,15 @@ impl x::Fields for VirtualUSBControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("autoConnectDevices", &self.auto_connect_devices);
@@ -1833,7 +2388,15 @@ impl x::Fields for VirtualUSBOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
     }
 }
 /// `VirtualUSBRemoteClientBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
@@ -2098,8 +2661,18 @@ impl x::Fields for VirtualUSBXHCIController {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("busNumber", &self.bus_number);
         w.write_vec("device", &self.device);
         w.write_opt("autoConnectDevices", &self.auto_connect_devices);
@@ -2189,473 +2762,18 @@ impl x::Fields for VirtualUSBXHCIControllerOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("autoConnectDevices", &self.auto_connect_devices);
         w.write_vec("supportedSpeeds", &self.supported_speeds);
-    }
-}
-/// `VirtualVMIROMOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVMIROMOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualVMIROMOption {
-    const TYPE_NAME: &'static str = "VirtualVMIROMOption";
-}
-impl x::Structure for VirtualVMIROMOption {}
-impl x::Fields for VirtualVMIROMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
-    }
-}
-/// `VirtualVideoCardOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVideoCardOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `videoRamSizeInKB`.
-    pub video_ram_size_in_kb: Option<LongOption>,
-    /// `numDisplays`.
-    pub num_displays: Option<IntOption>,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<BoolOption>,
-    /// `support3D`.
-    pub support3_d: Option<BoolOption>,
-    /// `use3dRendererSupported`.
-    pub use3d_renderer_supported: Option<BoolOption>,
-    /// `graphicsMemorySizeInKB`.
-    pub graphics_memory_size_in_kb: Option<LongOption>,
-    /// `graphicsMemorySizeSupported`.
-    pub graphics_memory_size_supported: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualVideoCardOption {
-    const TYPE_NAME: &'static str = "VirtualVideoCardOption";
-}
-impl x::Structure for VirtualVideoCardOption {}
-impl x::Fields for VirtualVideoCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
-            "numDisplays" => r.read_opt(&mut self.num_displays),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "support3D" => r.read_opt(&mut self.support3_d),
-            "use3dRendererSupported" => r.read_opt(&mut self.use3d_renderer_supported),
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
-            "graphicsMemorySizeSupported" => {
-                r.read_opt(&mut self.graphics_memory_size_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
-        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
-        w.write_opt("numDisplays", &self.num_displays);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_opt("support3D", &self.support3_d);
-        w.write_opt("use3dRendererSupported", &self.use3d_renderer_supported);
-        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
-        w.write_opt("graphicsMemorySizeSupported", &self.graphics_memory_size_supported);
-    }
-}
-/// `VirtualVmxnet` (extends `VirtualEthernetCard`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-    /// `subnetId`, from `VirtualEthernetCard`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub subnet_id: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet {
-    const TYPE_NAME: &'static str = "VirtualVmxnet";
-}
-impl x::Structure for VirtualVmxnet {}
-impl x::Fields for VirtualVmxnet {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            "subnetId" => r.read_opt(&mut self.subnet_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
-    }
-}
-/// `VirtualVmxnet2` (extends `VirtualVmxnet`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet2 {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `numaNode`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_node: Option<i32>,
-    /// `deviceGroupInfo`, from `VirtualDevice`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-    /// `subnetId`, from `VirtualEthernetCard`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub subnet_id: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet2 {
-    const TYPE_NAME: &'static str = "VirtualVmxnet2";
-}
-impl x::Structure for VirtualVmxnet2 {}
-impl x::Fields for VirtualVmxnet2 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "numaNode" => r.read_opt(&mut self.numa_node),
-            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            "subnetId" => r.read_opt(&mut self.subnet_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
-    }
-}
-/// `VirtualVmxnet2Option` (extends `VirtualVmxnetOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet2Option {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `numaSupported`, from `VirtualDeviceOption`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualVmxnet2Option {
-    const TYPE_NAME: &'static str = "VirtualVmxnet2Option";
-}
-impl x::Structure for VirtualVmxnet2Option {}
-impl x::Fields for VirtualVmxnet2Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "numaSupported" => r.read_opt(&mut self.numa_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
     }
 }

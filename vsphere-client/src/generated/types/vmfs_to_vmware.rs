@@ -92,10 +92,14 @@ impl x::Fields for VMFSDatastoreCreatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("datastore", &self.datastore);
         w.write_opt("datastoreUrl", &self.datastore_url);
     }
@@ -184,10 +188,14 @@ impl x::Fields for VMFSDatastoreExpandedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("datastore", &self.datastore);
     }
 }
@@ -275,10 +283,14 @@ impl x::Fields for VMFSDatastoreExtendedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("datastore", &self.datastore);
     }
 }
@@ -582,10 +594,14 @@ impl x::Fields for VMotionLicenseExpiredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `VMotionLinkCapacityLow` (extends `VMotionInterfaceIssue`).
@@ -1058,9 +1074,33 @@ impl x::Fields for VMwareDVSConfigInfo {
         w.write_vec("lacpGroupConfig", &self.lacp_group_config);
         w.write_opt("lacpApiVersion", &self.lacp_api_version);
         w.write_opt("multicastFilteringMode", &self.multicast_filtering_mode);
-        w.write_opt("networkOffloadSpecId", &self.network_offload_spec_id);
-        w.write_opt("networkOffloadConfig", &self.network_offload_config);
-        w.write_opt("realTimeConfig", &self.real_time_config);
+        if w
+            .since(
+                0x0800_0001,
+                "VMwareDVSConfigInfo.networkOffloadSpecId",
+                self.network_offload_spec_id.is_some(),
+            )
+        {
+            w.write_opt("networkOffloadSpecId", &self.network_offload_spec_id);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VMwareDVSConfigInfo.networkOffloadConfig",
+                self.network_offload_config.is_some(),
+            )
+        {
+            w.write_opt("networkOffloadConfig", &self.network_offload_config);
+        }
+        if w
+            .since(
+                0x0800_0301,
+                "VMwareDVSConfigInfo.realTimeConfig",
+                self.real_time_config.is_some(),
+            )
+        {
+            w.write_opt("realTimeConfig", &self.real_time_config);
+        }
     }
 }
 /// `VMwareDVSConfigSpec` (extends `DVSConfigSpec`).
@@ -1227,9 +1267,33 @@ impl x::Fields for VMwareDVSConfigSpec {
         w.write_opt("ipfixConfig", &self.ipfix_config);
         w.write_opt("lacpApiVersion", &self.lacp_api_version);
         w.write_opt("multicastFilteringMode", &self.multicast_filtering_mode);
-        w.write_opt("networkOffloadSpecId", &self.network_offload_spec_id);
-        w.write_opt("networkOffloadConfig", &self.network_offload_config);
-        w.write_opt("realTimeConfig", &self.real_time_config);
+        if w
+            .since(
+                0x0800_0001,
+                "VMwareDVSConfigSpec.networkOffloadSpecId",
+                self.network_offload_spec_id.is_some(),
+            )
+        {
+            w.write_opt("networkOffloadSpecId", &self.network_offload_spec_id);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VMwareDVSConfigSpec.networkOffloadConfig",
+                self.network_offload_config.is_some(),
+            )
+        {
+            w.write_opt("networkOffloadConfig", &self.network_offload_config);
+        }
+        if w
+            .since(
+                0x0800_0301,
+                "VMwareDVSConfigSpec.realTimeConfig",
+                self.real_time_config.is_some(),
+            )
+        {
+            w.write_opt("realTimeConfig", &self.real_time_config);
+        }
     }
 }
 /// `VMwareDVSFeatureCapability` (extends `DVSFeatureCapability`).
@@ -1372,12 +1436,44 @@ impl x::Fields for VMwareDVSFeatureCapability {
         w.write_opt("multicastSnoopingSupported", &self.multicast_snooping_supported);
         w.write_opt("vspanCapability", &self.vspan_capability);
         w.write_opt("lacpCapability", &self.lacp_capability);
-        w.write_opt("dpuCapability", &self.dpu_capability);
+        if w
+            .since(
+                0x0800_0001,
+                "VMwareDVSFeatureCapability.dpuCapability",
+                self.dpu_capability.is_some(),
+            )
+        {
+            w.write_opt("dpuCapability", &self.dpu_capability);
+        }
         w.write_opt("nsxSupported", &self.nsx_supported);
         w.write_opt("mtuCapability", &self.mtu_capability);
-        w.write_opt("realTimeConfigSupported", &self.real_time_config_supported);
-        w.write_opt("perfNicOffloadCapability", &self.perf_nic_offload_capability);
-        w.write_opt("systemTrafficCapabilities", &self.system_traffic_capabilities);
+        if w
+            .since(
+                0x0800_0301,
+                "VMwareDVSFeatureCapability.realTimeConfigSupported",
+                self.real_time_config_supported.is_some(),
+            )
+        {
+            w.write_opt("realTimeConfigSupported", &self.real_time_config_supported);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VMwareDVSFeatureCapability.perfNicOffloadCapability",
+                self.perf_nic_offload_capability.is_some(),
+            )
+        {
+            w.write_opt("perfNicOffloadCapability", &self.perf_nic_offload_capability);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VMwareDVSFeatureCapability.systemTrafficCapabilities",
+                self.system_traffic_capabilities.is_some(),
+            )
+        {
+            w.write_opt("systemTrafficCapabilities", &self.system_traffic_capabilities);
+        }
     }
 }
 /// `VMwareDVSHealthCheckCapability` (extends `DVSHealthCheckCapability`).
@@ -1999,8 +2095,20 @@ impl x::Fields for VMwareDvsDpuCapability {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VMwareDvsDpuCapability", true);
         w.write_opt("networkOffloadSupported", &self.network_offload_supported);
-        w.write_opt("activeStandbyModeSupported", &self.active_standby_mode_supported);
+        if w
+            .since(
+                0x0800_0300,
+                "VMwareDvsDpuCapability.activeStandbyModeSupported",
+                self.active_standby_mode_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "activeStandbyModeSupported",
+                &self.active_standby_mode_supported,
+            );
+        }
     }
 }
 /// `VMwareDvsIpfixCapability` (extends `DynamicData`).
@@ -2293,6 +2401,7 @@ impl x::Fields for VMwareDvsPerfNicOffloadCapability {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VMwareDvsPerfNicOffloadCapability", true);
         w.write_opt("supported", &self.supported);
     }
 }
@@ -2324,6 +2433,7 @@ impl x::Fields for VMwareDvsSystemTrafficCapabilities {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VMwareDvsSystemTrafficCapabilities", true);
         w.write_vec("systemTrafficQualifiers", &self.system_traffic_qualifiers);
     }
 }

@@ -56,7 +56,9 @@ impl x::Fields for VslmCloneSpec {
         w.write_vec("profile", &self.profile);
         w.write_opt("consolidate", &self.consolidate);
         w.write_opt("disksCrypto", &self.disks_crypto);
-        w.write_opt("service", &self.service);
+        if w.since(0x0800_0300, "VslmMigrateSpec.service", self.service.is_some()) {
+            w.write_opt("service", &self.service);
+        }
         w.write("name", &self.name);
         w.write_opt("keepAfterDeleteVm", &self.keep_after_delete_vm);
         w.write_vec("metadata", &self.metadata);
@@ -109,7 +111,9 @@ impl x::Fields for VslmCreateSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("id", &self.id);
+        if w.since(0x0901_0000, "VslmCreateSpec.id", self.id.is_some()) {
+            w.write_opt("id", &self.id);
+        }
         w.write("name", &self.name);
         w.write_opt("keepAfterDeleteVm", &self.keep_after_delete_vm);
         w.write("backingSpec", &self.backing_spec);
@@ -268,7 +272,9 @@ impl x::Fields for VslmMigrateSpec {
         w.write_vec("profile", &self.profile);
         w.write_opt("consolidate", &self.consolidate);
         w.write_opt("disksCrypto", &self.disks_crypto);
-        w.write_opt("service", &self.service);
+        if w.since(0x0800_0300, "VslmMigrateSpec.service", self.service.is_some()) {
+            w.write_opt("service", &self.service);
+        }
     }
 }
 /// `VslmRelocateSpec` (extends `VslmMigrateSpec`).
@@ -313,7 +319,9 @@ impl x::Fields for VslmRelocateSpec {
         w.write_vec("profile", &self.profile);
         w.write_opt("consolidate", &self.consolidate);
         w.write_opt("disksCrypto", &self.disks_crypto);
-        w.write_opt("service", &self.service);
+        if w.since(0x0800_0300, "VslmMigrateSpec.service", self.service.is_some()) {
+            w.write_opt("service", &self.service);
+        }
     }
 }
 /// `VslmTagEntry` (extends `DynamicData`).
@@ -738,9 +746,33 @@ impl x::Fields for VvolDatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
-        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        w.write_opt("logicalSectorSize", &self.logical_sector_size);
-        w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.supportedVDiskFormats",
+                !self.supported_vdisk_formats.is_empty(),
+            )
+        {
+            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.logicalSectorSize",
+                self.logical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.physicalSectorSize",
+                self.physical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        }
         w.write_opt("vvolDS", &self.vvol_ds);
     }
 }
@@ -921,10 +953,14 @@ impl x::Fields for WarningUpgradeEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("message", &self.message);
     }
 }

@@ -144,6 +144,7 @@ impl x::Fields for VStorageObjectAttachResult {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VStorageObjectAttachResult", true);
         w.write("volumeId", &self.volume_id);
         w.write_opt("diskUUID", &self.disk_uuid);
         w.write_opt("fault", &self.fault);
@@ -202,6 +203,7 @@ impl x::Fields for VStorageObjectAttachSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VStorageObjectAttachSpec", true);
         w.write("volumeId", &self.volume_id);
         w.write("datastore", &self.datastore);
         w.write_opt("diskMode", &self.disk_mode);
@@ -306,13 +308,45 @@ impl x::Fields for VStorageObjectConfigInfo {
         w.write_vec("metadata", &self.metadata);
         w.write_opt("vclock", &self.vclock);
         w.write_vec("iofilter", &self.iofilter);
-        w.write_opt("descriptorVersion", &self.descriptor_version);
+        if w
+            .since(
+                0x0800_0100,
+                "VStorageObjectConfigInfo.descriptorVersion",
+                self.descriptor_version.is_some(),
+            )
+        {
+            w.write_opt("descriptorVersion", &self.descriptor_version);
+        }
         w.write("capacityInMB", &self.capacity_in_mb);
         w.write_vec("consumptionType", &self.consumption_type);
         w.write_vec("consumerId", &self.consumer_id);
-        w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
-        w.write_opt("linkedCloneBasePath", &self.linked_clone_base_path);
-        w.write_opt("linkedCloneParentId", &self.linked_clone_parent_id);
+        if w
+            .since(
+                0x0900_0000,
+                "VStorageObjectConfigInfo.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VStorageObjectConfigInfo.linkedCloneBasePath",
+                self.linked_clone_base_path.is_some(),
+            )
+        {
+            w.write_opt("linkedCloneBasePath", &self.linked_clone_base_path);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VStorageObjectConfigInfo.linkedCloneParentId",
+                self.linked_clone_parent_id.is_some(),
+            )
+        {
+            w.write_opt("linkedCloneParentId", &self.linked_clone_parent_id);
+        }
     }
 }
 /// `VStorageObjectReconcileResult` (extends `DynamicData`).
@@ -343,6 +377,7 @@ impl x::Fields for VStorageObjectReconcileResult {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type VStorageObjectReconcileResult", true);
         w.write_vec("reconcileDetails", &self.reconcile_details);
     }
 }
@@ -379,6 +414,7 @@ impl x::Fields for VStorageObjectReconcileResultInvalidDiskPath {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type VStorageObjectReconcileResultInvalidDiskPath", true);
         w.write("path", &self.path);
         w.write("reason", &self.reason);
     }
@@ -454,6 +490,7 @@ impl x::Fields for VStorageObjectReconcileResultReconcileDetail {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type VStorageObjectReconcileResultReconcileDetail", true);
         w.write_opt("hostName", &self.host_name);
         w.write_opt("reconcileReportPath", &self.reconcile_report_path);
         w.write_opt("isReconciled", &self.is_reconciled);
@@ -524,6 +561,7 @@ impl x::Fields for VStorageObjectReconcileSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type VStorageObjectReconcileSpec", true);
         w.write("datastore", &self.datastore);
         w.write_vec("includeDiskPaths", &self.include_disk_paths);
         w.write_vec("excludeDiskPaths", &self.exclude_disk_paths);
@@ -570,9 +608,18 @@ impl x::Fields for VStorageObjectSnapshot {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type VStorageObjectSnapshot", true);
         w.write("id", &self.id);
         w.write("vclock", &self.vclock);
-        w.write_opt("usedCapacity", &self.used_capacity);
+        if w
+            .since(
+                0x0900_0000,
+                "VStorageObjectSnapshot.usedCapacity",
+                self.used_capacity.is_some(),
+            )
+        {
+            w.write_opt("usedCapacity", &self.used_capacity);
+        }
     }
 }
 /// `VStorageObjectSnapshotDetails` (extends `DynamicData`).
@@ -846,7 +893,15 @@ impl x::Fields for VasaProviderContainerSpec {
         w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
         w.write("scId", &self.sc_id);
         w.write("deleted", &self.deleted);
-        w.write_opt("stretched", &self.stretched);
+        if w
+            .since(
+                0x0800_0300,
+                "VasaProviderContainerSpec.stretched",
+                self.stretched.is_some(),
+            )
+        {
+            w.write_opt("stretched", &self.stretched);
+        }
     }
 }
 /// `VcAgentUninstallFailedEvent` (extends `HostEvent`).
@@ -933,10 +988,14 @@ impl x::Fields for VcAgentUninstallFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("reason", &self.reason);
     }
 }
@@ -1021,10 +1080,14 @@ impl x::Fields for VcAgentUninstalledEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }
 /// `VcAgentUpgradeFailedEvent` (extends `HostEvent`).
@@ -1111,10 +1174,14 @@ impl x::Fields for VcAgentUpgradeFailedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("reason", &self.reason);
     }
 }
@@ -1199,9 +1266,13 @@ impl x::Fields for VcAgentUpgradedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
     }
 }

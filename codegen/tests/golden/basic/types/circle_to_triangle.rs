@@ -282,9 +282,13 @@ impl x::Fields for Square {
         w.write("id", &self.id);
         w.write_opt("color", &self.color);
         w.write("sideLength", &self.side_length);
-        w.write_opt("cornerRadius", &self.corner_radius);
+        if w.since(0x0800_0100, "Square.cornerRadius", self.corner_radius.is_some()) {
+            w.write_opt("cornerRadius", &self.corner_radius);
+        }
         w.write_opt("roundedCorners", &self.rounded_corners);
-        w.write("layer", &self.layer);
+        if w.since(0x0800_0200, "Square.layer", !x::is_default(&self.layer)) {
+            w.write("layer", &self.layer);
+        }
     }
 }
 /// `Triangle` (extends `Shape`).
@@ -326,10 +330,13 @@ impl x::Fields for Triangle {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type Triangle", true);
         w.write("id", &self.id);
         w.write_opt("color", &self.color);
         w.write("apexAngle", &self.apex_angle);
-        w.write_opt("vMotionSafe", &self.vmotion_safe);
+        if w.since(0x0900_0000, "Triangle.vMotionSafe", self.vmotion_safe.is_some()) {
+            w.write_opt("vMotionSafe", &self.vmotion_safe);
+        }
     }
 }
 impl x::ArrayItem for Triangle {

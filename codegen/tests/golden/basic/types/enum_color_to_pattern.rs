@@ -76,6 +76,12 @@ impl x::Decode for Color {
 }
 impl x::Encode for Color {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::Green => {
+                w.since(0x0800_0200, "Color value green", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -145,6 +151,12 @@ impl x::Decode for Pattern {
 }
 impl x::Encode for Pattern {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::Dotted => {
+                w.since(0x0900_0000, "Pattern value dotted", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }

@@ -43,6 +43,7 @@ impl x::Fields for ClearRequestType {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation Clear_Task", true);
         w.write("_this", &self.this);
         w.write_opt("pattern", &self.pattern);
         w.write_vec("keep", &self.keep);
@@ -322,7 +323,9 @@ impl x::Fields for SessionIsActiveRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write_opt("userName", &self.user_name);
+        if w.since(0x0800_0001, "SessionIsActive.userName", self.user_name.is_some()) {
+            w.write_opt("userName", &self.user_name);
+        }
         w.write("sessionID", &self.session_id);
     }
 }

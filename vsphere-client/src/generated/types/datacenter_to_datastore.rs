@@ -5,6 +5,525 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `DatacenterBasicConnectInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterBasicConnectInfo {
+    /// `hostname`.
+    pub hostname: Option<String>,
+    /// `error`.
+    pub error: Option<LocalizedMethodFault>,
+    /// `serverIp`.
+    pub server_ip: Option<String>,
+    /// `numVm`.
+    pub num_vm: Option<i32>,
+    /// `numPoweredOnVm`.
+    pub num_powered_on_vm: Option<i32>,
+    /// `hostProductInfo`.
+    pub host_product_info: Option<AboutInfo>,
+    /// `hardwareVendor`.
+    pub hardware_vendor: Option<String>,
+    /// `hardwareModel`.
+    pub hardware_model: Option<String>,
+}
+impl x::SchemaType for DatacenterBasicConnectInfo {
+    const TYPE_NAME: &'static str = "DatacenterBasicConnectInfo";
+}
+impl x::Structure for DatacenterBasicConnectInfo {}
+impl x::Fields for DatacenterBasicConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostname" => r.read_opt(&mut self.hostname),
+            "error" => r.read_opt(&mut self.error),
+            "serverIp" => r.read_opt(&mut self.server_ip),
+            "numVm" => r.read_opt(&mut self.num_vm),
+            "numPoweredOnVm" => r.read_opt(&mut self.num_powered_on_vm),
+            "hostProductInfo" => r.read_opt(&mut self.host_product_info),
+            "hardwareVendor" => r.read_opt(&mut self.hardware_vendor),
+            "hardwareModel" => r.read_opt(&mut self.hardware_model),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("hostname", &self.hostname);
+        w.write_opt("error", &self.error);
+        w.write_opt("serverIp", &self.server_ip);
+        w.write_opt("numVm", &self.num_vm);
+        w.write_opt("numPoweredOnVm", &self.num_powered_on_vm);
+        w.write_opt("hostProductInfo", &self.host_product_info);
+        w.write_opt("hardwareVendor", &self.hardware_vendor);
+        w.write_opt("hardwareModel", &self.hardware_model);
+    }
+}
+impl x::ArrayItem for DatacenterBasicConnectInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDatacenterBasicConnectInfo";
+    const ITEM_TAG: &'static str = "DatacenterBasicConnectInfo";
+}
+/// `DatacenterConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterConfigInfo {
+    /// `defaultHardwareVersionKey`.
+    pub default_hardware_version_key: Option<String>,
+    /// `maximumHardwareVersionKey`.
+    pub maximum_hardware_version_key: Option<String>,
+}
+impl x::SchemaType for DatacenterConfigInfo {
+    const TYPE_NAME: &'static str = "DatacenterConfigInfo";
+}
+impl x::Structure for DatacenterConfigInfo {}
+impl x::Fields for DatacenterConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultHardwareVersionKey" => {
+                r.read_opt(&mut self.default_hardware_version_key)
+            }
+            "maximumHardwareVersionKey" => {
+                r.read_opt(&mut self.maximum_hardware_version_key)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
+        w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
+    }
+}
+/// `DatacenterConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterConfigSpec {
+    /// `defaultHardwareVersionKey`.
+    pub default_hardware_version_key: Option<String>,
+    /// `maximumHardwareVersionKey`.
+    pub maximum_hardware_version_key: Option<String>,
+}
+impl x::SchemaType for DatacenterConfigSpec {
+    const TYPE_NAME: &'static str = "DatacenterConfigSpec";
+}
+impl x::Structure for DatacenterConfigSpec {}
+impl x::Fields for DatacenterConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultHardwareVersionKey" => {
+                r.read_opt(&mut self.default_hardware_version_key)
+            }
+            "maximumHardwareVersionKey" => {
+                r.read_opt(&mut self.maximum_hardware_version_key)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
+        w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
+    }
+}
+/// `DatacenterCreatedEvent` (extends `DatacenterEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterCreatedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `parent`.
+    pub parent: FolderEventArgument,
+}
+impl x::SchemaType for DatacenterCreatedEvent {
+    const TYPE_NAME: &'static str = "DatacenterCreatedEvent";
+}
+impl x::Structure for DatacenterCreatedEvent {}
+impl x::Fields for DatacenterCreatedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "parent" => r.read(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("parent", &self.parent);
+    }
+}
+/// `DatacenterEvent` (extends `Event`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for DatacenterEvent {
+    const TYPE_NAME: &'static str = "DatacenterEvent";
+}
+impl x::Structure for DatacenterEvent {}
+impl x::Fields for DatacenterEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `DatacenterEventArgument` (extends `EntityEventArgument`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterEventArgument {
+    /// `name`, from `EntityEventArgument`.
+    pub name: String,
+    /// `datacenter`.
+    pub datacenter: x::ManagedObjectReference,
+}
+impl x::SchemaType for DatacenterEventArgument {
+    const TYPE_NAME: &'static str = "DatacenterEventArgument";
+}
+impl x::Structure for DatacenterEventArgument {}
+impl x::Fields for DatacenterEventArgument {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read(&mut self.datacenter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("datacenter", &self.datacenter);
+    }
+}
+/// `DatacenterMismatch` (extends `MigrationFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterMismatch {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `invalidArgument`.
+    pub invalid_argument: Vec<DatacenterMismatchArgument>,
+    /// `expectedDatacenter`.
+    pub expected_datacenter: x::ManagedObjectReference,
+}
+impl x::SchemaType for DatacenterMismatch {
+    const TYPE_NAME: &'static str = "DatacenterMismatch";
+}
+impl x::Structure for DatacenterMismatch {}
+impl x::Fields for DatacenterMismatch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "invalidArgument" => r.read_push(&mut self.invalid_argument),
+            "expectedDatacenter" => r.read(&mut self.expected_datacenter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write_vec("invalidArgument", &self.invalid_argument);
+        w.write("expectedDatacenter", &self.expected_datacenter);
+    }
+}
+/// `DatacenterMismatchArgument` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterMismatchArgument {
+    /// `entity`.
+    pub entity: x::ManagedObjectReference,
+    /// `inputDatacenter`.
+    pub input_datacenter: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for DatacenterMismatchArgument {
+    const TYPE_NAME: &'static str = "DatacenterMismatchArgument";
+}
+impl x::Structure for DatacenterMismatchArgument {}
+impl x::Fields for DatacenterMismatchArgument {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "inputDatacenter" => r.read_opt(&mut self.input_datacenter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("entity", &self.entity);
+        w.write_opt("inputDatacenter", &self.input_datacenter);
+    }
+}
+impl x::ArrayItem for DatacenterMismatchArgument {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDatacenterMismatchArgument";
+    const ITEM_TAG: &'static str = "DatacenterMismatchArgument";
+}
+/// `DatacenterRenamedEvent` (extends `DatacenterEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DatacenterRenamedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `oldName`.
+    pub old_name: String,
+    /// `newName`.
+    pub new_name: String,
+}
+impl x::SchemaType for DatacenterRenamedEvent {
+    const TYPE_NAME: &'static str = "DatacenterRenamedEvent";
+}
+impl x::Structure for DatacenterRenamedEvent {}
+impl x::Fields for DatacenterRenamedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "oldName" => r.read(&mut self.old_name),
+            "newName" => r.read(&mut self.new_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("oldName", &self.old_name);
+        w.write("newName", &self.new_name);
+    }
+}
 /// `DatastoreCapability` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DatastoreCapability {
@@ -178,10 +697,14 @@ impl x::Fields for DatastoreCapacityIncreasedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
         w.write("oldCapacity", &self.old_capacity);
         w.write("newCapacity", &self.new_capacity);
@@ -271,10 +794,14 @@ impl x::Fields for DatastoreDestroyedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -362,10 +889,14 @@ impl x::Fields for DatastoreDiscoveredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("datastore", &self.datastore);
     }
 }
@@ -453,10 +984,14 @@ impl x::Fields for DatastoreDuplicatedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -544,10 +1079,14 @@ impl x::Fields for DatastoreEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -681,10 +1220,14 @@ impl x::Fields for DatastoreFileCopiedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
         w.write("targetFile", &self.target_file);
         w.write_opt("sourceOfOperation", &self.source_of_operation);
@@ -786,10 +1329,14 @@ impl x::Fields for DatastoreFileDeletedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
         w.write("targetFile", &self.target_file);
         w.write_opt("sourceOfOperation", &self.source_of_operation);
@@ -889,10 +1436,14 @@ impl x::Fields for DatastoreFileEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
         w.write("targetFile", &self.target_file);
         w.write_opt("sourceOfOperation", &self.source_of_operation);
@@ -998,10 +1549,14 @@ impl x::Fields for DatastoreFileMovedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
         w.write("targetFile", &self.target_file);
         w.write_opt("sourceOfOperation", &self.source_of_operation);
@@ -1129,10 +1684,14 @@ impl x::Fields for DatastoreIORMReconfiguredEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
     }
 }
@@ -1210,9 +1769,33 @@ impl x::Fields for DatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
-        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        w.write_opt("logicalSectorSize", &self.logical_sector_size);
-        w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.supportedVDiskFormats",
+                !self.supported_vdisk_formats.is_empty(),
+            )
+        {
+            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.logicalSectorSize",
+                self.logical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.physicalSectorSize",
+                self.physical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        }
     }
 }
 /// `DatastoreMountPathDatastorePair` (extends `DynamicData`).
@@ -1283,6 +1866,7 @@ impl x::Fields for DatastoreNamespaceManagerDirectoryInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "type DatastoreNamespaceManagerDirectoryInfo", true);
         w.write("capacity", &self.capacity);
         w.write("used", &self.used);
     }
@@ -1441,10 +2025,14 @@ impl x::Fields for DatastorePrincipalConfigured {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("datastorePrincipal", &self.datastore_principal);
     }
 }
@@ -1532,10 +2120,14 @@ impl x::Fields for DatastoreRemovedOnHostEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("datastore", &self.datastore);
     }
 }
@@ -1629,10 +2221,14 @@ impl x::Fields for DatastoreRenamedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write_opt("datastore", &self.datastore);
         w.write("oldName", &self.old_name);
         w.write("newName", &self.new_name);
@@ -1725,10 +2321,14 @@ impl x::Fields for DatastoreRenamedOnHostEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("oldName", &self.old_name);
         w.write("newName", &self.new_name);
     }

@@ -5,6 +5,519 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualVMIROMOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVMIROMOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualVMIROMOption {
+    const TYPE_NAME: &'static str = "VirtualVMIROMOption";
+}
+impl x::Structure for VirtualVMIROMOption {}
+impl x::Fields for VirtualVMIROMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
+    }
+}
+/// `VirtualVideoCardOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVideoCardOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `videoRamSizeInKB`.
+    pub video_ram_size_in_kb: Option<LongOption>,
+    /// `numDisplays`.
+    pub num_displays: Option<IntOption>,
+    /// `useAutoDetect`.
+    pub use_auto_detect: Option<BoolOption>,
+    /// `support3D`.
+    pub support3_d: Option<BoolOption>,
+    /// `use3dRendererSupported`.
+    pub use3d_renderer_supported: Option<BoolOption>,
+    /// `graphicsMemorySizeInKB`.
+    pub graphics_memory_size_in_kb: Option<LongOption>,
+    /// `graphicsMemorySizeSupported`.
+    pub graphics_memory_size_supported: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualVideoCardOption {
+    const TYPE_NAME: &'static str = "VirtualVideoCardOption";
+}
+impl x::Structure for VirtualVideoCardOption {}
+impl x::Fields for VirtualVideoCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
+            "numDisplays" => r.read_opt(&mut self.num_displays),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "support3D" => r.read_opt(&mut self.support3_d),
+            "use3dRendererSupported" => r.read_opt(&mut self.use3d_renderer_supported),
+            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
+            "graphicsMemorySizeSupported" => {
+                r.read_opt(&mut self.graphics_memory_size_supported)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
+        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
+        w.write_opt("numDisplays", &self.num_displays);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write_opt("support3D", &self.support3_d);
+        w.write_opt("use3dRendererSupported", &self.use3d_renderer_supported);
+        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
+        w.write_opt("graphicsMemorySizeSupported", &self.graphics_memory_size_supported);
+    }
+}
+/// `VirtualVmxnet` (extends `VirtualEthernetCard`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `addressType`, from `VirtualEthernetCard`.
+    pub address_type: Option<String>,
+    /// `macAddress`, from `VirtualEthernetCard`.
+    pub mac_address: Option<String>,
+    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
+    pub wake_on_lan_enabled: Option<bool>,
+    /// `resourceAllocation`, from `VirtualEthernetCard`.
+    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
+    /// `externalId`, from `VirtualEthernetCard`.
+    pub external_id: Option<String>,
+    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
+    pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`, from `VirtualEthernetCard`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
+}
+impl x::SchemaType for VirtualVmxnet {
+    const TYPE_NAME: &'static str = "VirtualVmxnet";
+}
+impl x::Structure for VirtualVmxnet {}
+impl x::Fields for VirtualVmxnet {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
+        w.write_opt("addressType", &self.address_type);
+        w.write_opt("macAddress", &self.mac_address);
+        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("resourceAllocation", &self.resource_allocation);
+        w.write_opt("externalId", &self.external_id);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
+    }
+}
+/// `VirtualVmxnet2` (extends `VirtualVmxnet`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet2 {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `numaNode`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_node: Option<i32>,
+    /// `deviceGroupInfo`, from `VirtualDevice`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_info: Option<VirtualDeviceDeviceGroupInfo>,
+    /// `addressType`, from `VirtualEthernetCard`.
+    pub address_type: Option<String>,
+    /// `macAddress`, from `VirtualEthernetCard`.
+    pub mac_address: Option<String>,
+    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
+    pub wake_on_lan_enabled: Option<bool>,
+    /// `resourceAllocation`, from `VirtualEthernetCard`.
+    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
+    /// `externalId`, from `VirtualEthernetCard`.
+    pub external_id: Option<String>,
+    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
+    pub upt_compatibility_enabled: Option<bool>,
+    /// `subnetId`, from `VirtualEthernetCard`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub subnet_id: Option<String>,
+}
+impl x::SchemaType for VirtualVmxnet2 {
+    const TYPE_NAME: &'static str = "VirtualVmxnet2";
+}
+impl x::Structure for VirtualVmxnet2 {}
+impl x::Fields for VirtualVmxnet2 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "numaNode" => r.read_opt(&mut self.numa_node),
+            "deviceGroupInfo" => r.read_opt(&mut self.device_group_info),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "subnetId" => r.read_opt(&mut self.subnet_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
+        w.write_opt("addressType", &self.address_type);
+        w.write_opt("macAddress", &self.mac_address);
+        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("resourceAllocation", &self.resource_allocation);
+        w.write_opt("externalId", &self.external_id);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
+    }
+}
+/// `VirtualVmxnet2Option` (extends `VirtualVmxnetOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualVmxnet2Option {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `numaSupported`, from `VirtualDeviceOption`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_supported: Option<bool>,
+    /// `supportedOUI`, from `VirtualEthernetCardOption`.
+    pub supported_oui: ChoiceOption,
+    /// `macType`, from `VirtualEthernetCardOption`.
+    pub mac_type: ChoiceOption,
+    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
+    pub wake_on_lan_enabled: BoolOption,
+    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
+    pub vm_direct_path_gen2_supported: Option<bool>,
+    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
+    pub upt_compatibility_enabled: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualVmxnet2Option {
+    const TYPE_NAME: &'static str = "VirtualVmxnet2Option";
+}
+impl x::Structure for VirtualVmxnet2Option {}
+impl x::Fields for VirtualVmxnet2Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "numaSupported" => r.read_opt(&mut self.numa_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
+            "vmDirectPathGen2Supported" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
+            }
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
+        w.write("supportedOUI", &self.supported_oui);
+        w.write("macType", &self.mac_type);
+        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+    }
+}
 /// `VirtualVmxnet3` (extends `VirtualVmxnet`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualVmxnet3 {
@@ -97,17 +610,46 @@ impl x::Fields for VirtualVmxnet3 {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
-        w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        w.write_opt("strictLatencyConfig", &self.strict_latency_config);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualVmxnet3.uptv2Enabled",
+                self.uptv2_enabled.is_some(),
+            )
+        {
+            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
+        }
+        if w
+            .since(
+                0x0800_0301,
+                "VirtualVmxnet3.strictLatencyConfig",
+                self.strict_latency_config.is_some(),
+            )
+        {
+            w.write_opt("strictLatencyConfig", &self.strict_latency_config);
+        }
     }
 }
 /// `VirtualVmxnet3Option` (extends `VirtualVmxnetOption`).
@@ -213,14 +755,38 @@ impl x::Fields for VirtualVmxnet3Option {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        w.write_opt("strictLatencyConfigOption", &self.strict_latency_config_option);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualVmxnet3Option.uptv2Enabled",
+                self.uptv2_enabled.is_some(),
+            )
+        {
+            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
+        }
+        if w
+            .since(
+                0x0800_0301,
+                "VirtualVmxnet3Option.strictLatencyConfigOption",
+                self.strict_latency_config_option.is_some(),
+            )
+        {
+            w.write_opt("strictLatencyConfigOption", &self.strict_latency_config_option);
+        }
     }
 }
 /// `VirtualVmxnet3OptionStrictLatencyConfigOption` (extends `DynamicData`).
@@ -281,6 +847,7 @@ impl x::Fields for VirtualVmxnet3OptionStrictLatencyConfigOption {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0301, "type VirtualVmxnet3OptionStrictLatencyConfigOption", true);
         w.write("allowed", &self.allowed);
         w.write("measureLatency", &self.measure_latency);
         w.write("maxTxQueues", &self.max_tx_queues);
@@ -348,6 +915,7 @@ impl x::Fields for VirtualVmxnet3StrictLatencyConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0301, "type VirtualVmxnet3StrictLatencyConfig", true);
         w.write_opt("allowed", &self.allowed);
         w.write_opt("measureLatency", &self.measure_latency);
         w.write_opt("maxTxQueues", &self.max_tx_queues);
@@ -452,17 +1020,46 @@ impl x::Fields for VirtualVmxnet3Vrdma {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write_opt("addressType", &self.address_type);
         w.write_opt("macAddress", &self.mac_address);
         w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("resourceAllocation", &self.resource_allocation);
         w.write_opt("externalId", &self.external_id);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("subnetId", &self.subnet_id);
-        w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        w.write_opt("strictLatencyConfig", &self.strict_latency_config);
+        if w.since(0x0900_0000, "VirtualEthernetCard.subnetId", self.subnet_id.is_some())
+        {
+            w.write_opt("subnetId", &self.subnet_id);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualVmxnet3.uptv2Enabled",
+                self.uptv2_enabled.is_some(),
+            )
+        {
+            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
+        }
+        if w
+            .since(
+                0x0800_0301,
+                "VirtualVmxnet3.strictLatencyConfig",
+                self.strict_latency_config.is_some(),
+            )
+        {
+            w.write_opt("strictLatencyConfig", &self.strict_latency_config);
+        }
         w.write_opt("deviceProtocol", &self.device_protocol);
     }
 }
@@ -572,14 +1169,38 @@ impl x::Fields for VirtualVmxnet3VrdmaOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        w.write_opt("strictLatencyConfigOption", &self.strict_latency_config_option);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualVmxnet3Option.uptv2Enabled",
+                self.uptv2_enabled.is_some(),
+            )
+        {
+            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
+        }
+        if w
+            .since(
+                0x0800_0301,
+                "VirtualVmxnet3Option.strictLatencyConfigOption",
+                self.strict_latency_config_option.is_some(),
+            )
+        {
+            w.write_opt("strictLatencyConfigOption", &self.strict_latency_config_option);
+        }
         w.write_opt("deviceProtocol", &self.device_protocol);
     }
 }
@@ -672,7 +1293,15 @@ impl x::Fields for VirtualVmxnetOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("supportedOUI", &self.supported_oui);
         w.write("macType", &self.mac_type);
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
@@ -745,8 +1374,18 @@ impl x::Fields for VirtualWDT {
         w.write_opt("slotInfo", &self.slot_info);
         w.write_opt("controllerKey", &self.controller_key);
         w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("numaNode", &self.numa_node);
-        w.write_opt("deviceGroupInfo", &self.device_group_info);
+        if w.since(0x0800_0001, "VirtualDevice.numaNode", self.numa_node.is_some()) {
+            w.write_opt("numaNode", &self.numa_node);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDevice.deviceGroupInfo",
+                self.device_group_info.is_some(),
+            )
+        {
+            w.write_opt("deviceGroupInfo", &self.device_group_info);
+        }
         w.write("runOnBoot", &self.run_on_boot);
         w.write("running", &self.running);
     }
@@ -826,74 +1465,15 @@ impl x::Fields for VirtualWDTOption {
         w.write("deprecated", &self.deprecated);
         w.write("plugAndPlay", &self.plug_and_play);
         w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write_opt("numaSupported", &self.numa_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualDeviceOption.numaSupported",
+                self.numa_supported.is_some(),
+            )
+        {
+            w.write_opt("numaSupported", &self.numa_supported);
+        }
         w.write("runOnBoot", &self.run_on_boot);
-    }
-}
-/// `VlanProfile` (extends `ApplyProfile`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VlanProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
-}
-impl x::SchemaType for VlanProfile {
-    const TYPE_NAME: &'static str = "VlanProfile";
-}
-impl x::Structure for VlanProfile {}
-impl x::Fields for VlanProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
     }
 }

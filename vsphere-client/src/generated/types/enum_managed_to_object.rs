@@ -5,6 +5,77 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ManagedEntityStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ManagedEntityStatus {
+    /// `gray`.
+    Gray,
+    /// `green`.
+    Green,
+    /// `yellow`.
+    Yellow,
+    /// `red`.
+    Red,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl ManagedEntityStatus {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Gray => "gray",
+            Self::Green => "green",
+            Self::Yellow => "yellow",
+            Self::Red => "red",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for ManagedEntityStatus {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for ManagedEntityStatus {
+    fn from(value: &str) -> Self {
+        match value {
+            "gray" => Self::Gray,
+            "green" => Self::Green,
+            "yellow" => Self::Yellow,
+            "red" => Self::Red,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for ManagedEntityStatus {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for ManagedEntityStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for ManagedEntityStatus {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for ManagedEntityStatus {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for ManagedEntityStatus {
+    const TYPE_NAME: &'static str = "ManagedEntityStatus";
+}
+impl x::ArrayItem for ManagedEntityStatus {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfManagedEntityStatus";
+    const ITEM_TAG: &'static str = "ManagedEntityStatus";
+}
 /// `MetricAlarmOperator`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -1202,158 +1273,4 @@ impl x::Encode for ObjectUpdateKind {
 }
 impl x::SchemaType for ObjectUpdateKind {
     const TYPE_NAME: &'static str = "ObjectUpdateKind";
-}
-/// `OvfConsumerOstNodeType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OvfConsumerOstNodeType {
-    /// `envelope`.
-    Envelope,
-    /// `virtualSystem`.
-    VirtualSystem,
-    /// `virtualSystemCollection`.
-    VirtualSystemCollection,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl OvfConsumerOstNodeType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Envelope => "envelope",
-            Self::VirtualSystem => "virtualSystem",
-            Self::VirtualSystemCollection => "virtualSystemCollection",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for OvfConsumerOstNodeType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for OvfConsumerOstNodeType {
-    fn from(value: &str) -> Self {
-        match value {
-            "envelope" => Self::Envelope,
-            "virtualSystem" => Self::VirtualSystem,
-            "virtualSystemCollection" => Self::VirtualSystemCollection,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for OvfConsumerOstNodeType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for OvfConsumerOstNodeType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for OvfConsumerOstNodeType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for OvfConsumerOstNodeType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for OvfConsumerOstNodeType {
-    const TYPE_NAME: &'static str = "OvfConsumerOstNodeType";
-}
-/// `OvfCreateImportSpecParamsDiskProvisioningType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OvfCreateImportSpecParamsDiskProvisioningType {
-    /// `monolithicSparse`.
-    MonolithicSparse,
-    /// `monolithicFlat`.
-    MonolithicFlat,
-    /// `twoGbMaxExtentSparse`.
-    TwoGbMaxExtentSparse,
-    /// `twoGbMaxExtentFlat`.
-    TwoGbMaxExtentFlat,
-    /// `thin`.
-    Thin,
-    /// `thick`.
-    Thick,
-    /// `seSparse`.
-    SeSparse,
-    /// `eagerZeroedThick`.
-    EagerZeroedThick,
-    /// `sparse`.
-    Sparse,
-    /// `flat`.
-    Flat,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl OvfCreateImportSpecParamsDiskProvisioningType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::MonolithicSparse => "monolithicSparse",
-            Self::MonolithicFlat => "monolithicFlat",
-            Self::TwoGbMaxExtentSparse => "twoGbMaxExtentSparse",
-            Self::TwoGbMaxExtentFlat => "twoGbMaxExtentFlat",
-            Self::Thin => "thin",
-            Self::Thick => "thick",
-            Self::SeSparse => "seSparse",
-            Self::EagerZeroedThick => "eagerZeroedThick",
-            Self::Sparse => "sparse",
-            Self::Flat => "flat",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for OvfCreateImportSpecParamsDiskProvisioningType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for OvfCreateImportSpecParamsDiskProvisioningType {
-    fn from(value: &str) -> Self {
-        match value {
-            "monolithicSparse" => Self::MonolithicSparse,
-            "monolithicFlat" => Self::MonolithicFlat,
-            "twoGbMaxExtentSparse" => Self::TwoGbMaxExtentSparse,
-            "twoGbMaxExtentFlat" => Self::TwoGbMaxExtentFlat,
-            "thin" => Self::Thin,
-            "thick" => Self::Thick,
-            "seSparse" => Self::SeSparse,
-            "eagerZeroedThick" => Self::EagerZeroedThick,
-            "sparse" => Self::Sparse,
-            "flat" => Self::Flat,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for OvfCreateImportSpecParamsDiskProvisioningType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for OvfCreateImportSpecParamsDiskProvisioningType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for OvfCreateImportSpecParamsDiskProvisioningType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for OvfCreateImportSpecParamsDiskProvisioningType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for OvfCreateImportSpecParamsDiskProvisioningType {
-    const TYPE_NAME: &'static str = "OvfCreateImportSpecParamsDiskProvisioningType";
 }

@@ -5,6 +5,333 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `SearchIndexPredicateArrayOperator`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SearchIndexPredicateArrayOperator {
+    /// `AllElements`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    AllElements,
+    /// `AnyElement`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    AnyElement,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl SearchIndexPredicateArrayOperator {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::AllElements => "AllElements",
+            Self::AnyElement => "AnyElement",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for SearchIndexPredicateArrayOperator {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for SearchIndexPredicateArrayOperator {
+    fn from(value: &str) -> Self {
+        match value {
+            "AllElements" => Self::AllElements,
+            "AnyElement" => Self::AnyElement,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for SearchIndexPredicateArrayOperator {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for SearchIndexPredicateArrayOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for SearchIndexPredicateArrayOperator {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for SearchIndexPredicateArrayOperator {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for SearchIndexPredicateArrayOperator {
+    const TYPE_NAME: &'static str = "SearchIndexPredicateArrayOperator";
+}
+/// `SearchIndexPredicateComparisonOperator`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SearchIndexPredicateComparisonOperator {
+    /// `Equal`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Equal,
+    /// `NotEqual`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    NotEqual,
+    /// `Greater`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Greater,
+    /// `GreaterOrEqual`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    GreaterOrEqual,
+    /// `Less`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Less,
+    /// `LessOrEqual`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    LessOrEqual,
+    /// `In`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    In,
+    /// `NotIn`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    NotIn,
+    /// `Like`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Like,
+    /// `NotLike`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    NotLike,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl SearchIndexPredicateComparisonOperator {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Equal => "Equal",
+            Self::NotEqual => "NotEqual",
+            Self::Greater => "Greater",
+            Self::GreaterOrEqual => "GreaterOrEqual",
+            Self::Less => "Less",
+            Self::LessOrEqual => "LessOrEqual",
+            Self::In => "In",
+            Self::NotIn => "NotIn",
+            Self::Like => "Like",
+            Self::NotLike => "NotLike",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for SearchIndexPredicateComparisonOperator {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for SearchIndexPredicateComparisonOperator {
+    fn from(value: &str) -> Self {
+        match value {
+            "Equal" => Self::Equal,
+            "NotEqual" => Self::NotEqual,
+            "Greater" => Self::Greater,
+            "GreaterOrEqual" => Self::GreaterOrEqual,
+            "Less" => Self::Less,
+            "LessOrEqual" => Self::LessOrEqual,
+            "In" => Self::In,
+            "NotIn" => Self::NotIn,
+            "Like" => Self::Like,
+            "NotLike" => Self::NotLike,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for SearchIndexPredicateComparisonOperator {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for SearchIndexPredicateComparisonOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for SearchIndexPredicateComparisonOperator {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for SearchIndexPredicateComparisonOperator {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for SearchIndexPredicateComparisonOperator {
+    const TYPE_NAME: &'static str = "SearchIndexPredicateComparisonOperator";
+}
+/// `SearchIndexQuerySpecResourceType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SearchIndexQuerySpecResourceType {
+    /// `ClusterComputeResource`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    ClusterComputeResource,
+    /// `ComputeResource`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    ComputeResource,
+    /// `Datacenter`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Datacenter,
+    /// `Datastore`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Datastore,
+    /// `DistributedVirtualPortgroup`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    DistributedVirtualPortgroup,
+    /// `DistributedVirtualSwitch`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    DistributedVirtualSwitch,
+    /// `Folder`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Folder,
+    /// `HostSystem`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    HostSystem,
+    /// `Network`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    Network,
+    /// `OpaqueNetwork`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    OpaqueNetwork,
+    /// `ResourcePool`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    ResourcePool,
+    /// `ServiceInstance`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    ServiceInstance,
+    /// `StoragePod`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    StoragePod,
+    /// `VirtualApp`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    VirtualApp,
+    /// `VirtualMachine`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    VirtualMachine,
+    /// `VmwareDistributedVirtualSwitch`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    VmwareDistributedVirtualSwitch,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl SearchIndexQuerySpecResourceType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::ClusterComputeResource => "ClusterComputeResource",
+            Self::ComputeResource => "ComputeResource",
+            Self::Datacenter => "Datacenter",
+            Self::Datastore => "Datastore",
+            Self::DistributedVirtualPortgroup => "DistributedVirtualPortgroup",
+            Self::DistributedVirtualSwitch => "DistributedVirtualSwitch",
+            Self::Folder => "Folder",
+            Self::HostSystem => "HostSystem",
+            Self::Network => "Network",
+            Self::OpaqueNetwork => "OpaqueNetwork",
+            Self::ResourcePool => "ResourcePool",
+            Self::ServiceInstance => "ServiceInstance",
+            Self::StoragePod => "StoragePod",
+            Self::VirtualApp => "VirtualApp",
+            Self::VirtualMachine => "VirtualMachine",
+            Self::VmwareDistributedVirtualSwitch => "VmwareDistributedVirtualSwitch",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for SearchIndexQuerySpecResourceType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for SearchIndexQuerySpecResourceType {
+    fn from(value: &str) -> Self {
+        match value {
+            "ClusterComputeResource" => Self::ClusterComputeResource,
+            "ComputeResource" => Self::ComputeResource,
+            "Datacenter" => Self::Datacenter,
+            "Datastore" => Self::Datastore,
+            "DistributedVirtualPortgroup" => Self::DistributedVirtualPortgroup,
+            "DistributedVirtualSwitch" => Self::DistributedVirtualSwitch,
+            "Folder" => Self::Folder,
+            "HostSystem" => Self::HostSystem,
+            "Network" => Self::Network,
+            "OpaqueNetwork" => Self::OpaqueNetwork,
+            "ResourcePool" => Self::ResourcePool,
+            "ServiceInstance" => Self::ServiceInstance,
+            "StoragePod" => Self::StoragePod,
+            "VirtualApp" => Self::VirtualApp,
+            "VirtualMachine" => Self::VirtualMachine,
+            "VmwareDistributedVirtualSwitch" => Self::VmwareDistributedVirtualSwitch,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for SearchIndexQuerySpecResourceType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for SearchIndexQuerySpecResourceType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for SearchIndexQuerySpecResourceType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for SearchIndexQuerySpecResourceType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for SearchIndexQuerySpecResourceType {
+    const TYPE_NAME: &'static str = "SearchIndexQuerySpecResourceType";
+}
 /// `SessionManagerGenericServiceTicketTicketType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -981,441 +1308,4 @@ impl x::SchemaType for TaskInfoState {
 impl x::ArrayItem for TaskInfoState {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfTaskInfoState";
     const ITEM_TAG: &'static str = "TaskInfoState";
-}
-/// `ThirdPartyLicenseAssignmentFailedReason`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ThirdPartyLicenseAssignmentFailedReason {
-    /// `licenseAssignmentFailed`.
-    LicenseAssignmentFailed,
-    /// `moduleNotInstalled`.
-    ModuleNotInstalled,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl ThirdPartyLicenseAssignmentFailedReason {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::LicenseAssignmentFailed => "licenseAssignmentFailed",
-            Self::ModuleNotInstalled => "moduleNotInstalled",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for ThirdPartyLicenseAssignmentFailedReason {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for ThirdPartyLicenseAssignmentFailedReason {
-    fn from(value: &str) -> Self {
-        match value {
-            "licenseAssignmentFailed" => Self::LicenseAssignmentFailed,
-            "moduleNotInstalled" => Self::ModuleNotInstalled,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for ThirdPartyLicenseAssignmentFailedReason {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for ThirdPartyLicenseAssignmentFailedReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for ThirdPartyLicenseAssignmentFailedReason {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for ThirdPartyLicenseAssignmentFailedReason {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for ThirdPartyLicenseAssignmentFailedReason {
-    const TYPE_NAME: &'static str = "ThirdPartyLicenseAssignmentFailedReason";
-}
-/// `UpgradePolicy`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum UpgradePolicy {
-    /// `manual`.
-    Manual,
-    /// `upgradeAtPowerCycle`.
-    UpgradeAtPowerCycle,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl UpgradePolicy {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Manual => "manual",
-            Self::UpgradeAtPowerCycle => "upgradeAtPowerCycle",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for UpgradePolicy {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for UpgradePolicy {
-    fn from(value: &str) -> Self {
-        match value {
-            "manual" => Self::Manual,
-            "upgradeAtPowerCycle" => Self::UpgradeAtPowerCycle,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for UpgradePolicy {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for UpgradePolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for UpgradePolicy {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for UpgradePolicy {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for UpgradePolicy {
-    const TYPE_NAME: &'static str = "UpgradePolicy";
-}
-/// `VAppAutoStartAction`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VAppAutoStartAction {
-    /// `none`.
-    None,
-    /// `powerOn`.
-    PowerOn,
-    /// `powerOff`.
-    PowerOff,
-    /// `guestShutdown`.
-    GuestShutdown,
-    /// `suspend`.
-    Suspend,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VAppAutoStartAction {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::None => "none",
-            Self::PowerOn => "powerOn",
-            Self::PowerOff => "powerOff",
-            Self::GuestShutdown => "guestShutdown",
-            Self::Suspend => "suspend",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VAppAutoStartAction {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VAppAutoStartAction {
-    fn from(value: &str) -> Self {
-        match value {
-            "none" => Self::None,
-            "powerOn" => Self::PowerOn,
-            "powerOff" => Self::PowerOff,
-            "guestShutdown" => Self::GuestShutdown,
-            "suspend" => Self::Suspend,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VAppAutoStartAction {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VAppAutoStartAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VAppAutoStartAction {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VAppAutoStartAction {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VAppAutoStartAction {
-    const TYPE_NAME: &'static str = "VAppAutoStartAction";
-}
-/// `VAppCloneSpecProvisioningType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VAppCloneSpecProvisioningType {
-    /// `sameAsSource`.
-    SameAsSource,
-    /// `thin`.
-    Thin,
-    /// `thick`.
-    Thick,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VAppCloneSpecProvisioningType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::SameAsSource => "sameAsSource",
-            Self::Thin => "thin",
-            Self::Thick => "thick",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VAppCloneSpecProvisioningType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VAppCloneSpecProvisioningType {
-    fn from(value: &str) -> Self {
-        match value {
-            "sameAsSource" => Self::SameAsSource,
-            "thin" => Self::Thin,
-            "thick" => Self::Thick,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VAppCloneSpecProvisioningType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VAppCloneSpecProvisioningType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VAppCloneSpecProvisioningType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VAppCloneSpecProvisioningType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VAppCloneSpecProvisioningType {
-    const TYPE_NAME: &'static str = "VAppCloneSpecProvisioningType";
-}
-/// `VAppIPAssignmentInfoAllocationSchemes`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VAppIPAssignmentInfoAllocationSchemes {
-    /// `dhcp`.
-    Dhcp,
-    /// `ovfenv`.
-    Ovfenv,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VAppIPAssignmentInfoAllocationSchemes {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Dhcp => "dhcp",
-            Self::Ovfenv => "ovfenv",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VAppIPAssignmentInfoAllocationSchemes {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VAppIPAssignmentInfoAllocationSchemes {
-    fn from(value: &str) -> Self {
-        match value {
-            "dhcp" => Self::Dhcp,
-            "ovfenv" => Self::Ovfenv,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VAppIPAssignmentInfoAllocationSchemes {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VAppIPAssignmentInfoAllocationSchemes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VAppIPAssignmentInfoAllocationSchemes {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VAppIPAssignmentInfoAllocationSchemes {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VAppIPAssignmentInfoAllocationSchemes {
-    const TYPE_NAME: &'static str = "VAppIPAssignmentInfoAllocationSchemes";
-}
-/// `VAppIPAssignmentInfoIpAllocationPolicy`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VAppIPAssignmentInfoIpAllocationPolicy {
-    /// `dhcpPolicy`.
-    DhcpPolicy,
-    /// `transientPolicy`.
-    TransientPolicy,
-    /// `fixedPolicy`.
-    FixedPolicy,
-    /// `fixedAllocatedPolicy`.
-    FixedAllocatedPolicy,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VAppIPAssignmentInfoIpAllocationPolicy {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::DhcpPolicy => "dhcpPolicy",
-            Self::TransientPolicy => "transientPolicy",
-            Self::FixedPolicy => "fixedPolicy",
-            Self::FixedAllocatedPolicy => "fixedAllocatedPolicy",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VAppIPAssignmentInfoIpAllocationPolicy {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VAppIPAssignmentInfoIpAllocationPolicy {
-    fn from(value: &str) -> Self {
-        match value {
-            "dhcpPolicy" => Self::DhcpPolicy,
-            "transientPolicy" => Self::TransientPolicy,
-            "fixedPolicy" => Self::FixedPolicy,
-            "fixedAllocatedPolicy" => Self::FixedAllocatedPolicy,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VAppIPAssignmentInfoIpAllocationPolicy {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VAppIPAssignmentInfoIpAllocationPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VAppIPAssignmentInfoIpAllocationPolicy {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VAppIPAssignmentInfoIpAllocationPolicy {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VAppIPAssignmentInfoIpAllocationPolicy {
-    const TYPE_NAME: &'static str = "VAppIPAssignmentInfoIpAllocationPolicy";
-}
-/// `VAppIPAssignmentInfoProtocols`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum VAppIPAssignmentInfoProtocols {
-    /// `IPv4`.
-    IPv4,
-    /// `IPv6`.
-    IPv6,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl VAppIPAssignmentInfoProtocols {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::IPv4 => "IPv4",
-            Self::IPv6 => "IPv6",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for VAppIPAssignmentInfoProtocols {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for VAppIPAssignmentInfoProtocols {
-    fn from(value: &str) -> Self {
-        match value {
-            "IPv4" => Self::IPv4,
-            "IPv6" => Self::IPv6,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for VAppIPAssignmentInfoProtocols {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for VAppIPAssignmentInfoProtocols {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for VAppIPAssignmentInfoProtocols {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for VAppIPAssignmentInfoProtocols {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for VAppIPAssignmentInfoProtocols {
-    const TYPE_NAME: &'static str = "VAppIPAssignmentInfoProtocols";
 }

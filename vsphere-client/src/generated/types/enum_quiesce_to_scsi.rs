@@ -5,6 +5,348 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QuiesceMode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QuiesceMode {
+    /// `application`.
+    Application,
+    /// `filesystem`.
+    Filesystem,
+    /// `none`.
+    None,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl QuiesceMode {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Application => "application",
+            Self::Filesystem => "filesystem",
+            Self::None => "none",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for QuiesceMode {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for QuiesceMode {
+    fn from(value: &str) -> Self {
+        match value {
+            "application" => Self::Application,
+            "filesystem" => Self::Filesystem,
+            "none" => Self::None,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for QuiesceMode {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for QuiesceMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for QuiesceMode {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for QuiesceMode {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for QuiesceMode {
+    const TYPE_NAME: &'static str = "QuiesceMode";
+}
+/// `RecommendationReasonCode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecommendationReasonCode {
+    /// `fairnessCpuAvg`.
+    FairnessCpuAvg,
+    /// `fairnessMemAvg`.
+    FairnessMemAvg,
+    /// `jointAffin`.
+    JointAffin,
+    /// `antiAffin`.
+    AntiAffin,
+    /// `hostMaint`.
+    HostMaint,
+    /// `enterStandby`.
+    EnterStandby,
+    /// `reservationCpu`.
+    ReservationCpu,
+    /// `reservationMem`.
+    ReservationMem,
+    /// `powerOnVm`.
+    PowerOnVm,
+    /// `powerSaving`.
+    PowerSaving,
+    /// `increaseCapacity`.
+    IncreaseCapacity,
+    /// `checkResource`.
+    CheckResource,
+    /// `unreservedCapacity`.
+    UnreservedCapacity,
+    /// `colocateCommunicatingVM`.
+    ColocateCommunicatingVM,
+    /// `balanceNetworkBandwidthUsage`.
+    BalanceNetworkBandwidthUsage,
+    /// `vmHostHardAffinity`.
+    VmHostHardAffinity,
+    /// `vmHostSoftAffinity`.
+    VmHostSoftAffinity,
+    /// `increaseAllocation`.
+    IncreaseAllocation,
+    /// `balanceDatastoreSpaceUsage`.
+    BalanceDatastoreSpaceUsage,
+    /// `balanceDatastoreIOLoad`.
+    BalanceDatastoreIOLoad,
+    /// `balanceDatastoreIOPSReservation`.
+    BalanceDatastoreIOPSReservation,
+    /// `datastoreMaint`.
+    DatastoreMaint,
+    /// `virtualDiskJointAffin`.
+    VirtualDiskJointAffin,
+    /// `virtualDiskAntiAffin`.
+    VirtualDiskAntiAffin,
+    /// `datastoreSpaceOutage`.
+    DatastoreSpaceOutage,
+    /// `storagePlacement`.
+    StoragePlacement,
+    /// `iolbDisabledInternal`.
+    IolbDisabledInternal,
+    /// `xvmotionPlacement`.
+    XvmotionPlacement,
+    /// `networkBandwidthReservation`.
+    NetworkBandwidthReservation,
+    /// `hostInDegradation`.
+    HostInDegradation,
+    /// `hostExitDegradation`.
+    HostExitDegradation,
+    /// `maxVmsConstraint`.
+    MaxVmsConstraint,
+    /// `ftConstraints`.
+    FtConstraints,
+    /// `vmHostAffinityPolicy`.
+    VmHostAffinityPolicy,
+    /// `vmHostAntiAffinityPolicy`.
+    VmHostAntiAffinityPolicy,
+    /// `vmAntiAffinityPolicy`.
+    VmAntiAffinityPolicy,
+    /// `balanceVsanUsage`.
+    BalanceVsanUsage,
+    /// `ahPlacementOptimization`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    AhPlacementOptimization,
+    /// `vmxUpgrade`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    VmxUpgrade,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl RecommendationReasonCode {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::FairnessCpuAvg => "fairnessCpuAvg",
+            Self::FairnessMemAvg => "fairnessMemAvg",
+            Self::JointAffin => "jointAffin",
+            Self::AntiAffin => "antiAffin",
+            Self::HostMaint => "hostMaint",
+            Self::EnterStandby => "enterStandby",
+            Self::ReservationCpu => "reservationCpu",
+            Self::ReservationMem => "reservationMem",
+            Self::PowerOnVm => "powerOnVm",
+            Self::PowerSaving => "powerSaving",
+            Self::IncreaseCapacity => "increaseCapacity",
+            Self::CheckResource => "checkResource",
+            Self::UnreservedCapacity => "unreservedCapacity",
+            Self::ColocateCommunicatingVM => "colocateCommunicatingVM",
+            Self::BalanceNetworkBandwidthUsage => "balanceNetworkBandwidthUsage",
+            Self::VmHostHardAffinity => "vmHostHardAffinity",
+            Self::VmHostSoftAffinity => "vmHostSoftAffinity",
+            Self::IncreaseAllocation => "increaseAllocation",
+            Self::BalanceDatastoreSpaceUsage => "balanceDatastoreSpaceUsage",
+            Self::BalanceDatastoreIOLoad => "balanceDatastoreIOLoad",
+            Self::BalanceDatastoreIOPSReservation => "balanceDatastoreIOPSReservation",
+            Self::DatastoreMaint => "datastoreMaint",
+            Self::VirtualDiskJointAffin => "virtualDiskJointAffin",
+            Self::VirtualDiskAntiAffin => "virtualDiskAntiAffin",
+            Self::DatastoreSpaceOutage => "datastoreSpaceOutage",
+            Self::StoragePlacement => "storagePlacement",
+            Self::IolbDisabledInternal => "iolbDisabledInternal",
+            Self::XvmotionPlacement => "xvmotionPlacement",
+            Self::NetworkBandwidthReservation => "networkBandwidthReservation",
+            Self::HostInDegradation => "hostInDegradation",
+            Self::HostExitDegradation => "hostExitDegradation",
+            Self::MaxVmsConstraint => "maxVmsConstraint",
+            Self::FtConstraints => "ftConstraints",
+            Self::VmHostAffinityPolicy => "vmHostAffinityPolicy",
+            Self::VmHostAntiAffinityPolicy => "vmHostAntiAffinityPolicy",
+            Self::VmAntiAffinityPolicy => "vmAntiAffinityPolicy",
+            Self::BalanceVsanUsage => "balanceVsanUsage",
+            Self::AhPlacementOptimization => "ahPlacementOptimization",
+            Self::VmxUpgrade => "vmxUpgrade",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for RecommendationReasonCode {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for RecommendationReasonCode {
+    fn from(value: &str) -> Self {
+        match value {
+            "fairnessCpuAvg" => Self::FairnessCpuAvg,
+            "fairnessMemAvg" => Self::FairnessMemAvg,
+            "jointAffin" => Self::JointAffin,
+            "antiAffin" => Self::AntiAffin,
+            "hostMaint" => Self::HostMaint,
+            "enterStandby" => Self::EnterStandby,
+            "reservationCpu" => Self::ReservationCpu,
+            "reservationMem" => Self::ReservationMem,
+            "powerOnVm" => Self::PowerOnVm,
+            "powerSaving" => Self::PowerSaving,
+            "increaseCapacity" => Self::IncreaseCapacity,
+            "checkResource" => Self::CheckResource,
+            "unreservedCapacity" => Self::UnreservedCapacity,
+            "colocateCommunicatingVM" => Self::ColocateCommunicatingVM,
+            "balanceNetworkBandwidthUsage" => Self::BalanceNetworkBandwidthUsage,
+            "vmHostHardAffinity" => Self::VmHostHardAffinity,
+            "vmHostSoftAffinity" => Self::VmHostSoftAffinity,
+            "increaseAllocation" => Self::IncreaseAllocation,
+            "balanceDatastoreSpaceUsage" => Self::BalanceDatastoreSpaceUsage,
+            "balanceDatastoreIOLoad" => Self::BalanceDatastoreIOLoad,
+            "balanceDatastoreIOPSReservation" => Self::BalanceDatastoreIOPSReservation,
+            "datastoreMaint" => Self::DatastoreMaint,
+            "virtualDiskJointAffin" => Self::VirtualDiskJointAffin,
+            "virtualDiskAntiAffin" => Self::VirtualDiskAntiAffin,
+            "datastoreSpaceOutage" => Self::DatastoreSpaceOutage,
+            "storagePlacement" => Self::StoragePlacement,
+            "iolbDisabledInternal" => Self::IolbDisabledInternal,
+            "xvmotionPlacement" => Self::XvmotionPlacement,
+            "networkBandwidthReservation" => Self::NetworkBandwidthReservation,
+            "hostInDegradation" => Self::HostInDegradation,
+            "hostExitDegradation" => Self::HostExitDegradation,
+            "maxVmsConstraint" => Self::MaxVmsConstraint,
+            "ftConstraints" => Self::FtConstraints,
+            "vmHostAffinityPolicy" => Self::VmHostAffinityPolicy,
+            "vmHostAntiAffinityPolicy" => Self::VmHostAntiAffinityPolicy,
+            "vmAntiAffinityPolicy" => Self::VmAntiAffinityPolicy,
+            "balanceVsanUsage" => Self::BalanceVsanUsage,
+            "ahPlacementOptimization" => Self::AhPlacementOptimization,
+            "vmxUpgrade" => Self::VmxUpgrade,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for RecommendationReasonCode {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for RecommendationReasonCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for RecommendationReasonCode {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for RecommendationReasonCode {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::AhPlacementOptimization => {
+                w.since(
+                    0x0800_0200,
+                    "RecommendationReasonCode value ahPlacementOptimization",
+                    true,
+                );
+            }
+            Self::VmxUpgrade => {
+                w.since(0x0800_0200, "RecommendationReasonCode value vmxUpgrade", true);
+            }
+            _ => {}
+        }
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for RecommendationReasonCode {
+    const TYPE_NAME: &'static str = "RecommendationReasonCode";
+}
+/// `RecommendationType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecommendationType {
+    /// `V1`.
+    V1,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl RecommendationType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::V1 => "V1",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for RecommendationType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for RecommendationType {
+    fn from(value: &str) -> Self {
+        match value {
+            "V1" => Self::V1,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for RecommendationType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for RecommendationType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for RecommendationType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for RecommendationType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for RecommendationType {
+    const TYPE_NAME: &'static str = "RecommendationType";
+}
 /// `ReplicationDiskConfigFaultReasonForFault`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -1088,331 +1430,4 @@ impl x::Encode for ScsiLunVStorageSupportStatus {
 }
 impl x::SchemaType for ScsiLunVStorageSupportStatus {
     const TYPE_NAME: &'static str = "ScsiLunVStorageSupportStatus";
-}
-/// `SearchIndexPredicateArrayOperator`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SearchIndexPredicateArrayOperator {
-    /// `AllElements`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    AllElements,
-    /// `AnyElement`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    AnyElement,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl SearchIndexPredicateArrayOperator {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::AllElements => "AllElements",
-            Self::AnyElement => "AnyElement",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for SearchIndexPredicateArrayOperator {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for SearchIndexPredicateArrayOperator {
-    fn from(value: &str) -> Self {
-        match value {
-            "AllElements" => Self::AllElements,
-            "AnyElement" => Self::AnyElement,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for SearchIndexPredicateArrayOperator {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for SearchIndexPredicateArrayOperator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for SearchIndexPredicateArrayOperator {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for SearchIndexPredicateArrayOperator {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for SearchIndexPredicateArrayOperator {
-    const TYPE_NAME: &'static str = "SearchIndexPredicateArrayOperator";
-}
-/// `SearchIndexPredicateComparisonOperator`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SearchIndexPredicateComparisonOperator {
-    /// `Equal`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Equal,
-    /// `NotEqual`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    NotEqual,
-    /// `Greater`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Greater,
-    /// `GreaterOrEqual`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    GreaterOrEqual,
-    /// `Less`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Less,
-    /// `LessOrEqual`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    LessOrEqual,
-    /// `In`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    In,
-    /// `NotIn`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    NotIn,
-    /// `Like`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Like,
-    /// `NotLike`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    NotLike,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl SearchIndexPredicateComparisonOperator {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Equal => "Equal",
-            Self::NotEqual => "NotEqual",
-            Self::Greater => "Greater",
-            Self::GreaterOrEqual => "GreaterOrEqual",
-            Self::Less => "Less",
-            Self::LessOrEqual => "LessOrEqual",
-            Self::In => "In",
-            Self::NotIn => "NotIn",
-            Self::Like => "Like",
-            Self::NotLike => "NotLike",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for SearchIndexPredicateComparisonOperator {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for SearchIndexPredicateComparisonOperator {
-    fn from(value: &str) -> Self {
-        match value {
-            "Equal" => Self::Equal,
-            "NotEqual" => Self::NotEqual,
-            "Greater" => Self::Greater,
-            "GreaterOrEqual" => Self::GreaterOrEqual,
-            "Less" => Self::Less,
-            "LessOrEqual" => Self::LessOrEqual,
-            "In" => Self::In,
-            "NotIn" => Self::NotIn,
-            "Like" => Self::Like,
-            "NotLike" => Self::NotLike,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for SearchIndexPredicateComparisonOperator {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for SearchIndexPredicateComparisonOperator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for SearchIndexPredicateComparisonOperator {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for SearchIndexPredicateComparisonOperator {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for SearchIndexPredicateComparisonOperator {
-    const TYPE_NAME: &'static str = "SearchIndexPredicateComparisonOperator";
-}
-/// `SearchIndexQuerySpecResourceType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SearchIndexQuerySpecResourceType {
-    /// `ClusterComputeResource`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    ClusterComputeResource,
-    /// `ComputeResource`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    ComputeResource,
-    /// `Datacenter`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Datacenter,
-    /// `Datastore`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Datastore,
-    /// `DistributedVirtualPortgroup`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    DistributedVirtualPortgroup,
-    /// `DistributedVirtualSwitch`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    DistributedVirtualSwitch,
-    /// `Folder`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Folder,
-    /// `HostSystem`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    HostSystem,
-    /// `Network`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    Network,
-    /// `OpaqueNetwork`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    OpaqueNetwork,
-    /// `ResourcePool`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    ResourcePool,
-    /// `ServiceInstance`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    ServiceInstance,
-    /// `StoragePod`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    StoragePod,
-    /// `VirtualApp`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    VirtualApp,
-    /// `VirtualMachine`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    VirtualMachine,
-    /// `VmwareDistributedVirtualSwitch`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    VmwareDistributedVirtualSwitch,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl SearchIndexQuerySpecResourceType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::ClusterComputeResource => "ClusterComputeResource",
-            Self::ComputeResource => "ComputeResource",
-            Self::Datacenter => "Datacenter",
-            Self::Datastore => "Datastore",
-            Self::DistributedVirtualPortgroup => "DistributedVirtualPortgroup",
-            Self::DistributedVirtualSwitch => "DistributedVirtualSwitch",
-            Self::Folder => "Folder",
-            Self::HostSystem => "HostSystem",
-            Self::Network => "Network",
-            Self::OpaqueNetwork => "OpaqueNetwork",
-            Self::ResourcePool => "ResourcePool",
-            Self::ServiceInstance => "ServiceInstance",
-            Self::StoragePod => "StoragePod",
-            Self::VirtualApp => "VirtualApp",
-            Self::VirtualMachine => "VirtualMachine",
-            Self::VmwareDistributedVirtualSwitch => "VmwareDistributedVirtualSwitch",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for SearchIndexQuerySpecResourceType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for SearchIndexQuerySpecResourceType {
-    fn from(value: &str) -> Self {
-        match value {
-            "ClusterComputeResource" => Self::ClusterComputeResource,
-            "ComputeResource" => Self::ComputeResource,
-            "Datacenter" => Self::Datacenter,
-            "Datastore" => Self::Datastore,
-            "DistributedVirtualPortgroup" => Self::DistributedVirtualPortgroup,
-            "DistributedVirtualSwitch" => Self::DistributedVirtualSwitch,
-            "Folder" => Self::Folder,
-            "HostSystem" => Self::HostSystem,
-            "Network" => Self::Network,
-            "OpaqueNetwork" => Self::OpaqueNetwork,
-            "ResourcePool" => Self::ResourcePool,
-            "ServiceInstance" => Self::ServiceInstance,
-            "StoragePod" => Self::StoragePod,
-            "VirtualApp" => Self::VirtualApp,
-            "VirtualMachine" => Self::VirtualMachine,
-            "VmwareDistributedVirtualSwitch" => Self::VmwareDistributedVirtualSwitch,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for SearchIndexQuerySpecResourceType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for SearchIndexQuerySpecResourceType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for SearchIndexQuerySpecResourceType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for SearchIndexQuerySpecResourceType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for SearchIndexQuerySpecResourceType {
-    const TYPE_NAME: &'static str = "SearchIndexQuerySpecResourceType";
 }

@@ -5,6 +5,65 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostStorageProtocol`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostStorageProtocol {
+    /// `scsi`.
+    Scsi,
+    /// `nvme`.
+    Nvme,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl HostStorageProtocol {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Scsi => "scsi",
+            Self::Nvme => "nvme",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for HostStorageProtocol {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for HostStorageProtocol {
+    fn from(value: &str) -> Self {
+        match value {
+            "scsi" => Self::Scsi,
+            "nvme" => Self::Nvme,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for HostStorageProtocol {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for HostStorageProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for HostStorageProtocol {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for HostStorageProtocol {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for HostStorageProtocol {
+    const TYPE_NAME: &'static str = "HostStorageProtocol";
+}
 /// `HostSystemConnectionState`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -358,6 +417,12 @@ impl x::Decode for HostTdxInfoTdxState {
 }
 impl x::Encode for HostTdxInfoTdxState {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::DisabledBios => {
+                w.since(0x0901_0000, "HostTdxInfoTdxState value disabledBios", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -713,6 +778,23 @@ impl x::Decode for HostVirtualNicManagerNicType {
 }
 impl x::Encode for HostVirtualNicManagerNicType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::VsanExternal => {
+                w.since(
+                    0x0800_0300,
+                    "HostVirtualNicManagerNicType value vsanExternal",
+                    true,
+                );
+            }
+            Self::Vnetworking => {
+                w.since(
+                    0x0901_0000,
+                    "HostVirtualNicManagerNicType value vnetworking",
+                    true,
+                );
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -1143,67 +1225,4 @@ impl x::Encode for IncompatibleHostForVmReplicationIncompatibleReason {
 }
 impl x::SchemaType for IncompatibleHostForVmReplicationIncompatibleReason {
     const TYPE_NAME: &'static str = "IncompatibleHostForVmReplicationIncompatibleReason";
-}
-/// `InternetScsiSnsDiscoveryMethod`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum InternetScsiSnsDiscoveryMethod {
-    /// `isnsStatic`.
-    IsnsStatic,
-    /// `isnsDhcp`.
-    IsnsDhcp,
-    /// `isnsSlp`.
-    IsnsSlp,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl InternetScsiSnsDiscoveryMethod {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::IsnsStatic => "isnsStatic",
-            Self::IsnsDhcp => "isnsDhcp",
-            Self::IsnsSlp => "isnsSlp",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for InternetScsiSnsDiscoveryMethod {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for InternetScsiSnsDiscoveryMethod {
-    fn from(value: &str) -> Self {
-        match value {
-            "isnsStatic" => Self::IsnsStatic,
-            "isnsDhcp" => Self::IsnsDhcp,
-            "isnsSlp" => Self::IsnsSlp,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for InternetScsiSnsDiscoveryMethod {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for InternetScsiSnsDiscoveryMethod {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for InternetScsiSnsDiscoveryMethod {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for InternetScsiSnsDiscoveryMethod {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for InternetScsiSnsDiscoveryMethod {
-    const TYPE_NAME: &'static str = "InternetScsiSnsDiscoveryMethod";
 }

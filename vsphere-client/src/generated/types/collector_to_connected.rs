@@ -382,10 +382,42 @@ impl x::Fields for ComputeResourceConfigSpec {
         w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
         w.write_opt("desiredSoftwareSpec", &self.desired_software_spec);
         w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
-        w.write_opt("enableConfigManager", &self.enable_config_manager);
-        w.write_opt("hostSeedSpec", &self.host_seed_spec);
-        w.write_opt("softwareSpecId", &self.software_spec_id);
-        w.write_opt("networkBootMode", &self.network_boot_mode);
+        if w
+            .since(
+                0x0700_0301,
+                "ComputeResourceConfigSpec.enableConfigManager",
+                self.enable_config_manager.is_some(),
+            )
+        {
+            w.write_opt("enableConfigManager", &self.enable_config_manager);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "ComputeResourceConfigSpec.hostSeedSpec",
+                self.host_seed_spec.is_some(),
+            )
+        {
+            w.write_opt("hostSeedSpec", &self.host_seed_spec);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "ComputeResourceConfigSpec.softwareSpecId",
+                self.software_spec_id.is_some(),
+            )
+        {
+            w.write_opt("softwareSpecId", &self.software_spec_id);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "ComputeResourceConfigSpec.networkBootMode",
+                self.network_boot_mode.is_some(),
+            )
+        {
+            w.write_opt("networkBootMode", &self.network_boot_mode);
+        }
     }
 }
 /// `ComputeResourceEventArgument` (extends `EntityEventArgument`).
@@ -482,6 +514,7 @@ impl x::Fields for ComputeResourceHostSeedSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type ComputeResourceHostSeedSpec", true);
         w.write("singleHostSpec", &self.single_host_spec);
     }
 }
@@ -518,6 +551,7 @@ impl x::Fields for ComputeResourceHostSeedSpecSingleHostSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type ComputeResourceHostSeedSpecSingleHostSpec", true);
         w.write_opt("newHostCnxSpec", &self.new_host_cnx_spec);
         w.write_opt("existingHost", &self.existing_host);
     }
@@ -793,7 +827,10 @@ impl x::Fields for ConfigTarget {
         w.write_vec("opaqueNetwork", &self.opaque_network);
         w.write_vec("distributedVirtualPortgroup", &self.distributed_virtual_portgroup);
         w.write_vec("distributedVirtualSwitch", &self.distributed_virtual_switch);
-        w.write_vec("subnetInfo", &self.subnet_info);
+        if w.since(0x0900_0000, "ConfigTarget.subnetInfo", !self.subnet_info.is_empty())
+        {
+            w.write_vec("subnetInfo", &self.subnet_info);
+        }
         w.write_vec("cdRom", &self.cd_rom);
         w.write_vec("serial", &self.serial);
         w.write_vec("parallel", &self.parallel);
@@ -822,12 +859,60 @@ impl x::Fields for ConfigTarget {
         w.write_opt("sevSupported", &self.sev_supported);
         w.write_vec("vgpuDeviceInfo", &self.vgpu_device_info);
         w.write_vec("vgpuProfileInfo", &self.vgpu_profile_info);
-        w.write_vec("vendorDeviceGroupInfo", &self.vendor_device_group_info);
-        w.write_opt("maxSimultaneousThreads", &self.max_simultaneous_threads);
-        w.write_vec("dvxClassInfo", &self.dvx_class_info);
-        w.write_opt("sevSnpSupported", &self.sev_snp_supported);
-        w.write_opt("tdxSupported", &self.tdx_supported);
-        w.write_vec("vMotionBandwidth", &self.vmotion_bandwidth);
+        if w
+            .since(
+                0x0800_0001,
+                "ConfigTarget.vendorDeviceGroupInfo",
+                !self.vendor_device_group_info.is_empty(),
+            )
+        {
+            w.write_vec("vendorDeviceGroupInfo", &self.vendor_device_group_info);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "ConfigTarget.maxSimultaneousThreads",
+                self.max_simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("maxSimultaneousThreads", &self.max_simultaneous_threads);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "ConfigTarget.dvxClassInfo",
+                !self.dvx_class_info.is_empty(),
+            )
+        {
+            w.write_vec("dvxClassInfo", &self.dvx_class_info);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "ConfigTarget.sevSnpSupported",
+                self.sev_snp_supported.is_some(),
+            )
+        {
+            w.write_opt("sevSnpSupported", &self.sev_snp_supported);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "ConfigTarget.tdxSupported",
+                self.tdx_supported.is_some(),
+            )
+        {
+            w.write_opt("tdxSupported", &self.tdx_supported);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "ConfigTarget.vMotionBandwidth",
+                !self.vmotion_bandwidth.is_empty(),
+            )
+        {
+            w.write_vec("vMotionBandwidth", &self.vmotion_bandwidth);
+        }
     }
 }
 /// `ConflictingConfiguration` (extends `DvsFault`).
@@ -976,296 +1061,5 @@ impl x::Fields for ConnectedIso {
         w.write_vec("faultMessage", &self.fault_message);
         w.write("cdrom", &self.cdrom);
         w.write("filename", &self.filename);
-    }
-}
-/// `CpuCompatibilityUnknown` (extends `CpuIncompatible`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CpuCompatibilityUnknown {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `level`, from `CpuIncompatible`.
-    pub level: i32,
-    /// `registerName`, from `CpuIncompatible`.
-    pub register_name: String,
-    /// `registerBits`, from `CpuIncompatible`.
-    pub register_bits: Option<String>,
-    /// `desiredBits`, from `CpuIncompatible`.
-    pub desired_bits: Option<String>,
-    /// `host`, from `CpuIncompatible`.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for CpuCompatibilityUnknown {
-    const TYPE_NAME: &'static str = "CpuCompatibilityUnknown";
-}
-impl x::Structure for CpuCompatibilityUnknown {}
-impl x::Fields for CpuCompatibilityUnknown {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "level" => r.read(&mut self.level),
-            "registerName" => r.read(&mut self.register_name),
-            "registerBits" => r.read_opt(&mut self.register_bits),
-            "desiredBits" => r.read_opt(&mut self.desired_bits),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("level", &self.level);
-        w.write("registerName", &self.register_name);
-        w.write_opt("registerBits", &self.register_bits);
-        w.write_opt("desiredBits", &self.desired_bits);
-        w.write_opt("host", &self.host);
-    }
-}
-/// `CpuHotPlugNotSupported` (extends `VmConfigFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CpuHotPlugNotSupported {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for CpuHotPlugNotSupported {
-    const TYPE_NAME: &'static str = "CpuHotPlugNotSupported";
-}
-impl x::Structure for CpuHotPlugNotSupported {}
-impl x::Fields for CpuHotPlugNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `CpuIncompatible` (extends `VirtualHardwareCompatibilityIssue`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CpuIncompatible {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `level`.
-    pub level: i32,
-    /// `registerName`.
-    pub register_name: String,
-    /// `registerBits`.
-    pub register_bits: Option<String>,
-    /// `desiredBits`.
-    pub desired_bits: Option<String>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for CpuIncompatible {
-    const TYPE_NAME: &'static str = "CpuIncompatible";
-}
-impl x::Structure for CpuIncompatible {}
-impl x::Fields for CpuIncompatible {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "level" => r.read(&mut self.level),
-            "registerName" => r.read(&mut self.register_name),
-            "registerBits" => r.read_opt(&mut self.register_bits),
-            "desiredBits" => r.read_opt(&mut self.desired_bits),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("level", &self.level);
-        w.write("registerName", &self.register_name);
-        w.write_opt("registerBits", &self.register_bits);
-        w.write_opt("desiredBits", &self.desired_bits);
-        w.write_opt("host", &self.host);
-    }
-}
-/// `CpuIncompatible1ECX` (extends `CpuIncompatible`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CpuIncompatible1ECX {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `level`, from `CpuIncompatible`.
-    pub level: i32,
-    /// `registerName`, from `CpuIncompatible`.
-    pub register_name: String,
-    /// `registerBits`, from `CpuIncompatible`.
-    pub register_bits: Option<String>,
-    /// `desiredBits`, from `CpuIncompatible`.
-    pub desired_bits: Option<String>,
-    /// `host`, from `CpuIncompatible`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `sse3`.
-    pub sse3: bool,
-    /// `pclmulqdq`.
-    pub pclmulqdq: Option<bool>,
-    /// `ssse3`.
-    pub ssse3: bool,
-    /// `sse41`.
-    pub sse41: bool,
-    /// `sse42`.
-    pub sse42: bool,
-    /// `aes`.
-    pub aes: Option<bool>,
-    /// `other`.
-    pub other: bool,
-    /// `otherOnly`.
-    pub other_only: bool,
-}
-impl x::SchemaType for CpuIncompatible1ECX {
-    const TYPE_NAME: &'static str = "CpuIncompatible1ECX";
-}
-impl x::Structure for CpuIncompatible1ECX {}
-impl x::Fields for CpuIncompatible1ECX {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "level" => r.read(&mut self.level),
-            "registerName" => r.read(&mut self.register_name),
-            "registerBits" => r.read_opt(&mut self.register_bits),
-            "desiredBits" => r.read_opt(&mut self.desired_bits),
-            "host" => r.read_opt(&mut self.host),
-            "sse3" => r.read(&mut self.sse3),
-            "pclmulqdq" => r.read_opt(&mut self.pclmulqdq),
-            "ssse3" => r.read(&mut self.ssse3),
-            "sse41" => r.read(&mut self.sse41),
-            "sse42" => r.read(&mut self.sse42),
-            "aes" => r.read_opt(&mut self.aes),
-            "other" => r.read(&mut self.other),
-            "otherOnly" => r.read(&mut self.other_only),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("level", &self.level);
-        w.write("registerName", &self.register_name);
-        w.write_opt("registerBits", &self.register_bits);
-        w.write_opt("desiredBits", &self.desired_bits);
-        w.write_opt("host", &self.host);
-        w.write("sse3", &self.sse3);
-        w.write_opt("pclmulqdq", &self.pclmulqdq);
-        w.write("ssse3", &self.ssse3);
-        w.write("sse41", &self.sse41);
-        w.write("sse42", &self.sse42);
-        w.write_opt("aes", &self.aes);
-        w.write("other", &self.other);
-        w.write("otherOnly", &self.other_only);
-    }
-}
-/// `CpuIncompatible81EDX` (extends `CpuIncompatible`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CpuIncompatible81EDX {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `level`, from `CpuIncompatible`.
-    pub level: i32,
-    /// `registerName`, from `CpuIncompatible`.
-    pub register_name: String,
-    /// `registerBits`, from `CpuIncompatible`.
-    pub register_bits: Option<String>,
-    /// `desiredBits`, from `CpuIncompatible`.
-    pub desired_bits: Option<String>,
-    /// `host`, from `CpuIncompatible`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `nx`.
-    pub nx: bool,
-    /// `ffxsr`.
-    pub ffxsr: bool,
-    /// `rdtscp`.
-    pub rdtscp: bool,
-    /// `lm`.
-    pub lm: bool,
-    /// `other`.
-    pub other: bool,
-    /// `otherOnly`.
-    pub other_only: bool,
-}
-impl x::SchemaType for CpuIncompatible81EDX {
-    const TYPE_NAME: &'static str = "CpuIncompatible81EDX";
-}
-impl x::Structure for CpuIncompatible81EDX {}
-impl x::Fields for CpuIncompatible81EDX {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "level" => r.read(&mut self.level),
-            "registerName" => r.read(&mut self.register_name),
-            "registerBits" => r.read_opt(&mut self.register_bits),
-            "desiredBits" => r.read_opt(&mut self.desired_bits),
-            "host" => r.read_opt(&mut self.host),
-            "nx" => r.read(&mut self.nx),
-            "ffxsr" => r.read(&mut self.ffxsr),
-            "rdtscp" => r.read(&mut self.rdtscp),
-            "lm" => r.read(&mut self.lm),
-            "other" => r.read(&mut self.other),
-            "otherOnly" => r.read(&mut self.other_only),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("level", &self.level);
-        w.write("registerName", &self.register_name);
-        w.write_opt("registerBits", &self.register_bits);
-        w.write_opt("desiredBits", &self.desired_bits);
-        w.write_opt("host", &self.host);
-        w.write("nx", &self.nx);
-        w.write("ffxsr", &self.ffxsr);
-        w.write("rdtscp", &self.rdtscp);
-        w.write("lm", &self.lm);
-        w.write("other", &self.other);
-        w.write("otherOnly", &self.other_only);
     }
 }

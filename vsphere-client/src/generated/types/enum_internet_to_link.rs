@@ -5,6 +5,69 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `InternetScsiSnsDiscoveryMethod`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InternetScsiSnsDiscoveryMethod {
+    /// `isnsStatic`.
+    IsnsStatic,
+    /// `isnsDhcp`.
+    IsnsDhcp,
+    /// `isnsSlp`.
+    IsnsSlp,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl InternetScsiSnsDiscoveryMethod {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::IsnsStatic => "isnsStatic",
+            Self::IsnsDhcp => "isnsDhcp",
+            Self::IsnsSlp => "isnsSlp",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for InternetScsiSnsDiscoveryMethod {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for InternetScsiSnsDiscoveryMethod {
+    fn from(value: &str) -> Self {
+        match value {
+            "isnsStatic" => Self::IsnsStatic,
+            "isnsDhcp" => Self::IsnsDhcp,
+            "isnsSlp" => Self::IsnsSlp,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for InternetScsiSnsDiscoveryMethod {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for InternetScsiSnsDiscoveryMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for InternetScsiSnsDiscoveryMethod {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for InternetScsiSnsDiscoveryMethod {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for InternetScsiSnsDiscoveryMethod {
+    const TYPE_NAME: &'static str = "InternetScsiSnsDiscoveryMethod";
+}
 /// `InvalidDasConfigArgumentEntryForInvalidArgument`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -1193,75 +1256,4 @@ impl x::Encode for LinkDiscoveryProtocolConfigProtocolType {
 }
 impl x::SchemaType for LinkDiscoveryProtocolConfigProtocolType {
     const TYPE_NAME: &'static str = "LinkDiscoveryProtocolConfigProtocolType";
-}
-/// `ManagedEntityStatus`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ManagedEntityStatus {
-    /// `gray`.
-    Gray,
-    /// `green`.
-    Green,
-    /// `yellow`.
-    Yellow,
-    /// `red`.
-    Red,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl ManagedEntityStatus {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Gray => "gray",
-            Self::Green => "green",
-            Self::Yellow => "yellow",
-            Self::Red => "red",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for ManagedEntityStatus {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for ManagedEntityStatus {
-    fn from(value: &str) -> Self {
-        match value {
-            "gray" => Self::Gray,
-            "green" => Self::Green,
-            "yellow" => Self::Yellow,
-            "red" => Self::Red,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for ManagedEntityStatus {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for ManagedEntityStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for ManagedEntityStatus {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for ManagedEntityStatus {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for ManagedEntityStatus {
-    const TYPE_NAME: &'static str = "ManagedEntityStatus";
-}
-impl x::ArrayItem for ManagedEntityStatus {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfManagedEntityStatus";
-    const ITEM_TAG: &'static str = "ManagedEntityStatus";
 }

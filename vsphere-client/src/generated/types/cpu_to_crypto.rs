@@ -5,6 +5,297 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `CpuCompatibilityUnknown` (extends `CpuIncompatible`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CpuCompatibilityUnknown {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `level`, from `CpuIncompatible`.
+    pub level: i32,
+    /// `registerName`, from `CpuIncompatible`.
+    pub register_name: String,
+    /// `registerBits`, from `CpuIncompatible`.
+    pub register_bits: Option<String>,
+    /// `desiredBits`, from `CpuIncompatible`.
+    pub desired_bits: Option<String>,
+    /// `host`, from `CpuIncompatible`.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for CpuCompatibilityUnknown {
+    const TYPE_NAME: &'static str = "CpuCompatibilityUnknown";
+}
+impl x::Structure for CpuCompatibilityUnknown {}
+impl x::Fields for CpuCompatibilityUnknown {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "level" => r.read(&mut self.level),
+            "registerName" => r.read(&mut self.register_name),
+            "registerBits" => r.read_opt(&mut self.register_bits),
+            "desiredBits" => r.read_opt(&mut self.desired_bits),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("level", &self.level);
+        w.write("registerName", &self.register_name);
+        w.write_opt("registerBits", &self.register_bits);
+        w.write_opt("desiredBits", &self.desired_bits);
+        w.write_opt("host", &self.host);
+    }
+}
+/// `CpuHotPlugNotSupported` (extends `VmConfigFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CpuHotPlugNotSupported {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for CpuHotPlugNotSupported {
+    const TYPE_NAME: &'static str = "CpuHotPlugNotSupported";
+}
+impl x::Structure for CpuHotPlugNotSupported {}
+impl x::Fields for CpuHotPlugNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `CpuIncompatible` (extends `VirtualHardwareCompatibilityIssue`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CpuIncompatible {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `level`.
+    pub level: i32,
+    /// `registerName`.
+    pub register_name: String,
+    /// `registerBits`.
+    pub register_bits: Option<String>,
+    /// `desiredBits`.
+    pub desired_bits: Option<String>,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for CpuIncompatible {
+    const TYPE_NAME: &'static str = "CpuIncompatible";
+}
+impl x::Structure for CpuIncompatible {}
+impl x::Fields for CpuIncompatible {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "level" => r.read(&mut self.level),
+            "registerName" => r.read(&mut self.register_name),
+            "registerBits" => r.read_opt(&mut self.register_bits),
+            "desiredBits" => r.read_opt(&mut self.desired_bits),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("level", &self.level);
+        w.write("registerName", &self.register_name);
+        w.write_opt("registerBits", &self.register_bits);
+        w.write_opt("desiredBits", &self.desired_bits);
+        w.write_opt("host", &self.host);
+    }
+}
+/// `CpuIncompatible1ECX` (extends `CpuIncompatible`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CpuIncompatible1ECX {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `level`, from `CpuIncompatible`.
+    pub level: i32,
+    /// `registerName`, from `CpuIncompatible`.
+    pub register_name: String,
+    /// `registerBits`, from `CpuIncompatible`.
+    pub register_bits: Option<String>,
+    /// `desiredBits`, from `CpuIncompatible`.
+    pub desired_bits: Option<String>,
+    /// `host`, from `CpuIncompatible`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `sse3`.
+    pub sse3: bool,
+    /// `pclmulqdq`.
+    pub pclmulqdq: Option<bool>,
+    /// `ssse3`.
+    pub ssse3: bool,
+    /// `sse41`.
+    pub sse41: bool,
+    /// `sse42`.
+    pub sse42: bool,
+    /// `aes`.
+    pub aes: Option<bool>,
+    /// `other`.
+    pub other: bool,
+    /// `otherOnly`.
+    pub other_only: bool,
+}
+impl x::SchemaType for CpuIncompatible1ECX {
+    const TYPE_NAME: &'static str = "CpuIncompatible1ECX";
+}
+impl x::Structure for CpuIncompatible1ECX {}
+impl x::Fields for CpuIncompatible1ECX {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "level" => r.read(&mut self.level),
+            "registerName" => r.read(&mut self.register_name),
+            "registerBits" => r.read_opt(&mut self.register_bits),
+            "desiredBits" => r.read_opt(&mut self.desired_bits),
+            "host" => r.read_opt(&mut self.host),
+            "sse3" => r.read(&mut self.sse3),
+            "pclmulqdq" => r.read_opt(&mut self.pclmulqdq),
+            "ssse3" => r.read(&mut self.ssse3),
+            "sse41" => r.read(&mut self.sse41),
+            "sse42" => r.read(&mut self.sse42),
+            "aes" => r.read_opt(&mut self.aes),
+            "other" => r.read(&mut self.other),
+            "otherOnly" => r.read(&mut self.other_only),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("level", &self.level);
+        w.write("registerName", &self.register_name);
+        w.write_opt("registerBits", &self.register_bits);
+        w.write_opt("desiredBits", &self.desired_bits);
+        w.write_opt("host", &self.host);
+        w.write("sse3", &self.sse3);
+        w.write_opt("pclmulqdq", &self.pclmulqdq);
+        w.write("ssse3", &self.ssse3);
+        w.write("sse41", &self.sse41);
+        w.write("sse42", &self.sse42);
+        w.write_opt("aes", &self.aes);
+        w.write("other", &self.other);
+        w.write("otherOnly", &self.other_only);
+    }
+}
+/// `CpuIncompatible81EDX` (extends `CpuIncompatible`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CpuIncompatible81EDX {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `level`, from `CpuIncompatible`.
+    pub level: i32,
+    /// `registerName`, from `CpuIncompatible`.
+    pub register_name: String,
+    /// `registerBits`, from `CpuIncompatible`.
+    pub register_bits: Option<String>,
+    /// `desiredBits`, from `CpuIncompatible`.
+    pub desired_bits: Option<String>,
+    /// `host`, from `CpuIncompatible`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `nx`.
+    pub nx: bool,
+    /// `ffxsr`.
+    pub ffxsr: bool,
+    /// `rdtscp`.
+    pub rdtscp: bool,
+    /// `lm`.
+    pub lm: bool,
+    /// `other`.
+    pub other: bool,
+    /// `otherOnly`.
+    pub other_only: bool,
+}
+impl x::SchemaType for CpuIncompatible81EDX {
+    const TYPE_NAME: &'static str = "CpuIncompatible81EDX";
+}
+impl x::Structure for CpuIncompatible81EDX {}
+impl x::Fields for CpuIncompatible81EDX {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "level" => r.read(&mut self.level),
+            "registerName" => r.read(&mut self.register_name),
+            "registerBits" => r.read_opt(&mut self.register_bits),
+            "desiredBits" => r.read_opt(&mut self.desired_bits),
+            "host" => r.read_opt(&mut self.host),
+            "nx" => r.read(&mut self.nx),
+            "ffxsr" => r.read(&mut self.ffxsr),
+            "rdtscp" => r.read(&mut self.rdtscp),
+            "lm" => r.read(&mut self.lm),
+            "other" => r.read(&mut self.other),
+            "otherOnly" => r.read(&mut self.other_only),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("level", &self.level);
+        w.write("registerName", &self.register_name);
+        w.write_opt("registerBits", &self.register_bits);
+        w.write_opt("desiredBits", &self.desired_bits);
+        w.write_opt("host", &self.host);
+        w.write("nx", &self.nx);
+        w.write("ffxsr", &self.ffxsr);
+        w.write("rdtscp", &self.rdtscp);
+        w.write("lm", &self.lm);
+        w.write("other", &self.other);
+        w.write("otherOnly", &self.other_only);
+    }
+}
 /// `CreateTaskAction` (extends `Action`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CreateTaskAction {
@@ -196,10 +487,19 @@ impl x::Fields for CryptoManagerHostKeyStatus {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "type CryptoManagerHostKeyStatus", true);
         w.write("keyId", &self.key_id);
         w.write("present", &self.present);
         w.write_opt("managementType", &self.management_type);
-        w.write_opt("accessGranted", &self.access_granted);
+        if w
+            .since(
+                0x0800_0300,
+                "CryptoManagerHostKeyStatus.accessGranted",
+                self.access_granted.is_some(),
+            )
+        {
+            w.write_opt("accessGranted", &self.access_granted);
+        }
     }
 }
 impl x::ArrayItem for CryptoManagerHostKeyStatus {
@@ -264,6 +564,7 @@ impl x::Fields for CryptoManagerKmipCertSignRequest {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "type CryptoManagerKmipCertSignRequest", true);
         w.write_opt("commonName", &self.common_name);
         w.write_opt("organization", &self.organization);
         w.write_opt("organizationUnit", &self.organization_unit);
@@ -426,7 +727,15 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatus {
         w.write("keyId", &self.key_id);
         w.write_opt("keyAvailable", &self.key_available);
         w.write_opt("reason", &self.reason);
-        w.write_opt("keyInfo", &self.key_info);
+        if w
+            .since(
+                0x0900_0000,
+                "CryptoManagerKmipCryptoKeyStatus.keyInfo",
+                self.key_info.is_some(),
+            )
+        {
+            w.write_opt("keyInfo", &self.key_info);
+        }
         w.write_vec("encryptedVMs", &self.encrypted_vms);
         w.write_vec("affectedHosts", &self.affected_hosts);
         w.write_vec("referencedByTags", &self.referenced_by_tags);
@@ -466,6 +775,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type CryptoManagerKmipCryptoKeyStatusKeyInfo", true);
         w.write("keyId", &self.key_id);
     }
 }
@@ -502,6 +812,11 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0900_0000,
+            "type CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo",
+            true,
+        );
         w.write("keyId", &self.key_id);
         w.write_opt("configuredTime", &self.configured_time);
     }
@@ -544,6 +859,11 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyIn
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0900_0000,
+            "type CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo",
+            true,
+        );
         w.write("keyId", &self.key_id);
         w.write_opt("createTime", &self.create_time);
         w.write_opt("rotateTime", &self.rotate_time);
@@ -577,6 +897,7 @@ impl x::Fields for CryptoManagerKmipCustomAttributeSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "type CryptoManagerKmipCustomAttributeSpec", true);
         w.write_vec("attributes", &self.attributes);
     }
 }
@@ -608,6 +929,7 @@ impl x::Fields for CryptoManagerKmipGenerateKeySpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type CryptoManagerKmipGenerateKeySpec", true);
         w.write_opt("keyType", &self.key_type);
     }
 }
@@ -856,694 +1178,5 @@ impl x::Fields for CryptoSpecShallowRecrypt {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("newKeyId", &self.new_key_id);
-    }
-}
-/// `CustomFieldDef` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldDef {
-    /// `key`.
-    pub key: i32,
-    /// `name`.
-    pub name: String,
-    /// `type`.
-    pub type_: String,
-    /// `managedObjectType`.
-    pub managed_object_type: Option<String>,
-    /// `fieldDefPrivileges`.
-    pub field_def_privileges: Option<PrivilegePolicyDef>,
-    /// `fieldInstancePrivileges`.
-    pub field_instance_privileges: Option<PrivilegePolicyDef>,
-}
-impl x::SchemaType for CustomFieldDef {
-    const TYPE_NAME: &'static str = "CustomFieldDef";
-}
-impl x::Structure for CustomFieldDef {}
-impl x::Fields for CustomFieldDef {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "type" => r.read(&mut self.type_),
-            "managedObjectType" => r.read_opt(&mut self.managed_object_type),
-            "fieldDefPrivileges" => r.read_opt(&mut self.field_def_privileges),
-            "fieldInstancePrivileges" => r.read_opt(&mut self.field_instance_privileges),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("type", &self.type_);
-        w.write_opt("managedObjectType", &self.managed_object_type);
-        w.write_opt("fieldDefPrivileges", &self.field_def_privileges);
-        w.write_opt("fieldInstancePrivileges", &self.field_instance_privileges);
-    }
-}
-impl x::ArrayItem for CustomFieldDef {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfCustomFieldDef";
-    const ITEM_TAG: &'static str = "CustomFieldDef";
-}
-/// `CustomFieldDefAddedEvent` (extends `CustomFieldDefEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldDefAddedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `fieldKey`, from `CustomFieldDefEvent`.
-    pub field_key: i32,
-    /// `name`, from `CustomFieldDefEvent`.
-    pub name: String,
-}
-impl x::SchemaType for CustomFieldDefAddedEvent {
-    const TYPE_NAME: &'static str = "CustomFieldDefAddedEvent";
-}
-impl x::Structure for CustomFieldDefAddedEvent {}
-impl x::Fields for CustomFieldDefAddedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "fieldKey" => r.read(&mut self.field_key),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("fieldKey", &self.field_key);
-        w.write("name", &self.name);
-    }
-}
-/// `CustomFieldDefEvent` (extends `CustomFieldEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldDefEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `fieldKey`.
-    pub field_key: i32,
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for CustomFieldDefEvent {
-    const TYPE_NAME: &'static str = "CustomFieldDefEvent";
-}
-impl x::Structure for CustomFieldDefEvent {}
-impl x::Fields for CustomFieldDefEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "fieldKey" => r.read(&mut self.field_key),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("fieldKey", &self.field_key);
-        w.write("name", &self.name);
-    }
-}
-/// `CustomFieldDefRemovedEvent` (extends `CustomFieldDefEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldDefRemovedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `fieldKey`, from `CustomFieldDefEvent`.
-    pub field_key: i32,
-    /// `name`, from `CustomFieldDefEvent`.
-    pub name: String,
-}
-impl x::SchemaType for CustomFieldDefRemovedEvent {
-    const TYPE_NAME: &'static str = "CustomFieldDefRemovedEvent";
-}
-impl x::Structure for CustomFieldDefRemovedEvent {}
-impl x::Fields for CustomFieldDefRemovedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "fieldKey" => r.read(&mut self.field_key),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("fieldKey", &self.field_key);
-        w.write("name", &self.name);
-    }
-}
-/// `CustomFieldDefRenamedEvent` (extends `CustomFieldDefEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldDefRenamedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `fieldKey`, from `CustomFieldDefEvent`.
-    pub field_key: i32,
-    /// `name`, from `CustomFieldDefEvent`.
-    pub name: String,
-    /// `newName`.
-    pub new_name: String,
-}
-impl x::SchemaType for CustomFieldDefRenamedEvent {
-    const TYPE_NAME: &'static str = "CustomFieldDefRenamedEvent";
-}
-impl x::Structure for CustomFieldDefRenamedEvent {}
-impl x::Fields for CustomFieldDefRenamedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "fieldKey" => r.read(&mut self.field_key),
-            "name" => r.read(&mut self.name),
-            "newName" => r.read(&mut self.new_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("fieldKey", &self.field_key);
-        w.write("name", &self.name);
-        w.write("newName", &self.new_name);
-    }
-}
-/// `CustomFieldEvent` (extends `Event`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-}
-impl x::SchemaType for CustomFieldEvent {
-    const TYPE_NAME: &'static str = "CustomFieldEvent";
-}
-impl x::Structure for CustomFieldEvent {}
-impl x::Fields for CustomFieldEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-    }
-}
-/// `CustomFieldStringValue` (extends `CustomFieldValue`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldStringValue {
-    /// `key`, from `CustomFieldValue`.
-    pub key: i32,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for CustomFieldStringValue {
-    const TYPE_NAME: &'static str = "CustomFieldStringValue";
-}
-impl x::Structure for CustomFieldStringValue {}
-impl x::Fields for CustomFieldStringValue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-/// `CustomFieldValue` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyCustomFieldValue`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldValue {
-    /// `key`.
-    pub key: i32,
-}
-impl x::SchemaType for CustomFieldValue {
-    const TYPE_NAME: &'static str = "CustomFieldValue";
-}
-impl x::Structure for CustomFieldValue {}
-impl x::Fields for CustomFieldValue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `CustomFieldValueChangedEvent` (extends `CustomFieldEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CustomFieldValueChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `tgw`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tgw: Option<TgwEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `auditId`, from `Event`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub audit_id: Option<String>,
-    /// `entity`.
-    pub entity: ManagedEntityEventArgument,
-    /// `fieldKey`.
-    pub field_key: i32,
-    /// `name`.
-    pub name: String,
-    /// `value`.
-    pub value: String,
-    /// `prevState`.
-    pub prev_state: Option<String>,
-}
-impl x::SchemaType for CustomFieldValueChangedEvent {
-    const TYPE_NAME: &'static str = "CustomFieldValueChangedEvent";
-}
-impl x::Structure for CustomFieldValueChangedEvent {}
-impl x::Fields for CustomFieldValueChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "tgw" => r.read_opt(&mut self.tgw),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "auditId" => r.read_opt(&mut self.audit_id),
-            "entity" => r.read(&mut self.entity),
-            "fieldKey" => r.read(&mut self.field_key),
-            "name" => r.read(&mut self.name),
-            "value" => r.read(&mut self.value),
-            "prevState" => r.read_opt(&mut self.prev_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
-        w.write("entity", &self.entity);
-        w.write("fieldKey", &self.field_key);
-        w.write("name", &self.name);
-        w.write("value", &self.value);
-        w.write_opt("prevState", &self.prev_state);
     }
 }

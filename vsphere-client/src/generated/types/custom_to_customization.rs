@@ -5,6 +5,719 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `CustomFieldDef` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldDef {
+    /// `key`.
+    pub key: i32,
+    /// `name`.
+    pub name: String,
+    /// `type`.
+    pub type_: String,
+    /// `managedObjectType`.
+    pub managed_object_type: Option<String>,
+    /// `fieldDefPrivileges`.
+    pub field_def_privileges: Option<PrivilegePolicyDef>,
+    /// `fieldInstancePrivileges`.
+    pub field_instance_privileges: Option<PrivilegePolicyDef>,
+}
+impl x::SchemaType for CustomFieldDef {
+    const TYPE_NAME: &'static str = "CustomFieldDef";
+}
+impl x::Structure for CustomFieldDef {}
+impl x::Fields for CustomFieldDef {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "managedObjectType" => r.read_opt(&mut self.managed_object_type),
+            "fieldDefPrivileges" => r.read_opt(&mut self.field_def_privileges),
+            "fieldInstancePrivileges" => r.read_opt(&mut self.field_instance_privileges),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("type", &self.type_);
+        w.write_opt("managedObjectType", &self.managed_object_type);
+        w.write_opt("fieldDefPrivileges", &self.field_def_privileges);
+        w.write_opt("fieldInstancePrivileges", &self.field_instance_privileges);
+    }
+}
+impl x::ArrayItem for CustomFieldDef {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfCustomFieldDef";
+    const ITEM_TAG: &'static str = "CustomFieldDef";
+}
+/// `CustomFieldDefAddedEvent` (extends `CustomFieldDefEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldDefAddedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `fieldKey`, from `CustomFieldDefEvent`.
+    pub field_key: i32,
+    /// `name`, from `CustomFieldDefEvent`.
+    pub name: String,
+}
+impl x::SchemaType for CustomFieldDefAddedEvent {
+    const TYPE_NAME: &'static str = "CustomFieldDefAddedEvent";
+}
+impl x::Structure for CustomFieldDefAddedEvent {}
+impl x::Fields for CustomFieldDefAddedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("fieldKey", &self.field_key);
+        w.write("name", &self.name);
+    }
+}
+/// `CustomFieldDefEvent` (extends `CustomFieldEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldDefEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `fieldKey`.
+    pub field_key: i32,
+    /// `name`.
+    pub name: String,
+}
+impl x::SchemaType for CustomFieldDefEvent {
+    const TYPE_NAME: &'static str = "CustomFieldDefEvent";
+}
+impl x::Structure for CustomFieldDefEvent {}
+impl x::Fields for CustomFieldDefEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("fieldKey", &self.field_key);
+        w.write("name", &self.name);
+    }
+}
+/// `CustomFieldDefRemovedEvent` (extends `CustomFieldDefEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldDefRemovedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `fieldKey`, from `CustomFieldDefEvent`.
+    pub field_key: i32,
+    /// `name`, from `CustomFieldDefEvent`.
+    pub name: String,
+}
+impl x::SchemaType for CustomFieldDefRemovedEvent {
+    const TYPE_NAME: &'static str = "CustomFieldDefRemovedEvent";
+}
+impl x::Structure for CustomFieldDefRemovedEvent {}
+impl x::Fields for CustomFieldDefRemovedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("fieldKey", &self.field_key);
+        w.write("name", &self.name);
+    }
+}
+/// `CustomFieldDefRenamedEvent` (extends `CustomFieldDefEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldDefRenamedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `fieldKey`, from `CustomFieldDefEvent`.
+    pub field_key: i32,
+    /// `name`, from `CustomFieldDefEvent`.
+    pub name: String,
+    /// `newName`.
+    pub new_name: String,
+}
+impl x::SchemaType for CustomFieldDefRenamedEvent {
+    const TYPE_NAME: &'static str = "CustomFieldDefRenamedEvent";
+}
+impl x::Structure for CustomFieldDefRenamedEvent {}
+impl x::Fields for CustomFieldDefRenamedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
+            "newName" => r.read(&mut self.new_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("fieldKey", &self.field_key);
+        w.write("name", &self.name);
+        w.write("newName", &self.new_name);
+    }
+}
+/// `CustomFieldEvent` (extends `Event`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+}
+impl x::SchemaType for CustomFieldEvent {
+    const TYPE_NAME: &'static str = "CustomFieldEvent";
+}
+impl x::Structure for CustomFieldEvent {}
+impl x::Fields for CustomFieldEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+    }
+}
+/// `CustomFieldStringValue` (extends `CustomFieldValue`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldStringValue {
+    /// `key`, from `CustomFieldValue`.
+    pub key: i32,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for CustomFieldStringValue {
+    const TYPE_NAME: &'static str = "CustomFieldStringValue";
+}
+impl x::Structure for CustomFieldStringValue {}
+impl x::Fields for CustomFieldStringValue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("value", &self.value);
+    }
+}
+/// `CustomFieldValue` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyCustomFieldValue`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldValue {
+    /// `key`.
+    pub key: i32,
+}
+impl x::SchemaType for CustomFieldValue {
+    const TYPE_NAME: &'static str = "CustomFieldValue";
+}
+impl x::Structure for CustomFieldValue {}
+impl x::Fields for CustomFieldValue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `CustomFieldValueChangedEvent` (extends `CustomFieldEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CustomFieldValueChangedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `tgw`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tgw: Option<TgwEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `auditId`, from `Event`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub audit_id: Option<String>,
+    /// `entity`.
+    pub entity: ManagedEntityEventArgument,
+    /// `fieldKey`.
+    pub field_key: i32,
+    /// `name`.
+    pub name: String,
+    /// `value`.
+    pub value: String,
+    /// `prevState`.
+    pub prev_state: Option<String>,
+}
+impl x::SchemaType for CustomFieldValueChangedEvent {
+    const TYPE_NAME: &'static str = "CustomFieldValueChangedEvent";
+}
+impl x::Structure for CustomFieldValueChangedEvent {}
+impl x::Fields for CustomFieldValueChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "tgw" => r.read_opt(&mut self.tgw),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "auditId" => r.read_opt(&mut self.audit_id),
+            "entity" => r.read(&mut self.entity),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
+            "value" => r.read(&mut self.value),
+            "prevState" => r.read_opt(&mut self.prev_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
+        w.write("entity", &self.entity);
+        w.write("fieldKey", &self.field_key);
+        w.write("name", &self.name);
+        w.write("value", &self.value);
+        w.write_opt("prevState", &self.prev_state);
+    }
+}
 /// `CustomizationAdapterMapping` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CustomizationAdapterMapping {
@@ -220,7 +933,9 @@ impl x::Fields for CustomizationDisableIpV4 {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type CustomizationDisableIpV4", true);
+    }
 }
 /// `CustomizationEvent` (extends `VmEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -309,10 +1024,14 @@ impl x::Fields for CustomizationEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
     }
@@ -407,10 +1126,14 @@ impl x::Fields for CustomizationFailed {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -761,7 +1484,15 @@ impl x::Fields for CustomizationIdentification {
         w.write_opt("joinDomain", &self.join_domain);
         w.write_opt("domainAdmin", &self.domain_admin);
         w.write_opt("domainAdminPassword", &self.domain_admin_password);
-        w.write_opt("domainOU", &self.domain_ou);
+        if w
+            .since(
+                0x0800_0200,
+                "CustomizationIdentification.domainOU",
+                self.domain_ou.is_some(),
+            )
+        {
+            w.write_opt("domainOU", &self.domain_ou);
+        }
     }
 }
 /// `CustomizationIdentitySettings` (extends `DynamicData`).
@@ -869,7 +1600,9 @@ impl x::Fields for CustomizationLinuxFlexPrep {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type CustomizationLinuxFlexPrep", true);
+    }
 }
 /// `CustomizationLinuxIdentityFailed` (extends `CustomizationFailed`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -961,10 +1694,14 @@ impl x::Fields for CustomizationLinuxIdentityFailed {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -1050,13 +1787,45 @@ impl x::Fields for CustomizationLinuxPrep {
         w.write_opt("timeZone", &self.time_zone);
         w.write_opt("hwClockUTC", &self.hw_clock_utc);
         w.write_opt("scriptText", &self.script_text);
-        w.write_opt(
-            "compatibleCustomizationMethod",
-            &self.compatible_customization_method,
-        );
-        w.write_opt("resetPassword", &self.reset_password);
-        w.write_opt("password", &self.password);
-        w.write_vec("extraConfig", &self.extra_config);
+        if w
+            .since(
+                0x0800_0300,
+                "CustomizationLinuxPrep.compatibleCustomizationMethod",
+                self.compatible_customization_method.is_some(),
+            )
+        {
+            w.write_opt(
+                "compatibleCustomizationMethod",
+                &self.compatible_customization_method,
+            );
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "CustomizationLinuxPrep.resetPassword",
+                self.reset_password.is_some(),
+            )
+        {
+            w.write_opt("resetPassword", &self.reset_password);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "CustomizationLinuxPrep.password",
+                self.password.is_some(),
+            )
+        {
+            w.write_opt("password", &self.password);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "CustomizationLinuxPrep.extraConfig",
+                !self.extra_config.is_empty(),
+            )
+        {
+            w.write_vec("extraConfig", &self.extra_config);
+        }
     }
 }
 /// `CustomizationName` (extends `DynamicData`).
@@ -1168,10 +1937,14 @@ impl x::Fields for CustomizationNetworkSetupFailed {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -1493,10 +2266,14 @@ impl x::Fields for CustomizationStartedEvent {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
     }
@@ -1605,10 +2382,14 @@ impl x::Fields for CustomizationSucceeded {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
     }
@@ -1669,9 +2450,33 @@ impl x::Fields for CustomizationSysprep {
         w.write_opt("guiRunOnce", &self.gui_run_once);
         w.write("identification", &self.identification);
         w.write_opt("licenseFilePrintData", &self.license_file_print_data);
-        w.write_opt("scriptText", &self.script_text);
-        w.write_opt("resetPassword", &self.reset_password);
-        w.write_vec("extraConfig", &self.extra_config);
+        if w
+            .since(
+                0x0901_0000,
+                "CustomizationSysprep.scriptText",
+                self.script_text.is_some(),
+            )
+        {
+            w.write_opt("scriptText", &self.script_text);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "CustomizationSysprep.resetPassword",
+                self.reset_password.is_some(),
+            )
+        {
+            w.write_opt("resetPassword", &self.reset_password);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "CustomizationSysprep.extraConfig",
+                !self.extra_config.is_empty(),
+            )
+        {
+            w.write_vec("extraConfig", &self.extra_config);
+        }
     }
 }
 /// `CustomizationSysprepFailed` (extends `CustomizationFailed`).
@@ -1770,10 +2575,14 @@ impl x::Fields for CustomizationSysprepFailed {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -1898,10 +2707,14 @@ impl x::Fields for CustomizationUnknownFailure {
         w.write_opt("ds", &self.ds);
         w.write_opt("net", &self.net);
         w.write_opt("dvs", &self.dvs);
-        w.write_opt("tgw", &self.tgw);
+        if w.since(0x0901_0000, "Event.tgw", self.tgw.is_some()) {
+            w.write_opt("tgw", &self.tgw);
+        }
         w.write_opt("fullFormattedMessage", &self.full_formatted_message);
         w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("auditId", &self.audit_id);
+        if w.since(0x0901_0000, "Event.auditId", self.audit_id.is_some()) {
+            w.write_opt("auditId", &self.audit_id);
+        }
         w.write("template", &self.template);
         w.write_opt("logLocation", &self.log_location);
         w.write_opt("reason", &self.reason);
@@ -2066,5 +2879,7 @@ impl x::Fields for CustomizationWindowsFlexPrep {
     ) -> Result<bool, x::DecodeError> {
         Ok(false)
     }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type CustomizationWindowsFlexPrep", true);
+    }
 }

@@ -5,418 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VmotionInterfaceNotEnabled` (extends `HostPowerOpFailed`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmotionInterfaceNotEnabled {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for VmotionInterfaceNotEnabled {
-    const TYPE_NAME: &'static str = "VmotionInterfaceNotEnabled";
-}
-impl x::Structure for VmotionInterfaceNotEnabled {}
-impl x::Fields for VmotionInterfaceNotEnabled {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `VmwareDistributedVirtualSwitchDpuFailoverPolicy` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchDpuFailoverPolicy {
-    /// `activeUplink`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub active_uplink: Vec<String>,
-    /// `standbyUplink`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub standby_uplink: Vec<String>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchDpuFailoverPolicy";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchDpuFailoverPolicy {}
-impl x::Fields for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "activeUplink" => r.read_push(&mut self.active_uplink),
-            "standbyUplink" => r.read_push(&mut self.standby_uplink),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("activeUplink", &self.active_uplink);
-        w.write_vec("standbyUplink", &self.standby_uplink);
-    }
-}
-/// `VmwareDistributedVirtualSwitchNetworkOffloadConfig` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchNetworkOffloadConfig {
-    /// `dpuFailoverPolicy`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub dpu_failover_policy: Option<VmwareDistributedVirtualSwitchDpuFailoverPolicy>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchNetworkOffloadConfig";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchNetworkOffloadConfig {}
-impl x::Fields for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dpuFailoverPolicy" => r.read_opt(&mut self.dpu_failover_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("dpuFailoverPolicy", &self.dpu_failover_policy);
-    }
-}
-/// `VmwareDistributedVirtualSwitchPvlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchPvlanSpec {
-    /// `inherited`, from `InheritablePolicy`.
-    pub inherited: bool,
-    /// `pvlanId`.
-    pub pvlan_id: i32,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchPvlanSpec {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchPvlanSpec";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchPvlanSpec {}
-impl x::Fields for VmwareDistributedVirtualSwitchPvlanSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "inherited" => r.read(&mut self.inherited),
-            "pvlanId" => r.read(&mut self.pvlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inherited", &self.inherited);
-        w.write("pvlanId", &self.pvlan_id);
-    }
-}
-/// `VmwareDistributedVirtualSwitchRealTimeConfig` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchRealTimeConfig {
-    /// `allowed`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub allowed: Option<bool>,
-    /// `lanAnnotation`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub lan_annotation: Option<VmwareDistributedVirtualSwitchRealTimeLanAnnotation>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeConfig {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeConfig";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchRealTimeConfig {}
-impl x::Fields for VmwareDistributedVirtualSwitchRealTimeConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowed" => r.read_opt(&mut self.allowed),
-            "lanAnnotation" => r.read_opt(&mut self.lan_annotation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("allowed", &self.allowed);
-        w.write_opt("lanAnnotation", &self.lan_annotation);
-    }
-}
-/// `VmwareDistributedVirtualSwitchRealTimeLanAnnotation` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
-    /// `lanAUplink`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub lan_a_uplink: Vec<String>,
-    /// `lanBUplink`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub lan_b_uplink: Vec<String>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeLanAnnotation";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {}
-impl x::Fields for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lanAUplink" => r.read_push(&mut self.lan_a_uplink),
-            "lanBUplink" => r.read_push(&mut self.lan_b_uplink),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("lanAUplink", &self.lan_a_uplink);
-        w.write_vec("lanBUplink", &self.lan_b_uplink);
-    }
-}
-/// `VmwareDistributedVirtualSwitchTrunkVlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    /// `inherited`, from `InheritablePolicy`.
-    pub inherited: bool,
-    /// `vlanId`.
-    pub vlan_id: Vec<NumericRange>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchTrunkVlanSpec";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchTrunkVlanSpec {}
-impl x::Fields for VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "inherited" => r.read(&mut self.inherited),
-            "vlanId" => r.read_push(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inherited", &self.inherited);
-        w.write_vec("vlanId", &self.vlan_id);
-    }
-}
-/// `VmwareDistributedVirtualSwitchVlanIdSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchVlanIdSpec {
-    /// `inherited`, from `InheritablePolicy`.
-    pub inherited: bool,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchVlanIdSpec {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchVlanIdSpec";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchVlanIdSpec {}
-impl x::Fields for VmwareDistributedVirtualSwitchVlanIdSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "inherited" => r.read(&mut self.inherited),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inherited", &self.inherited);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `VmwareDistributedVirtualSwitchVlanSpec` (extends `InheritablePolicy`).
-///
-/// Fields of this type hold [`AnyVmwareDistributedVirtualSwitchVlanSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchVlanSpec {
-    /// `inherited`, from `InheritablePolicy`.
-    pub inherited: bool,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchVlanSpec {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchVlanSpec";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchVlanSpec {}
-impl x::Fields for VmwareDistributedVirtualSwitchVlanSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "inherited" => r.read(&mut self.inherited),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inherited", &self.inherited);
-    }
-}
-/// `VmwareUplinkPortTeamingPolicy` (extends `InheritablePolicy`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareUplinkPortTeamingPolicy {
-    /// `inherited`, from `InheritablePolicy`.
-    pub inherited: bool,
-    /// `policy`.
-    pub policy: Option<StringPolicy>,
-    /// `reversePolicy`.
-    pub reverse_policy: Option<BoolPolicy>,
-    /// `notifySwitches`.
-    pub notify_switches: Option<BoolPolicy>,
-    /// `rollingOrder`.
-    pub rolling_order: Option<BoolPolicy>,
-    /// `failureCriteria`.
-    pub failure_criteria: Option<DVSFailureCriteria>,
-    /// `uplinkPortOrder`.
-    pub uplink_port_order: Option<VMwareUplinkPortOrderPolicy>,
-}
-impl x::SchemaType for VmwareUplinkPortTeamingPolicy {
-    const TYPE_NAME: &'static str = "VmwareUplinkPortTeamingPolicy";
-}
-impl x::Structure for VmwareUplinkPortTeamingPolicy {}
-impl x::Fields for VmwareUplinkPortTeamingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "inherited" => r.read(&mut self.inherited),
-            "policy" => r.read_opt(&mut self.policy),
-            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
-            "notifySwitches" => r.read_opt(&mut self.notify_switches),
-            "rollingOrder" => r.read_opt(&mut self.rolling_order),
-            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
-            "uplinkPortOrder" => r.read_opt(&mut self.uplink_port_order),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("inherited", &self.inherited);
-        w.write_opt("policy", &self.policy);
-        w.write_opt("reversePolicy", &self.reverse_policy);
-        w.write_opt("notifySwitches", &self.notify_switches);
-        w.write_opt("rollingOrder", &self.rolling_order);
-        w.write_opt("failureCriteria", &self.failure_criteria);
-        w.write_opt("uplinkPortOrder", &self.uplink_port_order);
-    }
-}
-/// `VnicPortArgument` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VnicPortArgument {
-    /// `vnic`.
-    pub vnic: String,
-    /// `port`.
-    pub port: DistributedVirtualSwitchPortConnection,
-}
-impl x::SchemaType for VnicPortArgument {
-    const TYPE_NAME: &'static str = "VnicPortArgument";
-}
-impl x::Structure for VnicPortArgument {}
-impl x::Fields for VnicPortArgument {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnic" => r.read(&mut self.vnic),
-            "port" => r.read(&mut self.port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vnic", &self.vnic);
-        w.write("port", &self.port);
-    }
-}
-impl x::ArrayItem for VnicPortArgument {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVnicPortArgument";
-    const ITEM_TAG: &'static str = "VnicPortArgument";
-}
-/// `VolumeEditorError` (extends `CustomizationFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VolumeEditorError {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for VolumeEditorError {
-    const TYPE_NAME: &'static str = "VolumeEditorError";
-}
-impl x::Structure for VolumeEditorError {}
-impl x::Fields for VolumeEditorError {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
 /// `VramLimitLicense` (extends `NotEnoughLicenses`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VramLimitLicense {
@@ -493,8 +81,24 @@ impl x::Fields for VsanClusterConfigInfo {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("defaultConfig", &self.default_config);
-        w.write_opt("vsanEsaEnabled", &self.vsan_esa_enabled);
-        w.write_opt("vsanCyberRecoveryEnabled", &self.vsan_cyber_recovery_enabled);
+        if w
+            .since(
+                0x0800_0001,
+                "VsanClusterConfigInfo.vsanEsaEnabled",
+                self.vsan_esa_enabled.is_some(),
+            )
+        {
+            w.write_opt("vsanEsaEnabled", &self.vsan_esa_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VsanClusterConfigInfo.vsanCyberRecoveryEnabled",
+                self.vsan_cyber_recovery_enabled.is_some(),
+            )
+        {
+            w.write_opt("vsanCyberRecoveryEnabled", &self.vsan_cyber_recovery_enabled);
+        }
     }
 }
 /// `VsanClusterConfigInfoHostDefaultInfo` (extends `DynamicData`).
@@ -560,6 +164,7 @@ impl x::Fields for VsanClusterCoreConfig {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type VsanClusterCoreConfig", true);
         w.write_opt("vsanMaxEnabled", &self.vsan_max_enabled);
     }
 }
@@ -591,6 +196,7 @@ impl x::Fields for VsanClusterCoreConfigSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type VsanClusterCoreConfigSpec", true);
         w.write_opt("vsanMaxEnabled", &self.vsan_max_enabled);
     }
 }
@@ -711,9 +317,33 @@ impl x::Fields for VsanDatastoreInfo {
         w.write_opt("timestamp", &self.timestamp);
         w.write_opt("containerId", &self.container_id);
         w.write_opt("aliasOf", &self.alias_of);
-        w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        w.write_opt("logicalSectorSize", &self.logical_sector_size);
-        w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.supportedVDiskFormats",
+                !self.supported_vdisk_formats.is_empty(),
+            )
+        {
+            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.logicalSectorSize",
+                self.logical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("logicalSectorSize", &self.logical_sector_size);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "DatastoreInfo.physicalSectorSize",
+                self.physical_sector_size.is_some(),
+            )
+        {
+            w.write_opt("physicalSectorSize", &self.physical_sector_size);
+        }
         w.write_opt("membershipUuid", &self.membership_uuid);
         w.write_opt("accessGenNo", &self.access_gen_no);
     }
@@ -946,8 +576,24 @@ impl x::Fields for VsanHostConfigInfo {
         w.write_opt("storageInfo", &self.storage_info);
         w.write_opt("networkInfo", &self.network_info);
         w.write_opt("faultDomainInfo", &self.fault_domain_info);
-        w.write_opt("vsanEsaEnabled", &self.vsan_esa_enabled);
-        w.write_opt("vsanCyberRecoveryEnabled", &self.vsan_cyber_recovery_enabled);
+        if w
+            .since(
+                0x0800_0001,
+                "VsanHostConfigInfo.vsanEsaEnabled",
+                self.vsan_esa_enabled.is_some(),
+            )
+        {
+            w.write_opt("vsanEsaEnabled", &self.vsan_esa_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VsanHostConfigInfo.vsanCyberRecoveryEnabled",
+                self.vsan_cyber_recovery_enabled.is_some(),
+            )
+        {
+            w.write_opt("vsanCyberRecoveryEnabled", &self.vsan_cyber_recovery_enabled);
+        }
     }
 }
 impl x::ArrayItem for VsanHostConfigInfo {

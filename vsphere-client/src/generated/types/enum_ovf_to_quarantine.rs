@@ -5,6 +5,160 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `OvfConsumerOstNodeType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OvfConsumerOstNodeType {
+    /// `envelope`.
+    Envelope,
+    /// `virtualSystem`.
+    VirtualSystem,
+    /// `virtualSystemCollection`.
+    VirtualSystemCollection,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl OvfConsumerOstNodeType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Envelope => "envelope",
+            Self::VirtualSystem => "virtualSystem",
+            Self::VirtualSystemCollection => "virtualSystemCollection",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for OvfConsumerOstNodeType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for OvfConsumerOstNodeType {
+    fn from(value: &str) -> Self {
+        match value {
+            "envelope" => Self::Envelope,
+            "virtualSystem" => Self::VirtualSystem,
+            "virtualSystemCollection" => Self::VirtualSystemCollection,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for OvfConsumerOstNodeType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for OvfConsumerOstNodeType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for OvfConsumerOstNodeType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for OvfConsumerOstNodeType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for OvfConsumerOstNodeType {
+    const TYPE_NAME: &'static str = "OvfConsumerOstNodeType";
+}
+/// `OvfCreateImportSpecParamsDiskProvisioningType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OvfCreateImportSpecParamsDiskProvisioningType {
+    /// `monolithicSparse`.
+    MonolithicSparse,
+    /// `monolithicFlat`.
+    MonolithicFlat,
+    /// `twoGbMaxExtentSparse`.
+    TwoGbMaxExtentSparse,
+    /// `twoGbMaxExtentFlat`.
+    TwoGbMaxExtentFlat,
+    /// `thin`.
+    Thin,
+    /// `thick`.
+    Thick,
+    /// `seSparse`.
+    SeSparse,
+    /// `eagerZeroedThick`.
+    EagerZeroedThick,
+    /// `sparse`.
+    Sparse,
+    /// `flat`.
+    Flat,
+    /// A value this version of the bindings does not know.
+    Unrecognized(String),
+}
+impl OvfCreateImportSpecParamsDiskProvisioningType {
+    /// The XML value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::MonolithicSparse => "monolithicSparse",
+            Self::MonolithicFlat => "monolithicFlat",
+            Self::TwoGbMaxExtentSparse => "twoGbMaxExtentSparse",
+            Self::TwoGbMaxExtentFlat => "twoGbMaxExtentFlat",
+            Self::Thin => "thin",
+            Self::Thick => "thick",
+            Self::SeSparse => "seSparse",
+            Self::EagerZeroedThick => "eagerZeroedThick",
+            Self::Sparse => "sparse",
+            Self::Flat => "flat",
+            Self::Unrecognized(value) => value,
+        }
+    }
+}
+impl Default for OvfCreateImportSpecParamsDiskProvisioningType {
+    fn default() -> Self {
+        Self::Unrecognized(String::new())
+    }
+}
+impl From<&str> for OvfCreateImportSpecParamsDiskProvisioningType {
+    fn from(value: &str) -> Self {
+        match value {
+            "monolithicSparse" => Self::MonolithicSparse,
+            "monolithicFlat" => Self::MonolithicFlat,
+            "twoGbMaxExtentSparse" => Self::TwoGbMaxExtentSparse,
+            "twoGbMaxExtentFlat" => Self::TwoGbMaxExtentFlat,
+            "thin" => Self::Thin,
+            "thick" => Self::Thick,
+            "seSparse" => Self::SeSparse,
+            "eagerZeroedThick" => Self::EagerZeroedThick,
+            "sparse" => Self::Sparse,
+            "flat" => Self::Flat,
+            _ => Self::Unrecognized(value.to_string()),
+        }
+    }
+}
+impl std::str::FromStr for OvfCreateImportSpecParamsDiskProvisioningType {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Ok(Self::from(value))
+    }
+}
+impl std::fmt::Display for OvfCreateImportSpecParamsDiskProvisioningType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl x::Decode for OvfCreateImportSpecParamsDiskProvisioningType {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(Self::from(r.read_text()?.trim()))
+    }
+}
+impl x::Encode for OvfCreateImportSpecParamsDiskProvisioningType {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.text_element(tag, xsi_type, self.as_str())
+    }
+}
+impl x::SchemaType for OvfCreateImportSpecParamsDiskProvisioningType {
+    const TYPE_NAME: &'static str = "OvfCreateImportSpecParamsDiskProvisioningType";
+}
 /// `PerfFormat`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -315,6 +469,15 @@ impl x::Decode for PerformanceManagerUnit {
 }
 impl x::Encode for PerformanceManagerUnit {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        match self {
+            Self::GigaBytes => {
+                w.since(0x0800_0300, "PerformanceManagerUnit value gigaBytes", true);
+            }
+            Self::Nanosecond => {
+                w.since(0x0800_0001, "PerformanceManagerUnit value nanosecond", true);
+            }
+            _ => {}
+        }
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
@@ -1112,333 +1275,4 @@ impl x::Encode for QuarantineModeFaultFaultType {
 }
 impl x::SchemaType for QuarantineModeFaultFaultType {
     const TYPE_NAME: &'static str = "QuarantineModeFaultFaultType";
-}
-/// `QuiesceMode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum QuiesceMode {
-    /// `application`.
-    Application,
-    /// `filesystem`.
-    Filesystem,
-    /// `none`.
-    None,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl QuiesceMode {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Application => "application",
-            Self::Filesystem => "filesystem",
-            Self::None => "none",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for QuiesceMode {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for QuiesceMode {
-    fn from(value: &str) -> Self {
-        match value {
-            "application" => Self::Application,
-            "filesystem" => Self::Filesystem,
-            "none" => Self::None,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for QuiesceMode {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for QuiesceMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for QuiesceMode {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for QuiesceMode {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for QuiesceMode {
-    const TYPE_NAME: &'static str = "QuiesceMode";
-}
-/// `RecommendationReasonCode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RecommendationReasonCode {
-    /// `fairnessCpuAvg`.
-    FairnessCpuAvg,
-    /// `fairnessMemAvg`.
-    FairnessMemAvg,
-    /// `jointAffin`.
-    JointAffin,
-    /// `antiAffin`.
-    AntiAffin,
-    /// `hostMaint`.
-    HostMaint,
-    /// `enterStandby`.
-    EnterStandby,
-    /// `reservationCpu`.
-    ReservationCpu,
-    /// `reservationMem`.
-    ReservationMem,
-    /// `powerOnVm`.
-    PowerOnVm,
-    /// `powerSaving`.
-    PowerSaving,
-    /// `increaseCapacity`.
-    IncreaseCapacity,
-    /// `checkResource`.
-    CheckResource,
-    /// `unreservedCapacity`.
-    UnreservedCapacity,
-    /// `colocateCommunicatingVM`.
-    ColocateCommunicatingVM,
-    /// `balanceNetworkBandwidthUsage`.
-    BalanceNetworkBandwidthUsage,
-    /// `vmHostHardAffinity`.
-    VmHostHardAffinity,
-    /// `vmHostSoftAffinity`.
-    VmHostSoftAffinity,
-    /// `increaseAllocation`.
-    IncreaseAllocation,
-    /// `balanceDatastoreSpaceUsage`.
-    BalanceDatastoreSpaceUsage,
-    /// `balanceDatastoreIOLoad`.
-    BalanceDatastoreIOLoad,
-    /// `balanceDatastoreIOPSReservation`.
-    BalanceDatastoreIOPSReservation,
-    /// `datastoreMaint`.
-    DatastoreMaint,
-    /// `virtualDiskJointAffin`.
-    VirtualDiskJointAffin,
-    /// `virtualDiskAntiAffin`.
-    VirtualDiskAntiAffin,
-    /// `datastoreSpaceOutage`.
-    DatastoreSpaceOutage,
-    /// `storagePlacement`.
-    StoragePlacement,
-    /// `iolbDisabledInternal`.
-    IolbDisabledInternal,
-    /// `xvmotionPlacement`.
-    XvmotionPlacement,
-    /// `networkBandwidthReservation`.
-    NetworkBandwidthReservation,
-    /// `hostInDegradation`.
-    HostInDegradation,
-    /// `hostExitDegradation`.
-    HostExitDegradation,
-    /// `maxVmsConstraint`.
-    MaxVmsConstraint,
-    /// `ftConstraints`.
-    FtConstraints,
-    /// `vmHostAffinityPolicy`.
-    VmHostAffinityPolicy,
-    /// `vmHostAntiAffinityPolicy`.
-    VmHostAntiAffinityPolicy,
-    /// `vmAntiAffinityPolicy`.
-    VmAntiAffinityPolicy,
-    /// `balanceVsanUsage`.
-    BalanceVsanUsage,
-    /// `ahPlacementOptimization`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    AhPlacementOptimization,
-    /// `vmxUpgrade`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    VmxUpgrade,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl RecommendationReasonCode {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::FairnessCpuAvg => "fairnessCpuAvg",
-            Self::FairnessMemAvg => "fairnessMemAvg",
-            Self::JointAffin => "jointAffin",
-            Self::AntiAffin => "antiAffin",
-            Self::HostMaint => "hostMaint",
-            Self::EnterStandby => "enterStandby",
-            Self::ReservationCpu => "reservationCpu",
-            Self::ReservationMem => "reservationMem",
-            Self::PowerOnVm => "powerOnVm",
-            Self::PowerSaving => "powerSaving",
-            Self::IncreaseCapacity => "increaseCapacity",
-            Self::CheckResource => "checkResource",
-            Self::UnreservedCapacity => "unreservedCapacity",
-            Self::ColocateCommunicatingVM => "colocateCommunicatingVM",
-            Self::BalanceNetworkBandwidthUsage => "balanceNetworkBandwidthUsage",
-            Self::VmHostHardAffinity => "vmHostHardAffinity",
-            Self::VmHostSoftAffinity => "vmHostSoftAffinity",
-            Self::IncreaseAllocation => "increaseAllocation",
-            Self::BalanceDatastoreSpaceUsage => "balanceDatastoreSpaceUsage",
-            Self::BalanceDatastoreIOLoad => "balanceDatastoreIOLoad",
-            Self::BalanceDatastoreIOPSReservation => "balanceDatastoreIOPSReservation",
-            Self::DatastoreMaint => "datastoreMaint",
-            Self::VirtualDiskJointAffin => "virtualDiskJointAffin",
-            Self::VirtualDiskAntiAffin => "virtualDiskAntiAffin",
-            Self::DatastoreSpaceOutage => "datastoreSpaceOutage",
-            Self::StoragePlacement => "storagePlacement",
-            Self::IolbDisabledInternal => "iolbDisabledInternal",
-            Self::XvmotionPlacement => "xvmotionPlacement",
-            Self::NetworkBandwidthReservation => "networkBandwidthReservation",
-            Self::HostInDegradation => "hostInDegradation",
-            Self::HostExitDegradation => "hostExitDegradation",
-            Self::MaxVmsConstraint => "maxVmsConstraint",
-            Self::FtConstraints => "ftConstraints",
-            Self::VmHostAffinityPolicy => "vmHostAffinityPolicy",
-            Self::VmHostAntiAffinityPolicy => "vmHostAntiAffinityPolicy",
-            Self::VmAntiAffinityPolicy => "vmAntiAffinityPolicy",
-            Self::BalanceVsanUsage => "balanceVsanUsage",
-            Self::AhPlacementOptimization => "ahPlacementOptimization",
-            Self::VmxUpgrade => "vmxUpgrade",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for RecommendationReasonCode {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for RecommendationReasonCode {
-    fn from(value: &str) -> Self {
-        match value {
-            "fairnessCpuAvg" => Self::FairnessCpuAvg,
-            "fairnessMemAvg" => Self::FairnessMemAvg,
-            "jointAffin" => Self::JointAffin,
-            "antiAffin" => Self::AntiAffin,
-            "hostMaint" => Self::HostMaint,
-            "enterStandby" => Self::EnterStandby,
-            "reservationCpu" => Self::ReservationCpu,
-            "reservationMem" => Self::ReservationMem,
-            "powerOnVm" => Self::PowerOnVm,
-            "powerSaving" => Self::PowerSaving,
-            "increaseCapacity" => Self::IncreaseCapacity,
-            "checkResource" => Self::CheckResource,
-            "unreservedCapacity" => Self::UnreservedCapacity,
-            "colocateCommunicatingVM" => Self::ColocateCommunicatingVM,
-            "balanceNetworkBandwidthUsage" => Self::BalanceNetworkBandwidthUsage,
-            "vmHostHardAffinity" => Self::VmHostHardAffinity,
-            "vmHostSoftAffinity" => Self::VmHostSoftAffinity,
-            "increaseAllocation" => Self::IncreaseAllocation,
-            "balanceDatastoreSpaceUsage" => Self::BalanceDatastoreSpaceUsage,
-            "balanceDatastoreIOLoad" => Self::BalanceDatastoreIOLoad,
-            "balanceDatastoreIOPSReservation" => Self::BalanceDatastoreIOPSReservation,
-            "datastoreMaint" => Self::DatastoreMaint,
-            "virtualDiskJointAffin" => Self::VirtualDiskJointAffin,
-            "virtualDiskAntiAffin" => Self::VirtualDiskAntiAffin,
-            "datastoreSpaceOutage" => Self::DatastoreSpaceOutage,
-            "storagePlacement" => Self::StoragePlacement,
-            "iolbDisabledInternal" => Self::IolbDisabledInternal,
-            "xvmotionPlacement" => Self::XvmotionPlacement,
-            "networkBandwidthReservation" => Self::NetworkBandwidthReservation,
-            "hostInDegradation" => Self::HostInDegradation,
-            "hostExitDegradation" => Self::HostExitDegradation,
-            "maxVmsConstraint" => Self::MaxVmsConstraint,
-            "ftConstraints" => Self::FtConstraints,
-            "vmHostAffinityPolicy" => Self::VmHostAffinityPolicy,
-            "vmHostAntiAffinityPolicy" => Self::VmHostAntiAffinityPolicy,
-            "vmAntiAffinityPolicy" => Self::VmAntiAffinityPolicy,
-            "balanceVsanUsage" => Self::BalanceVsanUsage,
-            "ahPlacementOptimization" => Self::AhPlacementOptimization,
-            "vmxUpgrade" => Self::VmxUpgrade,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for RecommendationReasonCode {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for RecommendationReasonCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for RecommendationReasonCode {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for RecommendationReasonCode {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for RecommendationReasonCode {
-    const TYPE_NAME: &'static str = "RecommendationReasonCode";
-}
-/// `RecommendationType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RecommendationType {
-    /// `V1`.
-    V1,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl RecommendationType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::V1 => "V1",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for RecommendationType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for RecommendationType {
-    fn from(value: &str) -> Self {
-        match value {
-            "V1" => Self::V1,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for RecommendationType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for RecommendationType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for RecommendationType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for RecommendationType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for RecommendationType {
-    const TYPE_NAME: &'static str = "RecommendationType";
 }

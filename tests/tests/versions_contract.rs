@@ -1,0 +1,227 @@
+//! Contract tests of what the bindings do across vSphere versions, against a
+//! scripted server (wiremock: the simulator speaks 6.5 and cannot announce
+//! another version nor send elements newer than the bindings):
+//!
+//! - a request carrying a field newer than the negotiated version fails
+//!   before it is sent (`ErrorKind::NewerThanServer`), and goes out whole to
+//!   a server that knows the field;
+//! - an element the bindings do not know is skipped, counted in the call
+//!   statistics each time, and reported in one `debug` event per client.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use vsphere_client::types::{ManagedObjectReference, VirtualMachineConfigSpec};
+use vsphere_client::{Client, ErrorKind};
+use wiremock::matchers::{body_string_contains, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn envelope(body: &str) -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
+    )
+}
+
+fn soap_ok(body: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(envelope(body), "text/xml; charset=utf-8")
+}
+
+/// Service content with `extra` inside `about` (elements a newer server sends).
+fn service_content(api_version: &str, extra: &str) -> String {
+    format!(
+        r#"<RetrieveServiceContentResponse xmlns="urn:vim25"><returnval>
+<rootFolder type="Folder">group-d1</rootFolder>
+<propertyCollector type="PropertyCollector">propertyCollector</propertyCollector>
+<about><name>VMware vCenter Server</name><fullName>VMware vCenter Server</fullName><vendor>VMware, Inc.</vendor><version>{api_version}</version><build>1</build><osType>linux-x64</osType><productLineId>vpx</productLineId><apiType>VirtualCenter</apiType><apiVersion>{api_version}</apiVersion>{extra}</about>
+</returnval></RetrieveServiceContentResponse>"#
+    )
+}
+
+/// A server announcing `api_version`, whose service content carries `extra`
+/// in `about`, answering `ReconfigVM_Task` with a task.
+async fn server(api_version: &str, extra: &str) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/sdk/vimServiceVersions.xml"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(format!(
+            r#"<?xml version="1.0" encoding="UTF-8" ?><namespaces version="1.0"><namespace><name>urn:vim25</name><version>{api_version}</version></namespace></namespaces>"#
+        )))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("<RetrieveServiceContent"))
+        .respond_with(soap_ok(&service_content(api_version, extra)))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("<ReconfigVM_Task"))
+        .respond_with(soap_ok(
+            r#"<ReconfigVM_TaskResponse xmlns="urn:vim25"><returnval type="Task">task-7</returnval></ReconfigVM_TaskResponse>"#,
+        ))
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn connect(server: &MockServer) -> Client {
+    Client::builder(&format!("{}/sdk", server.uri()))
+        .keepalive(None)
+        .connect()
+        .await
+        .expect("connects")
+}
+
+async fn reconfig_bodies(server: &MockServer) -> Vec<String> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .filter(|body| body.contains("<ReconfigVM_Task"))
+        .collect()
+}
+
+fn vm() -> ManagedObjectReference {
+    ManagedObjectReference::new("VirtualMachine", "vm-42")
+}
+
+#[tokio::test]
+async fn a_field_newer_than_the_server_fails_before_sending_and_goes_to_a_server_that_knows_it() {
+    // `tdxEnabled` is vSphere API 9.0.0.0.
+    let spec = VirtualMachineConfigSpec {
+        memory_mb: Some(2048),
+        tdx_enabled: Some(true),
+        ..Default::default()
+    };
+
+    let old = server("7.0.3.0", "").await;
+    let client = connect(&old).await;
+    assert_eq!(client.api_version(), "7.0.3.0");
+    let err = client
+        .vim()
+        .reconfig_vm_task(&vm(), &spec)
+        .await
+        .expect_err("newer than the server");
+    assert_eq!(err.kind(), ErrorKind::NewerThanServer, "{err}");
+    let message = err.to_string();
+    for part in ["VirtualMachineConfigSpec.tdxEnabled", "9.0.0.0", "7.0.3.0"] {
+        assert!(message.contains(part), "{part} in {message}");
+    }
+    assert_eq!(err.method(), Some("ReconfigVM_Task"));
+    assert!(
+        reconfig_bodies(&old).await.is_empty(),
+        "nothing reached the server"
+    );
+    // Nothing was sent, so no call was counted.
+    assert!(!client.call_stats().contains_key("ReconfigVM_Task"));
+
+    // Unset, the newer field is not sent and the call goes ahead.
+    let plain = VirtualMachineConfigSpec {
+        tdx_enabled: None,
+        ..spec.clone()
+    };
+    let task = client
+        .vim()
+        .reconfig_vm_task(&vm(), &plain)
+        .await
+        .expect("sent");
+    assert_eq!(task.value, "task-7");
+    let sent = reconfig_bodies(&old).await;
+    assert_eq!(sent.len(), 1);
+    assert!(
+        sent[0].contains("<memoryMB>2048</memoryMB>") && !sent[0].contains("tdxEnabled"),
+        "{}",
+        sent[0]
+    );
+
+    // A 9.0 server gets the field.
+    let new = server("9.0.0.0", "").await;
+    let client = connect(&new).await;
+    assert_eq!(client.api_version(), "9.0.0.0");
+    client
+        .vim()
+        .reconfig_vm_task(&vm(), &spec)
+        .await
+        .expect("sent");
+    let sent = reconfig_bodies(&new).await;
+    assert!(
+        sent[0].contains("<tdxEnabled>true</tdxEnabled>"),
+        "{}",
+        sent[0]
+    );
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_element_is_counted_each_time_and_reported_once_per_client() {
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    // A server newer than the bindings: `about` holds an element they do
+    // not know, twice, and one they do (`name`).
+    let server = server(
+        "10.0.0.0",
+        "<quantumLink>on</quantumLink><quantumLink>off</quantumLink>",
+    )
+    .await;
+    let client = connect(&server).await;
+    assert_eq!(client.service_content().about.name, "VMware vCenter Server");
+    let service_instance = ManagedObjectReference::new("ServiceInstance", "ServiceInstance");
+    let content = client
+        .vim()
+        .retrieve_service_content(&service_instance)
+        .await
+        .expect("decodes");
+    assert_eq!(content.about.api_version, "10.0.0.0");
+
+    let stats = client.call_stats()["RetrieveServiceContent"];
+    assert_eq!(
+        (stats.calls, stats.unknown_elements),
+        (2, 4),
+        "two calls, two unknown elements each"
+    );
+    let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let events: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("skipped an element the bindings do not know"))
+        .collect();
+    assert_eq!(events.len(), 1, "one event per (type, element): {log}");
+    assert!(
+        events[0].contains("DEBUG")
+            && events[0].contains("type_name=\"AboutInfo\"")
+            && events[0].contains("element=quantumLink"),
+        "{}",
+        events[0]
+    );
+
+    // Another client reports it again, once.
+    let other = connect(&server).await;
+    drop(other);
+    let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let events = log
+        .lines()
+        .filter(|l| l.contains("skipped an element the bindings do not know"))
+        .count();
+    assert_eq!(events, 2, "{log}");
+}
