@@ -219,12 +219,6 @@ impl Client {
         )
     }
 
-    /// The vim25 version to announce from now on: `SOAPAction` and the
-    /// version requests are checked against.
-    fn announce(&self, version: &str) {
-        self.inner.announce(version);
-    }
-
     /// The service content fetched on connect (`about`, the managers'
     /// references, the root folder...).
     pub fn service_content(&self) -> &ServiceContent {
@@ -464,7 +458,7 @@ impl Client {
             // No vimServiceVersions.xml: go by what the server says it is.
             let server = content.about.api_version.clone();
             if !server.is_empty() {
-                self.announce(&version::negotiate(&server));
+                self.inner.announce(&version::negotiate(&server));
             }
         }
         let _ = self.inner.content.set(content);
@@ -634,6 +628,8 @@ impl Inner {
         std::sync::atomic::AtomicU32::new(api_level_of(version))
     }
 
+    /// The vim25 version to announce from now on: `SOAPAction` and the
+    /// version requests are checked against.
     fn announce(&self, version: &str) {
         if let Ok(mut action) = self.soap_action.write() {
             *action = builder::soap_action(version);
