@@ -473,8 +473,8 @@ pub(crate) fn from_reqwest(err: reqwest::Error, url: &str) -> Error {
         return Error::new(ErrorKind::Tls, message).with_source(err);
     }
     if err.is_timeout() {
-        // The only reqwest timeout this crate sets on SOAP calls is the
-        // connect timeout; the REST side also sets a per-request one.
+        // The only reqwest timeout this crate sets is the connect timeout
+        // (attempt timeouts and deadlines are the transports' own).
         let (cause, message) = if err.is_connect() {
             (
                 TimeoutCause::Connect,

@@ -394,19 +394,24 @@ impl Service<SoapCall> for HttpService {
                     }),
                 },
             };
-            result.map_err(|err| {
-                // The caller must know before trying again (another clone,
-                // another power-on...).
-                if !idempotent
-                    && matches!(err.kind(), ErrorKind::Transport | ErrorKind::Timeout)
-                    && !err.request_not_sent()
-                {
-                    err.with_note("the request may have reached the server, which may have run it: not repeated")
-                } else {
-                    err
-                }
-            })
+            result.map_err(|err| note_maybe_run(err, idempotent))
         })
+    }
+}
+
+/// An unsafe call's transport error or timeout after the request may have
+/// reached the server says so: the caller must know before trying again
+/// (another clone, another power-on...).
+pub(crate) fn note_maybe_run(err: Error, idempotent: bool) -> Error {
+    if !idempotent
+        && matches!(err.kind(), ErrorKind::Transport | ErrorKind::Timeout)
+        && !err.request_not_sent()
+    {
+        err.with_note(
+            "the request may have reached the server, which may have run it: not repeated",
+        )
+    } else {
+        err
     }
 }
 

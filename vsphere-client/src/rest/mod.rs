@@ -219,6 +219,7 @@ impl RestClient {
             flavor: None,
             keepalive: Some(crate::DEFAULT_KEEPALIVE),
             logout_on_drop: false,
+            call_deadline: soap.call_deadline(),
         }
     }
 
@@ -307,12 +308,15 @@ impl RestClient {
             duration_ms = tracing::field::Empty,
         );
         let started = Instant::now();
+        // One deadline for the call and its repetition after a re-login
+        // (the re-login is a call of its own).
+        let deadline = self.inner.transport.deadline();
         let result = async {
             let seen = self.inner.session.snapshot();
             let reply = self
                 .inner
                 .transport
-                .send(&call, seen.cookie.as_ref())
+                .send_within(&call, seen.cookie.as_ref(), deadline)
                 .await?;
             tracing::Span::current().record("status", reply.status.as_u16());
             match check_status(&call.label(), reply) {
@@ -327,7 +331,7 @@ impl RestClient {
                     let reply = self
                         .inner
                         .transport
-                        .send(&call, self.inner.session.cookie().as_ref())
+                        .send_within(&call, self.inner.session.cookie().as_ref(), deadline)
                         .await?;
                     tracing::Span::current().record("status", reply.status.as_u16());
                     check_status(&call.label(), reply)
@@ -554,6 +558,8 @@ pub struct RestClientBuilder {
     flavor: Option<ApiFlavor>,
     keepalive: Option<Duration>,
     logout_on_drop: bool,
+    /// The SOAP handle's unless set.
+    call_deadline: Option<Duration>,
 }
 
 impl fmt::Debug for RestClientBuilder {
@@ -565,6 +571,7 @@ impl fmt::Debug for RestClientBuilder {
             .field("flavor", &self.flavor)
             .field("keepalive", &self.keepalive)
             .field("logout_on_drop", &self.logout_on_drop)
+            .field("call_deadline", &self.call_deadline)
             .finish()
     }
 }
@@ -608,10 +615,22 @@ impl RestClientBuilder {
         self
     }
 
+    /// The bound on each REST call, every attempt and backoff included
+    /// (`None`: none). By default the SOAP handle's
+    /// ([`Client::call_deadline`]: 10 min unless set), so
+    /// `soap.with_call_deadline(d).rest()` bounds its REST calls by `d` too.
+    /// A call that runs out fails with [`ErrorKind::Timeout`] and
+    /// [`TimeoutCause::CallDeadline`](crate::TimeoutCause::CallDeadline).
+    pub fn call_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.call_deadline = deadline;
+        self
+    }
+
     /// Creates or adopts the session (see [`RestClient::from_soap`] for the
     /// order of attempts) and starts the keepalive.
     pub async fn connect(self) -> Result<RestClient, Error> {
-        let transport = transport_of(&self.soap, self.credentials.as_ref());
+        let mut transport = transport_of(&self.soap, self.credentials.as_ref());
+        transport.call_deadline = self.call_deadline;
         let (flavor, session_id, auth) = if let Some(credentials) = self.credentials {
             let (flavor, id) = session::create(&transport, self.flavor, &credentials).await?;
             (flavor, id, Auth::Credentials(credentials))
@@ -677,6 +696,7 @@ fn transport_of(soap: &Client, credentials: Option<&Credentials>) -> Transport {
         http: soap.http().clone(),
         base,
         call_timeout: config.call_timeout,
+        call_deadline: soap.call_deadline(),
         max_response_size: config.max_response_size,
         body_progress: config.body_progress,
         retry: config.retry.clone(),

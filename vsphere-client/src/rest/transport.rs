@@ -1,9 +1,11 @@
 //! Sending one REST request and turning the reply into JSON or an error.
 //!
 //! The HTTP client is the SOAP client's (same TLS mode, CA bundle, proxy,
-//! connect timeout, user agent); the per-call timeout, the body size limit
-//! and the retry policy are read from the same configuration, so both sides
-//! behave alike.
+//! connect timeout, user agent); the per-attempt timeout, the call deadline
+//! (every attempt and backoff), the watch on response bodies, the body size
+//! limit and the retry policy are read from the same configuration, so both
+//! sides behave alike: a retry starts only when its backoff and
+//! [`MIN_ATTEMPT`] fit before the deadline.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,14 +17,17 @@ use serde::de::DeserializeOwned;
 use tower::retry::backoff::{Backoff, ExponentialBackoffMaker, MakeBackoff};
 use tower::util::rng::HasherRng;
 
-use crate::error::{from_reqwest, Error, ErrorKind};
+use crate::error::{from_reqwest, Error, ErrorKind, TimeoutCause};
 use crate::redact::{redact_body, Secret};
 use crate::rest::error::{
     parse_error_body, rest_error, LocalizableMessage, RestError, RestErrorType,
 };
 use crate::rest::ApiFlavor;
 use crate::session::Credentials;
-use crate::transport::{read_limited, BodyProgress, RetryConfig, WIRE_LOG_TARGET};
+use crate::transport::{
+    format_duration, note_maybe_run, read_limited, BodyProgress, Deadline, RetryConfig,
+    MIN_ATTEMPT, WIRE_LOG_TARGET,
+};
 
 /// The session header of the Automation API.
 pub(crate) const SESSION_HEADER: &str = "vmware-api-session-id";
@@ -33,7 +38,11 @@ pub(crate) struct Transport {
     pub http: reqwest::Client,
     /// `https://host:port/`: the API paths go under it.
     pub base: url::Url,
+    /// One attempt's bound.
     pub call_timeout: Option<Duration>,
+    /// The bound on a whole call, retries and backoff included (the SOAP
+    /// handle's [`call_deadline`](crate::Client::call_deadline)).
+    pub call_deadline: Option<Duration>,
     pub max_response_size: u64,
     pub body_progress: BodyProgress,
     pub retry: RetryConfig,
@@ -103,7 +112,24 @@ impl Transport {
     /// Sends a call, repeating it with backoff when that is safe: always when
     /// the request cannot have reached the server, and for idempotent calls
     /// also after transport errors, timeouts and HTTP 502/503/504.
+    /// The call ends within the transport's call deadline.
     pub(crate) async fn send(&self, call: &Call, session: Option<&Secret>) -> Result<Reply, Error> {
+        self.send_within(call, session, self.deadline()).await
+    }
+
+    /// A deadline for a call starting now.
+    pub(crate) fn deadline(&self) -> Option<Deadline> {
+        self.call_deadline.map(Deadline::after)
+    }
+
+    /// [`send`](Self::send) with a deadline fixed by the caller (shared by
+    /// a call and its repetition after a re-login).
+    pub(crate) async fn send_within(
+        &self,
+        call: &Call,
+        session: Option<&Secret>,
+        deadline: Option<Deadline>,
+    ) -> Result<Reply, Error> {
         let mut retries_left = self.retry.max_retries;
         let max = self.retry.max_backoff.max(self.retry.initial_backoff);
         let mut backoff = ExponentialBackoffMaker::new(
@@ -115,7 +141,7 @@ impl Transport {
         .map_err(|e| Error::invalid_config("invalid retry backoff").with_source(e))?
         .make_backoff();
         loop {
-            let result = self.attempt(call, session).await;
+            let mut result = self.bounded_attempt(call, session, deadline).await;
             let retry = match &result {
                 Ok(reply) => {
                     call.idempotent
@@ -126,6 +152,8 @@ impl Transport {
                                 | StatusCode::GATEWAY_TIMEOUT
                         )
                 }
+                // The call is over: nothing to retry in.
+                Err(err) if err.timeout_cause() == Some(TimeoutCause::CallDeadline) => false,
                 Err(err) => {
                     err.request_not_sent()
                         || (call.idempotent
@@ -135,18 +163,73 @@ impl Transport {
             if !retry || retries_left == 0 {
                 return result;
             }
-            retries_left -= 1;
             let why = match &result {
                 Ok(reply) => format!("HTTP {}", reply.status.as_u16()),
                 Err(err) => err.to_string(),
             };
+            let pause = backoff.next_backoff();
+            if let Some(deadline) = deadline {
+                if pause.deadline() + MIN_ATTEMPT > deadline.at {
+                    tracing::debug!(
+                        operation = call.operation,
+                        "not retrying after {why}: no room for another attempt before the call deadline"
+                    );
+                    if let Err(err) = result {
+                        result = Err(err.with_note(&format!(
+                            "not tried again: no room for another attempt before the call deadline ({})",
+                            format_duration(deadline.bound)
+                        )));
+                    }
+                    return result;
+                }
+            }
+            retries_left -= 1;
             tracing::debug!(
                 operation = call.operation,
                 retries_left,
                 "retrying after {why}"
             );
-            backoff.next_backoff().await;
+            pause.await;
         }
+    }
+
+    /// One attempt, ended by the earlier of the per-attempt timeout and the
+    /// call's deadline (the wait for a concurrency permit included).
+    async fn bounded_attempt(
+        &self,
+        call: &Call,
+        session: Option<&Secret>,
+        deadline: Option<Deadline>,
+    ) -> Result<Reply, Error> {
+        let started = tokio::time::Instant::now();
+        if let Some(d) = deadline.filter(|d| d.at <= started) {
+            return Err(d.error(None));
+        }
+        let attempt_end = self.call_timeout.map(|limit| started + limit);
+        let (end, by_deadline) = match (attempt_end, deadline) {
+            (Some(a), Some(d)) if d.at < a => (Some(d.at), true),
+            (Some(a), _) => (Some(a), false),
+            (None, Some(d)) => (Some(d.at), true),
+            (None, None) => (None, false),
+        };
+        let result = match end {
+            None => self.attempt(call, session).await,
+            Some(end) => match tokio::time::timeout_at(end, self.attempt(call, session)).await {
+                Ok(result) => result,
+                Err(_elapsed) => Err(match deadline {
+                    Some(d) if by_deadline => d.error(Some(call.url.as_str())),
+                    _ => Error::timeout(
+                        TimeoutCause::AttemptTimeout,
+                        format!(
+                            "no complete answer from {} within the call timeout ({})",
+                            call.url,
+                            format_duration(self.call_timeout.unwrap_or_default())
+                        ),
+                    ),
+                }),
+            },
+        };
+        result.map_err(|err| note_maybe_run(err, call.idempotent))
     }
 
     async fn attempt(&self, call: &Call, session: Option<&Secret>) -> Result<Reply, Error> {
@@ -171,9 +254,6 @@ impl Transport {
             .http
             .request(call.method.clone(), call.url.clone())
             .header(ACCEPT, "application/json");
-        if let Some(timeout) = self.call_timeout {
-            request = request.timeout(timeout);
-        }
         if let Some(id) = session {
             let mut value = HeaderValue::from_str(id.expose()).map_err(|_| {
                 Error::new(
