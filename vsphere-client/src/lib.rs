@@ -101,11 +101,7 @@ pub struct ReadmeDoctests;
 // Generated bindings (src/generated, by vsphere-codegen) and the XML runtime they use.
 #[rustfmt::skip]
 mod generated;
-/// The XML runtime of the generated bindings: public for the generated code,
-/// the test kit, benchmarks and fuzz targets, not API (it changes without
-/// notice). What users need of it is re-exported at the crate root
-/// ([`Request`], [`Value`], [`DataObject`], [`DateTime`], [`SchemaType`]) and
-/// in [`codec`].
+// The XML runtime of the generated bindings (its module docs say what of it is API).
 #[doc(hidden)]
 pub mod xml;
 
@@ -124,7 +120,6 @@ pub mod codec;
 mod client;
 mod error;
 mod redact;
-/// The vSphere Automation (REST) API: sessions, tags, content libraries.
 pub mod rest;
 mod session;
 mod stats;

@@ -1,6 +1,6 @@
 //! A scripted vCenter for contract tests of code that uses `vsphere-client`.
 //!
-//! [`MockVCenter`] is a [wiremock](wiremock) server that already answers
+//! [`MockVCenter`] is a [wiremock] server that already answers
 //! what every program needs (service content, login, sessions, the task
 //! watcher, the Automation API session), so a test scripts only the calls
 //! its code makes, with the crate's own types:

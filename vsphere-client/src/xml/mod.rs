@@ -1,4 +1,8 @@
-//! The streaming XML runtime the generated bindings are written against.
+//! The streaming XML runtime the generated bindings are written against:
+//! public for the generated code, the test kit, benchmarks and fuzz targets,
+//! not API (it changes without notice). What users need of it is re-exported
+//! at the crate root ([`Request`], [`Value`], [`DataObject`], [`DateTime`],
+//! [`SchemaType`]) and in [`codec`](crate::codec).
 //!
 //! Decoding works on the response body as a byte slice with quick-xml's
 //! reader (no DOM: memory is O(depth)); encoding writes into a `Vec<u8>`.
